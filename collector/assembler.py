@@ -1,0 +1,208 @@
+"""Groups received spans into traces and decides when each trace is ready.
+
+A trace is ready when its root span has arrived and no span came for `trace_wait`, or
+`trace_timeout` after its first span (then it goes on without a root, marked
+incomplete). Spans arriving for a trace that was already released are not lost: they
+form a `late` trace that is forwarded after `trace_wait` without being scored again.
+
+The assembler is synchronous and takes the time as an argument, so the pipeline drives
+it from the event loop and tests drive it with a hand-held clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from pydantic import Field, model_validator
+
+from collector import registry
+from collector.attributes import any_value_to_python
+from collector.durations import Duration
+from collector.trace import ScopeOrigin, Trace
+
+DEFAULT_TRACE_WAIT_S = 1.0
+DEFAULT_TRACE_TIMEOUT_S = 30.0
+DEFAULT_SESSION_IDLE_S = 300.0
+DEFAULT_MAX_BUFFERED_SPANS = 200_000
+DEFAULT_FORWARDED_TRACE_MEMORY = 100_000
+DEFAULT_SESSION_KEYS = (
+    "session.id",
+    "gen_ai.conversation.id",
+    "langfuse.session.id",
+    "traceloop.association.properties.session_id",
+    "traceloop.association.properties.chat_id",
+)
+
+
+class AssemblerConfig(registry.ComponentConfig):
+    trace_wait: Duration = DEFAULT_TRACE_WAIT_S
+    trace_timeout: Duration = DEFAULT_TRACE_TIMEOUT_S
+    session_idle: Duration = DEFAULT_SESSION_IDLE_S
+    # Spans received but not yet exported by every exporter; past it receivers answer
+    # "retry later" (HTTP 503 / gRPC UNAVAILABLE) instead of buffering without bound.
+    max_buffered_spans: int = Field(default=DEFAULT_MAX_BUFFERED_SPANS, gt=0)
+    session_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_SESSION_KEYS))
+    # How many released trace ids are remembered to recognise late spans.
+    forwarded_trace_memory: int = Field(default=DEFAULT_FORWARDED_TRACE_MEMORY, ge=0)
+
+    @model_validator(mode="after")
+    def _timeout_covers_wait(self) -> AssemblerConfig:
+        if self.trace_timeout < self.trace_wait:
+            raise ValueError("trace_timeout must be at least trace_wait")
+        return self
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    accepted: int
+    rejected: int
+    error: str | None = None  # the first reason a span was rejected
+
+
+class Assembler:
+    """Buffers spans by trace id until their trace is ready."""
+
+    def __init__(self, config: AssemblerConfig):
+        self.config = config
+        self._traces: dict[bytes, Trace] = {}  # insertion order == first-seen order
+        self._idle: OrderedDict[bytes, None] = OrderedDict()  # least recently touched first
+        self._forwarded: OrderedDict[bytes, None] = OrderedDict()
+        self._session_keys = tuple(config.session_keys)
+        self.buffered_spans = 0
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def add(self, request: ExportTraceServiceRequest, now: float) -> AddOutcome:
+        """Take every valid span of `request`; spans with invalid ids are rejected."""
+        traces = self._traces
+        touched: dict[bytes, Trace] = {}
+        accepted = rejected = 0
+        error = None
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                origin = ScopeOrigin(resource_spans, scope_spans)
+                for span in scope_spans.spans:
+                    trace_id = span.trace_id
+                    problem = _id_problem(trace_id, span.span_id, span.parent_span_id)
+                    if problem is not None:
+                        rejected += 1
+                        error = error or problem
+                        continue
+                    trace = touched.get(trace_id)
+                    if trace is None:
+                        trace = traces.get(trace_id)
+                        if trace is None:
+                            trace = Trace(trace_id, now, late=trace_id in self._forwarded)
+                            traces[trace_id] = trace
+                        touched[trace_id] = trace
+                    trace.add(span, origin)
+                    accepted += 1
+        idle = self._idle
+        for trace_id, trace in touched.items():
+            trace.last_seen = now
+            idle[trace_id] = None
+            idle.move_to_end(trace_id)
+        self.buffered_spans += accepted
+        return AddOutcome(accepted, rejected, error)
+
+    def pop_ready(self, now: float) -> list[Trace]:
+        """Release the traces that are ready at `now`."""
+        timed_out: list[Trace] = []
+        timeout_before = now - self.config.trace_timeout
+        for trace in self._traces.values():
+            if trace.first_seen > timeout_before:
+                break
+            timed_out.append(trace)
+        for trace in timed_out:
+            self._release(trace.trace_id)
+
+        quiet: list[Trace] = []
+        rootless: list[bytes] = []
+        wait_before = now - self.config.trace_wait
+        for trace_id in self._idle:
+            trace = self._traces[trace_id]
+            if trace.last_seen > wait_before:
+                break
+            if trace.complete or trace.late:
+                quiet.append(trace)
+            else:
+                rootless.append(trace_id)
+        for trace_id in rootless:
+            # Parked until a new span (maybe the root) arrives or the timeout fires, so
+            # traces that never get a root are not rescanned on every tick.
+            del self._idle[trace_id]
+        for trace in quiet:
+            self._release(trace.trace_id)
+        return timed_out + quiet
+
+    def pop_all(self) -> list[Trace]:
+        """Release everything (shutdown): traces without a root go out marked incomplete."""
+        ready = list(self._traces.values())
+        for trace in ready:
+            self._release(trace.trace_id)
+        return ready
+
+    def next_deadline(self) -> float | None:
+        """The earliest time at which `pop_ready` could release something."""
+        deadlines = []
+        if self._traces:
+            deadlines.append(next(iter(self._traces.values())).first_seen + self.config.trace_timeout)
+        if self._idle:
+            deadlines.append(self._traces[next(iter(self._idle))].last_seen + self.config.trace_wait)
+        return min(deadlines, default=None)
+
+    def session_id_of(self, trace: Trace) -> str | None:
+        """The first session key found: root span, then other spans, then resources."""
+        if not self._session_keys:
+            return None
+        candidates = [trace.root] if trace.root is not None else []
+        candidates.extend(span for span, _ in trace.spans() if span is not trace.root)
+        for span in candidates:
+            found = _session_value(span.attributes, self._session_keys)
+            if found:
+                return found
+        for origin in trace.spans_by_origin:
+            found = _session_value(origin.resource.attributes, self._session_keys)
+            if found:
+                return found
+        return None
+
+    def _release(self, trace_id: bytes) -> None:
+        trace = self._traces.pop(trace_id)
+        self._idle.pop(trace_id, None)
+        self.buffered_spans -= trace.span_count
+        if self.config.forwarded_trace_memory:
+            self._forwarded[trace_id] = None
+            self._forwarded.move_to_end(trace_id)
+            if len(self._forwarded) > self.config.forwarded_trace_memory:
+                self._forwarded.popitem(last=False)
+
+
+def _session_value(attributes, keys: tuple[str, ...]) -> str | None:
+    best_rank, best = len(keys), None
+    for kv in attributes:
+        try:
+            rank = keys.index(kv.key)
+        except ValueError:
+            continue
+        if rank < best_rank:
+            value = any_value_to_python(kv.value)
+            if value not in (None, "", [], {}):
+                best_rank, best = rank, str(value)
+    return best
+
+
+def _id_problem(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> str | None:
+    if len(trace_id) != 16 or not any(trace_id):
+        return f"span with invalid trace_id {trace_id.hex() or '(empty)'}: must be 16 bytes, not all zero"
+    if len(span_id) != 8 or not any(span_id):
+        return f"span with invalid span_id {span_id.hex() or '(empty)'} in trace {trace_id.hex()}: must be 8 bytes, not all zero"
+    if parent_span_id and len(parent_span_id) != 8:
+        return f"span {span_id.hex()} has an invalid parent_span_id {parent_span_id.hex()}: must be empty or 8 bytes"
+    return None
+
+
+registry.register("processor", "assembler", AssemblerConfig, lambda component_id, config: Assembler(config))

@@ -1,0 +1,86 @@
+"""`spanscore` command line: `run` the collector, `validate` a config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from collector.config import ConfigError, load_config
+from collector.service import Service, run_until_signalled
+from collector.version import VERSION
+
+DEFAULT_CONFIG = "otel-config.yaml"
+EXIT_CONFIG = 2
+EXIT_START = 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spanscore", description="Score AI-agent OpenTelemetry traces in flight.")
+    parser.add_argument("--version", action="version", version=f"spanscore {VERSION}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the collector")
+    run.add_argument("--config", default=DEFAULT_CONFIG, help=f"config file (default: {DEFAULT_CONFIG})")
+    validate = commands.add_parser("validate", help="check a config file and list every problem")
+    validate.add_argument("path", help="config file")
+    args = parser.parse_args(argv)
+
+    if args.command == "validate":
+        return _validate(args.path)
+    return _run(args.config)
+
+
+def _validate(path: str) -> int:
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"{path}: {len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(config.summary())
+    return 0
+
+
+def _run(path: str) -> int:
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"spanscore: cannot start, {path} is invalid:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    level = config.service.telemetry.logs.level.upper().replace("WARN", "WARNING").replace("WARNINGING", "WARNING")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for unused in config.unused:
+        logging.getLogger("spanscore").info("%s is defined but not used by the pipeline", unused)
+    try:
+        asyncio.run(_serve(config))
+    except OSError as exc:
+        print(f"spanscore: cannot start: {exc}", file=sys.stderr)
+        return EXIT_START
+    return 0
+
+
+async def _serve(config) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    log = logging.getLogger("spanscore")
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            log.warning("second %s: exiting without flushing", signal.Signals(signum).name)
+            os._exit(130)
+        log.info("%s received: flushing and stopping (send it again to exit at once)", signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await run_until_signalled(Service(config), stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The collector's YAML config: loading, `${env:...}` expansion and validation.
+
+The shape is the OpenTelemetry Collector's: `receivers`, `processors`, `exporters`,
+`extensions` map component ids (`type[/name]`) to settings, and `service` says which of
+them run. Validation collects every problem, each prefixed with its key path, so one run
+of `spanscore validate` shows all that needs fixing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from collector import registry
+from collector.durations import Duration
+from collector.envsubst import expand_env
+
+DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
+ASSEMBLER_TYPE = "assembler"
+_SECTIONS = {"receivers": "receiver", "processors": "processor", "exporters": "exporter", "extensions": "extension"}
+
+
+class ConfigError(Exception):
+    """The config cannot be used; `problems` lists each one as `key.path: message`."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid config:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+class TracesPipeline(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    receivers: list[str] = Field(min_length=1)
+    processors: list[str] = Field(default_factory=list)
+    exporters: list[str] = Field(min_length=1)
+
+
+class Pipelines(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    traces: TracesPipeline
+
+
+class LogsTelemetry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: str = Field(default="info", pattern="^(?i)(debug|info|warn|warning|error)$")
+
+
+class Telemetry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    logs: LogsTelemetry = Field(default_factory=LogsTelemetry)
+
+
+class Service(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    extensions: list[str] = Field(default_factory=list)
+    pipelines: Pipelines
+    telemetry: Telemetry = Field(default_factory=Telemetry)
+    shutdown_timeout: Duration = DEFAULT_SHUTDOWN_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Component:
+    id: str
+    type: str
+    config: Any
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated config: only the components the service uses, in pipeline order."""
+
+    service: Service
+    receivers: list[Component]
+    processors: list[Component]  # the assembler first, always present
+    exporters: list[Component]
+    extensions: list[Component]
+    source: str = "<memory>"
+    unused: list[str] = field(default_factory=list)
+
+    @property
+    def assembler(self) -> Any:
+        return self.processors[0].config
+
+    def summary(self) -> str:
+        def ids(components: list[Component]) -> str:
+            return ", ".join(c.id for c in components) or "none"
+
+        return (
+            f"{self.source}: valid; receivers: {ids(self.receivers)}; processors: {ids(self.processors)}; "
+            f"exporters: {ids(self.exporters)}; extensions: {ids(self.extensions)}"
+        )
+
+
+def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
+    """Read, expand and validate a config file; raises ConfigError listing every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    return parse_config(text, source=str(path), environ=environ)
+
+
+def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | None = None) -> Config:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{source}: not valid YAML: {exc}"]) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError([f"<root>: expected a mapping of sections, got {type(raw).__name__}"])
+    problems: list[str] = []
+    raw = expand_env(raw, "", problems, environ)
+    for key in raw:
+        if key not in _SECTIONS and key != "service":
+            problems.append(f"{key}: unknown section; expected one of receivers, processors, exporters, extensions, service")
+
+    sections: dict[str, dict[str, Component]] = {}
+    for section, kind in _SECTIONS.items():
+        sections[section] = _validate_section(section, kind, raw.get(section), problems)
+
+    service = None
+    if "service" not in raw:
+        problems.append("service: missing; it must name the traces pipeline's receivers and exporters")
+    else:
+        try:
+            service = Service.model_validate(raw["service"] if raw["service"] is not None else {})
+        except ValidationError as exc:
+            problems.extend(_pydantic_problems("service", exc))
+    if service is None:
+        raise ConfigError(problems)
+
+    pipeline = service.pipelines.traces
+    chosen: dict[str, list[Component]] = {}
+    for section, ids in (
+        ("receivers", pipeline.receivers),
+        ("processors", pipeline.processors),
+        ("exporters", pipeline.exporters),
+        ("extensions", service.extensions),
+    ):
+        where = "service.extensions" if section == "extensions" else f"service.pipelines.traces.{section}"
+        chosen[section] = []
+        seen: set[str] = set()
+        for i, component_id in enumerate(ids):
+            if component_id in seen:
+                problems.append(f"{where}[{i}]: {component_id!r} is listed twice")
+                continue
+            seen.add(component_id)
+            component = sections[section].get(component_id)
+            if component is None:
+                if component_id not in (raw.get(section) or {}):
+                    problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
+                continue
+            chosen[section].append(component)
+
+    processors = chosen["processors"]
+    assemblers = [i for i, c in enumerate(processors) if c.type == ASSEMBLER_TYPE]
+    if len(assemblers) > 1:
+        problems.append("service.pipelines.traces.processors: only one assembler may run")
+    elif assemblers and assemblers[0] != 0:
+        problems.append("service.pipelines.traces.processors: the assembler must come first; processors read assembled traces")
+    elif not assemblers:
+        # Every pipeline assembles traces; listing the assembler is only needed to tune it.
+        spec = registry.lookup("processor", ASSEMBLER_TYPE)
+        processors.insert(0, Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, spec.config_model()))
+    if problems:
+        raise ConfigError(problems)
+
+    used = {c.id for components in chosen.values() for c in components}
+    unused = [f"{section}.{cid}" for section in _SECTIONS for cid in sections[section] if cid not in used]
+    return Config(
+        service=service,
+        receivers=chosen["receivers"],
+        processors=processors,
+        exporters=chosen["exporters"],
+        extensions=chosen["extensions"],
+        source=source,
+        unused=unused,
+    )
+
+
+def _validate_section(section: str, kind: str, raw: Any, problems: list[str]) -> dict[str, Component]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{section}: expected a mapping of component ids to settings, got {type(raw).__name__}")
+        return {}
+    components = {}
+    for component_id, settings in raw.items():
+        where = f"{section}.{component_id}"
+        if not isinstance(component_id, str) or not component_id:
+            problems.append(f"{where}: component ids are strings like type or type/name")
+            continue
+        type_name = registry.component_type(component_id)
+        spec = registry.lookup(kind, type_name)  # type: ignore[arg-type]
+        if spec is None:
+            problems.append(f"{where}: unknown {kind} type {type_name!r}; known: {', '.join(registry.known(kind)) or 'none'}")  # type: ignore[arg-type]
+            continue
+        if settings is None:
+            settings = {}
+        if not isinstance(settings, dict):
+            problems.append(f"{where}: expected a mapping of settings, got {type(settings).__name__}")
+            continue
+        try:
+            config = spec.config_model.model_validate(settings)
+        except ValidationError as exc:
+            problems.extend(_pydantic_problems(where, exc))
+            continue
+        components[component_id] = Component(component_id, type_name, config)
+    return components
+
+
+def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
+    out = []
+    for error in exc.errors(include_url=False):
+        path = prefix
+        for part in error["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif "input" in error and error["type"] not in ("missing",) and not isinstance(error["input"], (dict, list)):
+            message += f" (got {error['input']!r})"
+        out.append(f"{path}: {message}")
+    return out

@@ -1,0 +1,39 @@
+"""Rebuilds OTLP export requests from assembled traces for the exporters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+
+from collector.trace import Trace
+
+
+def build_request(traces: Iterable[Trace]) -> ExportTraceServiceRequest:
+    """One request holding every span of `traces`, each under its original resource and scope.
+
+    Spans that arrived in the same ResourceSpans/ScopeSpans share one output entry again,
+    so a batch of traces from one client costs one resource and one scope copy, not one
+    per trace.
+    """
+    request = ExportTraceServiceRequest()
+    resources: dict[int, ResourceSpans] = {}
+    scopes: dict[int, ScopeSpans] = {}
+    for trace in traces:
+        for origin, spans in trace.spans_by_origin.items():
+            out_scope = scopes.get(id(origin))
+            if out_scope is None:
+                source = origin.resource_spans
+                out_resource = resources.get(id(source))
+                if out_resource is None:
+                    out_resource = request.resource_spans.add()
+                    out_resource.resource.CopyFrom(source.resource)
+                    out_resource.schema_url = source.schema_url
+                    resources[id(source)] = out_resource
+                out_scope = out_resource.scope_spans.add()
+                out_scope.scope.CopyFrom(origin.scope_spans.scope)
+                out_scope.schema_url = origin.scope_spans.schema_url
+                scopes[id(origin)] = out_scope
+            out_scope.spans.extend(spans)
+    return request

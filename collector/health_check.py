@@ -1,0 +1,64 @@
+"""`health_check` extension: an HTTP endpoint for liveness/readiness probes.
+
+Answers 200 while the pipeline runs and 503 once shutdown began, with the same JSON
+shape as the Collector's health_check extension.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from aiohttp import web
+from pydantic import Field, field_validator
+
+from collector import registry
+from collector.endpoints import split_host_port, validate_endpoint
+
+log = logging.getLogger("spanscore.health_check")
+
+
+class HealthCheckConfig(registry.ComponentConfig):
+    endpoint: str = "127.0.0.1:13133"
+    path: str = Field(default="/", pattern=r"^/")
+
+    _endpoint = field_validator("endpoint")(validate_endpoint)
+
+
+class HealthCheck:
+    def __init__(self, component_id: str, config: HealthCheckConfig):
+        self.id = component_id
+        self.config = config
+        self.healthy = False
+        self.port: int | None = None
+        self._started = time.time()
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get(self.config.path, self._status)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        host, port = split_host_port(self.config.endpoint)
+        site = web.TCPSite(self._runner, host or None, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise OSError(f"health_check cannot listen on {self.config.endpoint}: {exc.strerror or exc}") from None
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    async def shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _status(self, request: web.Request) -> web.Response:
+        body = {
+            "status": "Server available" if self.healthy else "Server not available",
+            "upSince": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started)),
+            "uptime": f"{time.time() - self._started:.0f}s",
+        }
+        return web.json_response(body, status=200 if self.healthy else 503)
+
+
+registry.register("extension", "health_check", HealthCheckConfig, HealthCheck)

@@ -1,0 +1,253 @@
+"""Wires the traces pipeline: assembler -> processors -> score attacher -> exporters.
+
+Receivers call `consume` with each parsed request. A timer releases ready traces from
+the assembler; each is scored by the processors (traces of one session in order),
+gets its scores attached, and is handed to every exporter. Sessions close after
+`session_idle` without a new trace, or at shutdown, when session processors run and the
+`evaluate_session` carrier span is exported.
+
+Every received span counts as held until all exporters are done with it; when
+`max_buffered_spans` are held, `consume` raises `PipelineFull` and receivers tell the
+client to retry later. Nothing is dropped silently: a span leaves through an exporter or
+is logged as dropped by it (only when the backend refuses it for good or stays down
+past the retry budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.assembler import AddOutcome, Assembler
+from collector.session import Session, TraceSummary
+from collector.trace import ScopeOrigin, Trace
+from collector.version import VERSION
+from exporters.base import Exporter
+from processors.attacher import attach_results, session_carrier
+from processors.base import Processor
+from processors.result import MetricResult
+
+log = logging.getLogger("spanscore.pipeline")
+
+MAX_TICK_S = 0.1
+MIN_TICK_S = 0.005
+
+
+class PipelineFull(Exception):
+    """Too many spans held; the client should retry after `retry_after_s`."""
+
+    def __init__(self, held: int, retry_after_s: int):
+        super().__init__(f"spanscore is holding {held} spans, its limit; retry later")
+        self.retry_after_s = retry_after_s
+
+
+class Pipeline:
+    def __init__(
+        self,
+        assembler: Assembler,
+        processors: list[tuple[str, Processor]],
+        exporters: list[Exporter],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.assembler = assembler
+        self.processors = processors
+        self.exporters = exporters
+        self.clock = clock
+        config = assembler.config
+        self.max_held_spans = config.max_buffered_spans
+        self.session_idle_s = config.session_idle
+        self.retry_after_s = max(1, math.ceil(config.trace_wait))
+        self.held_spans = 0
+        self.sessions: OrderedDict[str, Session] = OrderedDict()  # least recently active first
+        self._tasks: set[asyncio.Task] = set()
+        self._ticker: asyncio.Task | None = None
+        self.received_spans = 0
+        self.rejected_spans = 0
+        self.exported_traces = 0
+
+    # Lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for _, processor in self.processors:
+            await processor.start()
+        for exporter in self.exporters:
+            await exporter.start()
+        self._ticker = asyncio.create_task(self._tick_forever(), name="pipeline-ticker")
+
+    async def shutdown(self, deadline: float) -> None:
+        """Release every buffered trace, close every session, flush exporters by `deadline`."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            await asyncio.gather(self._ticker, return_exceptions=True)
+        for trace in self.assembler.pop_all():
+            self._dispatch(trace)
+        await self._wait_tasks(deadline)
+        for session_id in list(self.sessions):
+            self._close_session(session_id)
+        await self._wait_tasks(deadline)
+        for exporter in self.exporters:
+            await exporter.shutdown(deadline)
+        for _, processor in self.processors:
+            try:
+                await processor.shutdown()
+            except Exception:
+                log.exception("processor shutdown failed")
+
+    async def _wait_tasks(self, deadline: float) -> None:
+        while self._tasks:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.error("shutdown deadline passed with %d traces or sessions still being scored", len(self._tasks))
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                return
+            await asyncio.wait(list(self._tasks), timeout=remaining)
+
+    # Input -----------------------------------------------------------------------------
+
+    def consume(self, request: ExportTraceServiceRequest) -> AddOutcome:
+        """Take a parsed request (called on the event loop); raises PipelineFull."""
+        if self.held_spans >= self.max_held_spans:
+            raise PipelineFull(self.held_spans, self.retry_after_s)
+        outcome = self.assembler.add(request, self.clock())
+        self.held_spans += outcome.accepted
+        self.received_spans += outcome.accepted
+        self.rejected_spans += outcome.rejected
+        return outcome
+
+    # Readiness -------------------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        wait_s = self.assembler.config.trace_wait
+        while True:
+            try:
+                self.tick()
+            except Exception:
+                log.exception("pipeline tick failed")
+            now = self.clock()
+            deadline = self.assembler.next_deadline()
+            sleep_s = MAX_TICK_S if deadline is None else deadline - now
+            await asyncio.sleep(min(max(sleep_s, MIN_TICK_S), MAX_TICK_S, max(wait_s, MIN_TICK_S)))
+
+    def tick(self) -> None:
+        """Release ready traces and close idle sessions as of now."""
+        now = self.clock()
+        for trace in self.assembler.pop_ready(now):
+            self._dispatch(trace)
+        idle_before = now - self.session_idle_s
+        while self.sessions:
+            session_id, session = next(iter(self.sessions.items()))
+            if session.last_activity > idle_before:
+                break
+            self._close_session(session_id)
+
+    # Scoring ---------------------------------------------------------------------------
+
+    def _dispatch(self, trace: Trace) -> None:
+        if trace.late:
+            self._export(trace)
+            return
+        trace.session_id = self.assembler.session_id_of(trace)
+        session = self._session_for(trace) if trace.session_id else None
+        if not self.processors:
+            if session is not None:
+                session.traces.append(TraceSummary.of(trace))
+            self._export(trace)
+            return
+        self._spawn(self._score(trace, session))
+
+    def _session_for(self, trace: Trace) -> Session:
+        session = self.sessions.get(trace.session_id)
+        now = self.clock()
+        if session is None:
+            origin = trace.root_origin or next(iter(trace.spans_by_origin))
+            resource = type(origin.resource)()
+            resource.CopyFrom(origin.resource)
+            session = Session(trace.session_id, resource, now)
+            self.sessions[trace.session_id] = session
+        session.last_activity = now
+        self.sessions.move_to_end(trace.session_id)
+        return session
+
+    async def _score(self, trace: Trace, session: Session | None) -> None:
+        try:
+            if session is None:
+                await self._run_processors(trace, None)
+            else:
+                async with session.lock:
+                    await self._run_processors(trace, session)
+                    session.traces.append(TraceSummary.of(trace))
+        finally:
+            # Scoring never holds a trace back: even a cancelled or crashed scoring exports it.
+            self._export(trace)
+
+    async def _run_processors(self, trace: Trace, session: Session | None) -> None:
+        for processor_id, processor in self.processors:
+            try:
+                trace.results.extend(await processor.process_trace(trace, session))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("processor %s failed on trace %s: %s", processor_id, trace.trace_id_hex, exc)
+                trace.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+        anchor = trace.anchor
+        if trace.results and anchor is not None:
+            attach_results(anchor, trace.results)
+
+    def _close_session(self, session_id: str) -> None:
+        session = self.sessions.pop(session_id)
+        if any(type(p).process_session is not Processor.process_session for _, p in self.processors):
+            self._spawn(self._score_session(session))
+
+    async def _score_session(self, session: Session) -> None:
+        async with session.lock:
+            start_ns = time.time_ns()
+            for processor_id, processor in self.processors:
+                try:
+                    session.results.extend(await processor.process_session(session))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("processor %s failed on session %s: %s", processor_id, session.session_id, exc)
+                    session.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+            if not session.results:
+                return
+            resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION)
+            scope_spans = resource_spans.scope_spans[0]
+            span = scope_spans.spans[0]
+            carrier = Trace(span.trace_id, self.clock())
+            carrier.session_id = session.session_id
+            carrier.add(span, ScopeOrigin(resource_spans, scope_spans))
+            self.held_spans += 1
+            self._export(carrier)
+
+    # Output ----------------------------------------------------------------------------
+
+    def _export(self, trace: Trace) -> None:
+        if not self.exporters:
+            self._exported(trace)
+            return
+        trace.expect_exports(len(self.exporters), self._exported)
+        for exporter in self.exporters:
+            exporter.enqueue(trace)
+
+    def _exported(self, trace: Trace) -> None:
+        self.held_spans -= trace.span_count
+        self.exported_traces += 1
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scoring task failed", exc_info=task.exception())

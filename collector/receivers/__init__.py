@@ -1,0 +1,89 @@
+"""The `otlp` receiver: OTLP over gRPC and HTTP, as an agent's exporter sends it."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from collector import registry
+from collector.endpoints import split_host_port, validate_endpoint
+from collector.pipeline import Pipeline
+from collector.receivers.grpc_receiver import GrpcReceiver
+from collector.receivers.http_receiver import HttpReceiver
+
+DEFAULT_GRPC_ENDPOINT = "127.0.0.1:4317"
+DEFAULT_HTTP_ENDPOINT = "127.0.0.1:4318"
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class GrpcProtocolConfig(registry.ComponentConfig):
+    endpoint: str = DEFAULT_GRPC_ENDPOINT
+    max_recv_msg_size_mib: float = Field(default=DEFAULT_MAX_BODY_BYTES / 2**20, gt=0, le=2047)
+
+    _endpoint = field_validator("endpoint")(validate_endpoint)
+
+
+class HttpProtocolConfig(registry.ComponentConfig):
+    endpoint: str = DEFAULT_HTTP_ENDPOINT
+    traces_url_path: str = Field(default="/v1/traces", pattern=r"^/")
+    max_request_body_size: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+
+    _endpoint = field_validator("endpoint")(validate_endpoint)
+
+
+class Protocols(registry.ComponentConfig):
+    grpc: GrpcProtocolConfig | None = None
+    http: HttpProtocolConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_means_defaults(cls, data):
+        # `grpc:` with nothing under it enables the protocol with defaults, as in the Collector.
+        if isinstance(data, dict):
+            return {key: ({} if value is None else value) for key, value in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Protocols:
+        if self.grpc is None and self.http is None:
+            raise ValueError("enable at least one of grpc and http")
+        return self
+
+
+class OtlpReceiverConfig(registry.ComponentConfig):
+    protocols: Protocols = Field(default_factory=lambda: Protocols(grpc=GrpcProtocolConfig(), http=HttpProtocolConfig()))
+
+
+class OtlpReceiver:
+    """Starts the configured protocol servers feeding one pipeline."""
+
+    def __init__(self, component_id: str, config: OtlpReceiverConfig):
+        self.id = component_id
+        self.config = config
+        self.grpc: GrpcReceiver | None = None
+        self.http: HttpReceiver | None = None
+
+    async def start(self, pipeline: Pipeline) -> None:
+        protocols = self.config.protocols
+        if protocols.grpc is not None:
+            self.grpc = GrpcReceiver(
+                protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), pipeline
+            )
+            await self.grpc.start()
+        if protocols.http is not None:
+            host, port = split_host_port(protocols.http.endpoint)
+            self.http = HttpReceiver(host, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, pipeline)
+            try:
+                await self.http.start()
+            except OSError:
+                await self.stop(0)
+                raise
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting; requests in flight get `grace_s` to finish."""
+        if self.http is not None:
+            await self.http.stop()
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
+
+
+registry.register("receiver", "otlp", OtlpReceiverConfig, OtlpReceiver)

@@ -1,0 +1,82 @@
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+
+Requests arrive as raw bytes and are parsed here, so malformed protobuf is answered
+with INVALID_ARGUMENT and a message rather than grpc's generic deserialization error.
+gRPC itself enforces the size limit (after decompression) with RESOURCE_EXHAUSTED.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from google.protobuf import duration_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.pipeline import Pipeline, PipelineFull
+from collector.receivers.ingest import InvalidRequest, ingest
+
+log = logging.getLogger("spanscore.receivers.grpc")
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class GrpcReceiver:
+    def __init__(self, endpoint: str, max_message_bytes: int, pipeline: Pipeline):
+        self.endpoint = endpoint
+        self.max_message_bytes = max_message_bytes
+        self.pipeline = pipeline
+        self.port: int | None = None
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", self.max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None, response_serializer=None)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
+        try:
+            self.port = server.add_insecure_port(self.endpoint)
+        except RuntimeError as exc:
+            raise OSError(f"OTLP/gRPC receiver cannot listen on {self.endpoint}: {exc}") from None
+        await server.start()
+        self._server = server
+        log.info("OTLP/gRPC receiver listening on %s", self.endpoint.rsplit(":", 1)[0] + f":{self.port}")
+
+    async def stop(self, grace_s: float) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
+
+    async def _export(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            request = ExportTraceServiceRequest.FromString(body)
+        except DecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
+        try:
+            response = ingest(self.pipeline, request)
+        except InvalidRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except PipelineFull as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
+        return response.SerializeToString()
+
+
+def _retry_info(retry_after_s: int) -> tuple[tuple[str, bytes], ...]:
+    """RetryInfo, the OTLP way to say when to come back.
+
+    Sent twice: in the standard `grpc-status-details-bin` status details (read by the Go
+    Collector and grpc-status clients) and as `google.rpc.retryinfo-bin` (read by the
+    opentelemetry-python exporter).
+    """
+    info = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=retry_after_s))
+    status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message="pipeline full")
+    status.details.add().Pack(info)
+    return (
+        ("grpc-status-details-bin", status.SerializeToString()),
+        ("google.rpc.retryinfo-bin", info.SerializeToString()),
+    )

@@ -1,0 +1,150 @@
+"""OTLP/HTTP receiver: `POST /v1/traces` with protobuf or JSON, optionally gzip.
+
+Status codes follow the OTLP specification: 400 for data that cannot be decoded, 415
+for another content type, 413 when the body exceeds the limit after decompression (a
+gzip bomb stops at the limit, it is never inflated in full), 503 with `Retry-After` when
+the pipeline is full. Responses, errors included, use the request's content type.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+
+from aiohttp import web
+from google.protobuf.message import DecodeError
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.otlp_json import OtlpJsonError, decode_request, encode_message
+from collector.pipeline import Pipeline, PipelineFull
+from collector.receivers.ingest import InvalidRequest, ingest
+
+log = logging.getLogger("spanscore.receivers.http")
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_CONTENT_TYPES = {PROTOBUF: PROTOBUF, "application/protobuf": PROTOBUF, JSON: JSON}
+_READ_CHUNK = 1 << 16
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class HttpReceiver:
+    def __init__(self, host: str, port: int, path: str, max_body_bytes: int, pipeline: Pipeline):
+        self.host = host
+        self.port = port
+        self.path = path
+        self.max_body_bytes = max_body_bytes
+        self.pipeline = pipeline
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        # The body is streamed and inflated by hand against the limit (see _read_body),
+        # so aiohttp's own decompression is turned off.
+        app = web.Application()
+        app.router.add_post(self.path, self._export)
+        runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise OSError(f"OTLP/HTTP receiver cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
+        self._runner = runner
+        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        log.info("OTLP/HTTP receiver listening on http://%s:%d%s", self.host or "0.0.0.0", self.port, self.path)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _export(self, request: web.Request) -> web.Response:
+        content_type = _CONTENT_TYPES.get(request.content_type)
+        if content_type is None:
+            return web.Response(
+                status=415,
+                text=f"unsupported content type {request.content_type!r}; send {PROTOBUF} or {JSON}\n",
+            )
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("identity", "gzip", "deflate", ""):
+            return _error(content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip")
+        try:
+            body = await self._read_body(request, encoding)
+        except _TooLarge:
+            return _error(content_type, 413, code_pb2.RESOURCE_EXHAUSTED,
+                          f"request body exceeds the limit of {self.max_body_bytes} bytes (after decompression)")
+        except zlib.error as exc:
+            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, f"body is not valid {encoding}: {exc}")
+        try:
+            if content_type == PROTOBUF:
+                export_request = ExportTraceServiceRequest.FromString(body)
+            else:
+                export_request = decode_request(body)
+        except DecodeError as exc:
+            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
+        except OtlpJsonError as exc:
+            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+        try:
+            response = ingest(self.pipeline, export_request)
+        except InvalidRequest as exc:
+            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+        except PipelineFull as exc:
+            return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc),
+                          headers={"Retry-After": str(exc.retry_after_s)})
+        return _encode(content_type, 200, response)
+
+    async def _read_body(self, request: web.Request, encoding: str) -> bytes:
+        limit = self.max_body_bytes
+        inflater = None
+        if encoding == "gzip":
+            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            inflater = zlib.decompressobj()
+        if request.content_length is not None and inflater is None and request.content_length > limit:
+            raise _TooLarge
+        parts: list[bytes] = []
+        size = 0
+        raw_size = 0
+        while True:
+            chunk = await request.content.read(_READ_CHUNK)
+            if not chunk:
+                break
+            raw_size += len(chunk)
+            if raw_size > limit:
+                raise _TooLarge
+            if inflater is not None:
+                # max_length caps what one compressed chunk may expand to.
+                chunk = inflater.decompress(chunk, limit - size + 1)
+                if inflater.unconsumed_tail:
+                    raise _TooLarge
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge
+            parts.append(chunk)
+        if inflater is not None:
+            tail = inflater.flush()
+            size += len(tail)
+            if size > limit:
+                raise _TooLarge
+            parts.append(tail)
+            if not inflater.eof:
+                raise zlib.error("truncated compressed stream")
+        return b"".join(parts)
+
+
+def _encode(content_type: str, status: int, message, headers: dict[str, str] | None = None) -> web.Response:
+    if content_type == PROTOBUF:
+        return web.Response(status=status, body=message.SerializeToString(), content_type=PROTOBUF, headers=headers)
+    return web.Response(status=status, text=encode_message(message), content_type=JSON, headers=headers)
+
+
+def _error(content_type: str, status: int, code: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    if status >= 500:
+        log.warning("OTLP/HTTP %d: %s", status, message)
+    else:
+        log.info("OTLP/HTTP rejected a request (%d): %s", status, message)
+    return _encode(content_type, status, status_pb2.Status(code=code, message=message), headers)

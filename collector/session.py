@@ -1,0 +1,62 @@
+"""A session: the traces that share a session id, remembered after they were forwarded.
+
+Only what session metrics and the carrier span need is kept per trace (ids, start time,
+results); the spans themselves leave memory when the trace is exported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+from collector.trace import Trace
+from processors.result import MetricResult
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    trace_id: bytes
+    anchor_span_id: bytes | None  # the span carrying the trace's scores (its root when complete)
+    start_time_unix_nano: int
+    complete: bool
+    results: tuple[MetricResult, ...]
+
+    @classmethod
+    def of(cls, trace: Trace) -> TraceSummary:
+        return cls(
+            trace_id=trace.trace_id,
+            anchor_span_id=anchor.span_id if (anchor := trace.anchor) is not None else None,
+            start_time_unix_nano=trace.start_time_unix_nano,
+            complete=trace.complete,
+            results=tuple(trace.results),
+        )
+
+
+@dataclass
+class Session:
+    """Traces of one session id in the order they were scored.
+
+    Ownership: the pipeline owns it; trace processors may read it (previous traces of
+    the session) and keep their own per-session state in `state[<processor id>]`;
+    session processors add results when it closes. Touched by one task at a time.
+    """
+
+    session_id: str
+    resource: Resource  # the first trace's resource, for the carrier span
+    last_activity: float
+    traces: list[TraceSummary] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    results: list[MetricResult] = field(default_factory=list)
+    # Held while one of its traces is scored or while it closes: keeps them in order.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
+
+    @property
+    def signals(self) -> dict[str, dict[str, float]]:
+        """Trace id (hex) -> {metric name: score} for every scored metric of every trace."""
+        return {
+            t.trace_id.hex(): {r.name: r.score for r in t.results if r.score is not None}
+            for t in self.traces
+        }

@@ -1,0 +1,131 @@
+"""An assembled trace: the received spans of one trace id, still as OTLP protobuf.
+
+Spans are not copied on receipt: a `Trace` holds references into the parsed export
+requests, grouped by the `ScopeOrigin` (resource + scope) they arrived under, so they
+can be forwarded with their resource, scope and schema URLs exactly as sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+if TYPE_CHECKING:
+    from processors.agent_trace import AgentTrace
+    from processors.result import MetricResult
+
+# Span.flags bits (trace.proto): the parent's is_remote is known, and it is remote.
+_PARENT_IS_REMOTE = 0x100 | 0x200
+
+
+class ScopeOrigin:
+    """The ResourceSpans and ScopeSpans a group of spans arrived in (read-only)."""
+
+    __slots__ = ("resource_spans", "scope_spans")
+
+    def __init__(self, resource_spans: ResourceSpans, scope_spans: ScopeSpans):
+        self.resource_spans = resource_spans
+        self.scope_spans = scope_spans
+
+    @property
+    def resource(self) -> Resource:
+        return self.resource_spans.resource
+
+
+def is_local_root(span: Span) -> bool:
+    """A span with no parent, or whose parent lives in another process."""
+    return not span.parent_span_id or (span.flags & _PARENT_IS_REMOTE) == _PARENT_IS_REMOTE
+
+
+class Trace:
+    """Spans of one trace id, plus what the processors learn about them.
+
+    Ownership: the assembler builds a Trace and hands it to the pipeline once ready;
+    from then on processors may read every span and may mutate only the root span (the
+    score attacher adds attributes and events to it). Exporters read it afterwards and
+    never mutate it. A Trace is touched by one task at a time.
+    """
+
+    __slots__ = (
+        "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
+        "session_id", "late", "results", "judge_usage", "_agent", "_pending_exports", "_on_exported",
+    )
+
+    def __init__(self, trace_id: bytes, now: float, late: bool = False):
+        self.trace_id = trace_id
+        self.spans_by_origin: dict[ScopeOrigin, list[Span]] = {}
+        self.span_count = 0
+        self.root: Span | None = None
+        self.root_origin: ScopeOrigin | None = None
+        self.first_seen = now
+        self.last_seen = now
+        self.session_id: str | None = None
+        self.late = late  # spans of a trace already forwarded: exported, never re-scored
+        self.results: list[MetricResult] = []
+        self.judge_usage: dict[str, int] = {}
+        self._agent: AgentTrace | None = None
+        self._pending_exports = 0
+        self._on_exported: Any = None
+
+    @property
+    def complete(self) -> bool:
+        """The root span arrived; a trace without one was released by timeout or shutdown."""
+        return self.root is not None
+
+    @property
+    def trace_id_hex(self) -> str:
+        return self.trace_id.hex()
+
+    def add(self, span: Span, origin: ScopeOrigin) -> None:
+        spans = self.spans_by_origin.get(origin)
+        if spans is None:
+            self.spans_by_origin[origin] = [span]
+        else:
+            spans.append(span)
+        self.span_count += 1
+        if self.root is None and is_local_root(span):
+            self.root = span
+            self.root_origin = origin
+
+    def spans(self) -> Iterator[tuple[Span, Resource]]:
+        """Every span with the resource it came with, in arrival order per origin."""
+        for origin, spans in self.spans_by_origin.items():
+            resource = origin.resource
+            for span in spans:
+                yield span, resource
+
+    @property
+    def anchor(self) -> Span | None:
+        """The span scores go on: the root, or without one the earliest-starting span."""
+        if self.root is not None:
+            return self.root
+        return min((span for span, _ in self.spans()), key=lambda s: s.start_time_unix_nano, default=None)
+
+    @property
+    def start_time_unix_nano(self) -> int:
+        if self.root is not None:
+            return self.root.start_time_unix_nano
+        return min((span.start_time_unix_nano for span, _ in self.spans()), default=0)
+
+    def agent_trace(self) -> AgentTrace:
+        """The normalized agent view of this trace, built once on first use."""
+        if self._agent is None:
+            from processors.agent_trace import build_agent_trace
+
+            self._agent = build_agent_trace(self.trace_id, list(self.spans()), session_id=self.session_id)
+        return self._agent
+
+    # Export accounting: the pipeline counts a trace's spans as held until every
+    # exporter has finished with it, which is what bounds memory end to end.
+    def expect_exports(self, count: int, on_exported: Any) -> None:
+        self._pending_exports = count
+        self._on_exported = on_exported
+
+    def export_done(self) -> None:
+        self._pending_exports -= 1
+        if self._pending_exports == 0 and self._on_exported is not None:
+            callback, self._on_exported = self._on_exported, None
+            callback(self)

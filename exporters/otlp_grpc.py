@@ -1,0 +1,116 @@
+"""`otlp` exporter: OTLP over gRPC to any OTLP backend (Jaeger, Tempo, a Collector, Phoenix)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from pydantic import Field, model_validator
+
+from collector import registry
+from collector.export_request import build_request
+from collector.trace import Trace
+from exporters.base import Exporter, ExporterConfig, ExportError
+from exporters.tls import TlsClientConfig
+
+log = logging.getLogger("spanscore.exporters.otlp")
+
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+# The OTLP spec's retryable gRPC codes; RESOURCE_EXHAUSTED only when the server sent RetryInfo.
+_RETRYABLE = {
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DATA_LOSS,
+}
+_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+class OtlpGrpcExporterConfig(ExporterConfig):
+    endpoint: str = Field(min_length=1)
+    tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
+    headers: dict[str, str] = Field(default_factory=dict)
+    compression: Literal["gzip", "none"] = "gzip"
+
+    @model_validator(mode="after")
+    def _endpoint_shape(self) -> OtlpGrpcExporterConfig:
+        target = self.endpoint.split("://", 1)[-1]
+        if ":" not in target.rsplit("]", 1)[-1]:
+            raise ValueError(f"endpoint {self.endpoint!r} needs a port, e.g. 127.0.0.1:4317")
+        if self.tls.insecure_skip_verify:
+            raise ValueError("tls.insecure_skip_verify is not supported by the gRPC exporter; set tls.ca_file")
+        return self
+
+    @property
+    def target(self) -> str:
+        return self.endpoint.split("://", 1)[-1].rstrip("/")
+
+    @property
+    def plaintext(self) -> bool:
+        return self.endpoint.startswith("http://") or (self.tls.insecure and not self.endpoint.startswith("https://"))
+
+
+class OtlpGrpcExporter(Exporter):
+    config: OtlpGrpcExporterConfig
+
+    async def open(self) -> None:
+        config = self.config
+        options = [("grpc.max_send_message_length", _MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)]
+        if config.tls.server_name_override:
+            options.append(("grpc.ssl_target_name_override", config.tls.server_name_override))
+        compression = grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression
+        if config.plaintext:
+            self._channel = grpc.aio.insecure_channel(config.target, options=options, compression=compression)
+        else:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=config.tls.read("ca_file"),
+                private_key=config.tls.read("key_file"),
+                certificate_chain=config.tls.read("cert_file"),
+            )
+            self._channel = grpc.aio.secure_channel(config.target, credentials, options=options, compression=compression)
+        self._export = self._channel.unary_unary(
+            EXPORT_METHOD, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
+        )
+        self._metadata = tuple((k.lower(), v) for k, v in config.headers.items())
+
+    async def send(self, traces: list[Trace]) -> None:
+        payload = build_request(traces).SerializeToString()
+        try:
+            response = await self._export(payload, timeout=self.config.timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            retry_after = _retry_delay(exc.trailing_metadata())
+            retryable = code in _RETRYABLE or (code == grpc.StatusCode.RESOURCE_EXHAUSTED and retry_after is not None)
+            raise ExportError(f"{self.config.target}: {code.name}: {exc.details()}", retryable, retry_after) from None
+        partial = response.partial_success
+        if partial.rejected_spans or partial.error_message:
+            log.warning("exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message)
+
+    async def close(self) -> None:
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            await channel.close()
+
+
+def _retry_delay(trailing_metadata) -> float | None:
+    """The server's RetryInfo, from status details or the bare `google.rpc.retryinfo-bin`."""
+    info = None
+    for key, value in trailing_metadata or ():
+        if key == "google.rpc.retryinfo-bin":
+            info = error_details_pb2.RetryInfo.FromString(value)
+        elif key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                    info = error_details_pb2.RetryInfo()
+                    detail.Unpack(info)
+        if info is not None:
+            return info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+    return None
+
+
+registry.register("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter)

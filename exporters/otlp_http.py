@@ -1,0 +1,109 @@
+"""`otlphttp` exporter: OTLP over HTTP (`POST <endpoint>/v1/traces`), protobuf or JSON."""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import logging
+import time
+from typing import Literal
+
+import aiohttp
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from pydantic import Field, model_validator
+
+from collector import registry
+from collector.export_request import build_request
+from collector.otlp_json import encode_request
+from collector.trace import Trace
+from exporters.base import Exporter, ExporterConfig, ExportError
+from exporters.tls import TlsClientConfig
+
+log = logging.getLogger("spanscore.exporters.otlphttp")
+
+TRACES_PATH = "/v1/traces"
+_RETRYABLE_STATUS = {429, 502, 503, 504}
+
+
+class OtlpHttpExporterConfig(ExporterConfig):
+    endpoint: str | None = None  # base URL; `/v1/traces` is appended
+    traces_endpoint: str | None = None  # full URL, used as is
+    encoding: Literal["proto", "json"] = "proto"
+    compression: Literal["gzip", "none"] = "gzip"
+    headers: dict[str, str] = Field(default_factory=dict)
+    tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
+
+    @model_validator(mode="after")
+    def _has_url(self) -> OtlpHttpExporterConfig:
+        url = self.url
+        if url is None:
+            raise ValueError("set endpoint (base URL) or traces_endpoint (full URL)")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} must start with http:// or https://")
+        return self
+
+    @property
+    def url(self) -> str | None:
+        if self.traces_endpoint:
+            return self.traces_endpoint
+        if self.endpoint:
+            return self.endpoint.rstrip("/") + TRACES_PATH
+        return None
+
+
+class OtlpHttpExporter(Exporter):
+    config: OtlpHttpExporterConfig
+
+    async def open(self) -> None:
+        config = self.config
+        ssl = config.tls.ssl_context() if config.url.startswith("https://") else None
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ssl if ssl is not None else True, limit=config.sending_queue.num_consumers),
+            timeout=aiohttp.ClientTimeout(total=config.timeout),
+        )
+        self._content_type = "application/json" if config.encoding == "json" else "application/x-protobuf"
+        self._headers = {**config.headers, "Content-Type": self._content_type}
+        if config.compression == "gzip":
+            self._headers["Content-Encoding"] = "gzip"
+
+    async def send(self, traces: list[Trace]) -> None:
+        request = build_request(traces)
+        body = encode_request(request).encode() if self.config.encoding == "json" else request.SerializeToString()
+        if self.config.compression == "gzip":
+            body = gzip.compress(body, compresslevel=1)
+        url = self.config.url
+        try:
+            async with self._session.post(url, data=body, headers=self._headers) as response:
+                payload = await response.read()
+                if response.status in _RETRYABLE_STATUS:
+                    raise ExportError(f"{url}: HTTP {response.status}", True, _retry_after(response.headers.get("Retry-After")))
+                if response.status >= 300:
+                    raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ExportError(f"{url}: {type(exc).__name__}: {exc}", True) from None
+        if payload and response.content_type == "application/x-protobuf":
+            partial = ExportTraceServiceResponse.FromString(payload).partial_success
+            if partial.rejected_spans or partial.error_message:
+                log.warning("exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message)
+
+    async def close(self) -> None:
+        session = getattr(self, "_session", None)
+        if session is not None:
+            await session.close()
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+registry.register("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter)

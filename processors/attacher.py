@@ -1,0 +1,108 @@
+"""Writes metric results onto spans: the score encoding contract of DESIGN.md.
+
+Per trace, on its root span (the earliest span when no root arrived):
+- attributes `eval.<metric>.score` (double), `.label` (`pass`/`fail`), `.explanation`,
+  or `.error` without a score, searchable in Jaeger tags and Tempo TraceQL;
+- one span event `gen_ai.evaluation.result` per result with the OTel GenAI evaluation
+  attributes (`error.type` on failure).
+Session results go on a new `evaluate_session` carrier span in a trace of its own,
+linked to the scored span of every trace of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
+
+from collector.session import Session
+from processors.result import MetricResult
+
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+SESSION_SPAN_NAME = "evaluate_session"
+SCOPE_NAME = "spanscore"
+
+
+def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | None = None) -> None:
+    """Add score attributes and evaluation events for `results` to `span` in place.
+
+    An attribute that already exists on the span (a trace scored twice) is overwritten
+    rather than duplicated, since OTLP attribute keys must be unique.
+    """
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    existing = {kv.key: kv for kv in span.attributes}
+    for result in results:
+        prefix = f"eval.{result.name}."
+        values: list[tuple[str, AnyValue]] = []
+        if result.score is not None:
+            values.append((prefix + "score", AnyValue(double_value=result.score)))
+            values.append((prefix + "label", AnyValue(string_value=result.label)))
+        if result.explanation:
+            values.append((prefix + "explanation", AnyValue(string_value=result.explanation)))
+        if result.error is not None:
+            values.append((prefix + "error", AnyValue(string_value=result.error)))
+        for key, value in values:
+            kv = existing.get(key)
+            if kv is None:
+                kv = span.attributes.add(key=key)
+                existing[key] = kv
+            kv.value.CopyFrom(value)
+        span.events.append(evaluation_event(result, now_ns))
+
+
+def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:
+    attributes = [_kv("gen_ai.evaluation.name", AnyValue(string_value=result.name))]
+    if result.score is not None:
+        attributes.append(_kv("gen_ai.evaluation.score.value", AnyValue(double_value=result.score)))
+        attributes.append(_kv("gen_ai.evaluation.score.label", AnyValue(string_value=result.label)))
+    explanation = result.explanation if result.error is None else result.error
+    if explanation:
+        attributes.append(_kv("gen_ai.evaluation.explanation", AnyValue(string_value=explanation)))
+    if result.error is not None:
+        attributes.append(_kv("error.type", AnyValue(string_value=result.error_type or "error")))
+    return Span.Event(time_unix_nano=time_unix_nano, name=EVALUATION_EVENT, attributes=attributes)
+
+
+def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version: str) -> ResourceSpans:
+    """A one-span trace carrying the session's results, linked to each of its traces."""
+    span = Span(
+        trace_id=_random_nonzero(16),
+        span_id=_random_nonzero(8),
+        name=SESSION_SPAN_NAME,
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=end_ns,
+        status=Status(code=Status.STATUS_CODE_UNSET),
+        attributes=[
+            _kv("session.id", AnyValue(string_value=session.session_id)),
+            _kv("gen_ai.conversation.id", AnyValue(string_value=session.session_id)),
+            _kv("openinference.span.kind", AnyValue(string_value="EVALUATOR")),
+            _kv("eval.session.trace_count", AnyValue(int_value=len(session.traces))),
+        ],
+        links=[
+            Span.Link(trace_id=t.trace_id, span_id=t.anchor_span_id)
+            for t in session.traces
+            if t.anchor_span_id
+        ],
+    )
+    attach_results(span, session.results, now_ns=end_ns)
+    resource_spans = ResourceSpans()
+    resource_spans.resource.CopyFrom(session.resource)
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.CopyFrom(InstrumentationScope(name=SCOPE_NAME, version=scope_version))
+    scope_spans.spans.append(span)
+    return resource_spans
+
+
+def _kv(key: str, value: AnyValue) -> KeyValue:
+    return KeyValue(key=key, value=value)
+
+
+def _random_nonzero(size: int) -> bytes:
+    while True:
+        value = os.urandom(size)
+        if any(value):
+            return value

@@ -1,0 +1,411 @@
+"""A loopback HTTP server speaking enough of the OpenAI REST protocol for real clients.
+
+Tests point the official `openai` client (or the OpenAI Agents SDK, or any
+OpenAI-compatible consumer) at `server.base_url` instead of mocking the client, so the
+wire format, streaming and retries are exercised for real.
+
+Routes: `POST /v1/chat/completions` (plain and SSE streaming, tool calls, usage),
+`POST /v1/responses` (plain and SSE streaming) and `POST /v1/embeddings`.
+
+What the server answers is scripted: replies queued with `enqueue()` are served first,
+in order, one per chat/responses request; when the queue is empty the `handler` callable
+decides (the default is `weather_agent`). Every request is recorded in `requests`, so a
+test can check the prompts a component sent.
+
+Threading: the server runs its own asyncio loop in a daemon thread, so it serves both
+synchronous clients and async clients running on another loop. `requests`, `enqueue`
+and `handler` may be used from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+DEFAULT_MODEL = "gpt-test"
+DEFAULT_EMBEDDING_DIMENSIONS = 8
+WEATHER_REPORT = "Sunny, 22 C"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # JSON text, as the protocol carries it
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One assistant turn: text, tool calls, or both."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str | None = None  # sent as `reasoning_content`, the way vLLM/DeepSeek do
+    finish_reason: str | None = None  # derived from tool_calls when None
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error, e.g. 429 with `Retry-After` for retry tests."""
+
+    status: int
+    message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    error_type: str = "server_error"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the raw text when it was not JSON
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation in chat-completions shape, whichever API the request used."""
+        if not isinstance(self.body, dict):
+            return []
+        if isinstance(self.body.get("messages"), list):
+            return [m for m in self.body["messages"] if isinstance(m, dict)]
+        return _responses_input_as_messages(self.body)
+
+    def tool_names(self) -> list[str]:
+        tools = self.body.get("tools") if isinstance(self.body, dict) else None
+        names = []
+        for tool in tools if isinstance(tools, list) else []:
+            if not isinstance(tool, dict):
+                continue
+            # chat completions nest the function; the Responses API flattens it
+            function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            if isinstance(function.get("name"), str):
+                names.append(function["name"])
+        return names
+
+
+Handler = Callable[[RecordedRequest], "Reply | ErrorReply"]
+
+
+def _responses_input_as_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if isinstance(body.get("instructions"), str):
+        messages.append({"role": "system", "content": body["instructions"]})
+    items = body.get("input")
+    if isinstance(items, str):
+        return messages + [{"role": "user", "content": items}]
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            messages.append({"role": item.get("role", "user"), "content": content})
+        elif kind == "function_call":
+            messages.append({"role": "assistant", "content": None, "tool_calls": [{
+                "id": item.get("call_id"), "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }]})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
+    return messages
+
+
+def weather_agent(request: RecordedRequest) -> Reply:
+    """A deterministic agent: call `get_weather(city="Paris")`, then report its result."""
+    messages = request.messages()
+    tool_results = [m for m in messages if m.get("role") == "tool"]
+    if tool_results:
+        result = tool_results[-1].get("content")
+        if isinstance(result, list):
+            result = "".join(p.get("text", "") for p in result if isinstance(p, dict))
+        return Reply(content=f"The weather in Paris is: {result}")
+    if "get_weather" in request.tool_names():
+        return Reply(
+            content=None,
+            tool_calls=(ToolCall(name="get_weather", arguments=json.dumps({"city": "Paris"})),),
+        )
+    return Reply(content="Hello! Ask me about the weather.")
+
+
+def _count_tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value, default=str).split()) // 2)
+
+
+def _embedding(text: str, dimensions: int) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    raw = [(digest[i % len(digest)] - 127.5) / 127.5 for i in range(dimensions)]
+    norm = math.sqrt(sum(x * x for x in raw)) or 1.0
+    return [x / norm for x in raw]
+
+
+class OpenAIServer:
+    """Start with `start()` (returns base_url) or as a context manager; stop with `stop()`."""
+
+    def __init__(self, handler: Handler | None = None, model: str = DEFAULT_MODEL):
+        self.handler: Handler = handler or weather_agent
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Reply | ErrorReply] = deque()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("server not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> str:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._serve())
+            except BaseException as exc:  # surfaced to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup() if self._runner else asyncio.sleep(0))
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="openai-loopback", daemon=True)
+        self._thread.start()
+        ready.wait(timeout=10)
+        if failure:
+            raise failure[0]
+        return self.base_url
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._loop = self._thread = None
+
+    def __enter__(self) -> OpenAIServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _serve(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_post("/v1/responses", self._responses)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    # -- scripting -----------------------------------------------------------------
+    def enqueue(self, *replies: Reply | ErrorReply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def requests_to(self, path_suffix: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith(path_suffix)]
+
+    async def _record(self, request: web.Request) -> RecordedRequest:
+        text = await request.text()
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = text
+        recorded = RecordedRequest(request.method, request.path, dict(request.headers), body)
+        with self._lock:
+            self.requests.append(recorded)
+        return recorded
+
+    def _next_reply(self, recorded: RecordedRequest) -> Reply | ErrorReply:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        return self.handler(recorded)
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._ids)}"
+
+    @staticmethod
+    def _error(reply: ErrorReply) -> web.Response:
+        body = {"error": {"message": reply.message, "type": reply.error_type, "code": None, "param": None}}
+        return web.json_response(body, status=reply.status, headers=reply.headers)
+
+    def _tool_calls(self, reply: Reply) -> list[ToolCall]:
+        return [ToolCall(c.name, c.arguments, c.id or self._new_id("call")) for c in reply.tool_calls]
+
+    # -- chat completions ----------------------------------------------------------
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self._record(request)
+        reply = self._next_reply(recorded)
+        if isinstance(reply, ErrorReply):
+            return self._error(reply)
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        model = body.get("model") or self.model
+        calls = self._tool_calls(reply)
+        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+        prompt_tokens = _count_tokens(body.get("messages"))
+        completion_tokens = _count_tokens([reply.content, [c.arguments for c in calls]])
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        completion_id = self._new_id("chatcmpl")
+        created = int(time.time())
+        wire_calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                      for c in calls]
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+            if wire_calls:
+                message["tool_calls"] = wire_calls
+            if reply.reasoning is not None:
+                message["reasoning_content"] = reply.reasoning
+            return web.json_response({
+                "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": usage, "system_fingerprint": None,
+            })
+
+        def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
+            choices = [] if delta is None else [
+                {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+            return {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "choices": choices, **extra}
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        if reply.reasoning:
+            events.append(chunk({"reasoning_content": reply.reasoning}))
+        for piece in _pieces(reply.content or ""):
+            events.append(chunk({"content": piece}))
+        for index, call in enumerate(wire_calls):
+            head = {"index": index, "id": call["id"], "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            events.append(chunk({"tool_calls": [head]}))
+            for piece in _pieces(call["function"]["arguments"]):
+                events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        events.append(chunk({}, finish))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append(chunk(None, usage=usage))
+        return await self._sse(request, ((None, e) for e in events), done=True)
+
+    # -- responses -----------------------------------------------------------------
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self._record(request)
+        reply = self._next_reply(recorded)
+        if isinstance(reply, ErrorReply):
+            return self._error(reply)
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        output: list[dict[str, Any]] = []
+        if reply.reasoning:
+            output.append({"type": "reasoning", "id": self._new_id("rs"),
+                           "summary": [{"type": "summary_text", "text": reply.reasoning}]})
+        if reply.content is not None:
+            output.append({
+                "type": "message", "id": self._new_id("msg"), "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": reply.content, "annotations": [], "logprobs": []}],
+            })
+        for call in self._tool_calls(reply):
+            output.append({"type": "function_call", "id": self._new_id("fc"), "call_id": call.id,
+                           "name": call.name, "arguments": call.arguments, "status": "completed"})
+        input_tokens = _count_tokens([body.get("instructions"), body.get("input")])
+        output_tokens = _count_tokens(output)
+        response = {
+            "id": self._new_id("resp"), "object": "response", "created_at": int(time.time()),
+            "status": "completed", "model": body.get("model") or self.model, "output": output,
+            "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
+            "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
+            "instructions": body.get("instructions"), "error": None, "incomplete_details": None,
+            "metadata": {}, "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+            "text": {"format": {"type": "text"}},
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}},
+        }
+        if not body.get("stream"):
+            return web.json_response(response)
+        in_progress = {**response, "status": "in_progress", "output": [], "usage": None}
+        events: list[tuple[str, dict[str, Any]]] = [("response.created", {"response": in_progress})]
+        for index, item in enumerate(output):
+            events.append(("response.output_item.added", {"output_index": index, "item": item}))
+            events.append(("response.output_item.done", {"output_index": index, "item": item}))
+        events.append(("response.completed", {"response": response}))
+        numbered = ((name, {"type": name, "sequence_number": n, **data}) for n, (name, data) in enumerate(events))
+        return await self._sse(request, numbered, done=False)
+
+    # -- embeddings ----------------------------------------------------------------
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        recorded = await self._record(request)
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else [str(x) for x in inputs or []]
+        dimensions = int(body.get("dimensions") or DEFAULT_EMBEDDING_DIMENSIONS)
+        if body.get("encoding_format") == "base64":
+            import base64
+            import struct
+
+            def encode(vector: list[float]) -> Any:
+                return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        else:
+            def encode(vector: list[float]) -> Any:
+                return vector
+        tokens = sum(_count_tokens(t) for t in texts)
+        return web.json_response({
+            "object": "list", "model": body.get("model") or self.model,
+            "data": [{"object": "embedding", "index": i, "embedding": encode(_embedding(t, dimensions))}
+                     for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        })
+
+    @staticmethod
+    async def _sse(request: web.Request, events: Iterator[tuple[str | None, dict[str, Any]]],
+                   done: bool) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        for name, data in events:
+            prefix = f"event: {name}\n" if name else ""
+            await response.write(f"{prefix}data: {json.dumps(data)}\n\n".encode())
+        if done:
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _pieces(text: str, size: int = 7) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+try:
+    import pytest
+except ImportError:  # the server is usable outside pytest too
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture
+    def openai_server() -> Iterator[OpenAIServer]:
+        """A started loopback server; import this name into a test module to use it."""
+        with OpenAIServer() as server:
+            yield server
