@@ -1,0 +1,94 @@
+"""A fake OTLP backend for tests: gRPC and HTTP servers on loopback that keep every
+request they accept and can be told to fail the next requests (status, Retry-After)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import grpc
+from aiohttp import web
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from collector.otlp_json import decode_request
+
+
+@dataclass
+class Fault:
+    grpc_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    http_status: int = 503
+    retry_after_s: float | None = None
+
+
+@dataclass
+class OtlpSink:
+    requests: list[ExportTraceServiceRequest] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)  # consumed one per request
+    attempts: int = 0
+    grpc_port: int = 0
+    http_port: int = 0
+    arrived: asyncio.Event | None = None
+
+    async def start(self) -> OtlpSink:
+        self.arrived = asyncio.Event()
+        self._grpc = grpc.aio.server()
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._grpc_export, request_deserializer=ExportTraceServiceRequest.FromString,
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        self._grpc.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),)
+        )
+        self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
+        await self._grpc.start()
+        app = web.Application(client_max_size=256 * 2**20)
+        app.router.add_post("/v1/traces", self._http_export)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.http_port = site._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        await self._grpc.stop(0)
+        await self._runner.cleanup()
+
+    def spans(self) -> list[Span]:
+        return [s for r in self.requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+    def _accept(self, request: ExportTraceServiceRequest) -> None:
+        self.requests.append(request)
+        self.arrived.set()
+
+    async def _grpc_export(self, request: ExportTraceServiceRequest, context) -> ExportTraceServiceResponse:
+        self.attempts += 1
+        if self.faults:
+            fault = self.faults.pop(0)
+            metadata = ()
+            if fault.retry_after_s is not None:
+                info = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(
+                    seconds=int(fault.retry_after_s), nanos=int((fault.retry_after_s % 1) * 1e9)))
+                metadata = (("google.rpc.retryinfo-bin", info.SerializeToString()),)
+            await context.abort(fault.grpc_code, "injected fault", trailing_metadata=metadata)
+        self._accept(request)
+        return ExportTraceServiceResponse()
+
+    async def _http_export(self, request: web.Request) -> web.Response:
+        self.attempts += 1
+        if self.faults:
+            fault = self.faults.pop(0)
+            headers = {"Retry-After": str(int(fault.retry_after_s))} if fault.retry_after_s is not None else None
+            return web.Response(status=fault.http_status, text="injected fault", headers=headers)
+        body = await request.read()  # aiohttp inflates gzip bodies itself here
+        if request.content_type == "application/json":
+            self._accept(decode_request(body))
+            return web.json_response({})
+        self._accept(ExportTraceServiceRequest.FromString(body))
+        return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf")

@@ -1,0 +1,158 @@
+"""Building OTLP spans and requests by hand, and comparing forwarded ones with sent ones."""
+
+from __future__ import annotations
+
+import os
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    ArrayValue,
+    InstrumentationScope,
+    KeyValue,
+    KeyValueList,
+)
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from processors.attacher import EVALUATION_EVENT
+
+
+def kv(key: str, value) -> KeyValue:
+    return KeyValue(key=key, value=any_value(value))
+
+
+def any_value(value) -> AnyValue:
+    if value is None:
+        return AnyValue()
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    if isinstance(value, (list, tuple)):
+        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
+    if isinstance(value, dict):
+        return AnyValue(kvlist_value=KeyValueList(values=[kv(k, v) for k, v in value.items()]))
+    return AnyValue(string_value=str(value))
+
+
+EVERY_VALUE_TYPE = {
+    "str": "héllo ✓",
+    "bool": True,
+    "int": -(2**62),
+    "double": 3.25,
+    "bytes": b"\x00\xffraw",
+    "array": ["a", 1, 2.5, False, ["nested"]],
+    "kvlist": {"k": "v", "n": {"deep": 7}},
+    "empty": None,
+}
+
+
+def new_trace_id() -> bytes:
+    return os.urandom(16)
+
+
+def new_span_id() -> bytes:
+    return os.urandom(8)
+
+
+def span(trace_id: bytes, name: str, parent: bytes = b"", attributes: dict | None = None,
+         start_ns: int = 1_700_000_000_000_000_000, span_id: bytes | None = None) -> Span:
+    return Span(
+        trace_id=trace_id, span_id=span_id or new_span_id(), parent_span_id=parent, name=name,
+        kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=start_ns, end_time_unix_nano=start_ns + 1_000_000,
+        attributes=[kv(k, v) for k, v in (attributes or {}).items()],
+    )
+
+
+def request_of(spans: list[Span], service: str = "agent", resource_attributes: dict | None = None) -> ExportTraceServiceRequest:
+    attributes = {"service.name": service, **(resource_attributes or {})}
+    return ExportTraceServiceRequest(resource_spans=[
+        ResourceSpans(resource=Resource(attributes=[kv(k, v) for k, v in attributes.items()]),
+                      scope_spans=[ScopeSpans(scope=InstrumentationScope(name="tests"), spans=spans)])
+    ])
+
+
+def every_field_request() -> ExportTraceServiceRequest:
+    """Two traces using every OTLP trace field and every attribute value type."""
+    trace_a, trace_b = new_trace_id(), new_trace_id()
+    root_a, child_a, root_b = new_span_id(), new_span_id(), new_span_id()
+    attributes = [kv(k, v) for k, v in EVERY_VALUE_TYPE.items()]
+
+    def full_span(trace_id, span_id, parent, name, kind):
+        return Span(
+            trace_id=trace_id, span_id=span_id, parent_span_id=parent, trace_state="vendor=a,other=b",
+            flags=0x301 if parent else 0x101, name=name, kind=kind,
+            start_time_unix_nano=1_700_000_000_123_456_789, end_time_unix_nano=1_700_000_001_987_654_321,
+            attributes=attributes, dropped_attributes_count=3,
+            events=[Span.Event(time_unix_nano=1_700_000_000_500_000_000, name="checkpoint",
+                               attributes=attributes, dropped_attributes_count=1)],
+            dropped_events_count=2,
+            links=[Span.Link(trace_id=trace_b, span_id=root_b, trace_state="l=1", attributes=attributes,
+                             dropped_attributes_count=4, flags=0x101)],
+            dropped_links_count=5,
+            status=Status(code=Status.STATUS_CODE_ERROR, message="it broke"),
+        )
+
+    return ExportTraceServiceRequest(resource_spans=[
+        ResourceSpans(
+            resource=Resource(attributes=[kv("service.name", "every-field"), *attributes], dropped_attributes_count=6),
+            schema_url="https://opentelemetry.io/schemas/1.26.0",
+            scope_spans=[
+                ScopeSpans(
+                    scope=InstrumentationScope(name="scope-one", version="1.2.3", attributes=attributes,
+                                               dropped_attributes_count=7),
+                    schema_url="https://opentelemetry.io/schemas/1.21.0",
+                    spans=[full_span(trace_a, root_a, b"", "root-a", Span.SPAN_KIND_SERVER),
+                           full_span(trace_a, child_a, root_a, "child-a", Span.SPAN_KIND_CLIENT)],
+                ),
+                ScopeSpans(scope=InstrumentationScope(name="scope-two"),
+                           spans=[full_span(trace_b, root_b, b"", "root-b", Span.SPAN_KIND_PRODUCER)]),
+            ],
+        )
+    ])
+
+
+def without_scores(span: Span) -> Span:
+    """A copy of `span` without the attributes and events that scoring adds."""
+    clean = Span()
+    clean.CopyFrom(span)
+    kept = [a for a in clean.attributes if not a.key.startswith("eval.")]
+    del clean.attributes[:]
+    clean.attributes.extend(kept)
+    events = [e for e in clean.events if e.name != EVALUATION_EVENT]
+    del clean.events[:]
+    clean.events.extend(events)
+    return clean
+
+
+def spans_with_context(requests) -> dict[bytes, tuple[Span, ResourceSpans, ScopeSpans]]:
+    """span_id -> (span, its ResourceSpans, its ScopeSpans) over many requests."""
+    found = {}
+    for request in requests:
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for s in scope_spans.spans:
+                    found[s.span_id] = (s, resource_spans, scope_spans)
+    return found
+
+
+def assert_forwarded_faithfully(sent_requests, received_requests) -> None:
+    """Every sent span arrived once, equal field for field (scores aside), with its
+    resource, scope and schema URLs."""
+    sent = spans_with_context(sent_requests)
+    received = spans_with_context(received_requests)
+    received_count = sum(len(ss.spans) for r in received_requests for rs in r.resource_spans for ss in rs.scope_spans)
+    assert received_count == len(sent), f"sent {len(sent)} spans, received {received_count}"
+    for span_id, (span_sent, rs_sent, ss_sent) in sent.items():
+        assert span_id in received, f"span {span_id.hex()} ({span_sent.name}) was not forwarded"
+        span_got, rs_got, ss_got = received[span_id]
+        assert without_scores(span_got) == span_sent, f"span {span_sent.name} changed in forwarding"
+        assert rs_got.resource == rs_sent.resource
+        assert rs_got.schema_url == rs_sent.schema_url
+        assert ss_got.scope == ss_sent.scope
+        assert ss_got.schema_url == ss_sent.schema_url
