@@ -1,0 +1,335 @@
+"""Turning attribute values into messages and text, whatever shape they arrived in.
+
+Instrumentations disagree on how content is carried: JSON held in a string attribute,
+structured OTLP arrays/kvlists, attributes flattened into indexed keys
+(`llm.input_messages.0.message.role`), OpenAI chat messages, Responses API items, or
+the OTel GenAI `parts` model. Everything here is total: odd input yields empty or
+partial results, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from processors.agent_trace.model import Message, ToolCall, ToolDefinition
+
+
+def parse_json(value: Any) -> Any:
+    """The decoded value when `value` is a string holding a JSON object, array or string."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    if not isinstance(value, str):
+        return value
+    stripped = value.strip()
+    if not stripped or stripped[0] not in "{[\"":
+        return value
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return value
+
+
+def to_text(value: Any) -> str | None:
+    """A human-readable string for a value: strings as they are, structures as JSON."""
+    value = parse_json(value)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def parse_arguments(value: Any) -> dict[str, Any] | str | None:
+    """Tool-call arguments as a dict when they are a JSON object, else the raw text."""
+    parsed = parse_json(value)
+    if isinstance(parsed, dict):
+        return parsed
+    if parsed is None:
+        return None
+    return to_text(parsed)
+
+
+def unflatten(flat: Mapping[str, Any]) -> Any:
+    """Nest dotted keys: {"0.message.role": "user"} -> [{"message": {"role": "user"}}].
+
+    Levels whose keys are all integers become lists ordered by index (gaps dropped).
+    A key that is both a leaf and a prefix keeps the nested form.
+    """
+    root: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = root
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        if not isinstance(node.get(parts[-1]), dict):
+            node[parts[-1]] = value
+    return _listify(root)
+
+
+def _listify(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    converted = {k: _listify(v) for k, v in node.items()}
+    if converted and all(k.isdigit() for k in converted):
+        return [converted[k] for k in sorted(converted, key=int)]
+    return converted
+
+
+def content_text(content: Any) -> str:
+    """Text of a message content: a string, or a list of parts in any common shape."""
+    content = parse_json(content)
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        content = [content]
+    if not isinstance(content, list):
+        return to_text(content) or ""
+    pieces = []
+    for part in content:
+        if isinstance(part, str):
+            pieces.append(part)
+        elif isinstance(part, Mapping):
+            kind = part.get("type")
+            if kind in ("reasoning", "thinking", "tool_call", "tool_call_response", "function_call"):
+                continue
+            text = part.get("text", part.get("content"))
+            if text is None and isinstance(part.get("message_content"), Mapping):
+                text = part["message_content"].get("text")
+            if isinstance(text, str):
+                pieces.append(text)
+    return "".join(pieces)
+
+
+def _tool_call(data: Any) -> ToolCall | None:
+    if not isinstance(data, Mapping):
+        return None
+    if isinstance(data.get("tool_call"), Mapping):  # OpenInference nesting
+        data = data["tool_call"]
+    function = data.get("function") if isinstance(data.get("function"), Mapping) else data
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    call_id = data.get("id", data.get("call_id"))
+    return ToolCall(id=str(call_id) if call_id is not None else None, name=name,
+                    arguments=parse_arguments(function.get("arguments", function.get("input"))))
+
+
+def _tool_calls(value: Any) -> list[ToolCall]:
+    value = parse_json(value)
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    return [call for call in (_tool_call(item) for item in value) if call is not None]
+
+
+def _reasoning_texts(data: Mapping[str, Any]) -> list[str]:
+    found = []
+    for key in ("reasoning_content", "reasoning", "thinking"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            found.append(value)
+    return found
+
+
+def normalize_message(data: Any, default_role: str = "user") -> Message | None:
+    """One message from the GenAI parts model, OpenAI chat, Responses items or OpenInference."""
+    data = parse_json(data)
+    if isinstance(data, str):
+        return Message(role=default_role, content=data)
+    if not isinstance(data, Mapping):
+        return None
+    if isinstance(data.get("message"), Mapping) and "role" not in data:
+        data = data["message"]  # OpenInference `message.*`, GenAI choice events
+    kind = data.get("type")
+    if kind == "function_call":  # Responses API items
+        call = _tool_call(data)
+        return Message(role="assistant", tool_calls=[call] if call else [])
+    if kind == "function_call_output":
+        return Message(role="tool", content=to_text(data.get("output")) or "",
+                       tool_call_id=_str_or_none(data.get("call_id")))
+    if kind == "reasoning":
+        summary = data.get("summary")
+        texts = [p.get("text") for p in summary if isinstance(p, Mapping)] if isinstance(summary, list) else []
+        return Message(role="assistant", reasoning=[t for t in texts if isinstance(t, str) and t])
+    role = data.get("role")
+    role = role if isinstance(role, str) and role else default_role
+    message = Message(role=role, name=_str_or_none(data.get("name")),
+                      tool_call_id=_str_or_none(data.get("tool_call_id", data.get("id") if role == "tool" else None)))
+    parts = data.get("parts")
+    if isinstance(parts, list):
+        _apply_parts(message, parts)
+    else:
+        contents = data.get("content", data.get("contents"))
+        message.content = content_text(contents)
+        if isinstance(contents, list):
+            message.reasoning.extend(_part_reasoning(contents))
+        message.tool_calls = _tool_calls(data.get("tool_calls"))
+        message.reasoning.extend(_reasoning_texts(data))
+    finish = data.get("finish_reason")
+    message.finish_reason = finish if isinstance(finish, str) else None
+    return message
+
+
+def _part_reasoning(parts: list[Any]) -> list[str]:
+    texts = []
+    for part in parts:
+        if isinstance(part, Mapping) and part.get("type") in ("reasoning", "thinking"):
+            text = part.get("content", part.get("text", part.get("thinking")))
+            if isinstance(text, str) and text:
+                texts.append(text)
+    return texts
+
+
+def _apply_parts(message: Message, parts: list[Any]) -> None:
+    texts = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            if isinstance(part.get("content"), str):
+                texts.append(part["content"])
+        elif kind == "tool_call":
+            call = _tool_call(part)
+            if call is not None:
+                message.tool_calls.append(call)
+        elif kind == "tool_call_response":
+            message.tool_call_id = message.tool_call_id or _str_or_none(part.get("id"))
+            texts.append(to_text(part.get("response", part.get("result"))) or "")
+        elif kind in ("reasoning", "thinking"):
+            message.reasoning.extend(_part_reasoning([part]))
+    message.content = "".join(texts)
+
+
+def normalize_messages(value: Any, default_role: str = "user") -> list[Message]:
+    """A message list from any supported shape; a bare string is one message."""
+    value = parse_json(value)
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        for key in ("messages", "input", "prompt"):
+            if isinstance(value.get(key), (list, str)):
+                return normalize_messages(value[key], default_role)
+        value = [value]
+    if isinstance(value, str):
+        return [Message(role=default_role, content=value)]
+    if not isinstance(value, list):
+        return []
+    messages = [normalize_message(item, default_role) for item in value]
+    return [m for m in messages if m is not None]
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return str(value)
+
+
+def tool_definition(data: Any) -> ToolDefinition | None:
+    """A tool from the OpenAI `{"type": "function", "function": {...}}` or flat shape."""
+    data = parse_json(data)
+    if not isinstance(data, Mapping):
+        return None
+    if isinstance(data.get("tool"), Mapping):  # OpenInference `tool.json_schema` nesting
+        data = data["tool"]
+        if "json_schema" in data:
+            return tool_definition(data["json_schema"])
+    function = data.get("function") if isinstance(data.get("function"), Mapping) else data
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    description = function.get("description")
+    parameters = parse_json(function.get("parameters", function.get("input_schema", function.get("json_schema"))))
+    return ToolDefinition(
+        name=name,
+        description=description if isinstance(description, str) else None,
+        parameters=parameters if isinstance(parameters, dict) else None,
+    )
+
+
+def tool_definitions(value: Any) -> list[ToolDefinition]:
+    value = parse_json(value)
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    return [tool for tool in (tool_definition(item) for item in value) if tool is not None]
+
+
+def unwrap_call_input(value: Any) -> Any:
+    """Decorator-captured call input `{"args": [...], "kwargs": {...}}` as the value it names.
+
+    OpenLLMetry's and Langfuse's decorators record a function's input this way: one
+    positional argument stands for itself, keyword arguments alone for the kwargs dict.
+    """
+    value = parse_json(value)
+    if isinstance(value, Mapping) and set(value) <= {"args", "kwargs"} and value:
+        args = value.get("args") or []
+        kwargs = value.get("kwargs") or {}
+        if isinstance(args, list) and isinstance(kwargs, Mapping):
+            if not args:
+                return dict(kwargs)
+            if len(args) == 1 and not kwargs:
+                return args[0]
+    return value
+
+
+def last_user_text(messages: Iterable[Message]) -> str | None:
+    text = None
+    for message in messages:
+        if message.role == "user" and message.content:
+            text = message.content
+    return text
+
+
+def io_text(value: Any) -> str | None:
+    """The user-facing text of an agent-level input or output value.
+
+    Message lists and chat payloads reduce to the latest user message (inputs) or the
+    assistant text (outputs); anything else is shown as text.
+    """
+    value = unwrap_call_input(value)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    messages = normalize_messages(value) if _looks_like_messages(value) else []
+    if messages:
+        user = last_user_text(messages)
+        if user is not None:
+            return user
+        for message in reversed(messages):
+            if message.role in ("assistant", "model") and message.content:
+                return message.content
+    if isinstance(value, Mapping):
+        for key in ("output", "answer", "response", "result", "content", "text", "input", "query", "question"):
+            if isinstance(value.get(key), str):
+                return value[key]
+    return to_text(value)
+
+
+def _looks_like_messages(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return isinstance(value.get("messages"), list) or "role" in value
+    return isinstance(value, list) and any(isinstance(item, Mapping) and ("role" in item or "type" in item)
+                                           for item in value)

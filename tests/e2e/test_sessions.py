@@ -1,0 +1,105 @@
+"""Sessions, idle close, late spans, ordering and shutdown flush, through real sockets."""
+
+from __future__ import annotations
+
+import time
+
+import tests.support.toy_metric  # noqa: F401  (registers the processor type)
+from collector.attributes import attributes_to_dict
+from tests.processors.test_score_encoding import TOY, evaluation_events, exported_span, send
+from tests.support.running import sink_config, wait_until
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
+
+
+def session_trace(session_id: str, name: str, children: int = 1):
+    trace_id, root_id = new_trace_id(), new_span_id()
+    spans = [span(trace_id, name, span_id=root_id, attributes={"session.id": session_id})]
+    spans += [span(trace_id, f"{name} step {i}", parent=root_id) for i in range(children)]
+    return trace_id, root_id, spans
+
+
+def carrier_spans(sink):
+    return [s for s in sink.spans() if s.name == "evaluate_session"]
+
+
+def test_idle_session_closes_with_a_linked_carrier_span(sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
+                                            assembler="trace_wait: 50ms, session_idle: 400ms"))
+    roots = []
+    for i in range(3):
+        trace_id, root_id, spans = session_trace("chat-7", f"turn {i}")
+        roots.append((trace_id, root_id))
+        send(collector.grpc_port, request_of(spans, service="support-bot"))
+    _, _, other = session_trace("chat-8", "other session")
+    send(collector.grpc_port, request_of(other))
+    assert wait_until(lambda: len(carrier_spans(sink)) == 2, timeout_s=5)
+    [carrier] = [c for c in carrier_spans(sink) if attributes_to_dict(c.attributes)["session.id"] == "chat-7"]
+    attributes = attributes_to_dict(carrier.attributes)
+    assert attributes["gen_ai.conversation.id"] == "chat-7"
+    assert attributes["openinference.span.kind"] == "EVALUATOR"
+    assert attributes["eval.toy_session.score"] == 1.0 and attributes["eval.toy_session.label"] == "pass"
+    assert evaluation_events(carrier)[0]["gen_ai.evaluation.explanation"] == "3 of 3 traces complete"
+    assert sorted((l.trace_id, l.span_id) for l in carrier.links) == sorted(roots)
+    assert carrier.trace_id not in {t for t, _ in roots} and not carrier.parent_span_id
+    # The carrier keeps the agent's resource so it shows up under the agent's service.
+    [resource] = [rs.resource for r in sink.requests for rs in r.resource_spans
+                  for ss in rs.scope_spans for s in ss.spans if s.span_id == carrier.span_id]
+    assert attributes_to_dict(resource.attributes)["service.name"] == "support-bot"
+
+
+def test_session_stays_open_while_traces_keep_coming(sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
+                                            assembler="trace_wait: 50ms, session_idle: 600ms"))
+    for i in range(4):
+        send(collector.grpc_port, request_of(session_trace("long", f"turn {i}")[2]))
+        time.sleep(0.3)
+    assert carrier_spans(sink) == []  # never 600 ms without a new trace
+    assert wait_until(lambda: len(carrier_spans(sink)) == 1, timeout_s=5)
+    assert len(carrier_spans(sink)[0].links) == 4
+
+
+def test_traces_of_a_session_are_scored_in_order_with_earlier_traces_visible(sink, start_collector):
+    collector = start_collector(sink_config(
+        sink, processors="[assembler, toy_metric]", assembler="trace_wait: 50ms",
+        extra_processors="  toy_metric: {delay_s: 0.05}"))
+    sent = []
+    for i in range(4):
+        trace_id, _, spans = session_trace("ordered", f"turn {i}")
+        sent.append(trace_id)
+        send(collector.grpc_port, request_of(spans))
+        time.sleep(0.01)
+    send(collector.grpc_port, request_of([span(new_trace_id(), "no session")]))
+    assert wait_until(lambda: len(sink.spans()) == 9)
+    toy = collector.service.pipeline.processors[0][1]
+    in_session = [(earlier, trace_id) for session_id, earlier, trace_id in toy.seen if session_id == "ordered"]
+    assert in_session == [(i, trace_id) for i, trace_id in enumerate(sent)]
+    assert [s for s, _, _ in toy.seen].count(None) == 1
+
+
+def test_late_spans_are_forwarded_not_rescored(sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
+                                            assembler="trace_wait: 50ms"))
+    trace_id, root_id, spans = session_trace("s", "agent")
+    send(collector.grpc_port, request_of(spans))
+    assert wait_until(lambda: len(sink.spans()) == 2)
+    send(collector.grpc_port, request_of([span(trace_id, "straggler", parent=root_id)]))
+    assert wait_until(lambda: len(sink.spans()) == 3)
+    straggler = exported_span(sink, "straggler")
+    assert straggler.trace_id == trace_id and not straggler.events
+    assert len(evaluation_events(exported_span(sink, "agent"))) == 1
+
+
+def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
+                                            assembler="trace_wait: 1h, trace_timeout: 2h, session_idle: 3h"))
+    send(collector.grpc_port, request_of(session_trace("pending", "turn 0", children=2)[2]))
+    send(collector.grpc_port, request_of([span(new_trace_id(), "orphan", parent=new_span_id())]))
+    time.sleep(0.2)
+    assert sink.spans() == []  # nothing is ready for an hour
+    started = time.monotonic()
+    collector.stop()
+    assert time.monotonic() - started < 5
+    names = sorted(s.name for s in sink.spans())
+    assert names == ["evaluate_session", "orphan", "turn 0", "turn 0 step 0", "turn 0 step 1"]
+    assert attributes_to_dict(exported_span(sink, "orphan").attributes)["eval.toy.score"] == 0.25
+    assert collector.pipeline.held_spans == 0

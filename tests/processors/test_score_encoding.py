@@ -1,0 +1,108 @@
+"""The score encoding contract, read back from spans exported over OTLP."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+import tests.support.toy_metric  # noqa: F401  (registers the processor type)
+from collector.attributes import attributes_to_dict
+from processors.attacher import attach_results
+from processors.result import MetricResult
+from tests.support.running import sink_config, wait_until
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
+
+TOY = "  toy_metric: {name: toy, fail_on: broken}"
+
+
+def send(port: int, request) -> ExportTraceServiceResponse:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                                     request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        return export(request.SerializeToString(), timeout=5)
+
+
+def exported_span(sink, name):
+    matches = [s for s in sink.spans() if s.name == name]
+    assert len(matches) == 1, f"expected one exported span named {name!r}, found {len(matches)}"
+    return matches[0]
+
+
+def evaluation_events(span):
+    return [attributes_to_dict(e.attributes) for e in span.events if e.name == "gen_ai.evaluation.result"]
+
+
+@pytest.fixture
+def scored(sink, start_collector):
+    return start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY))
+
+
+def test_scores_land_on_the_root_span_as_attributes_and_events(scored, sink):
+    trace_id, root_id = new_trace_id(), new_span_id()
+    send(scored.grpc_port, request_of([span(trace_id, "agent", span_id=root_id),
+                                       span(trace_id, "llm", parent=root_id), span(trace_id, "tool", parent=root_id)]))
+    assert wait_until(lambda: len(sink.spans()) == 3)
+    root = exported_span(sink, "agent")
+    attributes = attributes_to_dict(root.attributes)
+    assert attributes["eval.toy.score"] == 0.75
+    assert [a.value.WhichOneof("value") for a in root.attributes if a.key == "eval.toy.score"] == ["double_value"]
+    assert attributes["eval.toy.label"] == "pass"
+    assert attributes["eval.toy.explanation"] == "3 spans"
+    assert "eval.toy.error" not in attributes
+    assert evaluation_events(root) == [{
+        "gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.value": 0.75,
+        "gen_ai.evaluation.score.label": "pass", "gen_ai.evaluation.explanation": "3 spans",
+    }]
+    for name in ("llm", "tool"):
+        child = exported_span(sink, name)
+        assert not [a for a in child.attributes if a.key.startswith("eval.")] and not child.events
+
+
+def test_label_is_fail_below_threshold(scored, sink):
+    send(scored.grpc_port, request_of([span(new_trace_id(), "lonely agent")]))
+    assert wait_until(lambda: len(sink.spans()) == 1)
+    attributes = attributes_to_dict(exported_span(sink, "lonely agent").attributes)
+    assert (attributes["eval.toy.score"], attributes["eval.toy.label"]) == (0.25, "fail")
+
+
+def test_a_failing_metric_records_an_error_and_the_trace_is_still_exported(scored, sink):
+    trace_id, root_id = new_trace_id(), new_span_id()
+    send(scored.grpc_port, request_of([span(trace_id, "broken", span_id=root_id), span(trace_id, "llm", parent=root_id)]))
+    assert wait_until(lambda: len(sink.spans()) == 2)
+    root = exported_span(sink, "broken")
+    attributes = attributes_to_dict(root.attributes)
+    assert attributes["eval.toy.error"] == "cannot score broken"
+    assert "eval.toy.score" not in attributes and "eval.toy.label" not in attributes
+    assert evaluation_events(root) == [{"gen_ai.evaluation.name": "toy", "gen_ai.evaluation.explanation": "cannot score broken",
+                                        "error.type": "RuntimeError"}]
+
+
+def test_incomplete_trace_scores_go_on_its_earliest_span(sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
+                                            assembler="trace_wait: 50ms, trace_timeout: 300ms"))
+    trace_id, missing_root = new_trace_id(), new_span_id()
+    send(collector.grpc_port, request_of([span(trace_id, "second", parent=missing_root, start_ns=2_000),
+                                          span(trace_id, "first", parent=missing_root, start_ns=1_000)]))
+    assert wait_until(lambda: len(sink.spans()) == 2)
+    assert attributes_to_dict(exported_span(sink, "first").attributes)["eval.toy.score"] == 0.5
+    assert not evaluation_events(exported_span(sink, "second"))
+
+
+def test_attaching_twice_overwrites_instead_of_duplicating_keys():
+    root = span(new_trace_id(), "agent")
+    attach_results(root, [MetricResult(name="m", score=0.2, explanation="first")])
+    attach_results(root, [MetricResult(name="m", score=0.9)])
+    keys = [a.key for a in root.attributes]
+    assert keys.count("eval.m.score") == 1 and keys.count("eval.m.label") == 1
+    assert attributes_to_dict(root.attributes)["eval.m.score"] == 0.9
+    assert len(root.events) == 2  # each evaluation is an event in the span's history
+
+
+def test_metric_result_rejects_scores_outside_the_unit_interval():
+    with pytest.raises(ValueError, match="within"):
+        MetricResult(name="m", score=7.5)
+    with pytest.raises(ValueError):
+        MetricResult(name="m", score=float("nan"))
+    assert MetricResult(name="m", score=0.5).label == "pass"
+    assert MetricResult(name="m", score=0.49).passed is False
