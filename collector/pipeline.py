@@ -69,6 +69,7 @@ class Pipeline:
         self._ticker: asyncio.Task | None = None
         self.received_spans = 0
         self.rejected_spans = 0
+        self.refused_requests = 0  # turned away while full, for the client to retry
         self.exported_traces = 0
 
     # Lifecycle -------------------------------------------------------------------------
@@ -115,6 +116,7 @@ class Pipeline:
     def consume(self, request: ExportTraceServiceRequest) -> AddOutcome:
         """Take a parsed request (called on the event loop); raises PipelineFull."""
         if self.held_spans >= self.max_held_spans:
+            self.refused_requests += 1
             raise PipelineFull(self.held_spans, self.retry_after_s)
         outcome = self.assembler.add(request, self.clock())
         self.held_spans += outcome.accepted

@@ -109,6 +109,9 @@ class SpanView:
     user_id: str | None = None
     input: Any = None  # agent/chain level input and output, raw
     output: Any = None
+    trace_input: Any = None  # set by conventions that describe the whole trace on a span
+    trace_output: Any = None
+    trace_name: str | None = None
     input_messages: list[Message] | None = None
     output_messages: list[Message] | None = None
     system_prompt: str | None = None

@@ -1,0 +1,168 @@
+"""OpenTelemetry GenAI semantic conventions, current and legacy.
+
+Current (semconv 1.37+): `gen_ai.operation.name` says what a span is; content is in
+`gen_ai.input.messages` / `gen_ai.output.messages` (the `parts` model),
+`gen_ai.system_instructions` and `gen_ai.tool.definitions`; tool spans carry
+`gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.call.arguments` and
+`gen_ai.tool.call.result`; agent spans `gen_ai.agent.name`.
+
+Legacy: indexed `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` attributes (OpenLLMetry
+before it moved to the current model), whole-list `gen_ai.prompt` / `gen_ai.completion`
+values, and per-message events (`gen_ai.user.message`, `gen_ai.choice`, ...) when a
+producer records them as span events. The Python openai-v2 instrumentation emitted
+those events as log records, which never reach a trace pipeline; the span-event form
+is what other SDKs (Azure AI Inference, Semantic Kernel) produce, with the message in
+`gen_ai.event.content` or in plain `content`/`role`/`tool_calls` attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.attributes import attributes_to_dict
+from processors.agent_trace.content import (
+    content_text,
+    normalize_message,
+    normalize_messages,
+    parse_json,
+    tool_definitions,
+)
+from processors.agent_trace.model import Message
+from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+
+CONVENTION = "genai"
+LEGACY_CONVENTION = "genai_legacy"
+
+_ROLE_BY_OPERATION = {
+    "chat": LLM,
+    "text_completion": LLM,
+    "completion": LLM,
+    "generate_content": LLM,
+    "responses": LLM,
+    "execute_tool": TOOL,
+    "invoke_agent": AGENT,
+    "create_agent": AGENT,
+    "invoke_workflow": CHAIN,
+    "workflow": CHAIN,
+    "embeddings": OTHER,
+    "retrieval": OTHER,
+}
+
+_INPUT_EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def apply(view: SpanView) -> bool:
+    """Fill `view` from GenAI attributes; True when the span uses the convention."""
+    attrs = view.attrs
+    keys = attrs.with_prefix("gen_ai.")
+    has_events = any(event.name.startswith("gen_ai.") for event in view.span.events)
+    if not keys and not has_events:
+        return False
+    if any(not key.startswith(("prompt", "completion")) for key in keys):
+        view.conventions.add(CONVENTION)
+    operation = attrs.text("gen_ai.operation.name")
+    role = _ROLE_BY_OPERATION.get(operation or "")
+    if role is None and operation:
+        role = OTHER
+    if role is None and ("gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs):
+        role = LLM
+    if role is None and "gen_ai.tool.call.arguments" in attrs:
+        role = TOOL
+    view.fill("role", role)
+
+    view.fill("agent_name", attrs.text("gen_ai.agent.name"))
+    view.fill("model", attrs.text("gen_ai.response.model", "gen_ai.request.model"))
+    view.fill("input_messages", normalize_messages(attrs.get("gen_ai.input.messages")))
+    view.fill("output_messages", normalize_messages(attrs.get("gen_ai.output.messages"), "assistant"))
+    view.fill("system_prompt", _system_instructions(attrs.get("gen_ai.system_instructions")))
+    view.add_tools(tool_definitions(attrs.get("gen_ai.tool.definitions")))
+    _apply_legacy(view)
+
+    if view.role == TOOL or "gen_ai.tool.call.arguments" in attrs or "gen_ai.tool.call.result" in attrs:
+        view.fill("tool_name", attrs.text("gen_ai.tool.name"))
+        view.fill("tool_call_id", attrs.text("gen_ai.tool.call.id"))
+        view.fill("tool_arguments", attrs.get("gen_ai.tool.call.arguments"))
+        view.fill("tool_result", attrs.get("gen_ai.tool.call.result"))
+        view.fill("tool_description", attrs.text("gen_ai.tool.description"))
+    return True
+
+
+def _system_instructions(value: Any) -> str | None:
+    value = parse_json(value)
+    if value is None:
+        return None
+    text = content_text(value)
+    return text or None
+
+
+def _apply_legacy(view: SpanView) -> bool:
+    attrs = view.attrs
+    found = False
+    prompt = attrs.nested("gen_ai.prompt.")
+    if prompt is None and "gen_ai.prompt" in attrs:
+        prompt = attrs.get("gen_ai.prompt")
+    completion = attrs.nested("gen_ai.completion.")
+    if completion is None and "gen_ai.completion" in attrs:
+        completion = attrs.get("gen_ai.completion")
+    if prompt is not None:
+        found = True
+        view.fill("input_messages", normalize_messages(prompt))
+    if completion is not None:
+        found = True
+        view.fill("output_messages", normalize_messages(completion, "assistant"))
+
+    inputs, outputs = _event_messages(view)
+    if inputs or outputs:
+        found = True
+        view.fill("input_messages", inputs)
+        view.fill("output_messages", outputs)
+    if found:
+        view.conventions.add(LEGACY_CONVENTION)
+        view.fill("role", LLM)
+    return found
+
+
+def _event_messages(view: SpanView) -> tuple[list[Message], list[Message]]:
+    inputs: list[Message] = []
+    outputs: list[Message] = []
+    for event in view.span.events:
+        name = event.name
+        if name in _INPUT_EVENT_ROLES:
+            message = normalize_message(_event_body(event.attributes), _INPUT_EVENT_ROLES[name])
+            if message is not None:
+                message.role = _INPUT_EVENT_ROLES[name]
+                inputs.append(message)
+        elif name == "gen_ai.choice":
+            message = normalize_message(_event_body(event.attributes), "assistant")
+            if message is not None:
+                outputs.append(message)
+        elif name == "gen_ai.content.prompt":
+            inputs.extend(normalize_messages(_event_attribute(event.attributes, "gen_ai.prompt")))
+        elif name == "gen_ai.content.completion":
+            outputs.extend(normalize_messages(_event_attribute(event.attributes, "gen_ai.completion"), "assistant"))
+    return inputs, outputs
+
+
+def _event_attribute(attributes: Any, key: str) -> Any:
+    for kv in attributes:
+        if kv.key == key:
+            return attributes_to_dict([kv])[key]
+    return None
+
+
+def _event_body(attributes: Any) -> Any:
+    values = attributes_to_dict(attributes)
+    body = parse_json(values.get("gen_ai.event.content"))
+    if isinstance(body, dict):
+        return body
+    body = {k: v for k, v in values.items() if not k.startswith("gen_ai.system")}
+    if "message" in body:
+        body["message"] = parse_json(body["message"])
+    if "tool_calls" in body:
+        body["tool_calls"] = parse_json(body["tool_calls"])
+    return body

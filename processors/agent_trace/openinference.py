@@ -1,0 +1,92 @@
+"""OpenInference (Arize Phoenix) conventions.
+
+`openinference.span.kind` names the span (LLM, TOOL, AGENT, CHAIN, ...). Agent and
+chain spans carry `input.value` / `output.value`; a TOOL span's `input.value` is the
+arguments and `output.value` the result, next to `tool.name`, `tool.description` and
+`tool.parameters`. LLM spans flatten messages into indexed keys
+(`llm.input_messages.N.message.role`, `...message.tool_calls.M.tool_call.function.name`)
+and offered tools into `llm.tools.N.tool.json_schema`. The OpenAI Agents SDK
+instrumentation puts the agent's name in `agent.name`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from processors.agent_trace.content import (
+    normalize_message,
+    normalize_messages,
+    parse_json,
+    tool_definitions,
+)
+from processors.agent_trace.model import Message
+from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+
+CONVENTION = "openinference"
+
+_ROLE_BY_KIND = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": CHAIN}
+
+
+def apply(view: SpanView) -> bool:
+    attrs = view.attrs
+    kind = attrs.text("openinference.span.kind")
+    flattened = attrs.has_prefix("llm.input_messages.") or attrs.has_prefix("llm.output_messages.")
+    if kind is None and not flattened:
+        return False
+    view.conventions.add(CONVENTION)
+    role = _ROLE_BY_KIND.get((kind or "").upper(), OTHER if kind else LLM)
+    view.fill("role", role)
+    view.fill("agent_name", attrs.text("agent.name"))
+    view.fill("model", attrs.text("llm.model_name"))
+    view.add_tools(tool_definitions(attrs.nested("llm.tools.")))
+
+    if role == LLM:
+        inputs = normalize_messages(attrs.nested("llm.input_messages."))
+        if not inputs:
+            inputs = normalize_messages(attrs.get("input.value"))
+        view.fill("input_messages", inputs)
+        outputs = normalize_messages(attrs.nested("llm.output_messages."), "assistant")
+        if not outputs:
+            outputs = _response_messages(attrs.get("output.value"))
+        view.fill("output_messages", outputs)
+    elif role == TOOL:
+        view.fill("tool_name", attrs.text("tool.name"))
+        view.fill("tool_call_id", attrs.text("tool_call.id", "tool.id"))
+        view.fill("tool_arguments", attrs.get("input.value"))
+        view.fill("tool_result", attrs.get("output.value"))
+        view.fill("tool_description", attrs.text("tool.description"))
+        view.fill("tool_parameters", attrs.get("tool.parameters"))
+    else:
+        view.fill("input", attrs.get("input.value"))
+        view.fill("output", attrs.get("output.value"))
+    return True
+
+
+def _response_messages(value: Any) -> list[Message]:
+    """Assistant messages out of a raw chat-completions or Responses API response body."""
+    value = parse_json(value)
+    if isinstance(value, Mapping):
+        if isinstance(value.get("choices"), list):
+            messages = []
+            for choice in value["choices"]:
+                if isinstance(choice, Mapping):
+                    message = normalize_message(choice.get("message"), "assistant")
+                    if message is not None:
+                        messages.append(message)
+            return messages
+        if isinstance(value.get("output"), list):
+            return _merge_assistant(normalize_messages(value["output"], "assistant"))
+    return normalize_messages(value, "assistant")
+
+
+def _merge_assistant(messages: list[Message]) -> list[Message]:
+    """Responses API output items (reasoning, message, function calls) as one turn."""
+    if not messages:
+        return []
+    merged = Message(role="assistant")
+    for message in messages:
+        merged.content += message.content
+        merged.tool_calls.extend(message.tool_calls)
+        merged.reasoning.extend(message.reasoning)
+    return [merged]
