@@ -122,8 +122,12 @@ def _responses_input_as_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def weather_agent(request: RecordedRequest) -> Reply:
-    """A deterministic agent: call `get_weather(city="Paris")`, then report its result."""
+def weather_agent(request: RecordedRequest, plan: str | None = None) -> Reply:
+    """A deterministic agent: call `get_weather(city="Paris")`, then report its result.
+
+    `plan` is text sent alongside the tool call, the way models state what they are
+    about to do.
+    """
     messages = request.messages()
     tool_results = [m for m in messages if m.get("role") == "tool"]
     if tool_results:
@@ -133,7 +137,7 @@ def weather_agent(request: RecordedRequest) -> Reply:
         return Reply(content=f"The weather in Paris is: {result}")
     if "get_weather" in request.tool_names():
         return Reply(
-            content=None,
+            content=plan,
             tool_calls=(ToolCall(name="get_weather", arguments=json.dumps({"city": "Paris"})),),
         )
     return Reply(content="Hello! Ask me about the weather.")

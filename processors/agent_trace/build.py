@@ -1,0 +1,334 @@
+"""Assembling an AgentTrace from the spans of one trace.
+
+Each span is read by every convention adapter that recognises it, most specific first
+(Langfuse, OpenInference, OpenLLMetry, then OTel GenAI, whose attributes the others
+also emit), into a `SpanView`. The views are then combined:
+
+- user input: a trace-level input (Langfuse), else the input of the outermost
+  agent/chain span that has one, else the latest user message of the first LLM call
+  (the latest rather than the first, so a multi-turn conversation replayed into the
+  first call yields this turn's request, not the conversation's opening line);
+- final output: a trace-level output, else the outermost agent/chain output, else the
+  text of the last LLM call that produced text;
+- tool steps come from tool spans; a tool call requested by an LLM with no span of its
+  own becomes a step whose result is the matching tool message (by tool_call_id) of a
+  later LLM call;
+- an LLM span nested inside another LLM span (the Agents SDK response span around an
+  instrumented openai client call) is the same call seen twice: the outer one is kept.
+
+A span an adapter cannot read contributes nothing from that adapter; it never fails the
+trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from processors.agent_trace import genai, langfuse, openinference, openllmetry
+from processors.agent_trace.content import (
+    io_text,
+    last_user_text,
+    normalize_messages,
+    parse_arguments,
+    parse_json,
+    to_text,
+    unwrap_call_input,
+)
+from processors.agent_trace.model import AgentTrace, Message, Step, ToolCall, ToolDefinition
+from processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
+
+logger = logging.getLogger(__name__)
+
+Adapter = Callable[[SpanView], bool]
+
+ADAPTERS: tuple[tuple[str, Adapter], ...] = (
+    ("langfuse", langfuse.apply),
+    ("openinference", openinference.apply),
+    ("openllmetry", openllmetry.apply),
+    ("genai", genai.apply),
+)
+
+USER_ID_KEYS = ("user.id", "enduser.id", "gen_ai.user.id")
+
+
+def build_agent_trace(
+    trace_id: bytes,
+    spans: Sequence[tuple[Span, Resource]],
+    session_id: str | None = None,
+) -> AgentTrace:
+    """The normalized agent view of one trace's spans (any order, any convention).
+
+    `session_id` is the one the collector found for the trace; it is passed through.
+    Spans are only read.
+    """
+    trace_hex = trace_id.hex() if isinstance(trace_id, (bytes, bytearray)) else str(trace_id)
+    try:
+        return _build(trace_hex, spans, session_id)
+    except Exception:  # a bug here must not cost the trace its other metrics
+        logger.exception("could not normalize trace %s", trace_hex)
+        return AgentTrace(trace_id=trace_hex, session_id=session_id)
+
+
+def _build(trace_id: str, spans: Sequence[tuple[Span, Resource]], session_id: str | None) -> AgentTrace:
+    views = [_read(span) for span, _resource in spans]
+    _set_depths(views)
+    views.sort(key=lambda v: (v.start, v.depth))
+    by_id = {v.span_id: v for v in views}
+
+    llm_views = [v for v in views if v.role == LLM and not _inside(v, LLM, by_id)]
+    tool_views = [v for v in views if v.role == TOOL and not _inside(v, TOOL, by_id)]
+    containers = sorted((v for v in views if v.role in (AGENT, CHAIN)), key=lambda v: (v.depth, v.start))
+    by_depth = sorted(views, key=lambda v: (v.depth, v.start))
+
+    llm_steps = [_llm_step(v) for v in llm_views]
+    tool_steps = [_tool_step(v) for v in tool_views]
+    tool_steps += _unobserved_tool_calls(llm_views, llm_steps, tool_steps)
+    steps = sorted(llm_steps + tool_steps, key=lambda s: (s.start_time_unix_nano, s.kind != "llm"))
+
+    trace = AgentTrace(trace_id=trace_id, session_id=session_id)
+    for view in views:
+        trace.conventions.update(view.conventions)
+    trace.steps = steps
+    trace.available_tools = _available_tools(views, tool_views)
+    trace.user_input = _user_input(by_depth, containers, llm_steps) or ""
+    trace.final_output = _final_output(by_depth, containers, llm_steps) or ""
+    trace.agent_name = _agent_name(by_depth, containers)
+    trace.user_id = next((v.user_id for v in by_depth if v.user_id), None)
+    trace.system_prompt = _system_prompt(views, llm_steps)
+    trace.reasoning = _dedupe(text for step in llm_steps for text in step.reasoning)
+    root = by_depth[0] if by_depth else None
+    trace.error = next((v.error for v in ([root] if root else []) + containers if v.error), None)
+    return trace
+
+
+def _read(span: Span) -> SpanView:
+    view = SpanView.of(span)
+    for name, adapter in ADAPTERS:
+        try:
+            adapter(view)
+        except Exception as exc:  # malformed attributes: this adapter contributes nothing
+            logger.debug("%s adapter skipped span %s: %r", name, view.span_id, exc)
+    try:
+        view.fill("user_id", view.attrs.text(*USER_ID_KEYS))
+    except Exception:
+        pass
+    return view
+
+
+def _set_depths(views: list[SpanView]) -> None:
+    parents = {v.span_id: v.parent_id for v in views}
+    for view in views:
+        depth, parent, seen = 0, view.parent_id, {view.span_id}
+        while parent in parents and parent not in seen:
+            seen.add(parent)
+            depth += 1
+            parent = parents[parent]
+        view.depth = depth
+
+
+def _inside(view: SpanView, role: str, by_id: dict[str, SpanView]) -> bool:
+    parent, seen = view.parent_id, {view.span_id}
+    while parent in by_id and parent not in seen:
+        seen.add(parent)
+        ancestor = by_id[parent]
+        if ancestor.role == role:
+            return True
+        parent = ancestor.parent_id
+    return False
+
+
+# -- steps ---------------------------------------------------------------------------
+
+
+def _llm_step(view: SpanView) -> Step:
+    outputs = view.output_messages or []
+    assistant = [m for m in outputs if m.role in ("assistant", "model")] or outputs
+    text = "".join(m.content for m in assistant)
+    calls = [call for m in assistant for call in m.tool_calls]
+    reasoning = [r for m in assistant for r in m.reasoning]
+    # Text an LLM writes next to its tool calls is its plan for them.
+    reasoning += [m.content for m in assistant if m.tool_calls and m.content.strip()]
+    return Step(
+        kind="llm", name=view.name or (view.model or "llm"), span_id=view.span_id,
+        parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
+        result=text or None, error=view.error, model=view.model,
+        input_messages=view.input_messages or [], tool_calls=calls, reasoning=reasoning,
+        convention=_convention(view),
+    )
+
+
+def _tool_step(view: SpanView) -> Step:
+    return Step(
+        kind="tool", name=view.tool_name or view.name or "tool", span_id=view.span_id,
+        parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
+        arguments=parse_arguments(unwrap_call_input(view.tool_arguments)),
+        result=_result_text(view.tool_result), error=view.error, tool_call_id=view.tool_call_id,
+        convention=_convention(view),
+    )
+
+
+def _result_text(value: Any) -> str | None:
+    return to_text(parse_json(value))
+
+
+def _convention(view: SpanView) -> str | None:
+    for name, _ in ADAPTERS:
+        if name in view.conventions:
+            return name
+    return next(iter(sorted(view.conventions)), None)
+
+
+def _unobserved_tool_calls(llm_views: list[SpanView], llm_steps: list[Step], tool_steps: list[Step]) -> list[Step]:
+    """Steps for tool calls an LLM requested that no tool span recorded."""
+    results: dict[str, Message] = {}
+    for view in llm_views:
+        for message in view.input_messages or []:
+            if message.role == "tool" and message.tool_call_id:
+                results.setdefault(message.tool_call_id, message)
+    unmatched = list(tool_steps)
+    extra: list[Step] = []
+    for view, step in zip(llm_views, llm_steps):
+        for call in step.tool_calls:
+            span_step = _match(call, view, unmatched)
+            if span_step is not None:
+                unmatched.remove(span_step)
+                if span_step.result is None and call.id in results:
+                    span_step.result = results[call.id].content
+                if span_step.tool_call_id is None:
+                    span_step.tool_call_id = call.id
+                continue
+            answer = results.get(call.id) if call.id else None
+            extra.append(Step(
+                kind="tool", name=call.name, span_id=view.span_id, parent_span_id=view.parent_id,
+                start_time_unix_nano=view.end, end_time_unix_nano=view.end, arguments=call.arguments,
+                result=answer.content if answer is not None else None, tool_call_id=call.id,
+                from_span=False, convention=step.convention,
+            ))
+    return extra
+
+
+def _match(call: ToolCall, view: SpanView, candidates: list[Step]) -> Step | None:
+    if call.id:
+        for step in candidates:
+            if step.tool_call_id == call.id:
+                return step
+    later = [s for s in candidates if s.start_time_unix_nano >= view.start and s.name == call.name]
+    for step in later:
+        if step.tool_call_id in (None, call.id) and step.arguments == call.arguments:
+            return step
+    for step in later:
+        if step.tool_call_id is None:
+            return step
+    return None
+
+
+# -- trace-level fields --------------------------------------------------------------
+
+
+def _user_input(by_depth: list[SpanView], containers: list[SpanView], llm_steps: list[Step]) -> str | None:
+    for view in by_depth:
+        if view.trace_input is not None:
+            text = io_text(view.trace_input)
+            if text:
+                return text
+    for view in containers:
+        text = io_text(view.input) if view.input is not None else last_user_text(view.input_messages or [])
+        if text:
+            return text
+    for step in llm_steps:
+        text = last_user_text(step.input_messages)
+        if text:
+            return text
+    return None
+
+
+def _final_output(by_depth: list[SpanView], containers: list[SpanView], llm_steps: list[Step]) -> str | None:
+    for view in by_depth:
+        if view.trace_output is not None:
+            text = _output_text(view.trace_output)
+            if text:
+                return text
+    for view in containers:
+        if view.output is not None:
+            text = _output_text(view.output)
+        else:
+            text = "".join(m.content for m in view.output_messages or [] if m.role != "user")
+        if text:
+            return text
+    for step in reversed(llm_steps):
+        if step.result:
+            return step.result
+    return None
+
+
+def _output_text(value: Any) -> str | None:
+    parsed = parse_json(value)
+    if isinstance(parsed, (list, dict)):
+        messages = normalize_messages(parsed, "assistant")
+        text = "".join(m.content for m in messages if m.role in ("assistant", "model"))
+        if text:
+            return text
+    return io_text(parsed)
+
+
+def _agent_name(by_depth: list[SpanView], containers: list[SpanView]) -> str | None:
+    for view in by_depth:
+        if view.agent_name:
+            return view.agent_name
+    for view in by_depth:
+        if view.trace_name:
+            return view.trace_name
+    for view in containers:
+        if view.role == AGENT and view.name:
+            return view.name
+    return None
+
+
+def _system_prompt(views: list[SpanView], llm_steps: list[Step]) -> str | None:
+    for view in views:
+        if view.system_prompt:
+            return view.system_prompt
+    for step in llm_steps:
+        for message in step.input_messages:
+            if message.role in ("system", "developer") and message.content:
+                return message.content
+    return None
+
+
+def _available_tools(views: list[SpanView], tool_views: list[SpanView]) -> list[ToolDefinition]:
+    tools: dict[str, ToolDefinition] = {}
+    for view in views:
+        for tool in view.tools:
+            _merge_tool(tools, tool)
+    for view in tool_views:
+        if view.tool_name or view.name:
+            parameters = parse_json(view.tool_parameters)
+            _merge_tool(tools, ToolDefinition(
+                name=view.tool_name or view.name, description=view.tool_description,
+                parameters=parameters if isinstance(parameters, dict) else None,
+            ))
+    return list(tools.values())
+
+
+def _merge_tool(tools: dict[str, ToolDefinition], tool: ToolDefinition) -> None:
+    known = tools.get(tool.name)
+    if known is None:
+        tools[tool.name] = tool.model_copy()
+        return
+    if known.description is None:
+        known.description = tool.description
+    if known.parameters is None:
+        known.parameters = tool.parameters
+
+
+def _dedupe(texts: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for text in texts:
+        if text and text not in seen:
+            seen[text] = None
+    return list(seen)

@@ -1,0 +1,122 @@
+"""The `spanscore` command: validate, and run until a signal with a full flush."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from tests.support.running import wait_until
+
+SPANSCORE = [sys.executable, "-m", "collector.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_validate_prints_a_summary_for_a_good_config():
+    result = subprocess.run([*SPANSCORE, "validate", "otel-config.yaml"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines() == [
+        "otel-config.yaml: valid; receivers: otlp; processors: assembler; exporters: file, debug; extensions: none"
+    ]
+
+
+def test_validate_lists_every_problem_and_fails(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("receivers: {otlp: {protocols: {grpc: {endpoint: nope}}}}\n"
+                   "exporters: {debug: {verbosity: loud}}\n"
+                   "service: {pipelines: {traces: {receivers: [otlp], exporters: [debug, file]}}}\n")
+    result = subprocess.run([*SPANSCORE, "validate", str(bad)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == f"{bad}: 3 problems"
+    assert lines[1].strip().startswith("receivers.otlp.protocols.grpc.endpoint:")
+    assert lines[2].strip().startswith("exporters.debug.verbosity:")
+    assert lines[3].strip() == "service.pipelines.traces.exporters[1]: 'file' is not defined under exporters"
+
+
+def test_run_refuses_an_invalid_config_and_a_busy_port(tmp_path):
+    result = subprocess.run([*SPANSCORE, "run", "--config", str(tmp_path / "missing.yaml")], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "cannot read" in result.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = tmp_path / "busy.yaml"
+        config.write_text(f"receivers: {{otlp: {{protocols: {{http: {{endpoint: '127.0.0.1:{port}'}}}}}}}}\n"
+                          "exporters: {debug: {}}\nservice: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}\n")
+        result = subprocess.run([*SPANSCORE, "run", "--config", str(config)], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_flushes_every_buffered_trace_and_exits_zero(signum, tmp_path):
+    grpc_port, health_port = free_port(), free_port()
+    output = tmp_path / "scored.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+receivers:
+  otlp:
+    protocols:
+      grpc: {{endpoint: '127.0.0.1:{grpc_port}'}}
+processors:
+  assembler: {{trace_wait: 1h, trace_timeout: 2h}}   # nothing is released before the signal
+exporters:
+  file: {{path: '{output}'}}
+extensions:
+  health_check: {{endpoint: '127.0.0.1:{health_port}'}}
+service:
+  shutdown_timeout: 10s
+  extensions: [health_check]
+  pipelines:
+    traces: {{receivers: [otlp], exporters: [file]}}
+""")
+    process = subprocess.Popen([*SPANSCORE, "run", "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/", timeout=1) as response:
+                    return json.load(response)["status"] == "Server available"
+            except OSError:
+                return False
+
+        assert wait_until(healthy, timeout_s=20), "collector did not come up"
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True)))
+        tracer = provider.get_tracer("cli-test")
+        for i in range(5):
+            with tracer.start_as_current_span(f"agent turn {i}", attributes={"session.id": "cli"}):
+                with tracer.start_as_current_span("llm call"):
+                    pass
+        provider.shutdown()
+        time.sleep(0.2)
+        assert not output.exists() or output.read_text() == ""
+        sent = time.monotonic()
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert time.monotonic() - sent < 10
+    names = [span["name"] for line in output.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+    assert sorted(names) == sorted([f"agent turn {i}" for i in range(5)] + ["llm call"] * 5)
+    assert "flushing and stopping" in stderr and "received 10 spans" in stderr

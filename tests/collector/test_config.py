@@ -1,0 +1,162 @@
+"""Config loading: Collector shape, env expansion, every problem reported by key path."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.config import ConfigError, load_config, parse_config
+from collector.durations import parse_duration
+
+MINIMAL = """
+receivers: {otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}}
+exporters: {debug: {}}
+service: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}
+"""
+
+
+def problems_of(text: str, environ: dict | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, environ=environ or {})
+    return error.value.problems
+
+
+def test_minimal_config_gets_defaults_and_an_implicit_assembler():
+    config = parse_config(MINIMAL, environ={})
+    assert [c.id for c in config.processors] == ["assembler"]
+    assert config.assembler.trace_wait == 1.0 and config.assembler.trace_timeout == 30.0
+    assert config.assembler.session_idle == 300.0
+    assert config.assembler.session_keys[0] == "session.id"
+    receiver = config.receivers[0].config
+    assert receiver.protocols.http is None and receiver.protocols.grpc.max_recv_msg_size_mib == 64
+    assert config.service.shutdown_timeout == 30.0
+
+
+def test_the_shipped_default_config_is_valid():
+    config = load_config("otel-config.yaml")
+    assert [c.id for c in config.exporters] == ["file", "debug"]
+    assert config.receivers[0].config.protocols.grpc.endpoint == "127.0.0.1:4317"
+
+
+def test_design_card_keys_are_accepted():
+    config = parse_config("""
+receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: 127.0.0.1:4317}
+      http: {endpoint: 127.0.0.1:4318}
+exporters:
+  otlp:     {endpoint: 127.0.0.1:14317, tls: {insecure: true}}
+  otlphttp: {endpoint: http://127.0.0.1:14318}
+  file:     {path: ./scored.jsonl}
+  debug:    {}
+service:
+  pipelines:
+    traces: {receivers: [otlp], processors: [], exporters: [otlp, otlphttp, file, debug]}
+""", environ={})
+    assert [c.type for c in config.exporters] == ["otlp", "otlphttp", "file", "debug"]
+    assert config.exporters[1].config.url == "http://127.0.0.1:14318/v1/traces"
+    assert config.exporters[0].config.plaintext
+
+
+def test_env_references_expand_with_types_and_defaults():
+    config = parse_config("""
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: ${env:HOST:-127.0.0.1}:${env:PORT}
+        max_request_body_size: ${env:LIMIT}
+exporters:
+  otlp/backend:
+    endpoint: ${env:BACKEND}
+    tls: {insecure: "${env:PLAIN:-true}"}  # quoted inside flow style; still a bool once expanded
+    headers: {x-key: "$${env:NOT_EXPANDED}"}
+service: {pipelines: {traces: {receivers: [otlp], exporters: [otlp/backend]}}}
+""", environ={"PORT": "9999", "LIMIT": "1024", "BACKEND": "tempo:4317"})
+    http = config.receivers[0].config.protocols.http
+    assert http.endpoint == "127.0.0.1:9999" and http.max_request_body_size == 1024
+    exporter = config.exporters[0]
+    assert (exporter.id, exporter.type) == ("otlp/backend", "otlp")
+    assert exporter.config.tls.insecure is True
+    assert exporter.config.headers == {"x-key": "${env:NOT_EXPANDED}"}
+
+
+def test_every_problem_is_listed_with_its_key_path():
+    problems = problems_of("""
+receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: "no-port", max_recv_msg_size_mib: lots}
+      htpp: {}
+processors:
+  assembler: {trace_wait: soon, trace_timeout: 30s}
+exporters:
+  otlp: {endpoint: 127.0.0.1:4317, tls: {insecure: maybe}}
+  file: {}
+  kafka: {brokers: [a]}
+  debug: {verbosity: loud, colour: true}
+service:
+  pipelines:
+    traces: {receivers: [otlp, zipkin], exporters: [otlp, debug, missing]}
+""")
+    expected = [
+        "receivers.otlp.protocols.grpc.endpoint:",
+        "receivers.otlp.protocols.grpc.max_recv_msg_size_mib:",
+        "receivers.otlp.protocols.htpp: unknown key",
+        "processors.assembler.trace_wait:",
+        "exporters.otlp.tls.insecure:",
+        "exporters.file.path: Field required",
+        "exporters.kafka: unknown exporter type 'kafka'",
+        "exporters.debug.verbosity:",
+        "exporters.debug.colour: unknown key",
+        "service.pipelines.traces.receivers[1]: 'zipkin' is not defined under receivers",
+        "service.pipelines.traces.exporters[2]: 'missing' is not defined under exporters",
+    ]
+    for prefix in expected:
+        assert any(p.startswith(prefix) for p in problems), f"no problem starting {prefix!r} in {problems}"
+    assert len(problems) == len(expected)
+
+
+def test_unknown_sections_missing_service_and_unset_env_are_errors():
+    problems = problems_of("recievers: {}\nexporters:\n  debug:\n    x: ${env:NOPE}\n")
+    assert any(p.startswith("recievers: unknown section") for p in problems)
+    assert any(p.startswith("service: missing") for p in problems)
+    assert any("exporters.debug.x: environment variable NOPE is not set" in p for p in problems)
+
+
+def test_pipeline_needs_receivers_and_exporters():
+    problems = problems_of("service: {pipelines: {traces: {receivers: [], exporters: []}}}")
+    assert any(p.startswith("service.pipelines.traces.receivers:") for p in problems)
+    assert any(p.startswith("service.pipelines.traces.exporters:") for p in problems)
+
+
+def test_assembler_must_come_first_and_timeout_cover_wait():
+    base = MINIMAL.replace("exporters: [debug]", "processors: [toy_metric, assembler], exporters: [debug]")
+    import tests.support.toy_metric  # noqa: F401
+
+    problems = problems_of(base + "processors: {assembler: {}, toy_metric: {}}\n")
+    assert problems == ["service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"]
+    problems = problems_of(base + "processors: {assembler: {trace_wait: 5s, trace_timeout: 1s}, toy_metric: {}}\n")
+    assert any(p.startswith("processors.assembler: Value error, trace_timeout must be at least trace_wait") for p in problems)
+
+
+def test_invalid_yaml_and_wrong_shapes():
+    assert "not valid YAML" in problems_of("receivers: [unclosed")[0]
+    assert problems_of("- a list")[0].startswith("<root>: expected a mapping")
+    assert any(p.startswith("exporters: expected a mapping") for p in problems_of("exporters: [debug]\n" + MINIMAL.split("\n", 3)[3]))
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("text,seconds", [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("1h30m", 5400.0), (2, 2.0), ("0.25", 0.25)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "1x", "", "-1s", True, "1s2"])
+def test_bad_durations(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
