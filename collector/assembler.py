@@ -84,7 +84,7 @@ class Assembler:
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 origin = ScopeOrigin(resource_spans, scope_spans)
-                for span in scope_spans.spans:
+                for position, span in enumerate(scope_spans.spans):
                     trace_id = span.trace_id
                     problem = _id_problem(trace_id, span.span_id, span.parent_span_id)
                     if problem is not None:
@@ -98,7 +98,7 @@ class Assembler:
                             trace = Trace(trace_id, now, late=trace_id in self._forwarded)
                             traces[trace_id] = trace
                         touched[trace_id] = trace
-                    trace.add(span, origin)
+                    trace.add(position, span, origin)
                     accepted += 1
         idle = self._idle
         for trace_id, trace in touched.items():

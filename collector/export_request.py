@@ -21,7 +21,7 @@ def build_request(traces: Iterable[Trace]) -> ExportTraceServiceRequest:
     resources: dict[int, ResourceSpans] = {}
     scopes: dict[int, ScopeSpans] = {}
     for trace in traces:
-        for origin, spans in trace.spans_by_origin.items():
+        for origin, positions in trace.spans_by_origin.items():
             out_scope = scopes.get(id(origin))
             if out_scope is None:
                 source = origin.resource_spans
@@ -35,5 +35,9 @@ def build_request(traces: Iterable[Trace]) -> ExportTraceServiceRequest:
                 out_scope.scope.CopyFrom(origin.scope_spans.scope)
                 out_scope.schema_url = origin.scope_spans.schema_url
                 scopes[id(origin)] = out_scope
-            out_scope.spans.extend(spans)
+            spans = origin.scope_spans.spans
+            if len(positions) == len(spans):  # the whole ScopeSpans is this trace's
+                out_scope.spans.extend(spans)
+            else:
+                out_scope.spans.extend([spans[i] for i in positions])
     return request

@@ -191,17 +191,19 @@ class Pipeline:
             self._export(trace)
 
     async def _run_processors(self, trace: Trace, session: Session | None) -> None:
+        results: list[MetricResult] = []
         for processor_id, processor in self.processors:
             try:
-                trace.results.extend(await processor.process_trace(trace, session))
+                results.extend(await processor.process_trace(trace, session))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("processor %s failed on trace %s: %s", processor_id, trace.trace_id_hex, exc)
-                trace.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+                results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+        trace.results = results
         anchor = trace.anchor
-        if trace.results and anchor is not None:
-            attach_results(anchor, trace.results)
+        if results and anchor is not None:
+            attach_results(anchor, results)
 
     def _close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id)
@@ -226,7 +228,7 @@ class Pipeline:
             span = scope_spans.spans[0]
             carrier = Trace(span.trace_id, self.clock())
             carrier.session_id = session.session_id
-            carrier.add(span, ScopeOrigin(resource_spans, scope_spans))
+            carrier.add(0, span, ScopeOrigin(resource_spans, scope_spans))
             self.held_spans += 1
             self._export(carrier)
 

@@ -1,13 +1,16 @@
 """An assembled trace: the received spans of one trace id, still as OTLP protobuf.
 
-Spans are not copied on receipt: a `Trace` holds references into the parsed export
-requests, grouped by the `ScopeOrigin` (resource + scope) they arrived under, so they
-can be forwarded with their resource, scope and schema URLs exactly as sent.
+Spans are not copied on receipt: a `Trace` holds, per `ScopeOrigin` (the resource and
+scope they arrived under), the positions of its spans in the parsed export request, so
+they can be forwarded with their resource, scope and schema URLs exactly as sent.
+Positions rather than span objects: a Python wrapper per buffered span would put
+hundreds of thousands of objects under the cyclic garbage collector, whose full passes
+then stall the event loop for hundreds of milliseconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -51,12 +54,12 @@ class Trace:
 
     __slots__ = (
         "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "judge_usage", "_agent", "_pending_exports", "_on_exported",
+        "session_id", "late", "results", "_agent", "_pending_exports", "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):
         self.trace_id = trace_id
-        self.spans_by_origin: dict[ScopeOrigin, list[Span]] = {}
+        self.spans_by_origin: dict[ScopeOrigin, list[int]] = {}  # positions in origin.scope_spans.spans
         self.span_count = 0
         self.root: Span | None = None
         self.root_origin: ScopeOrigin | None = None
@@ -64,8 +67,9 @@ class Trace:
         self.last_seen = now
         self.session_id: str | None = None
         self.late = late  # spans of a trace already forwarded: exported, never re-scored
-        self.results: list[MetricResult] = []
-        self.judge_usage: dict[str, int] = {}
+        # Filled in once by the pipeline after scoring; an empty tuple until then keeps
+        # unscored traces from allocating a list each.
+        self.results: Sequence[MetricResult] = ()
         self._agent: AgentTrace | None = None
         self._pending_exports = 0
         self._on_exported: Any = None
@@ -79,12 +83,13 @@ class Trace:
     def trace_id_hex(self) -> str:
         return self.trace_id.hex()
 
-    def add(self, span: Span, origin: ScopeOrigin) -> None:
-        spans = self.spans_by_origin.get(origin)
-        if spans is None:
-            self.spans_by_origin[origin] = [span]
+    def add(self, position: int, span: Span, origin: ScopeOrigin) -> None:
+        """Record the span at `position` of `origin.scope_spans.spans`."""
+        positions = self.spans_by_origin.get(origin)
+        if positions is None:
+            self.spans_by_origin[origin] = [position]
         else:
-            spans.append(span)
+            positions.append(position)
         self.span_count += 1
         if self.root is None and is_local_root(span):
             self.root = span
@@ -92,10 +97,11 @@ class Trace:
 
     def spans(self) -> Iterator[tuple[Span, Resource]]:
         """Every span with the resource it came with, in arrival order per origin."""
-        for origin, spans in self.spans_by_origin.items():
+        for origin, positions in self.spans_by_origin.items():
             resource = origin.resource
-            for span in spans:
-                yield span, resource
+            spans = origin.scope_spans.spans
+            for position in positions:
+                yield spans[position], resource
 
     @property
     def anchor(self) -> Span | None:

@@ -151,8 +151,10 @@ def _llm_step(view: SpanView) -> Step:
     text = "".join(m.content for m in assistant)
     calls = [call for m in assistant for call in m.tool_calls]
     reasoning = [r for m in assistant for r in m.reasoning]
-    # Text an LLM writes next to its tool calls is its plan for them.
-    reasoning += [m.content for m in assistant if m.tool_calls and m.content.strip()]
+    # Text an LLM writes in the same turn as tool calls is its plan for them (the
+    # Responses API returns it as a separate message item next to the calls).
+    if calls:
+        reasoning += [m.content for m in assistant if m.content.strip()]
     return Step(
         kind="llm", name=view.name or (view.model or "llm"), span_id=view.span_id,
         parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
@@ -285,7 +287,10 @@ def _agent_name(by_depth: list[SpanView], containers: list[SpanView]) -> str | N
             return view.trace_name
     for view in containers:
         if view.role == AGENT and view.name:
-            return view.name
+            # GenAI names agent spans "invoke_agent {gen_ai.agent.name}"
+            name = view.name.removeprefix("invoke_agent").strip()
+            if name:
+                return name
     return None
 
 

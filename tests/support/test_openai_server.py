@@ -3,13 +3,7 @@ import json
 import openai
 import pytest
 
-from tests.support.openai_server import (
-    ErrorReply,
-    OpenAIServer,
-    Reply,
-    ToolCall,
-    openai_server,  # noqa: F401  (fixture)
-)
+from tests.support.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall
 
 WEATHER_TOOL = {
     "type": "function",
@@ -19,6 +13,12 @@ WEATHER_TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
+
+
+@pytest.fixture
+def openai_server():
+    with OpenAIServer() as server:
+        yield server
 
 
 def _client(server: OpenAIServer, **kwargs) -> openai.OpenAI:
@@ -44,7 +44,8 @@ def test_weather_script_calls_the_tool_then_reports_its_result(openai_server):
 
 def test_streaming_chat_completion_delivers_text_tool_calls_and_usage(openai_server):
     client = _client(openai_server)
-    openai_server.enqueue(Reply(content="thinking out loud", tool_calls=(ToolCall("get_weather", '{"city": "Paris"}'),)))
+    openai_server.enqueue(
+        Reply(content="thinking out loud", tool_calls=(ToolCall("get_weather", '{"city": "Paris"}'),)))
     stream = client.chat.completions.create(
         model="gpt-test", messages=[{"role": "user", "content": "hi"}], tools=[WEATHER_TOOL],
         stream=True, stream_options={"include_usage": True},

@@ -1,0 +1,125 @@
+"""Agent-like OTLP export requests, generated fast enough not to be the bottleneck.
+
+A template request (traces of one `invoke_agent` root, LLM and tool children, 6
+attributes, ~440 bytes per span) is serialized once; each new request is the template
+with fresh trace ids, span ids, parent ids and session numbers written in at byte
+offsets found once, so generating a 512-span request costs tens of microseconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+SESSION_DIGITS = 8
+
+
+def _kv(key, value):
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+class AgentRequests:
+    def __init__(self, spans_per_request: int = 512, spans_per_trace: int = 8, traces_per_session: int = 4, seed: int = 1):
+        assert spans_per_request % spans_per_trace == 0
+        self.spans_per_trace = spans_per_trace
+        self.traces_per_request = spans_per_request // spans_per_trace
+        self.spans_per_request = spans_per_request
+        self.traces_per_session = traces_per_session
+        self._rng = np.random.default_rng(seed)
+        self._traces_made = 0
+        markers = _Markers()
+        request = ExportTraceServiceRequest()
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.extend([_kv("service.name", "bench-agent"), _kv("service.version", "1.4.2")])
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.name = "bench.agent"
+        layout = []  # per span: (trace marker, span marker, parent marker or None, session marker or None)
+        for t in range(self.traces_per_request):
+            trace_marker, root_marker = markers.new(16), markers.new(8)
+            session_marker = markers.new_digits(SESSION_DIGITS)
+            for i in range(spans_per_trace):
+                span_marker = root_marker if i == 0 else markers.new(8)
+                root = i == 0
+                tool = i % 2 == 0
+                name = "invoke_agent support" if root else ("execute_tool search_orders" if tool else "chat gpt-4o-mini")
+                attributes = [
+                    _kv("gen_ai.operation.name", "invoke_agent" if root else ("execute_tool" if tool else "chat")),
+                    _kv("gen_ai.request.model", "gpt-4o-mini"),
+                    _kv("gen_ai.usage.input_tokens", 1200 + i),
+                    _kv("gen_ai.usage.output_tokens", 80 + i),
+                    _kv("session.id", "session-" + session_marker.decode()) if root else _kv("gen_ai.agent.name", "support"),
+                    _kv("gen_ai.output.text", "The order 1234 shipped on Monday and should arrive by Thursday; "
+                        "tracking shows it left the Lyon depot this morning, on time. Is there anything else I can help with?"),
+                ]
+                scope_spans.spans.append(Span(
+                    trace_id=trace_marker, span_id=span_marker, parent_span_id=b"" if root else root_marker,
+                    name=name, kind=Span.SPAN_KIND_INTERNAL if root else Span.SPAN_KIND_CLIENT,
+                    start_time_unix_nano=1_700_000_000_000_000_000 + i * 1_000_000,
+                    end_time_unix_nano=1_700_000_000_400_000_000, attributes=attributes,
+                ))
+                layout.append((trace_marker, span_marker, None if root else root_marker, session_marker if root else None))
+        template = request.SerializeToString()
+        self.template = np.frombuffer(template, dtype=np.uint8)
+        self.bytes_per_span = len(template) / spans_per_request
+        trace_offsets, root_offsets, child_span_offsets, parent_offsets, session_offsets = [], [], [], [], []
+        position = 0
+        for trace_marker, span_marker, parent_marker, session_marker in layout:
+            position = template.index(trace_marker, position)
+            trace_offsets.append(position)
+            span_at = template.index(span_marker, position)
+            (root_offsets if parent_marker is None else child_span_offsets).append(span_at)
+            if parent_marker is not None:
+                parent_offsets.append(template.index(parent_marker, position))
+            if session_marker is not None:
+                session_offsets.append(template.index(session_marker, position))
+            position = span_at
+        self._trace_idx = np.add.outer(np.array(trace_offsets), np.arange(16)).ravel()
+        self._root_idx = np.add.outer(np.array(root_offsets), np.arange(8)).ravel()
+        self._child_idx = np.add.outer(np.array(child_span_offsets), np.arange(8)).ravel()
+        self._parent_idx = np.add.outer(np.array(parent_offsets), np.arange(8)).ravel()
+        self._session_idx = np.add.outer(np.array(session_offsets), np.arange(SESSION_DIGITS)).ravel()
+        self._digit_powers = 10 ** np.arange(SESSION_DIGITS - 1, -1, -1)
+
+    def make(self) -> tuple[bytes, np.ndarray]:
+        """A fresh request and the trace ids in it (rows of 16 bytes)."""
+        n_traces, per_trace = self.traces_per_request, self.spans_per_trace
+        buffer = self.template.copy()
+        trace_ids = self._rng.integers(1, 256, size=(n_traces, 16), dtype=np.uint8)
+        root_ids = self._rng.integers(1, 256, size=(n_traces, 8), dtype=np.uint8)
+        child_ids = self._rng.integers(1, 256, size=(n_traces * (per_trace - 1), 8), dtype=np.uint8)
+        buffer[self._trace_idx] = np.repeat(trace_ids, per_trace, axis=0).ravel()
+        buffer[self._root_idx] = root_ids.ravel()
+        buffer[self._child_idx] = child_ids.ravel()
+        buffer[self._parent_idx] = np.repeat(root_ids, per_trace - 1, axis=0).ravel()
+        sessions = (self._traces_made + np.arange(n_traces)) // self.traces_per_session
+        digits = (sessions[:, None] // self._digit_powers) % 10 + ord("0")
+        buffer[self._session_idx] = digits.astype(np.uint8).ravel()
+        self._traces_made += n_traces
+        return buffer.tobytes(), trace_ids
+
+
+class _Markers:
+    """Random byte strings that cannot occur twice in the template by chance."""
+
+    def __init__(self):
+        self._seen: set[bytes] = set()
+
+    def new(self, size: int) -> bytes:
+        while True:
+            value = os.urandom(size)
+            if value not in self._seen and all(value):
+                self._seen.add(value)
+                return value
+
+    def new_digits(self, size: int) -> bytes:
+        while True:
+            value = str(int.from_bytes(os.urandom(8), "big") % 10**size).zfill(size).encode()
+            if value not in self._seen:
+                self._seen.add(value)
+                return value

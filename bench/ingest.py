@@ -1,0 +1,236 @@
+"""Ingest benchmark: agent-like spans over loopback gRPC through spanscore into a sink.
+
+    python bench/ingest.py [--seconds 20] [--rate 50000] [--compression none|gzip]
+
+Three phases, each against a fresh `spanscore run` process (default assembler
+settings: trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
+1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
+   flight); sustained spans/s is what reached the sink per second after warm-up;
+2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
+   request to its root span reaching the sink, minus trace_wait (p50, p99);
+3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
+   collector's RSS with them held, and its peak RSS over all phases.
+Client, collector and sink share this machine's cores; figures are for one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.agent_spans import AgentRequests  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+TRACE_WAIT_S = 1.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0])
+    return fields
+
+
+class Stack:
+    """A sink process and a collector process wired to it."""
+
+    def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = ""):
+        self.sink_port, self.grpc_port = free_port(), free_port()
+        self.sink_output = workdir / f"sink-{self.sink_port}.npz"
+        self.sink = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.sink.stdout.readline().strip() == "ready"
+        config = workdir / f"config-{self.grpc_port}.yaml"
+        config.write_text(f"""
+receivers:
+  otlp:
+    protocols:
+      grpc: {{endpoint: '127.0.0.1:{self.grpc_port}'}}
+processors:
+  assembler: {{trace_wait: {trace_wait}{extra}}}
+exporters:
+  otlp: {{endpoint: '127.0.0.1:{self.sink_port}', tls: {{insecure: true}}, compression: {compression}}}
+service:
+  telemetry: {{logs: {{level: warn}}}}
+  pipelines:
+    traces: {{receivers: [otlp], exporters: [otlp]}}
+""")
+        self.collector = subprocess.Popen([sys.executable, "-m", "collector.cli", "run", "--config", str(config)], cwd=ROOT)
+        wait_for_port(self.grpc_port)
+
+    def stop(self) -> dict[str, np.ndarray]:
+        memory = memory_kib(self.collector.pid)
+        self.collector.terminate()
+        self.collector.wait(60)
+        self.sink.stdin.close()
+        self.sink.wait(60)
+        data = dict(np.load(self.sink_output))
+        data["memory"] = memory
+        return data
+
+
+async def send(channel_call, payload: bytes, refused: list[int]) -> None:
+    while True:
+        try:
+            await channel_call(payload, timeout=30)
+            return
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            refused[0] += 1
+            await asyncio.sleep(0.05)
+
+
+async def closed_loop(port: int, requests: AgentRequests, seconds: float, in_flight: int = 4) -> tuple[int, int, float]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+        refused = [0]
+        sent = 0
+        deadline = time.monotonic() + seconds
+
+        async def worker():
+            nonlocal sent
+            while time.monotonic() < deadline:
+                payload, _ = requests.make()
+                await send(call, payload, refused)
+                sent += requests.spans_per_request
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return sent, refused[0], time.monotonic() - started
+
+
+async def open_loop(port: int, requests: AgentRequests, rate: float, seconds: float):
+    """Offer `rate` spans/s; return (send time ns, trace key) per trace and refusals."""
+    interval = requests.spans_per_request / rate
+    keys, times = [], []
+    refused = [0]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+        tasks = set()
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < seconds:
+            payload, trace_ids = requests.make()
+            target = started + n * interval
+            delay = target - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            now = time.monotonic_ns()
+            keys.append(trace_ids[:, :8].copy().view("<u8").ravel())
+            times.append(np.full(len(trace_ids), now, dtype=np.int64))
+            task = asyncio.create_task(send(call, payload, refused))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            n += 1
+        await asyncio.gather(*tasks)
+        offered_s = time.monotonic() - started
+    return np.concatenate(keys), np.concatenate(times), refused[0], n * requests.spans_per_request / offered_s
+
+
+def sustained_rate(data, skip_s: float = 3.0) -> float:
+    times, spans = data["request_times"], data["request_spans"]
+    if len(times) < 2:
+        return 0.0
+    start = times[0] + int(skip_s * 1e9)
+    window = times >= start
+    duration_s = (times[window][-1] - start) / 1e9
+    return spans[window].sum() / duration_s if duration_s > 0 else 0.0
+
+
+def latencies_ms(sent_keys, sent_times, data) -> np.ndarray:
+    order = np.argsort(data["root_keys"])
+    arrived_keys, arrived_times = data["root_keys"][order], data["root_times"][order]
+    where = np.searchsorted(arrived_keys, sent_keys)
+    where = np.clip(where, 0, len(arrived_keys) - 1)
+    found = arrived_keys[where] == sent_keys
+    return (arrived_times[where][found] - sent_times[found]) / 1e6 - TRACE_WAIT_S * 1e3, found.mean()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--rate", type=float, default=50_000.0, help="offered spans/s in the latency phase")
+    parser.add_argument("--compression", choices=["none", "gzip"], default="none")
+    parser.add_argument("--buffered", type=int, default=100_000)
+    args = parser.parse_args()
+    requests = AgentRequests()
+    print(f"spans: {requests.bytes_per_span:.0f} bytes, 6 attributes, {requests.spans_per_request} per request, "
+          f"{requests.spans_per_trace} per trace, {requests.traces_per_session} traces per session; "
+          f"exporter compression {args.compression}; {os.cpu_count()} cores shared by client, collector and sink")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        stack = Stack(workdir, args.compression)
+        sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
+        time.sleep(TRACE_WAIT_S + 1.5)
+        data = stack.stop()
+        received = int(data["request_spans"].sum())
+        print(f"throughput: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
+              f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
+              f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
+
+        stack = Stack(workdir, args.compression)
+        keys, times, refused, offered = asyncio.run(open_loop(stack.grpc_port, requests, args.rate, args.seconds))
+        time.sleep(TRACE_WAIT_S + 1.5)
+        data = stack.stop()
+        latency, found = latencies_ms(keys, times, data)
+        print(f"latency at {offered:,.0f} spans/s offered: {len(latency)} traces ({found:.1%} of sent) forwarded; "
+              f"added beyond trace_wait p50 {np.percentile(latency, 50):.0f} ms, p99 {np.percentile(latency, 99):.0f} ms, "
+              f"max {latency.max():.0f} ms; refused {refused}; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
+
+        stack = Stack(workdir, args.compression, trace_wait="10m", extra=", trace_timeout: 20m")
+        idle = memory_kib(stack.collector.pid)["VmRSS"]
+        n_requests = -(-args.buffered // requests.spans_per_request)
+        asyncio.run(closed_loop_count(stack.grpc_port, requests, n_requests))
+        time.sleep(2.0)
+        held = memory_kib(stack.collector.pid)
+        stack.collector.terminate()  # flushes all buffered spans to the sink on the way out
+        stack.collector.wait(120)
+        stack.sink.stdin.close()
+        stack.sink.wait(60)
+        flushed = int(np.load(stack.sink_output)["request_spans"].sum())
+        print(f"memory: {n_requests * requests.spans_per_request} spans buffered: RSS {held['VmRSS'] / 1024:.0f} MiB "
+              f"(idle {idle / 1024:.0f} MiB, peak {held['VmHWM'] / 1024:.0f} MiB); all {flushed} flushed at shutdown")
+
+
+async def closed_loop_count(port: int, requests: AgentRequests, n_requests: int) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+        refused = [0]
+        for _ in range(n_requests):
+            await send(call, requests.make()[0], refused)
+
+
+if __name__ == "__main__":
+    main()
