@@ -72,10 +72,16 @@ async def _serve(config) -> None:
     log = logging.getLogger("spanscore")
 
     def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
         if stop.is_set():
-            log.warning("second %s: exiting without flushing", signal.Signals(signum).name)
-            os._exit(130)
-        log.info("%s received: flushing and stopping (send it again to exit at once)", signal.Signals(signum).name)
+            # Only an interactive second Ctrl-C skips the flush: a supervisor or a
+            # process-group kill may deliver SIGTERM twice, and that must not lose data.
+            if signum == signal.SIGINT:
+                log.warning("second SIGINT: exiting without flushing")
+                os._exit(130)
+            log.info("%s received again; still flushing", name)
+            return
+        log.info("%s received: flushing and stopping (Ctrl-C again exits at once)", name)
         stop.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):

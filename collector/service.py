@@ -51,6 +51,8 @@ class Service:
             if hasattr(extension, "healthy"):
                 extension.healthy = True
         log.info("spanscore running: %s", self.config.summary())
+        if not self.pipeline.processors:
+            log.info("no scoring processors in the pipeline: traces are assembled and forwarded without scores")
 
     async def shutdown(self) -> None:
         """Stop accepting, then flush everything held, bounded by the shutdown timeout."""

@@ -410,6 +410,7 @@ if pytest is not None:
 
     @pytest.fixture
     def openai_server() -> Iterator[OpenAIServer]:
-        """A started loopback server; import this name into a test module to use it."""
+        """A started loopback server; a conftest makes it available with
+        `from tests.support.openai_server import openai_server`."""
         with OpenAIServer() as server:
             yield server
