@@ -9,12 +9,15 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 from collector.config import ConfigError, load_config
 from collector.service import Service, run_until_signalled
 from collector.version import VERSION
 
 DEFAULT_CONFIG = "otel-config.yaml"
+# The same file ships inside the package, so `spanscore run` works from any directory.
+EMBEDDED_CONFIG = Path(__file__).with_name(DEFAULT_CONFIG)
 EXIT_CONFIG = 2
 EXIT_START = 1
 
@@ -24,14 +27,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"spanscore {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the collector")
-    run.add_argument("--config", default=DEFAULT_CONFIG, help=f"config file (default: {DEFAULT_CONFIG})")
+    run.add_argument("--config", default=None,
+                     help=f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)")
     validate = commands.add_parser("validate", help="check a config file and list every problem")
     validate.add_argument("path", help="config file")
     args = parser.parse_args(argv)
 
     if args.command == "validate":
         return _validate(args.path)
-    return _run(args.config)
+    return _run(args.config or default_config_path())
+
+
+def default_config_path() -> str:
+    return DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else str(EMBEDDED_CONFIG)
 
 
 def _validate(path: str) -> int:

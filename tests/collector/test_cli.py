@@ -120,3 +120,37 @@ service:
              for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
     assert sorted(names) == sorted([f"agent turn {i}" for i in range(5)] + ["llm call"] * 5)
     assert "flushing and stopping" in stderr and "received 10 spans" in stderr
+
+
+def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_path):
+    grpc_port, http_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
+           "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}", "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([*SPANSCORE, "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    try:
+        def accepting() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", http_port)) == 0
+
+        assert wait_until(accepting, timeout_s=20), "collector did not come up"
+        request = urllib.request.Request(f"http://127.0.0.1:{http_port}/v1/traces",
+                                         data=(ROOT / "examples" / "weather-agent.json").read_bytes(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
+        assert wait_until(lambda: (tmp_path / "scored.jsonl").exists(), timeout_s=10)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "collector/otel-config.yaml: valid" in stderr
+    assert "no scoring processors in the pipeline" in stderr
+    assert stdout.splitlines() == [
+        "trace 5c00e5c00e0000000000000000000001 root='invoke_agent weather-agent' spans=4 session=demo-session-1",
+        "trace 5c0e5c0e000000000000000000000002 root='invoke_agent weather-agent' spans=4 session=demo-session-1",
+    ]
+    written = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert sum(len(ss["spans"]) for doc in written for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]) == 8

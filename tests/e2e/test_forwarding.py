@@ -87,3 +87,13 @@ def test_every_field_and_value_type_survives_http(encoding, sink, start_collecto
         assert response.headers["Content-Type"].startswith(content_type)
     assert wait_until(lambda: len(sink.spans()) == 3)
     assert_forwarded_faithfully([sent], sink.requests)
+
+
+def test_a_second_spanscore_as_the_backend_receives_everything_unchanged(sink, start_collector):
+    """Chained collectors: the first forwards over OTLP/HTTP into the second's receiver."""
+    downstream = start_collector(sink_config(sink, assembler="trace_wait: 20ms"))
+    upstream = start_collector(sink_config(sink, assembler="trace_wait: 20ms").replace(
+        f"otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}", f"otlp: {{endpoint: 127.0.0.1:{downstream.grpc_port}"))
+    finished = run_sdk_agent(SDK_CLIENTS["http-json"](upstream))
+    assert wait_until(lambda: len(sink.spans()) >= 3)
+    assert_forwarded_faithfully([encode_spans(finished)], sink.requests)

@@ -34,8 +34,10 @@ class OtlpSink:
     grpc_port: int = 0
     http_port: int = 0
     arrived: asyncio.Event | None = None
+    headers: list[dict[str, str]] = field(default_factory=list)  # per accepted request, lowercased keys
 
-    async def start(self) -> OtlpSink:
+    async def start(self, certificate: tuple[bytes, bytes] | None = None) -> OtlpSink:
+        """Listen on loopback; with `certificate` (PEM key, PEM chain) both servers use TLS."""
         self.arrived = asyncio.Event()
         self._grpc = grpc.aio.server()
         handler = grpc.unary_unary_rpc_method_handler(
@@ -45,13 +47,19 @@ class OtlpSink:
         self._grpc.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),)
         )
-        self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
+        if certificate is None:
+            self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
+        else:
+            self.grpc_port = self._grpc.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([certificate]))
         await self._grpc.start()
         app = web.Application(client_max_size=256 * 2**20)
         app.router.add_post("/v1/traces", self._http_export)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        ssl_context = None
+        if certificate is not None:
+            ssl_context = _server_ssl_context(*certificate)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_context)
         await site.start()
         self.http_port = site._server.sockets[0].getsockname()[1]
         return self
@@ -77,6 +85,7 @@ class OtlpSink:
                     seconds=int(fault.retry_after_s), nanos=int((fault.retry_after_s % 1) * 1e9)))
                 metadata = (("google.rpc.retryinfo-bin", info.SerializeToString()),)
             await context.abort(fault.grpc_code, "injected fault", trailing_metadata=metadata)
+        self.headers.append({k.lower(): v for k, v in context.invocation_metadata()})
         self._accept(request)
         return ExportTraceServiceResponse()
 
@@ -86,9 +95,24 @@ class OtlpSink:
             fault = self.faults.pop(0)
             headers = {"Retry-After": str(int(fault.retry_after_s))} if fault.retry_after_s is not None else None
             return web.Response(status=fault.http_status, text="injected fault", headers=headers)
+        self.headers.append({k.lower(): v for k, v in request.headers.items()})
         body = await request.read()  # aiohttp inflates gzip bodies itself here
         if request.content_type == "application/json":
             self._accept(decode_request(body))
             return web.json_response({})
         self._accept(ExportTraceServiceRequest.FromString(body))
         return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf")
+
+
+def _server_ssl_context(key_pem: bytes, chain_pem: bytes):
+    import ssl
+    import tempfile
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.NamedTemporaryFile() as key, tempfile.NamedTemporaryFile() as chain:
+        key.write(key_pem)
+        key.flush()
+        chain.write(chain_pem)
+        chain.flush()
+        context.load_cert_chain(chain.name, key.name)
+    return context
