@@ -46,9 +46,8 @@ def _validate(path: str) -> int:
     try:
         config = load_config(path)
     except ConfigError as exc:
-        print(f"{path}: {len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''}", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  {problem}", file=sys.stderr)
+        count = len(exc.problems)
+        _report(f"{path}: {count} problem{'s' if count != 1 else ''}", exc.problems)
         return EXIT_CONFIG
     print(config.summary())
     return 0
@@ -58,11 +57,9 @@ def _run(path: str) -> int:
     try:
         config = load_config(path)
     except ConfigError as exc:
-        print(f"spanscore: cannot start, {path} is invalid:", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  {problem}", file=sys.stderr)
+        _report(f"spanscore: cannot start, {path} is invalid:", exc.problems)
         return EXIT_CONFIG
-    level = config.service.telemetry.logs.level.upper().replace("WARN", "WARNING").replace("WARNINGING", "WARNING")
+    level = _LOG_LEVELS[config.service.telemetry.logs.level.lower()]
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for unused in config.unused:
         logging.getLogger("spanscore").info("%s is defined but not used by the pipeline", unused)
@@ -72,6 +69,16 @@ def _run(path: str) -> int:
         print(f"spanscore: cannot start: {exc}", file=sys.stderr)
         return EXIT_START
     return 0
+
+
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING,
+               "error": logging.ERROR}
+
+
+def _report(header: str, problems: list[str]) -> None:
+    print(header, file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
 
 
 async def _serve(config) -> None:

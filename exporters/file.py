@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from collector import registry
 from collector.export_request import build_request
@@ -18,18 +18,14 @@ from collector.trace import Trace
 from exporters.base import Exporter, ExporterConfig, ExportError, QueueConfig
 
 
+class FileQueueConfig(QueueConfig):
+    num_consumers: int = Field(default=1, ge=1, le=1)  # one writer, so lines never interleave
+
+
 class FileExporterConfig(ExporterConfig):
     path: str = Field(min_length=1)
     append: bool = True  # false truncates the file at start
-    # Lines must not interleave: one writer.
-    sending_queue: QueueConfig = Field(default_factory=lambda: QueueConfig(num_consumers=1))
-
-    @field_validator("sending_queue")
-    @classmethod
-    def _one_writer(cls, value: QueueConfig) -> QueueConfig:
-        if value.num_consumers != 1:
-            raise ValueError("the file exporter writes with one consumer; num_consumers must be 1")
-        return value
+    sending_queue: FileQueueConfig = Field(default_factory=FileQueueConfig)
 
 
 class FileExporter(Exporter):
