@@ -62,6 +62,10 @@ class Pipeline:
         config = assembler.config
         self.max_held_spans = config.max_buffered_spans
         self.session_idle_s = config.session_idle
+        self.max_open_sessions = config.max_open_sessions
+        # Sessions cost memory for as long as `session_idle`; keep them only when a
+        # processor reads them.
+        self.tracks_sessions = any(p.uses_sessions for _, p in processors)
         self.retry_after_s = max(1, math.ceil(config.trace_wait))
         self.held_spans = 0
         self.sessions: OrderedDict[str, Session] = OrderedDict()  # least recently active first
@@ -157,12 +161,10 @@ class Pipeline:
             self._export(trace)
             return
         trace.session_id = self.assembler.session_id_of(trace)
-        session = self._session_for(trace) if trace.session_id else None
         if not self.processors:
-            if session is not None:
-                session.traces.append(TraceSummary.of(trace))
             self._export(trace)
             return
+        session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
         self._spawn(self._score(trace, session))
 
     def _session_for(self, trace: Trace) -> Session:
@@ -174,6 +176,11 @@ class Pipeline:
             resource.CopyFrom(origin.resource)
             session = Session(trace.session_id, resource, now)
             self.sessions[trace.session_id] = session
+            if len(self.sessions) > self.max_open_sessions:
+                oldest = next(iter(self.sessions))
+                log.warning("more than %d open sessions: closing the least recently active (%s) early",
+                            self.max_open_sessions, oldest)
+                self._close_session(oldest)
         session.last_activity = now
         self.sessions.move_to_end(trace.session_id)
         return session
@@ -207,7 +214,7 @@ class Pipeline:
 
     def _close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id)
-        if any(type(p).process_session is not Processor.process_session for _, p in self.processors):
+        if self.tracks_sessions:
             self._spawn(self._score_session(session))
 
     async def _score_session(self, session: Session) -> None:

@@ -1,7 +1,7 @@
 """A session: the traces that share a session id, remembered after they were forwarded.
 
 Only what session metrics and the carrier span need is kept per trace (ids, start time,
-results); the spans themselves leave memory when the trace is exported.
+scores); the spans themselves leave memory when the trace is exported.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class TraceSummary:
     anchor_span_id: bytes | None  # the span carrying the trace's scores (its root when complete)
     start_time_unix_nano: int
     complete: bool
-    results: tuple[MetricResult, ...]
+    scores: dict[str, float]  # metric name -> score, for the metrics that produced one
 
     @classmethod
     def of(cls, trace: Trace) -> TraceSummary:
@@ -31,7 +31,7 @@ class TraceSummary:
             anchor_span_id=anchor.span_id if (anchor := trace.anchor) is not None else None,
             start_time_unix_nano=trace.start_time_unix_nano,
             complete=trace.complete,
-            results=tuple(trace.results),
+            scores={r.name: r.score for r in trace.results if r.score is not None},
         )
 
 
@@ -56,7 +56,4 @@ class Session:
     @property
     def signals(self) -> dict[str, dict[str, float]]:
         """Trace id (hex) -> {metric name: score} for every scored metric of every trace."""
-        return {
-            t.trace_id.hex(): {r.name: r.score for r in t.results if r.score is not None}
-            for t in self.traces
-        }
+        return {t.trace_id.hex(): dict(t.scores) for t in self.traces}

@@ -32,6 +32,15 @@ class Processor:
 
     metric_names: tuple[str, ...] = ()
 
+    @property
+    def uses_sessions(self) -> bool:
+        """Whether the pipeline must keep sessions for this processor.
+
+        True when `process_session` is implemented; a processor that only reads earlier
+        traces of the session in `process_trace` overrides this to return True.
+        """
+        return type(self).process_session is not Processor.process_session
+
     async def start(self) -> None:
         return None
 

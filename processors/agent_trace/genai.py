@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.attributes import attributes_to_dict
+from collector.attributes import attributes_to_dict, find_attribute
 from processors.agent_trace.content import (
     content_text,
     normalize_message,
@@ -142,17 +142,10 @@ def _event_messages(view: SpanView) -> tuple[list[Message], list[Message]]:
             if message is not None:
                 outputs.append(message)
         elif name == "gen_ai.content.prompt":
-            inputs.extend(normalize_messages(_event_attribute(event.attributes, "gen_ai.prompt")))
+            inputs.extend(normalize_messages(find_attribute(event.attributes, "gen_ai.prompt")))
         elif name == "gen_ai.content.completion":
-            outputs.extend(normalize_messages(_event_attribute(event.attributes, "gen_ai.completion"), "assistant"))
+            outputs.extend(normalize_messages(find_attribute(event.attributes, "gen_ai.completion"), "assistant"))
     return inputs, outputs
-
-
-def _event_attribute(attributes: Any, key: str) -> Any:
-    for kv in attributes:
-        if kv.key == key:
-            return attributes_to_dict([kv])[key]
-    return None
 
 
 def _event_body(attributes: Any) -> Any:

@@ -103,3 +103,25 @@ def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collecto
     assert names == ["evaluate_session", "orphan", "turn 0", "turn 0 step 0", "turn 0 step 1"]
     assert attributes_to_dict(exported_span(sink, "orphan").attributes)["eval.toy.score"] == 0.25
     assert collector.pipeline.held_spans == 0
+
+
+def test_open_sessions_are_bounded_by_closing_the_least_recently_active(sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
+                                            assembler="trace_wait: 50ms, session_idle: 1h, max_open_sessions: 2"))
+    for session_id in ("first", "second", "third"):
+        send(collector.grpc_port, request_of(session_trace(session_id, f"{session_id} turn")[2]))
+        time.sleep(0.15)
+    assert wait_until(lambda: len(carrier_spans(sink)) == 1)
+    [carrier] = carrier_spans(sink)
+    assert attributes_to_dict(carrier.attributes)["session.id"] == "first"
+    assert sorted(collector.pipeline.sessions) == ["second", "third"]
+
+
+def test_sessions_are_not_kept_when_no_processor_reads_them(sink, start_collector):
+    import tests.support.recording_processor  # noqa: F401
+
+    collector = start_collector(sink_config(sink, processors="[assembler, record_agent]",
+                                            extra_processors="  record_agent: {}", assembler="trace_wait: 50ms"))
+    send(collector.grpc_port, request_of(session_trace("unread", "turn")[2]))
+    assert wait_until(lambda: len(sink.spans()) == 2)
+    assert collector.pipeline.sessions == {} and carrier_spans(sink) == []
