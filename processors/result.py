@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 DEFAULT_THRESHOLD = 0.5
 
@@ -35,10 +35,12 @@ class MetricResult(BaseModel):
             raise ValueError(f"score must be within [0, 1], got {value}")
         return float(value)
 
+    @computed_field
     @property
     def passed(self) -> bool | None:
         return None if self.score is None else self.score >= self.threshold
 
+    @computed_field
     @property
     def label(self) -> str | None:
         passed = self.passed
