@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from collector import registry
 from collector.durations import Duration
@@ -39,9 +39,28 @@ class TracesPipeline(BaseModel):
     exporters: list[str] = Field(min_length=1)
 
 
+DEFAULT_METRICS_INTERVAL_S = 15.0
+
+
+class MetricsPipeline(BaseModel):
+    """Where the score metrics go; their source is the scoring itself, so no receivers."""
+
+    model_config = ConfigDict(extra="forbid")
+    exporters: list[str] = Field(min_length=1)
+    export_interval: Duration = DEFAULT_METRICS_INTERVAL_S  # push exporters; Prometheus is scraped
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_receivers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "receivers" in data:
+            raise ValueError("the metrics pipeline carries the score metrics spanscore computes; it takes no receivers")
+        return data
+
+
 class Pipelines(BaseModel):
     model_config = ConfigDict(extra="forbid")
     traces: TracesPipeline
+    metrics: MetricsPipeline | None = None
 
 
 class LogsTelemetry(BaseModel):
@@ -78,6 +97,7 @@ class Config:
     processors: list[Component]  # the assembler first, always present
     exporters: list[Component]
     extensions: list[Component]
+    metric_exporters: list[Component] = field(default_factory=list)
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
 
@@ -89,10 +109,13 @@ class Config:
         def ids(components: list[Component]) -> str:
             return ", ".join(c.id for c in components) or "none"
 
-        return (
+        summary = (
             f"{self.source}: valid; receivers: {ids(self.receivers)}; processors: {ids(self.processors)}; "
             f"exporters: {ids(self.exporters)}; extensions: {ids(self.extensions)}"
         )
+        if self.metric_exporters:
+            summary += f"; score metrics: {ids(self.metric_exporters)}"
+        return summary
 
 
 def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
@@ -136,15 +159,16 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
         raise ConfigError(problems)
 
     pipeline = service.pipelines.traces
+    metrics = service.pipelines.metrics
     chosen: dict[str, list[Component]] = {}
-    for section, ids in (
-        ("receivers", pipeline.receivers),
-        ("processors", pipeline.processors),
-        ("exporters", pipeline.exporters),
-        ("extensions", service.extensions),
+    for key, section, ids, where in (
+        ("receivers", "receivers", pipeline.receivers, "service.pipelines.traces.receivers"),
+        ("processors", "processors", pipeline.processors, "service.pipelines.traces.processors"),
+        ("exporters", "exporters", pipeline.exporters, "service.pipelines.traces.exporters"),
+        ("metric_exporters", "exporters", metrics.exporters if metrics else [], "service.pipelines.metrics.exporters"),
+        ("extensions", "extensions", service.extensions, "service.extensions"),
     ):
-        where = "service.extensions" if section == "extensions" else f"service.pipelines.traces.{section}"
-        chosen[section] = []
+        chosen[key] = []
         seen: set[str] = set()
         for i, component_id in enumerate(ids):
             if component_id in seen:
@@ -156,7 +180,14 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
                 if component_id not in (raw.get(section) or {}):
                     problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
                 continue
-            chosen[section].append(component)
+            spec = registry.lookup(_SECTIONS[section], component.type)
+            if key == "exporters" and spec.factory is None:
+                problems.append(f"{where}[{i}]: {component_id!r} exports metrics only; list it under service.pipelines.metrics")
+                continue
+            if key == "metric_exporters" and spec.metrics_factory is None:
+                problems.append(f"{where}[{i}]: {component_id!r} cannot export metrics; use prometheus, otlp or otlphttp")
+                continue
+            chosen[key].append(component)
 
     processors = chosen["processors"]
     assemblers = [i for i, c in enumerate(processors) if c.type == ASSEMBLER_TYPE]
@@ -179,6 +210,7 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
         processors=processors,
         exporters=chosen["exporters"],
         extensions=chosen["extensions"],
+        metric_exporters=chosen["metric_exporters"],
         source=source,
         unused=unused,
     )

@@ -28,7 +28,9 @@ from collector.assembler import AddOutcome, Assembler
 from collector.session import Session, TraceSummary
 from collector.trace import ScopeOrigin, Trace
 from collector.version import VERSION
+from collector.attributes import find_attribute
 from exporters.base import Exporter
+from exporters.score_metrics import ScoreMetrics
 from processors.attacher import attach_results, session_carrier
 from processors.base import Processor
 from processors.result import MetricResult
@@ -54,11 +56,13 @@ class Pipeline:
         processors: list[tuple[str, Processor]],
         exporters: list[Exporter],
         clock: Callable[[], float] = time.monotonic,
+        score_metrics: ScoreMetrics | None = None,
     ):
         self.assembler = assembler
         self.processors = processors
         self.exporters = exporters
         self.clock = clock
+        self.score_metrics = score_metrics
         config = assembler.config
         self.max_held_spans = config.max_buffered_spans
         self.session_idle_s = config.session_idle
@@ -211,6 +215,8 @@ class Pipeline:
         anchor = trace.anchor
         if results and anchor is not None:
             attach_results(anchor, results)
+        if results and self.score_metrics is not None:
+            self.score_metrics.record(results, trace.service_name, trace.agent_name)
 
     def _close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id)
@@ -230,6 +236,9 @@ class Pipeline:
                     session.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
             if not session.results:
                 return
+            if self.score_metrics is not None:
+                service = find_attribute(session.resource.attributes, "service.name")
+                self.score_metrics.record(session.results, service, None)
             resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION)
             scope_spans = resource_spans.scope_spans[0]
             span = scope_spans.spans[0]

@@ -28,15 +28,23 @@ class ComponentType:
     kind: Kind
     name: str
     config_model: type[ComponentConfig]
-    factory: Callable[[str, Any], Any]
+    factory: Callable[[str, Any], Any] | None  # None: the type has no traces role
+    # Exporters that can also carry the score metrics: (id, config) -> MetricReader.
+    metrics_factory: Callable[[str, Any], Any] | None = None
 
 
 _TYPES: dict[tuple[Kind, str], ComponentType] = {}
 
 
-def register(kind: Kind, name: str, config_model: type[ComponentConfig], factory: Callable[[str, Any], Any]) -> None:
+def register(
+    kind: Kind,
+    name: str,
+    config_model: type[ComponentConfig],
+    factory: Callable[[str, Any], Any] | None,
+    metrics_factory: Callable[[str, Any], Any] | None = None,
+) -> None:
     """Make `name` usable as a component type of `kind`; re-registering replaces it."""
-    _TYPES[(kind, name)] = ComponentType(kind, name, config_model, factory)
+    _TYPES[(kind, name)] = ComponentType(kind, name, config_model, factory, metrics_factory)
 
 
 def lookup(kind: Kind, name: str) -> ComponentType | None:

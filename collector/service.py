@@ -16,6 +16,7 @@ from collector import registry
 from collector.assembler import Assembler
 from collector.config import Config
 from collector.pipeline import Pipeline
+from exporters.score_metrics import ScoreMetrics
 
 log = logging.getLogger("spanscore")
 
@@ -30,6 +31,7 @@ class Service:
             (c.id, registry.lookup("processor", c.type).factory(c.id, c.config)) for c in config.processors[1:]
         ]
         exporters = [registry.lookup("exporter", c.type).factory(c.id, c.config) for c in config.exporters]
+        self.score_metrics: ScoreMetrics | None = None
         self.pipeline = Pipeline(self.assembler, processors, exporters)
         self.receivers = [registry.lookup("receiver", c.type).factory(c.id, c.config) for c in config.receivers]
         self.extensions = [registry.lookup("extension", c.type).factory(c.id, c.config) for c in config.extensions]
@@ -37,6 +39,9 @@ class Service:
 
     async def start(self) -> None:
         try:
+            if self.config.metric_exporters:
+                self.score_metrics = self._score_metrics()
+                self.pipeline.score_metrics = self.score_metrics
             for extension in self.extensions:
                 await extension.start()
                 self._started.append(extension)
@@ -63,6 +68,8 @@ class Service:
         for receiver in self.receivers:
             await receiver.stop(RECEIVER_GRACE_S)
         await self.pipeline.shutdown(deadline)
+        if self.score_metrics is not None:
+            await asyncio.to_thread(self.score_metrics.shutdown, max(0.0, deadline - time.monotonic()))
         for extension in self.extensions:
             await extension.shutdown()
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
@@ -70,6 +77,18 @@ class Service:
             "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans",
             self.pipeline.received_spans, self.pipeline.rejected_spans, self.pipeline.exported_traces, dropped,
         )
+
+    def _score_metrics(self) -> ScoreMetrics:
+        interval_s = self.config.service.pipelines.metrics.export_interval
+        readers = []
+        try:
+            for c in self.config.metric_exporters:
+                readers.append(registry.lookup("exporter", c.type).metrics_factory(c.id, c.config, interval_s))
+        except BaseException:
+            for reader in readers:
+                reader.shutdown()
+            raise
+        return ScoreMetrics(readers)
 
     async def _stop_started(self) -> None:
         for component in reversed(self._started):
@@ -81,6 +100,8 @@ class Service:
             except Exception:
                 log.exception("while stopping after a failed start")
         await self.pipeline.shutdown(time.monotonic() + 1.0)
+        if self.score_metrics is not None:
+            self.score_metrics.shutdown(1.0)
 
 
 async def run_until_signalled(service: Service, stop: asyncio.Event) -> None:

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+from collector.attributes import find_attribute
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 if TYPE_CHECKING:
@@ -115,6 +117,19 @@ class Trace:
         if self.root is not None:
             return self.root.start_time_unix_nano
         return min((span.start_time_unix_nano for span, _ in self.spans()), default=0)
+
+    @property
+    def service_name(self) -> str | None:
+        origin = self.root_origin or next(iter(self.spans_by_origin), None)
+        return None if origin is None else find_attribute(origin.resource.attributes, "service.name")
+
+    @property
+    def agent_name(self) -> str | None:
+        """From the normalized view when it was built, else the root's `gen_ai.agent.name`."""
+        if self._agent is not None:
+            return self._agent.agent_name
+        anchor = self.anchor
+        return None if anchor is None else find_attribute(anchor.attributes, "gen_ai.agent.name")
 
     def agent_trace(self) -> AgentTrace:
         """The normalized agent view of this trace, built once on first use."""

@@ -113,4 +113,24 @@ def _retry_delay(trailing_metadata) -> float | None:
     return None
 
 
-registry.register("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter)
+def metric_reader(component_id: str, config: OtlpGrpcExporterConfig, interval_s: float):
+    """The score metrics over OTLP/gRPC to the same endpoint, with the same TLS and headers."""
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    credentials = None
+    if not config.plaintext:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=config.tls.read("ca_file"),
+            private_key=config.tls.read("key_file"),
+            certificate_chain=config.tls.read("cert_file"),
+        )
+    exporter = OTLPMetricExporter(
+        endpoint=config.target, insecure=config.plaintext, credentials=credentials, headers=dict(config.headers),
+        timeout=config.timeout,
+        compression=grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression,
+    )
+    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
+
+
+registry.register("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter, metric_reader)

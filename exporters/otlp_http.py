@@ -22,12 +22,14 @@ from exporters.tls import TlsClientConfig
 log = logging.getLogger("spanscore.exporters.otlphttp")
 
 TRACES_PATH = "/v1/traces"
+METRICS_PATH = "/v1/metrics"
 _RETRYABLE_STATUS = {429, 502, 503, 504}
 
 
 class OtlpHttpExporterConfig(ExporterConfig):
     endpoint: str | None = None  # base URL; `/v1/traces` is appended
     traces_endpoint: str | None = None  # full URL, used as is
+    metrics_endpoint: str | None = None  # full URL for the score metrics; default <endpoint>/v1/metrics
     encoding: Literal["proto", "json"] = "proto"
     compression: Literal["gzip", "none"] = "gzip"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -106,4 +108,22 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-registry.register("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter)
+def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s: float):
+    """The score metrics over OTLP/HTTP (protobuf) with the same headers and TLS files."""
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    url = config.metrics_endpoint or (config.endpoint.rstrip("/") + METRICS_PATH if config.endpoint else None)
+    if url is None:
+        raise ValueError(f"exporter {component_id}: set metrics_endpoint (or endpoint) to send metrics")
+    exporter = OTLPMetricExporter(
+        endpoint=url, headers=dict(config.headers), timeout=config.timeout,
+        compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
+        certificate_file=config.tls.ca_file if config.tls.ca_file else None,
+        client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
+    )
+    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
+
+
+registry.register("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader)

@@ -10,6 +10,10 @@ import grpc
 from aiohttp import web
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -35,6 +39,7 @@ class OtlpSink:
     http_port: int = 0
     arrived: asyncio.Event | None = None
     headers: list[dict[str, str]] = field(default_factory=list)  # per accepted request, lowercased keys
+    metrics: list[ExportMetricsServiceRequest] = field(default_factory=list)
 
     async def start(self, certificate: tuple[bytes, bytes] | None = None) -> OtlpSink:
         """Listen on loopback; with `certificate` (PEM key, PEM chain) both servers use TLS."""
@@ -44,9 +49,15 @@ class OtlpSink:
             self._grpc_export, request_deserializer=ExportTraceServiceRequest.FromString,
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
-        self._grpc.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),)
+        metrics_handler = grpc.unary_unary_rpc_method_handler(
+            self._grpc_export_metrics, request_deserializer=ExportMetricsServiceRequest.FromString,
+            response_serializer=ExportMetricsServiceResponse.SerializeToString,
         )
+        self._grpc.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),
+            grpc.method_handlers_generic_handler("opentelemetry.proto.collector.metrics.v1.MetricsService",
+                                                 {"Export": metrics_handler}),
+        ))
         if certificate is None:
             self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         else:
@@ -54,6 +65,7 @@ class OtlpSink:
         await self._grpc.start()
         app = web.Application(client_max_size=256 * 2**20)
         app.router.add_post("/v1/traces", self._http_export)
+        app.router.add_post("/v1/metrics", self._http_export_metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         ssl_context = None
@@ -88,6 +100,20 @@ class OtlpSink:
         self.headers.append({k.lower(): v for k, v in context.invocation_metadata()})
         self._accept(request)
         return ExportTraceServiceResponse()
+
+    async def _grpc_export_metrics(self, request: ExportMetricsServiceRequest, context) -> ExportMetricsServiceResponse:
+        self.metrics.append(request)
+        return ExportMetricsServiceResponse()
+
+    async def _http_export_metrics(self, request: web.Request) -> web.Response:
+        self.metrics.append(ExportMetricsServiceRequest.FromString(await request.read()))
+        return web.Response(body=ExportMetricsServiceResponse().SerializeToString(), content_type="application/x-protobuf")
+
+    def metric_points(self, name: str) -> list:
+        """Every data point of metric `name` across the metric exports received."""
+        return [point for request in self.metrics for rm in request.resource_metrics for sm in rm.scope_metrics
+                for metric in sm.metrics if metric.name == name
+                for point in (metric.histogram.data_points or metric.sum.data_points)]
 
     async def _http_export(self, request: web.Request) -> web.Response:
         self.attempts += 1

@@ -1,0 +1,98 @@
+"""Scores leave as OTel metrics: Prometheus scrape endpoint and OTLP push."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import tests.support.toy_metric  # noqa: F401
+from collector.attributes import attributes_to_dict
+from collector.config import ConfigError, parse_config
+from tests.processors.test_score_encoding import TOY, send
+from tests.support.running import wait_until
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config(sink, metric_exporters: str, prometheus_port: int = 0) -> str:
+    return f"""
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
+processors:
+  assembler: {{trace_wait: 20ms}}
+{TOY}
+exporters:
+  otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}, tls: {{insecure: true}}}}
+  otlphttp: {{endpoint: http://127.0.0.1:{sink.http_port}}}
+  prometheus: {{endpoint: 127.0.0.1:{prometheus_port}}}
+service:
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, toy_metric], exporters: [otlp]}}
+    metrics: {{exporters: {metric_exporters}, export_interval: 200ms}}
+"""
+
+
+def send_scored_traces(collector):
+    for name, children in (("agent a", 3), ("agent b", 0)):  # toy scores 1.0 (pass) and 0.25 (fail)
+        trace_id, root_id = new_trace_id(), new_span_id()
+        spans = [span(trace_id, name, span_id=root_id, attributes={"gen_ai.agent.name": "helper"})]
+        spans += [span(trace_id, "step", parent=root_id) for _ in range(children)]
+        send(collector.grpc_port, request_of(spans, service="shop-agent"))
+
+
+def test_prometheus_endpoint_serves_score_histogram_and_result_counter(sink, start_collector):
+    port = free_port()
+    collector = start_collector(config(sink, "[prometheus]", port))
+    send_scored_traces(collector)
+    assert wait_until(lambda: len(sink.spans()) == 5)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return response.read().decode()
+
+    assert wait_until(lambda: "gen_ai_evaluation_results_total" in scrape())
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in text_string_to_metric_families(scrape()) for sample in family.samples}
+
+    def value(name: str, label: str, **extra: str) -> float:
+        labels = {"gen_ai_agent_name": "helper", "gen_ai_evaluation_name": "toy",
+                  "gen_ai_evaluation_score_label": label, "service_name": "shop-agent", **extra}
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    assert value("gen_ai_evaluation_results_total", "pass") == 1.0
+    assert value("gen_ai_evaluation_results_total", "fail") == 1.0
+    assert value("gen_ai_evaluation_score_bucket", "fail", le="0.3") == 1.0  # 0.25 falls in (0.2, 0.3]
+    assert value("gen_ai_evaluation_score_bucket", "fail", le="0.2") == 0.0
+    assert value("gen_ai_evaluation_score_sum", "pass") == 1.0
+
+
+@pytest.mark.parametrize("exporter", ["otlp", "otlphttp"])
+def test_otlp_metrics_carry_scores_with_their_attributes(exporter, sink, start_collector):
+    collector = start_collector(config(sink, f"[{exporter}]"))
+    send_scored_traces(collector)
+    assert wait_until(lambda: len(sink.metric_points("gen_ai.evaluation.results")) >= 2, timeout_s=10)
+    collector.stop()  # the final flush exports the cumulative totals
+    histogram = sink.metric_points("gen_ai.evaluation.score")
+    by_label = {attributes_to_dict(p.attributes)["gen_ai.evaluation.score.label"]: p for p in histogram}
+    assert by_label["fail"].sum == 0.25 and by_label["fail"].count == 1
+    assert by_label["pass"].sum == 1.0 and list(by_label["pass"].explicit_bounds)[:3] == [0.1, 0.2, 0.3]
+    attributes = attributes_to_dict(by_label["pass"].attributes)
+    assert attributes == {"gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.label": "pass",
+                          "service.name": "shop-agent", "gen_ai.agent.name": "helper"}
+
+
+def test_metric_pipeline_exporters_are_checked():
+    sink_like = type("S", (), {"grpc_port": 1, "http_port": 2})()
+    with pytest.raises(ConfigError) as error:
+        parse_config(config(sink_like, "[prometheus]").replace("exporters: [otlp]}", "exporters: [prometheus]}"), environ={})
+    assert any("exports metrics only" in p for p in error.value.problems)
+    with pytest.raises(ConfigError) as error:
+        parse_config(config(sink_like, "[prometheus]").replace("metrics: {", "metrics: {receivers: [otlp], "), environ={})
+    assert any("takes no receivers" in p for p in error.value.problems)
