@@ -16,6 +16,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 SESSION_DIGITS = 8
+_INPUT = '[{"role":"user","parts":[{"type":"text","content":"Where is my order 1234? It was due yesterday."}]}]'
+_OUTPUT = ('[{"role":"assistant","parts":[{"type":"text","content":"Your order 1234 shipped on Monday and left '
+           'the Lyon depot this morning; DPD expects to deliver it on Thursday."}],"finish_reason":"stop"}]')
 
 
 def _kv(key, value):
@@ -47,16 +50,37 @@ class AgentRequests:
                 span_marker = root_marker if i == 0 else markers.new(8)
                 root = i == 0
                 tool = i % 2 == 0
-                name = "invoke_agent support" if root else ("execute_tool search_orders" if tool else "chat gpt-4o-mini")
-                attributes = [
-                    _kv("gen_ai.operation.name", "invoke_agent" if root else ("execute_tool" if tool else "chat")),
-                    _kv("gen_ai.request.model", "gpt-4o-mini"),
-                    _kv("gen_ai.usage.input_tokens", 1200 + i),
-                    _kv("gen_ai.usage.output_tokens", 80 + i),
-                    _kv("session.id", "session-" + session_marker.decode()) if root else _kv("gen_ai.agent.name", "support"),
-                    _kv("gen_ai.output.text", "The order 1234 shipped on Monday and should arrive by Thursday; "
-                        "tracking shows it left the Lyon depot this morning, on time. Is there anything else I can help with?"),
-                ]
+                if root:
+                    name = "invoke_agent support"
+                    attributes = [
+                        _kv("gen_ai.operation.name", "invoke_agent"),
+                        _kv("gen_ai.agent.name", "support"),
+                        _kv("session.id", "session-" + session_marker.decode()),
+                        _kv("gen_ai.input.messages", _INPUT),
+                        _kv("gen_ai.output.messages", _OUTPUT),
+                        _kv("gen_ai.usage.input_tokens", 1200),
+                    ]
+                elif tool:
+                    name = "execute_tool search_orders"
+                    attributes = [
+                        _kv("gen_ai.operation.name", "execute_tool"),
+                        _kv("gen_ai.tool.name", "search_orders"),
+                        _kv("gen_ai.tool.call.id", f"call_{t:03d}_{i}"),
+                        _kv("gen_ai.tool.call.arguments", '{"order_id": "1234", "fields": ["status", "eta", "depot"]}'),
+                        _kv("gen_ai.tool.call.result", '{"status": "shipped", "eta": "Thursday", "depot": "Lyon", '
+                                                       '"carrier": "DPD", "tracking": "FR123456789", "signed": false, "attempts": 0}'),
+                        _kv("gen_ai.agent.name", "support"),
+                    ]
+                else:
+                    name = "chat gpt-4o-mini"
+                    attributes = [
+                        _kv("gen_ai.operation.name", "chat"),
+                        _kv("gen_ai.request.model", "gpt-4o-mini"),
+                        _kv("gen_ai.usage.input_tokens", 1200 + i),
+                        _kv("gen_ai.usage.output_tokens", 80 + i),
+                        _kv("gen_ai.response.finish_reasons", "tool_calls"),
+                        _kv("gen_ai.response.id", f"chatcmpl-{t:04d}{i:02d}-bench-response-identifier-0001-eu-west-1-b7"),
+                    ]
                 scope_spans.spans.append(Span(
                     trace_id=trace_marker, span_id=span_marker, parent_span_id=b"" if root else root_marker,
                     name=name, kind=Span.SPAN_KIND_INTERNAL if root else Span.SPAN_KIND_CLIENT,
