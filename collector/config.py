@@ -146,6 +146,10 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
     sections: dict[str, dict[str, Component]] = {}
     for section, kind in _SECTIONS.items():
         sections[section] = _validate_section(section, kind, raw.get(section), problems)
+    if ASSEMBLER_TYPE not in (raw.get("processors") or {}):
+        # Every pipeline assembles traces: the assembler needs no section of its own.
+        spec = registry.lookup("processor", ASSEMBLER_TYPE)
+        sections["processors"][ASSEMBLER_TYPE] = Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, spec.config_model())
 
     service = None
     if "service" not in raw:
@@ -195,14 +199,12 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
         problems.append("service.pipelines.traces.processors: only one assembler may run")
     elif assemblers and assemblers[0] != 0:
         problems.append("service.pipelines.traces.processors: the assembler must come first; processors read assembled traces")
-    elif not assemblers:
-        # Every pipeline assembles traces; listing the assembler is only needed to tune it.
-        spec = registry.lookup("processor", ASSEMBLER_TYPE)
-        processors.insert(0, Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, spec.config_model()))
+    elif not assemblers and ASSEMBLER_TYPE in sections["processors"]:  # else its settings were invalid
+        processors.insert(0, sections["processors"][ASSEMBLER_TYPE])
     if problems:
         raise ConfigError(problems)
 
-    used = {c.id for components in chosen.values() for c in components}
+    used = {c.id for components in chosen.values() for c in components} | {ASSEMBLER_TYPE}
     unused = [f"{section}.{cid}" for section in _SECTIONS for cid in sections[section] if cid not in used]
     return Config(
         service=service,

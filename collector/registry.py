@@ -75,3 +75,5 @@ def _load_builtins() -> None:
     import collector.health_check  # noqa: F401
     import collector.receivers  # noqa: F401
     import exporters  # noqa: F401
+    import processors.embedding_processor  # noqa: F401
+    import processors.session_processor  # noqa: F401

@@ -12,6 +12,13 @@ in order, one per chat/responses request; when the queue is empty the `handler` 
 decides (the default is `weather_agent`). Every request is recorded in `requests`, so a
 test can check the prompts a component sent.
 
+Embeddings have their own script, so queued chat replies are never consumed by them:
+`enqueue_embeddings()` takes `ErrorReply`s and `Delay`s, served one per request in
+order; `embeddings_latency_s` delays every embeddings response; `embeddings_reversed`
+lists the vectors last index first (clients must order them by `index`); and
+`embeddings_peak_in_flight` is the most embeddings requests the server was handling at
+once, for concurrency-cap tests.
+
 Threading: the server runs its own asyncio loop in a daemon thread, so it serves both
 synchronous clients and async clients running on another loop. `requests`, `enqueue`
 and `handler` may be used from any thread.
@@ -63,6 +70,13 @@ class ErrorReply:
     message: str = "scripted error"
     headers: dict[str, str] = field(default_factory=dict)
     error_type: str = "server_error"
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Hold an embeddings response for `seconds`, then answer normally (slow-server tests)."""
+
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,11 @@ class OpenAIServer:
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply | ErrorReply] = deque()
+        self._embeddings_queue: deque[ErrorReply | Delay] = deque()
+        self.embeddings_latency_s = 0.0
+        self.embeddings_reversed = False  # answer data items last index first, as the API may
+        self.embeddings_in_flight = 0
+        self.embeddings_peak_in_flight = 0
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -230,6 +249,10 @@ class OpenAIServer:
     def enqueue(self, *replies: Reply | ErrorReply) -> None:
         with self._lock:
             self._queue.extend(replies)
+
+    def enqueue_embeddings(self, *replies: ErrorReply | Delay) -> None:
+        with self._lock:
+            self._embeddings_queue.extend(replies)
 
     def requests_to(self, path_suffix: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path.endswith(path_suffix)]
@@ -361,7 +384,24 @@ class OpenAIServer:
 
     # -- embeddings ----------------------------------------------------------------
     async def _embeddings(self, request: web.Request) -> web.Response:
-        recorded = await self._record(request)
+        with self._lock:
+            self.embeddings_in_flight += 1
+            self.embeddings_peak_in_flight = max(self.embeddings_peak_in_flight, self.embeddings_in_flight)
+        try:
+            recorded = await self._record(request)
+            with self._lock:
+                scripted = self._embeddings_queue.popleft() if self._embeddings_queue else None
+            delay = self.embeddings_latency_s + (scripted.seconds if isinstance(scripted, Delay) else 0.0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if isinstance(scripted, ErrorReply):
+                return self._error(scripted)
+            return self._embeddings_reply(recorded)
+        finally:
+            with self._lock:
+                self.embeddings_in_flight -= 1
+
+    def _embeddings_reply(self, recorded: RecordedRequest) -> web.Response:
         body = recorded.body if isinstance(recorded.body, dict) else {}
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else [str(x) for x in inputs or []]
@@ -376,10 +416,11 @@ class OpenAIServer:
             def encode(vector: list[float]) -> Any:
                 return vector
         tokens = sum(_count_tokens(t) for t in texts)
+        data = [{"object": "embedding", "index": i, "embedding": encode(_embedding(t, dimensions))}
+                for i, t in enumerate(texts)]
         return web.json_response({
             "object": "list", "model": body.get("model") or self.model,
-            "data": [{"object": "embedding", "index": i, "embedding": encode(_embedding(t, dimensions))}
-                     for i, t in enumerate(texts)],
+            "data": data[::-1] if self.embeddings_reversed else data,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         })
 

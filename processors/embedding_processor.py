@@ -1,0 +1,85 @@
+"""`embedding_metrics` processor: coherence and loop_detection, no LLM needed.
+
+Per trace, the normalized input and output are embedded once (one call for both) and
+shared by the two metrics. Loop detection keeps, per session, the vector and word set
+of the last `window` outputs, so earlier traces are never embedded again. A trace
+without a session gets no loop_detection result: there is nothing to compare it with.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from pydantic import Field
+
+from collector import registry
+from collector.session import Session
+from collector.trace import Trace
+from processors.base import Processor
+from processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
+from processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
+from processors.metrics.coherence import NAME as COHERENCE
+from processors.metrics.loop_detection import DEFAULT_WINDOW
+from processors.metrics.loop_detection import NAME as LOOP_DETECTION
+from processors.result import DEFAULT_THRESHOLD, MetricResult
+
+
+class MetricSettings(registry.ComponentConfig):
+    enabled: bool = True
+    threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+
+
+class LoopDetectionSettings(MetricSettings):
+    window: int = Field(default=DEFAULT_WINDOW, ge=1, le=100)
+
+
+class EmbeddingMetricsConfig(registry.ComponentConfig):
+    embedder: EmbedderConfig = Field(default_factory=AutoEmbedderConfig)
+    coherence: MetricSettings = Field(default_factory=MetricSettings)
+    loop_detection: LoopDetectionSettings = Field(default_factory=LoopDetectionSettings)
+
+
+class EmbeddingMetrics(Processor):
+    def __init__(self, component_id: str, config: EmbeddingMetricsConfig):
+        self.id = component_id
+        self.config = config
+        self.metric_names = tuple(
+            name for name, settings in ((COHERENCE, config.coherence), (LOOP_DETECTION, config.loop_detection))
+            if settings.enabled
+        )
+        self.embedder = None
+
+    @property
+    def uses_sessions(self) -> bool:
+        return self.config.loop_detection.enabled
+
+    async def start(self) -> None:
+        self.embedder = build_embedder(self.config.embedder)
+
+    async def shutdown(self) -> None:
+        if self.embedder is not None:
+            await self.embedder.close()
+
+    async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
+        agent = trace.agent_trace()
+        user_input, output = agent.user_input, agent.final_output
+        coherence_on = self.config.coherence.enabled
+        loop_on = self.config.loop_detection.enabled and session is not None
+        if not (coherence_on or loop_on):
+            return []
+        input_vector, output_vector = await self.embedder.embed([user_input, output])
+        results = []
+        if coherence_on:
+            results.append(coherence_from_vectors(user_input, output, input_vector, output_vector,
+                                                  threshold=self.config.coherence.threshold))
+        if loop_on:
+            settings = self.config.loop_detection
+            previous: deque[PreviousOutput] = session.state.setdefault(self.id, deque(maxlen=settings.window))
+            tokens = word_set(output)
+            results.append(loop_detection_from_vectors(tokens, output_vector, previous,
+                                                       window=settings.window, threshold=settings.threshold))
+            previous.append(PreviousOutput(trace_index=len(session.traces), vector=output_vector, tokens=tokens))
+        return results
+
+
+registry.register("processor", "embedding_metrics", EmbeddingMetricsConfig, EmbeddingMetrics)

@@ -1,0 +1,72 @@
+"""Word sets and Jaccard similarity: the lexical half of loop detection.
+
+Tokens are the `\\w+` runs of the lowercased text (Unicode-aware, so accented and
+non-Latin words are kept whole), minus one-character tokens and English stop words.
+What is left are the content words whose overlap says two outputs repeat each other;
+function words would make any two English sentences look alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set
+
+WORD = re.compile(r"\w+")
+
+# Single-character tokens ("a", "I", digits, stray letters) carry no content either.
+MIN_TOKEN_LENGTH = 2
+
+STOP_WORDS: frozenset[str] = frozenset("""
+    a an the
+    is are was were be been being
+    have has had do does did
+    will would shall should may might can could
+    of in to for on with at by from as into through during before after above below
+    and but or nor not so yet both either neither each every all any few more most
+    other some such no only own same than too very
+    it its
+""".split())
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The distinct content words of `text`, lowercased.
+
+    >>> sorted(word_set("The agent called the Weather API, then the weather API again."))
+    ['again', 'agent', 'api', 'called', 'then', 'weather']
+
+    Punctuation separates words, so contractions and hyphenated words split, and
+    one-letter pieces such as the "t" of "don't" go:
+
+    >>> sorted(word_set("don't re-run it"))
+    ['don', 're', 'run']
+
+    `\\w` includes digits, the underscore and letters of every script, so identifiers,
+    numbers and non-English words survive whole:
+
+    >>> sorted(word_set("get_weather(city='Zürich') -> 21 °C, 東京"))
+    ['21', 'city', 'get_weather', 'zürich', '東京']
+    """
+    return frozenset(
+        token for token in WORD.findall(text.lower())
+        if len(token) >= MIN_TOKEN_LENGTH and token not in STOP_WORDS
+    )
+
+
+def jaccard(a: Set[str], b: Set[str]) -> float:
+    """|a ∩ b| / |a ∪ b|, in [0, 1].
+
+    Two empty sets score 0, not 1: outputs with no content words cannot be shown to
+    repeat each other, and loop detection must not flag them as a loop.
+    """
+    union = len(a | b)
+    if union == 0:
+        return 0.0
+    return len(a & b) / union
+
+
+def text_jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of the word sets of two texts."""
+    return jaccard(word_set(a), word_set(b))
+
+
+__all__ = ["MIN_TOKEN_LENGTH", "STOP_WORDS", "jaccard", "text_jaccard", "word_set"]

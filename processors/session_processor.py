@@ -1,0 +1,67 @@
+"""`session_metrics` processor: agent_reliability and agent_consistency when a session closes.
+
+Both are pure functions of the per-trace signals (confidence, loop_detection,
+tool_correctness, coherence) that other processors scored on the session's traces; a
+signal missing from a trace is skipped, never read as 0. Results ride on the session's
+`evaluate_session` carrier span.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from collector import registry
+from collector.session import Session
+from processors.base import Processor
+from processors.metrics.session_metrics import (
+    CONSISTENCY,
+    DEFAULT_SIGNAL_WEIGHTS,
+    RELIABILITY,
+    agent_consistency,
+    agent_reliability,
+    resolve_weights,
+)
+from processors.result import DEFAULT_THRESHOLD, MetricResult
+
+
+class SessionMetricConfig(registry.ComponentConfig):
+    enabled: bool = True
+    threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+
+
+class SessionMetricsConfig(registry.ComponentConfig):
+    weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_SIGNAL_WEIGHTS))
+    agent_reliability: SessionMetricConfig = Field(default_factory=SessionMetricConfig)
+    agent_consistency: SessionMetricConfig = Field(default_factory=SessionMetricConfig)
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        return resolve_weights(value)  # unknown names, negative or non-finite weights are errors
+
+
+class SessionMetrics(Processor):
+    def __init__(self, component_id: str, config: SessionMetricsConfig):
+        self.config = config
+        self._metrics = [
+            (name, function, settings)
+            for name, function, settings in (
+                (RELIABILITY, agent_reliability, config.agent_reliability),
+                (CONSISTENCY, agent_consistency, config.agent_consistency),
+            )
+            if settings.enabled
+        ]
+        self.metric_names = tuple(name for name, _, _ in self._metrics)
+
+    async def process_session(self, session: Session) -> list[MetricResult]:
+        signals = session.signals
+        results = []
+        for name, function, settings in self._metrics:
+            try:
+                results.append(function(signals, weights=self.config.weights, threshold=settings.threshold))
+            except (TypeError, ValueError) as exc:  # a processor wrote an invalid signal
+                results.append(MetricResult.failure(name, exc, settings.threshold))
+        return results
+
+
+registry.register("processor", "session_metrics", SessionMetricsConfig, SessionMetrics)
