@@ -244,6 +244,7 @@ class Pipeline:
             span = scope_spans.spans[0]
             carrier = Trace(span.trace_id, self.clock())
             carrier.session_id = session.session_id
+            carrier.results = session.results
             carrier.add(0, span, ScopeOrigin(resource_spans, scope_spans))
             self.held_spans += 1
             self._export(carrier)

@@ -8,6 +8,8 @@ without a session gets no loop_detection result: there is nothing to compare it 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import deque
 
 from pydantic import Field
@@ -22,6 +24,8 @@ from processors.metrics.coherence import NAME as COHERENCE
 from processors.metrics.loop_detection import DEFAULT_WINDOW
 from processors.metrics.loop_detection import NAME as LOOP_DETECTION
 from processors.result import DEFAULT_THRESHOLD, MetricResult
+
+log = logging.getLogger("spanscore.embedding_metrics")
 
 
 class MetricSettings(registry.ComponentConfig):
@@ -48,6 +52,7 @@ class EmbeddingMetrics(Processor):
             if settings.enabled
         )
         self.embedder = None
+        self._warm_up: asyncio.Task | None = None
 
     @property
     def uses_sessions(self) -> bool:
@@ -55,8 +60,19 @@ class EmbeddingMetrics(Processor):
 
     async def start(self) -> None:
         self.embedder = build_embedder(self.config.embedder)
+        # Loading a model takes seconds: start it now, in the background, so receivers
+        # open at once and the first traces wait only for what is left of the load.
+        self._warm_up = asyncio.create_task(self._warm_up_embedder())
+
+    async def _warm_up_embedder(self) -> None:
+        try:
+            await self.embedder.warm_up()
+        except Exception as exc:  # the first embed will raise it again, per trace, as an error result
+            log.error("embedder %s failed to load: %s", self.embedder.name, exc)
 
     async def shutdown(self) -> None:
+        if self._warm_up is not None:
+            self._warm_up.cancel()
         if self.embedder is not None:
             await self.embedder.close()
 

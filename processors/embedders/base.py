@@ -30,6 +30,10 @@ class Embedder(ABC):
     @abstractmethod
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray: ...
 
+    async def warm_up(self) -> None:
+        """Do slow one-time setup (loading a model) now rather than on the first trace."""
+        return None
+
     async def close(self) -> None:
         return None
 

@@ -86,6 +86,9 @@ class CachedEmbedder(Embedder):
         vectors = self.inner.embed_sync(list(missing)) if missing else None
         return self._finish(keys, found, missing, vectors)
 
+    async def warm_up(self) -> None:
+        await self.inner.warm_up()
+
     async def close(self) -> None:
         await self.inner.close()
 

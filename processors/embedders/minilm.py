@@ -131,6 +131,9 @@ class MiniLMEmbedder(Embedder):
             _log.info("loaded %s from %s in %.2f s", MODEL_ID, path, self.load_seconds)
             self._model = model
 
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(self.load)
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not any(_has_content(t) for t in texts):
             return np.zeros((len(texts), DIMENSION), dtype=np.float32)

@@ -33,7 +33,8 @@ def test_validate_prints_a_summary_for_a_good_config():
     result = subprocess.run([*SPANSCORE, "validate", "otel-config.yaml"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == [
-        "otel-config.yaml: valid; receivers: otlp; processors: assembler; exporters: file, debug; extensions: none"
+        "otel-config.yaml: valid; receivers: otlp; processors: assembler, embedding_metrics, session_metrics; "
+        "exporters: file, debug; extensions: none; score metrics: prometheus"
     ]
 
 
@@ -123,9 +124,10 @@ service:
 
 
 def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_path):
-    grpc_port, http_port = free_port(), free_port()
+    grpc_port, http_port, prometheus_port = free_port(), free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
-           "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}", "PYTHONPATH": str(ROOT)}
+           "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}", "PYTHONPATH": str(ROOT),
+           "SPANSCORE_PROMETHEUS_ENDPOINT": f"127.0.0.1:{prometheus_port}"}
     process = subprocess.Popen([*SPANSCORE, "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env)
     try:
@@ -139,18 +141,25 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200
-        assert wait_until(lambda: (tmp_path / "scored.jsonl").exists(), timeout_s=10)
+        assert wait_until(lambda: (tmp_path / "scored.jsonl").exists(), timeout_s=30)  # a model may load first
         process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=15)
+        stdout, stderr = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, stderr
     assert "collector/otel-config.yaml: valid" in stderr
-    assert "no scoring processors in the pipeline" in stderr
-    assert stdout.splitlines() == [
-        "trace 5c00e5c00e0000000000000000000001 root='invoke_agent weather-agent' spans=4 session=demo-session-1",
-        "trace 5c0e5c0e000000000000000000000002 root='invoke_agent weather-agent' spans=4 session=demo-session-1",
-    ]
+    lines = stdout.splitlines()
+    assert len(lines) == 3, stdout
+    for line, trace_id in zip(lines, ("5c00e5c00e0000000000000000000001", "5c0e5c0e000000000000000000000002")):
+        assert line.startswith(f"trace {trace_id} root='invoke_agent weather-agent' spans=4 session=demo-session-1 "
+                               "scores: coherence=")
+        assert " loop_detection=1.00 pass" in line  # the two answers share few words
+    assert " root='evaluate_session' spans=1 session=demo-session-1 scores: agent_reliability=" in lines[2]
+    assert "agent_consistency=1.00 pass" in lines[2]  # no confidence signal without a judge
     written = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
-    assert sum(len(ss["spans"]) for doc in written for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]) == 8
+    spans = [span for doc in written for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+    assert len(spans) == 9
+    roots = [span for span in spans if span["name"] == "invoke_agent weather-agent"]
+    assert all({"eval.coherence.score", "eval.loop_detection.score"} <= {a["key"] for a in span["attributes"]}
+               for span in roots)
