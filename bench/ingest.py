@@ -2,10 +2,11 @@
 
     python bench/ingest.py [--seconds 20] [--rate 50000] [--compression none|gzip]
 
-Three phases, each against a fresh `spanscore run` process (default assembler
-settings: trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
+Phases, each against a fresh `spanscore run` process (default assembler settings:
+trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
-   flight); sustained spans/s is what reached the sink per second after warm-up;
+   flight); sustained spans/s is what reached the sink per second after warm-up; run
+   twice, the collector core alone and with the no-LLM metrics (hashing embedder);
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
@@ -64,13 +65,16 @@ def memory_kib(pid: int) -> dict[str, int]:
 class Stack:
     """A sink process and a collector process wired to it."""
 
-    def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = ""):
+    def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = "", metrics: bool = False):
         self.sink_port, self.grpc_port = free_port(), free_port()
         self.sink_output = workdir / f"sink-{self.sink_port}.npz"
         self.sink = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.sink.stdout.readline().strip() == "ready"
         config = workdir / f"config-{self.grpc_port}.yaml"
+        processors = "[assembler, embedding_metrics, session_metrics]" if metrics else "[assembler]"
+        if metrics:
+            extra += ", session_idle: 2s"  # sessions close, and are scored, during the run
         config.write_text(f"""
 receivers:
   otlp:
@@ -78,12 +82,14 @@ receivers:
       grpc: {{endpoint: '127.0.0.1:{self.grpc_port}'}}
 processors:
   assembler: {{trace_wait: {trace_wait}{extra}}}
+  embedding_metrics: {{embedder: {{type: hashing}}}}
+  session_metrics: {{}}
 exporters:
   otlp: {{endpoint: '127.0.0.1:{self.sink_port}', tls: {{insecure: true}}, compression: {compression}}}
 service:
   telemetry: {{logs: {{level: warn}}}}
   pipelines:
-    traces: {{receivers: [otlp], exporters: [otlp]}}
+    traces: {{receivers: [otlp], processors: {processors}, exporters: [otlp]}}
 """)
         self.collector = subprocess.Popen([sys.executable, "-m", "collector.cli", "run", "--config", str(config)], cwd=ROOT)
         wait_for_port(self.grpc_port)
@@ -191,14 +197,15 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        stack = Stack(workdir, args.compression)
-        sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
-        time.sleep(TRACE_WAIT_S + 1.5)
-        data = stack.stop()
-        received = int(data["request_spans"].sum())
-        print(f"throughput: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
-              f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
-              f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
+        for label, metrics in (("collector core", False), ("with coherence, loop_detection, session metrics (hashing)", True)):
+            stack = Stack(workdir, args.compression, metrics=metrics)
+            sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
+            time.sleep(TRACE_WAIT_S + 1.5)
+            data = stack.stop()
+            received = int(data["request_spans"].sum())
+            print(f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
+                  f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
+                  f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
 
         stack = Stack(workdir, args.compression)
         keys, times, refused, offered = asyncio.run(open_loop(stack.grpc_port, requests, args.rate, args.seconds))

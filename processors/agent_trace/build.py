@@ -2,7 +2,8 @@
 
 Each span is read by every convention adapter that recognises it, most specific first
 (Langfuse, OpenInference, OpenLLMetry, then OTel GenAI, whose attributes the others
-also emit), into a `SpanView`. The views are then combined:
+also emit), into a `SpanView`; an adapter is not even asked about a span that has no key
+under its prefixes. The views are then combined:
 
 - user input: a trace-level input (Langfuse), else the input of the outermost
   agent/chain span that has one, else the latest user message of the first LLM call
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -39,7 +41,15 @@ from processors.agent_trace.content import (
     to_text,
     unwrap_call_input,
 )
-from processors.agent_trace.model import AgentTrace, Message, Step, ToolCall, ToolDefinition
+from processors.agent_trace.model import (
+    AgentTrace,
+    Message,
+    Step,
+    ToolCall,
+    ToolDefinition,
+    new_agent_trace,
+    new_step,
+)
 from processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
 
 logger = logging.getLogger(__name__)
@@ -54,6 +64,18 @@ ADAPTERS: tuple[tuple[str, Adapter], ...] = (
 )
 
 USER_ID_KEYS = ("user.id", "enduser.id", "gen_ai.user.id")
+
+# Adapters that read nothing from a span without a key under their prefixes. Most spans
+# carry only GenAI keys, and one (cached) prefix lookup tells that none of these apply.
+_KEY_PREFIXES = {
+    "langfuse": langfuse.KEY_PREFIXES,
+    "openinference": openinference.KEY_PREFIXES,
+    "openllmetry": openllmetry.KEY_PREFIXES,
+}
+_GATED_PREFIXES = tuple(dict.fromkeys(p for prefixes in _KEY_PREFIXES.values() for p in prefixes))
+
+_START_DEPTH = attrgetter("start", "depth")
+_DEPTH_START = attrgetter("depth", "start")
 
 
 def build_agent_trace(
@@ -77,53 +99,76 @@ def build_agent_trace(
 def _build(trace_id: str, spans: Sequence[tuple[Span, Resource]], session_id: str | None) -> AgentTrace:
     views = [_read(span) for span, _resource in spans]
     _set_depths(views)
-    views.sort(key=lambda v: (v.start, v.depth))
+    views.sort(key=_START_DEPTH)
     by_id = {v.span_id: v for v in views}
 
-    llm_views = [v for v in views if v.role == LLM and not _inside(v, LLM, by_id)]
-    tool_views = [v for v in views if v.role == TOOL and not _inside(v, TOOL, by_id)]
-    containers = sorted((v for v in views if v.role in (AGENT, CHAIN)), key=lambda v: (v.depth, v.start))
-    by_depth = sorted(views, key=lambda v: (v.depth, v.start))
+    llm_views: list[SpanView] = []
+    tool_views: list[SpanView] = []
+    containers: list[SpanView] = []
+    for view in views:
+        role = view.role
+        if role == LLM or role == TOOL:
+            if not _inside(view, role, by_id):
+                (llm_views if role == LLM else tool_views).append(view)
+        elif role == AGENT or role == CHAIN:
+            containers.append(view)
+    containers.sort(key=_DEPTH_START)
+    by_depth = sorted(views, key=_DEPTH_START)
 
     llm_steps = [_llm_step(v) for v in llm_views]
     tool_steps = [_tool_step(v) for v in tool_views]
     tool_steps += _unobserved_tool_calls(llm_views, llm_steps, tool_steps)
     steps = sorted(llm_steps + tool_steps, key=lambda s: (s.start_time_unix_nano, s.kind != "llm"))
 
-    trace = AgentTrace(trace_id=trace_id, session_id=session_id)
-    for view in views:
-        trace.conventions.update(view.conventions)
-    trace.steps = steps
-    trace.available_tools = _available_tools(views, tool_views)
-    trace.user_input = _user_input(by_depth, containers, llm_steps) or ""
-    trace.final_output = _final_output(by_depth, containers, llm_steps) or ""
-    trace.agent_name = _agent_name(by_depth, containers)
-    trace.user_id = next((v.user_id for v in by_depth if v.user_id), None)
-    trace.system_prompt = _system_prompt(views, llm_steps)
-    trace.reasoning = _dedupe(text for step in llm_steps for text in step.reasoning)
     root = by_depth[0] if by_depth else None
-    trace.error = next((v.error for v in ([root] if root else []) + containers if v.error), None)
+    # All fields in one validated construction rather than assigned one by one; as
+    # `conventions` is filled in place afterwards, the explicitly set fields are the same.
+    trace = new_agent_trace(dict(
+        trace_id=trace_id,
+        session_id=session_id,
+        steps=steps,
+        available_tools=_available_tools(views, tool_views),
+        user_input=_user_input(by_depth, containers, llm_steps) or "",
+        final_output=_final_output(by_depth, containers, llm_steps) or "",
+        agent_name=_agent_name(by_depth, containers),
+        user_id=next((v.user_id for v in by_depth if v.user_id), None),
+        system_prompt=_system_prompt(views, llm_steps),
+        reasoning=_dedupe(text for step in llm_steps for text in step.reasoning),
+        error=next((v.error for v in ([root] if root else []) + containers if v.error), None),
+    ))
+    conventions = trace.conventions
+    for view in views:
+        if view.conventions:
+            conventions.update(view.conventions)
     return trace
 
 
 def _read(span: Span) -> SpanView:
-    view = SpanView.of(span)
+    view = SpanView(span)
+    attrs = view.attrs
+    skipped = () if attrs.has_prefix(_GATED_PREFIXES) else _KEY_PREFIXES
     for name, adapter in ADAPTERS:
+        if name in skipped:
+            continue
         try:
             adapter(view)
         except Exception as exc:  # malformed attributes: this adapter contributes nothing
             logger.debug("%s adapter skipped span %s: %r", name, view.span_id, exc)
-    try:
-        view.fill("user_id", view.attrs.text(*USER_ID_KEYS))
-    except Exception:
-        pass
+    if attrs.has_prefix(USER_ID_KEYS):  # no key even starts like one: nothing to read
+        try:
+            view.fill("user_id", attrs.text(*USER_ID_KEYS))
+        except Exception:
+            pass
     return view
 
 
 def _set_depths(views: list[SpanView]) -> None:
     parents = {v.span_id: v.parent_id for v in views}
     for view in views:
-        depth, parent, seen = 0, view.parent_id, {view.span_id}
+        parent = view.parent_id
+        if parent not in parents:  # no parent in this trace: depth 0, the default
+            continue
+        depth, seen = 0, {view.span_id}
         while parent in parents and parent not in seen:
             seen.add(parent)
             depth += 1
@@ -146,32 +191,35 @@ def _inside(view: SpanView, role: str, by_id: dict[str, SpanView]) -> bool:
 
 
 def _llm_step(view: SpanView) -> Step:
-    outputs = view.output_messages or []
-    assistant = [m for m in outputs if m.role in ("assistant", "model")] or outputs
-    text = "".join(m.content for m in assistant)
-    calls = [call for m in assistant for call in m.tool_calls]
-    reasoning = [r for m in assistant for r in m.reasoning]
-    # Text an LLM writes in the same turn as tool calls is its plan for them (the
-    # Responses API returns it as a separate message item next to the calls).
-    if calls:
-        reasoning += [m.content for m in assistant if m.content.strip()]
-    return Step(
+    outputs = view.output_messages
+    if outputs:
+        assistant = [m for m in outputs if m.role in ("assistant", "model")] or outputs
+        text = "".join(m.content for m in assistant)
+        calls = [call for m in assistant for call in m.tool_calls]
+        reasoning = [r for m in assistant for r in m.reasoning]
+        # Text an LLM writes in the same turn as tool calls is its plan for them (the
+        # Responses API returns it as a separate message item next to the calls).
+        if calls:
+            reasoning += [m.content for m in assistant if m.content.strip()]
+    else:
+        text, calls, reasoning = "", [], []
+    return new_step(dict(
         kind="llm", name=view.name or (view.model or "llm"), span_id=view.span_id,
         parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
         result=text or None, error=view.error, model=view.model,
         input_messages=view.input_messages or [], tool_calls=calls, reasoning=reasoning,
         convention=_convention(view),
-    )
+    ))
 
 
 def _tool_step(view: SpanView) -> Step:
-    return Step(
+    return new_step(dict(
         kind="tool", name=view.tool_name or view.name or "tool", span_id=view.span_id,
         parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
         arguments=parse_arguments(unwrap_call_input(view.tool_arguments)),
         result=_result_text(view.tool_result), error=view.error, tool_call_id=view.tool_call_id,
         convention=_convention(view),
-    )
+    ))
 
 
 def _result_text(value: Any) -> str | None:
@@ -179,10 +227,13 @@ def _result_text(value: Any) -> str | None:
 
 
 def _convention(view: SpanView) -> str | None:
+    conventions = view.conventions
+    if len(conventions) == 1:  # the usual case; whichever rule below picks it
+        return next(iter(conventions))
     for name, _ in ADAPTERS:
-        if name in view.conventions:
+        if name in conventions:
             return name
-    return next(iter(sorted(view.conventions)), None)
+    return next(iter(sorted(conventions)), None)
 
 
 def _unobserved_tool_calls(llm_views: list[SpanView], llm_steps: list[Step], tool_steps: list[Step]) -> list[Step]:
@@ -311,12 +362,25 @@ def _available_tools(views: list[SpanView], tool_views: list[SpanView]) -> list[
         for tool in view.tools:
             _merge_tool(tools, tool)
     for view in tool_views:
-        if view.tool_name or view.name:
-            parameters = parse_json(view.tool_parameters)
-            _merge_tool(tools, ToolDefinition(
-                name=view.tool_name or view.name, description=view.tool_description,
-                parameters=parameters if isinstance(parameters, dict) else None,
-            ))
+        name = view.tool_name or view.name
+        if not name:
+            continue
+        known = tools.get(name)
+        if known is not None:
+            # Merging fills only what the known tool lacks; setting None over None changes nothing.
+            adds_description = known.description is None and view.tool_description is not None
+            adds_parameters = known.parameters is None and view.tool_parameters is not None
+            if not adds_description and not adds_parameters:
+                continue
+        parameters = parse_json(view.tool_parameters)
+        tool = ToolDefinition(
+            name=name, description=view.tool_description,
+            parameters=parameters if isinstance(parameters, dict) else None,
+        )
+        if known is None:
+            tools[name] = tool  # made here, so no copy is needed
+        else:
+            _merge_tool(tools, tool)
     return list(tools.values())
 
 

@@ -11,27 +11,40 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from json.scanner import make_scanner
 from typing import Any
 
-from processors.agent_trace.model import Message, ToolCall, ToolDefinition
+from processors.agent_trace.model import Message, ToolCall, ToolDefinition, new_message
+
+# What isinstance checks take as a mapping: dict first, the common case, answered without
+# the (slower) abstract-class check.
+MAPPING = (dict, Mapping)
+
+# json.loads and json.dumps with non-default options go through several Python-level
+# calls (and a new encoder) per value; these are what they end up calling.
+_scan_json = make_scanner(json.JSONDecoder())
+_encoder = json.JSONEncoder(ensure_ascii=False, sort_keys=False, default=str)
 
 
 def parse_json(value: Any) -> Any:
     """The decoded value when `value` is a string holding a JSON object, array or string."""
-    if isinstance(value, bytes):
+    if not isinstance(value, str):
+        if not isinstance(value, bytes):
+            return value
         try:
             value = value.decode("utf-8")
         except UnicodeDecodeError:
             return value
-    if not isinstance(value, str):
-        return value
     stripped = value.strip()
     if not stripped or stripped[0] not in "{[\"":
         return value
     try:
-        return json.loads(stripped)
-    except (ValueError, RecursionError):
+        parsed, end = _scan_json(stripped, 0)
+    except (ValueError, StopIteration, RecursionError):
         return value
+    # `stripped` has no trailing whitespace, so anything left after the value is
+    # extra data, which json.loads refuses too.
+    return parsed if end == len(stripped) else value
 
 
 def to_text(value: Any) -> str | None:
@@ -44,7 +57,7 @@ def to_text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=False, default=str)
+        return _encoder.encode(value)
     except (TypeError, ValueError, RecursionError):
         return str(value)
 
@@ -83,8 +96,8 @@ def unflatten(flat: Mapping[str, Any]) -> Any:
 def _listify(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
-    converted = {k: _listify(v) for k, v in node.items()}
-    if converted and all(k.isdigit() for k in converted):
+    converted = {k: _listify(v) if isinstance(v, dict) else v for k, v in node.items()}
+    if converted and all(map(str.isdigit, converted)):
         return [converted[k] for k in sorted(converted, key=int)]
     return converted
 
@@ -96,7 +109,7 @@ def content_text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, Mapping):
+    if isinstance(content, MAPPING):
         content = [content]
     if not isinstance(content, list):
         return to_text(content) or ""
@@ -104,12 +117,12 @@ def content_text(content: Any) -> str:
     for part in content:
         if isinstance(part, str):
             pieces.append(part)
-        elif isinstance(part, Mapping):
+        elif isinstance(part, MAPPING):
             kind = part.get("type")
             if kind in ("reasoning", "thinking", "tool_call", "tool_call_response", "function_call"):
                 continue
             text = part.get("text", part.get("content"))
-            if text is None and isinstance(part.get("message_content"), Mapping):
+            if text is None and isinstance(part.get("message_content"), MAPPING):
                 text = part["message_content"].get("text")
             if isinstance(text, str):
                 pieces.append(text)
@@ -117,11 +130,11 @@ def content_text(content: Any) -> str:
 
 
 def _tool_call(data: Any) -> ToolCall | None:
-    if not isinstance(data, Mapping):
+    if not isinstance(data, MAPPING):
         return None
-    if isinstance(data.get("tool_call"), Mapping):  # OpenInference nesting
+    if isinstance(data.get("tool_call"), MAPPING):  # OpenInference nesting
         data = data["tool_call"]
-    function = data.get("function") if isinstance(data.get("function"), Mapping) else data
+    function = data.get("function") if isinstance(data.get("function"), MAPPING) else data
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return None
@@ -132,7 +145,7 @@ def _tool_call(data: Any) -> ToolCall | None:
 
 def _tool_calls(value: Any) -> list[ToolCall]:
     value = parse_json(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         value = [value]
     if not isinstance(value, list):
         return []
@@ -153,9 +166,9 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
     data = parse_json(data)
     if isinstance(data, str):
         return Message(role=default_role, content=data)
-    if not isinstance(data, Mapping):
+    if not isinstance(data, MAPPING):
         return None
-    if isinstance(data.get("message"), Mapping) and "role" not in data:
+    if isinstance(data.get("message"), MAPPING) and "role" not in data:
         data = data["message"]  # OpenInference `message.*`, GenAI choice events
     kind = data.get("type")
     if kind == "function_call":  # Responses API items
@@ -166,44 +179,52 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
                        tool_call_id=_str_or_none(data.get("call_id")))
     if kind == "reasoning":
         summary = data.get("summary")
-        texts = [p.get("text") for p in summary if isinstance(p, Mapping)] if isinstance(summary, list) else []
+        texts = [p.get("text") for p in summary if isinstance(p, MAPPING)] if isinstance(summary, list) else []
         return Message(role="assistant", reasoning=[t for t in texts if isinstance(t, str) and t])
     role = data.get("role")
     role = role if isinstance(role, str) and role else default_role
-    message = Message(role=role, name=_str_or_none(data.get("name")),
-                      tool_call_id=_str_or_none(data.get("tool_call_id", data.get("id") if role == "tool" else None)))
+    name = _str_or_none(data.get("name"))
+    call_id = _str_or_none(data.get("tool_call_id", data.get("id") if role == "tool" else None))
+    finish = data.get("finish_reason")
+    finish = finish if isinstance(finish, str) else None
+    # Built in one go. `reasoning` (and `tool_calls` from parts) is filled in place, not
+    # passed, so it does not count as an explicitly set field.
     parts = data.get("parts")
     if isinstance(parts, list):
-        _apply_parts(message, parts)
+        content, call_id, calls, reasoning = _read_parts(parts, call_id)
+        message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content, finish_reason=finish))
+        message.tool_calls.extend(calls)
     else:
         contents = data.get("content", data.get("contents"))
-        message.content = content_text(contents)
-        if isinstance(contents, list):
-            message.reasoning.extend(_part_reasoning(contents))
-        message.tool_calls = _tool_calls(data.get("tool_calls"))
-        message.reasoning.extend(_reasoning_texts(data))
-    finish = data.get("finish_reason")
-    message.finish_reason = finish if isinstance(finish, str) else None
+        content = content_text(contents)
+        reasoning = _part_reasoning(contents) if isinstance(contents, list) else []
+        message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content,
+                                   tool_calls=_tool_calls(data.get("tool_calls")), finish_reason=finish))
+        reasoning += _reasoning_texts(data)
+    message.reasoning.extend(reasoning)
     return message
 
 
 def _part_reasoning(parts: list[Any]) -> list[str]:
     texts = []
     for part in parts:
-        if isinstance(part, Mapping) and part.get("type") in ("reasoning", "thinking"):
+        if isinstance(part, MAPPING) and part.get("type") in ("reasoning", "thinking"):
             text = part.get("content", part.get("text", part.get("thinking")))
             if isinstance(text, str) and text:
                 texts.append(text)
     return texts
 
 
-def _apply_parts(message: Message, parts: list[Any]) -> None:
-    texts = []
+def _read_parts(parts: list[Any], call_id: str | None) -> tuple[str, str | None, list[ToolCall], list[str]]:
+    """Text, answered call id, tool calls and reasoning of a GenAI `parts` list."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    reasoning: list[str] = []
     for part in parts:
         if isinstance(part, str):
             texts.append(part)
             continue
-        if not isinstance(part, Mapping):
+        if not isinstance(part, MAPPING):
             continue
         kind = part.get("type")
         if kind == "text":
@@ -212,13 +233,13 @@ def _apply_parts(message: Message, parts: list[Any]) -> None:
         elif kind == "tool_call":
             call = _tool_call(part)
             if call is not None:
-                message.tool_calls.append(call)
+                calls.append(call)
         elif kind == "tool_call_response":
-            message.tool_call_id = message.tool_call_id or _str_or_none(part.get("id"))
+            call_id = call_id or _str_or_none(part.get("id"))
             texts.append(to_text(part.get("response", part.get("result"))) or "")
         elif kind in ("reasoning", "thinking"):
-            message.reasoning.extend(_part_reasoning([part]))
-    message.content = "".join(texts)
+            reasoning.extend(_part_reasoning([part]))
+    return "".join(texts), call_id, calls, reasoning
 
 
 def normalize_messages(value: Any, default_role: str = "user") -> list[Message]:
@@ -226,7 +247,7 @@ def normalize_messages(value: Any, default_role: str = "user") -> list[Message]:
     value = parse_json(value)
     if value is None:
         return []
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         for key in ("messages", "input", "prompt"):
             if isinstance(value.get(key), (list, str)):
                 return normalize_messages(value[key], default_role)
@@ -248,13 +269,13 @@ def _str_or_none(value: Any) -> str | None:
 def tool_definition(data: Any) -> ToolDefinition | None:
     """A tool from the OpenAI `{"type": "function", "function": {...}}` or flat shape."""
     data = parse_json(data)
-    if not isinstance(data, Mapping):
+    if not isinstance(data, MAPPING):
         return None
-    if isinstance(data.get("tool"), Mapping):  # OpenInference `tool.json_schema` nesting
+    if isinstance(data.get("tool"), MAPPING):  # OpenInference `tool.json_schema` nesting
         data = data["tool"]
         if "json_schema" in data:
             return tool_definition(data["json_schema"])
-    function = data.get("function") if isinstance(data.get("function"), Mapping) else data
+    function = data.get("function") if isinstance(data.get("function"), MAPPING) else data
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return None
@@ -269,7 +290,7 @@ def tool_definition(data: Any) -> ToolDefinition | None:
 
 def tool_definitions(value: Any) -> list[ToolDefinition]:
     value = parse_json(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         value = [value]
     if not isinstance(value, list):
         return []
@@ -283,10 +304,10 @@ def unwrap_call_input(value: Any) -> Any:
     positional argument stands for itself, keyword arguments alone for the kwargs dict.
     """
     value = parse_json(value)
-    if isinstance(value, Mapping) and set(value) <= {"args", "kwargs"} and value:
+    if isinstance(value, MAPPING) and set(value) <= {"args", "kwargs"} and value:
         args = value.get("args") or []
         kwargs = value.get("kwargs") or {}
-        if isinstance(args, list) and isinstance(kwargs, Mapping):
+        if isinstance(args, list) and isinstance(kwargs, MAPPING):
             if not args:
                 return dict(kwargs)
             if len(args) == 1 and not kwargs:
@@ -321,7 +342,7 @@ def io_text(value: Any) -> str | None:
         for message in reversed(messages):
             if message.role in ("assistant", "model") and message.content:
                 return message.content
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         for key in ("output", "answer", "response", "result", "content", "text", "input", "query", "question"):
             if isinstance(value.get(key), str):
                 return value[key]
@@ -329,7 +350,7 @@ def io_text(value: Any) -> str | None:
 
 
 def _looks_like_messages(value: Any) -> bool:
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         return isinstance(value.get("messages"), list) or "role" in value
-    return isinstance(value, list) and any(isinstance(item, Mapping) and ("role" in item or "type" in item)
+    return isinstance(value, list) and any(isinstance(item, MAPPING) and ("role" in item or "type" in item)
                                            for item in value)

@@ -48,6 +48,8 @@ _ROLE_BY_OPERATION = {
     "retrieval": OTHER,
 }
 
+_LEGACY_PREFIXES = ("gen_ai.prompt", "gen_ai.completion")
+
 _INPUT_EVENT_ROLES = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -59,36 +61,47 @@ _INPUT_EVENT_ROLES = {
 def apply(view: SpanView) -> bool:
     """Fill `view` from GenAI attributes; True when the span uses the convention."""
     attrs = view.attrs
-    keys = attrs.with_prefix("gen_ai.")
-    has_events = any(event.name.startswith("gen_ai.") for event in view.span.events)
+    keys = attrs.count_prefix("gen_ai.")
+    events = view.span.events
+    has_events = bool(events) and any(event.name.startswith("gen_ai.") for event in events)
     if not keys and not has_events:
         return False
-    if any(not key.startswith(("prompt", "completion")) for key in keys):
+    legacy_keys = attrs.count_prefix(_LEGACY_PREFIXES) if keys else 0
+    if keys > legacy_keys:  # a key of the current convention
         view.conventions.add(CONVENTION)
-    operation = attrs.text("gen_ai.operation.name")
-    role = _ROLE_BY_OPERATION.get(operation or "")
-    if role is None and operation:
-        role = OTHER
-    if role is None and ("gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs):
+    text, get, fill = attrs.text, attrs.get, view.fill
+    operation = text("gen_ai.operation.name")
+    if operation:
+        role = _ROLE_BY_OPERATION.get(operation, OTHER)
+    elif "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
         role = LLM
-    if role is None and "gen_ai.tool.call.arguments" in attrs:
+    elif "gen_ai.tool.call.arguments" in attrs:
         role = TOOL
-    view.fill("role", role)
+    else:
+        role = None
+    fill("role", role)
 
-    view.fill("agent_name", attrs.text("gen_ai.agent.name"))
-    view.fill("model", attrs.text("gen_ai.response.model", "gen_ai.request.model"))
-    view.fill("input_messages", normalize_messages(attrs.get("gen_ai.input.messages")))
-    view.fill("output_messages", normalize_messages(attrs.get("gen_ai.output.messages"), "assistant"))
-    view.fill("system_prompt", _system_instructions(attrs.get("gen_ai.system_instructions")))
-    view.add_tools(tool_definitions(attrs.get("gen_ai.tool.definitions")))
-    _apply_legacy(view)
+    fill("agent_name", text("gen_ai.agent.name"))
+    fill("model", text("gen_ai.response.model", "gen_ai.request.model"))
+    # Content keys are checked for first: most spans carry none, and reading an absent
+    # key yields nothing anyway.
+    if "gen_ai.input.messages" in attrs:
+        fill("input_messages", normalize_messages(get("gen_ai.input.messages")))
+    if "gen_ai.output.messages" in attrs:
+        fill("output_messages", normalize_messages(get("gen_ai.output.messages"), "assistant"))
+    if "gen_ai.system_instructions" in attrs:
+        fill("system_prompt", _system_instructions(get("gen_ai.system_instructions")))
+    if "gen_ai.tool.definitions" in attrs:
+        view.add_tools(tool_definitions(get("gen_ai.tool.definitions")))
+    if has_events or legacy_keys:
+        _apply_legacy(view)
 
     if view.role == TOOL or "gen_ai.tool.call.arguments" in attrs or "gen_ai.tool.call.result" in attrs:
-        view.fill("tool_name", attrs.text("gen_ai.tool.name"))
-        view.fill("tool_call_id", attrs.text("gen_ai.tool.call.id"))
-        view.fill("tool_arguments", attrs.get("gen_ai.tool.call.arguments"))
-        view.fill("tool_result", attrs.get("gen_ai.tool.call.result"))
-        view.fill("tool_description", attrs.text("gen_ai.tool.description"))
+        fill("tool_name", text("gen_ai.tool.name"))
+        fill("tool_call_id", text("gen_ai.tool.call.id"))
+        fill("tool_arguments", get("gen_ai.tool.call.arguments"))
+        fill("tool_result", get("gen_ai.tool.call.result"))
+        fill("tool_description", text("gen_ai.tool.description"))
     return True
 
 

@@ -14,9 +14,8 @@ offered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from processors.agent_trace.content import (
+    MAPPING,
     normalize_messages,
     parse_json,
     tool_definitions,
@@ -25,6 +24,8 @@ from processors.agent_trace.content import (
 from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
 
 CONVENTION = "langfuse"
+# A span with no key under these is not read at all.
+KEY_PREFIXES = ("langfuse.",)
 
 _ROLE_BY_TYPE = {
     "generation": LLM,
@@ -55,7 +56,7 @@ def apply(view: SpanView) -> bool:
     observed_output = attrs.get("langfuse.observation.output")
     if role == LLM:
         parsed = parse_json(observed_input)
-        if isinstance(parsed, Mapping):
+        if isinstance(parsed, MAPPING):
             view.add_tools(tool_definitions(parsed.get("tools") or parsed.get("functions")))
         view.fill("input_messages", normalize_messages(parsed))
         view.fill("output_messages", normalize_messages(observed_output, "assistant"))

@@ -102,3 +102,10 @@ class AgentTrace(BaseModel):
     @property
     def reasoning_text(self) -> str:
         return "\n".join(self.reasoning)
+
+
+# Validated construction from a dict: the same as `Model(**fields)` without the Python
+# frame of BaseModel.__init__, for the objects built once or more per span.
+new_message = Message.__pydantic_validator__.validate_python
+new_step = Step.__pydantic_validator__.validate_python
+new_agent_trace = AgentTrace.__pydantic_validator__.validate_python

@@ -11,10 +11,10 @@ instrumentation puts the agent's name in `agent.name`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from processors.agent_trace.content import (
+    MAPPING,
     normalize_message,
     normalize_messages,
     parse_json,
@@ -24,12 +24,16 @@ from processors.agent_trace.model import Message
 from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
 
 CONVENTION = "openinference"
+# A span with no key under these is not read at all.
+KEY_PREFIXES = ("openinference.", "llm.")
 
 _ROLE_BY_KIND = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": CHAIN}
 
 
 def apply(view: SpanView) -> bool:
     attrs = view.attrs
+    if not attrs.has_prefix(KEY_PREFIXES):  # no kind, no flattened messages
+        return False
     kind = attrs.text("openinference.span.kind")
     flattened = attrs.has_prefix("llm.input_messages.") or attrs.has_prefix("llm.output_messages.")
     if kind is None and not flattened:
@@ -66,11 +70,11 @@ def apply(view: SpanView) -> bool:
 def _response_messages(value: Any) -> list[Message]:
     """Assistant messages out of a raw chat-completions or Responses API response body."""
     value = parse_json(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, MAPPING):
         if isinstance(value.get("choices"), list):
             messages = []
             for choice in value["choices"]:
-                if isinstance(choice, Mapping):
+                if isinstance(choice, MAPPING):
                     message = normalize_message(choice.get("message"), "assistant")
                     if message is not None:
                         messages.append(message)

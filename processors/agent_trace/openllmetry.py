@@ -17,12 +17,17 @@ from processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
 
 CONVENTION = "openllmetry"
 
+# A span with no key under these is not read at all.
+KEY_PREFIXES = ("traceloop.", "llm.")
+
 _ROLE_BY_KIND = {"workflow": CHAIN, "task": CHAIN, "agent": AGENT, "tool": TOOL}
 _LLM_REQUEST_TYPES = {"chat", "completion", "rerank"}
 
 
 def apply(view: SpanView) -> bool:
     attrs = view.attrs
+    if not attrs.has_prefix(KEY_PREFIXES):  # none of the keys read below
+        return False
     kind = attrs.text("traceloop.span.kind")
     request_type = attrs.text("llm.request.type")
     functions = attrs.nested("llm.request.functions.")
