@@ -28,6 +28,7 @@ DEFAULT_SESSION_IDLE_S = 300.0
 DEFAULT_MAX_BUFFERED_SPANS = 200_000
 DEFAULT_FORWARDED_TRACE_MEMORY = 100_000
 DEFAULT_MAX_OPEN_SESSIONS = 50_000
+DEFAULT_SCORING_CONCURRENCY = 128
 DEFAULT_SESSION_KEYS = (
     "session.id",
     "gen_ai.conversation.id",
@@ -45,6 +46,9 @@ class AssemblerConfig(registry.ComponentConfig):
     # "retry later" (HTTP 503 / gRPC UNAVAILABLE) instead of buffering without bound.
     max_buffered_spans: int = Field(default=DEFAULT_MAX_BUFFERED_SPANS, gt=0)
     session_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_SESSION_KEYS))
+    # Traces scored at once; judge calls wait on the network, so this is what lets many
+    # overlap, while CPU-bound metrics are kept from monopolizing the event loop.
+    scoring_concurrency: int = Field(default=DEFAULT_SCORING_CONCURRENCY, ge=1, le=10_000)
     # Past it the least recently active session closes early, bounding session memory.
     max_open_sessions: int = Field(default=DEFAULT_MAX_OPEN_SESSIONS, gt=0)
     # How many released trace ids are remembered to recognise late spans.

@@ -70,6 +70,12 @@ class Pipeline:
         # Sessions cost memory for as long as `session_idle`; keep them only when a
         # processor reads them.
         self.tracks_sessions = any(p.uses_sessions for _, p in processors)
+        # Ready traces wait in a queue for one of `scoring_concurrency` workers: waiting
+        # costs no task per trace, and CPU-bound metrics cannot keep the receivers and
+        # exporters that share the event loop waiting for seconds.
+        self.scoring_concurrency = config.scoring_concurrency
+        self._scoring_queue: asyncio.Queue[tuple[Trace, Session | None]] = asyncio.Queue()
+        self._workers: list[asyncio.Task] = []
         self.retry_after_s = max(1, math.ceil(config.trace_wait))
         self.held_spans = 0
         self.sessions: OrderedDict[str, Session] = OrderedDict()  # least recently active first
@@ -87,6 +93,10 @@ class Pipeline:
             await processor.start()
         for exporter in self.exporters:
             await exporter.start()
+        if self.processors:
+            self._workers = [
+                asyncio.create_task(self._score_forever(), name=f"scoring-{i}") for i in range(self.scoring_concurrency)
+            ]
         self._ticker = asyncio.create_task(self._tick_forever(), name="pipeline-ticker")
 
     async def shutdown(self, deadline: float) -> None:
@@ -96,10 +106,14 @@ class Pipeline:
             await asyncio.gather(self._ticker, return_exceptions=True)
         for trace in self.assembler.pop_all():
             self._dispatch(trace)
+        await self._drain_scoring(deadline)
         await self._wait_tasks(deadline)
         for session_id in list(self.sessions):
             self._close_session(session_id)
         await self._wait_tasks(deadline)
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
         for exporter in self.exporters:
             await exporter.shutdown(deadline)
         for _, processor in self.processors:
@@ -107,6 +121,18 @@ class Pipeline:
                 await processor.shutdown()
             except Exception:
                 log.exception("processor shutdown failed")
+
+    async def _drain_scoring(self, deadline: float) -> None:
+        try:
+            await asyncio.wait_for(self._scoring_queue.join(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            log.error("shutdown deadline passed with %d traces waiting to be scored; exporting them unscored",
+                      self._scoring_queue.qsize())
+            for worker in self._workers:
+                worker.cancel()  # a cancelled scoring still exports its trace
+            while not self._scoring_queue.empty():
+                trace, _ = self._scoring_queue.get_nowait()
+                self._export(trace)
 
     async def _wait_tasks(self, deadline: float) -> None:
         while self._tasks:
@@ -121,11 +147,15 @@ class Pipeline:
 
     # Input -----------------------------------------------------------------------------
 
-    def consume(self, request: ExportTraceServiceRequest) -> AddOutcome:
-        """Take a parsed request (called on the event loop); raises PipelineFull."""
+    def check_capacity(self) -> None:
+        """Raise PipelineFull when at the span bound; receivers call it before parsing."""
         if self.held_spans >= self.max_held_spans:
             self.refused_requests += 1
             raise PipelineFull(self.held_spans, self.retry_after_s)
+
+    def consume(self, request: ExportTraceServiceRequest) -> AddOutcome:
+        """Take a parsed request (called on the event loop); raises PipelineFull."""
+        self.check_capacity()
         outcome = self.assembler.add(request, self.clock())
         self.held_spans += outcome.accepted
         self.received_spans += outcome.accepted
@@ -169,7 +199,7 @@ class Pipeline:
             self._export(trace)
             return
         session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
-        self._spawn(self._score(trace, session))
+        self._scoring_queue.put_nowait((trace, session))
 
     def _session_for(self, trace: Trace) -> Session:
         session = self.sessions.get(trace.session_id)
@@ -189,15 +219,28 @@ class Pipeline:
         self.sessions.move_to_end(trace.session_id)
         return session
 
+    async def _score_forever(self) -> None:
+        queue = self._scoring_queue
+        while True:
+            trace, session = await queue.get()
+            try:
+                await self._score(trace, session)
+            finally:
+                queue.task_done()
+
     async def _score(self, trace: Trace, session: Session | None) -> None:
         try:
             if session is None:
                 await self._run_processors(trace, None)
             else:
+                # A free lock is taken without yielding, right after the queue hands the
+                # trace over, and waiters are served in order: a session keeps its order.
                 async with session.lock:
                     await self._run_processors(trace, session)
                     session.traces.append(TraceSummary.of(trace))
         finally:
+            # The normalized view served the processors; it is not kept while exporting.
+            trace.release_agent_trace()
             # Scoring never holds a trace back: even a cancelled or crashed scoring exports it.
             self._export(trace)
 

@@ -125,7 +125,7 @@ class Trace:
 
     @property
     def agent_name(self) -> str | None:
-        """From the normalized view when it was built, else the root's `gen_ai.agent.name`."""
+        """From the normalized view when it is built, else the root's `gen_ai.agent.name`."""
         if self._agent is not None:
             return self._agent.agent_name
         anchor = self.anchor
@@ -138,6 +138,9 @@ class Trace:
 
             self._agent = build_agent_trace(self.trace_id, list(self.spans()), session_id=self.session_id)
         return self._agent
+
+    def release_agent_trace(self) -> None:
+        self._agent = None
 
     # Export accounting: the pipeline counts a trace's spans as held until every
     # exporter has finished with it, which is what bounds memory end to end.

@@ -54,7 +54,10 @@ class GrpcReceiver:
 
     async def _export(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
+            self.pipeline.check_capacity()  # refuse before paying for the parse
             request = ExportTraceServiceRequest.FromString(body)
+        except PipelineFull as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
         except DecodeError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
         try:

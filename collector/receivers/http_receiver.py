@@ -69,6 +69,10 @@ class HttpReceiver:
                 status=415,
                 text=f"unsupported content type {request.content_type!r}; send {PROTOBUF} or {JSON}\n",
             )
+        try:
+            self.pipeline.check_capacity()  # refuse before reading and parsing the body
+        except PipelineFull as exc:
+            return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip", "deflate", ""):
             return _error(content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip")
