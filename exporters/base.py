@@ -152,7 +152,7 @@ class Exporter:
                 return
             except ExportError as exc:
                 error = exc
-            except Exception as exc:  # a bug or an unexpected client error: do not retry blindly
+            except Exception:  # a bug or an unexpected client error: do not retry blindly
                 log.exception("exporter %s: unexpected error sending %d spans", self.id, span_count)
                 self.dropped_spans += span_count
                 return

@@ -12,7 +12,6 @@ compares embeddings the same way.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
