@@ -31,7 +31,7 @@ from collector.version import VERSION
 from collector.attributes import find_attribute
 from exporters.base import Exporter
 from exporters.score_metrics import ScoreMetrics
-from processors.attacher import attach_results, session_carrier
+from processors.attacher import attach_judge_usage, attach_results, session_carrier
 from processors.base import Processor
 from processors.result import MetricResult
 
@@ -258,8 +258,14 @@ class Pipeline:
         anchor = trace.anchor
         if results and anchor is not None:
             attach_results(anchor, results)
-        if results and self.score_metrics is not None:
-            self.score_metrics.record(results, trace.service_name, trace.agent_name)
+        if trace.judge_usage is not None and anchor is not None:
+            attach_judge_usage(anchor, trace.judge_usage)
+        if self.score_metrics is not None:
+            service, agent = trace.service_name, trace.agent_name
+            if results:
+                self.score_metrics.record(results, service, agent)
+            if trace.judge_usage is not None:
+                self.score_metrics.record_judge_usage(trace.judge_usage, service, agent)
 
     def _close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id)

@@ -76,4 +76,5 @@ def _load_builtins() -> None:
     import collector.receivers  # noqa: F401
     import exporters  # noqa: F401
     import processors.embedding_processor  # noqa: F401
+    import processors.judge_processor  # noqa: F401
     import processors.session_processor  # noqa: F401

@@ -56,7 +56,7 @@ class Trace:
 
     __slots__ = (
         "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "_agent", "_pending_exports", "_on_exported",
+        "session_id", "late", "results", "judge_usage", "_agent", "_pending_exports", "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):
@@ -72,6 +72,8 @@ class Trace:
         # Filled in once by the pipeline after scoring; an empty tuple until then keeps
         # unscored traces from allocating a list each.
         self.results: Sequence[MetricResult] = ()
+        # Set by a judge processor: {"calls", "input_tokens", "output_tokens"} spent on this trace.
+        self.judge_usage: dict[str, int] | None = None
         self._agent: AgentTrace | None = None
         self._pending_exports = 0
         self._on_exported: Any = None

@@ -22,6 +22,8 @@ from processors.result import MetricResult
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
+JUDGE_CALLS_COUNTER = "gen_ai.evaluation.judge.calls"
+JUDGE_TOKENS_COUNTER = "gen_ai.evaluation.judge.tokens"
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
@@ -41,6 +43,12 @@ class ScoreMetrics:
         self._results = meter.create_counter(
             RESULT_COUNTER, unit="{result}", description="Evaluation results by label: pass, fail or error",
         )
+        self._judge_calls = meter.create_counter(
+            JUDGE_CALLS_COUNTER, unit="{request}", description="Requests sent to the LLM judge, retries included",
+        )
+        self._judge_tokens = meter.create_counter(
+            JUDGE_TOKENS_COUNTER, unit="{token}", description="LLM judge tokens by gen_ai.token.type (input, output)",
+        )
 
     def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None) -> None:
         for result in results:
@@ -55,6 +63,16 @@ class ScoreMetrics:
             if result.score is not None:
                 self._scores.record(result.score, attributes)
             self._results.add(1, attributes)
+
+    def record_judge_usage(self, usage: dict[str, int], service_name: str | None, agent_name: str | None) -> None:
+        attributes = {}
+        if service_name:
+            attributes["service.name"] = service_name
+        if agent_name:
+            attributes["gen_ai.agent.name"] = agent_name
+        self._judge_calls.add(usage.get("calls", 0), attributes)
+        self._judge_tokens.add(usage.get("input_tokens", 0), {**attributes, "gen_ai.token.type": "input"})
+        self._judge_tokens.add(usage.get("output_tokens", 0), {**attributes, "gen_ai.token.type": "output"})
 
     def shutdown(self, timeout_s: float) -> None:
         """Export what is pending and stop the readers."""

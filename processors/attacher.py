@@ -53,6 +53,15 @@ def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | No
         span.events.append(evaluation_event(result, now_ns))
 
 
+def attach_judge_usage(span: Span, usage: dict[str, int]) -> None:
+    """`eval.judge.calls`, `eval.judge.input_tokens`, `eval.judge.output_tokens` on `span`."""
+    existing = {kv.key: kv for kv in span.attributes}
+    for name in ("calls", "input_tokens", "output_tokens"):
+        key = f"eval.judge.{name}"
+        kv = existing.get(key) or span.attributes.add(key=key)
+        kv.value.CopyFrom(AnyValue(int_value=int(usage.get(name, 0))))
+
+
 def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:
     attributes = [_kv("gen_ai.evaluation.name", AnyValue(string_value=result.name))]
     if result.score is not None:

@@ -33,7 +33,8 @@ def test_validate_prints_a_summary_for_a_good_config():
     result = subprocess.run([*SPANSCORE, "validate", "otel-config.yaml"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == [
-        "otel-config.yaml: valid; receivers: otlp; processors: assembler, embedding_metrics, session_metrics; "
+        "otel-config.yaml: valid; receivers: otlp; processors: assembler, embedding_metrics, judge_metrics, "
+        "session_metrics; "
         "exporters: file, debug; extensions: none; score metrics: prometheus"
     ]
 
@@ -128,6 +129,8 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
            "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}", "PYTHONPATH": str(ROOT),
            "SPANSCORE_PROMETHEUS_ENDPOINT": f"127.0.0.1:{prometheus_port}"}
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):  # the offline default: no judge
+        env.pop(name, None)
     process = subprocess.Popen([*SPANSCORE, "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env)
     try:
@@ -149,6 +152,7 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
             process.kill()
     assert process.returncode == 0, stderr
     assert "collector/otel-config.yaml: valid" in stderr
+    assert "LLM-judge metrics not run (task_completion," in stderr and "no judge configured" in stderr
     lines = stdout.splitlines()
     assert len(lines) == 3, stdout
     for line, trace_id in zip(lines, ("5c00e5c00e0000000000000000000001", "5c0e5c0e000000000000000000000002")):

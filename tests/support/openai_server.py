@@ -19,6 +19,14 @@ lists the vectors last index first (clients must order them by `index`); and
 `embeddings_peak_in_flight` is the most embeddings requests the server was handling at
 once, for concurrency-cap tests.
 
+Chat completions have the same knobs: a queued `Delay` holds one response (then answers
+with its own `reply`, or the handler's, never the next queued one, so a client that gave
+up and retried gets the queue in order), `chat_latency_s` delays every response, and
+`chat_peak_in_flight` counts concurrency. `rejected_response_formats` names the
+`response_format` types the server refuses, the way llama.cpp's server answers HTTP 500
+to `json_schema` while it accepts `{"type": "json_object", "schema": ...}`; a refused
+request consumes no scripted reply. A `Reply` may set its own token counts, or none.
+
 Threading: the server runs its own asyncio loop in a daemon thread, so it serves both
 synchronous clients and async clients running on another loop. `requests`, `enqueue`
 and `handler` may be used from any thread.
@@ -43,6 +51,8 @@ from aiohttp import web
 DEFAULT_MODEL = "gpt-test"
 DEFAULT_EMBEDDING_DIMENSIONS = 8
 WEATHER_REPORT = "Sunny, 22 C"
+# What llama.cpp's server says (HTTP 500) to a response_format type it does not know.
+LLAMA_CPP_FORMAT_REJECTION = 'response_format type must be one of "text" or "json_object", but got: {type}'
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,9 @@ class Reply:
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: str | None = None  # sent as `reasoning_content`, the way vLLM/DeepSeek do
     finish_reason: str | None = None  # derived from tool_calls when None
+    prompt_tokens: int | None = None  # usage to report; None: estimated from the request
+    completion_tokens: int | None = None
+    include_usage: bool = True  # False: no `usage` in the response, as some servers do
 
 
 @dataclass(frozen=True)
@@ -74,9 +87,11 @@ class ErrorReply:
 
 @dataclass(frozen=True)
 class Delay:
-    """Hold an embeddings response for `seconds`, then answer normally (slow-server tests)."""
+    """Hold a response for `seconds`, then answer normally (slow-server tests). In the chat
+    queue, `reply` is the answer (None: the handler's); embeddings ignore it."""
 
     seconds: float
+    reply: Reply | ErrorReply | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +190,13 @@ class OpenAIServer:
         self.handler: Handler = handler or weather_agent
         self.model = model
         self.requests: list[RecordedRequest] = []
-        self._queue: deque[Reply | ErrorReply] = deque()
+        self._queue: deque[Reply | ErrorReply | Delay] = deque()
+        self.chat_latency_s = 0.0
+        self.chat_in_flight = 0
+        self.chat_peak_in_flight = 0
+        self.rejected_response_formats: set[str] = set()
+        self.rejection_status = 500
+        self.rejection_message = LLAMA_CPP_FORMAT_REJECTION  # formatted with the refused {type}
         self._embeddings_queue: deque[ErrorReply | Delay] = deque()
         self.embeddings_latency_s = 0.0
         self.embeddings_reversed = False  # answer data items last index first, as the API may
@@ -246,7 +267,7 @@ class OpenAIServer:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     # -- scripting -----------------------------------------------------------------
-    def enqueue(self, *replies: Reply | ErrorReply) -> None:
+    def enqueue(self, *replies: Reply | ErrorReply | Delay) -> None:
         with self._lock:
             self._queue.extend(replies)
 
@@ -268,11 +289,28 @@ class OpenAIServer:
             self.requests.append(recorded)
         return recorded
 
-    def _next_reply(self, recorded: RecordedRequest) -> Reply | ErrorReply:
+    def _next_reply(self, recorded: RecordedRequest) -> Reply | ErrorReply | Delay:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
         return self.handler(recorded)
+
+    async def _resolve(self, recorded: RecordedRequest, reply: Reply | ErrorReply | Delay) -> Reply | ErrorReply:
+        if isinstance(reply, Delay):
+            await asyncio.sleep(reply.seconds)
+            return reply.reply if reply.reply is not None else self.handler(recorded)
+        return reply
+
+    def _format_rejection(self, recorded: RecordedRequest) -> web.Response | None:
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        response_format = body.get("response_format")
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind not in self.rejected_response_formats:
+            return None
+        status = self.rejection_status
+        error = {"code": status, "message": self.rejection_message.format(type=kind),
+                 "type": "server_error" if status >= 500 else "invalid_request_error"}
+        return web.json_response({"error": error}, status=status)
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids)}"
@@ -287,18 +325,39 @@ class OpenAIServer:
 
     # -- chat completions ----------------------------------------------------------
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        recorded = await self._record(request)
-        reply = self._next_reply(recorded)
-        if isinstance(reply, ErrorReply):
-            return self._error(reply)
+        with self._lock:
+            self.chat_in_flight += 1
+            self.chat_peak_in_flight = max(self.chat_peak_in_flight, self.chat_in_flight)
+        try:
+            recorded = await self._record(request)
+            if self.chat_latency_s > 0:
+                await asyncio.sleep(self.chat_latency_s)
+            rejection = self._format_rejection(recorded)
+            if rejection is not None:
+                return rejection
+            reply = await self._resolve(recorded, self._next_reply(recorded))
+            if isinstance(reply, ErrorReply):
+                return self._error(reply)
+            return await self._chat_reply(request, recorded, reply)
+        finally:
+            with self._lock:
+                self.chat_in_flight -= 1
+
+    async def _chat_reply(self, request: web.Request, recorded: RecordedRequest, reply: Reply) -> web.StreamResponse:
         body = recorded.body if isinstance(recorded.body, dict) else {}
         model = body.get("model") or self.model
         calls = self._tool_calls(reply)
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        prompt_tokens = _count_tokens(body.get("messages"))
-        completion_tokens = _count_tokens([reply.content, [c.arguments for c in calls]])
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
+        prompt_tokens = reply.prompt_tokens
+        if prompt_tokens is None:
+            prompt_tokens = _count_tokens(body.get("messages"))
+        completion_tokens = reply.completion_tokens
+        if completion_tokens is None:
+            completion_tokens = _count_tokens([reply.content, [c.arguments for c in calls]])
+        usage: dict[str, Any] | None = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                        "total_tokens": prompt_tokens + completion_tokens}
+        if not reply.include_usage:
+            usage = None
         completion_id = self._new_id("chatcmpl")
         created = int(time.time())
         wire_calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -309,11 +368,14 @@ class OpenAIServer:
                 message["tool_calls"] = wire_calls
             if reply.reasoning is not None:
                 message["reasoning_content"] = reply.reasoning
-            return web.json_response({
+            completion = {
                 "id": completion_id, "object": "chat.completion", "created": created, "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                "usage": usage, "system_fingerprint": None,
-            })
+                "system_fingerprint": None,
+            }
+            if usage is not None:
+                completion["usage"] = usage
+            return web.json_response(completion)
 
         def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
             choices = [] if delta is None else [
@@ -333,14 +395,14 @@ class OpenAIServer:
             for piece in _pieces(call["function"]["arguments"]):
                 events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
         events.append(chunk({}, finish))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if usage is not None and (body.get("stream_options") or {}).get("include_usage"):
             events.append(chunk(None, usage=usage))
         return await self._sse(request, ((None, e) for e in events), done=True)
 
     # -- responses -----------------------------------------------------------------
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         recorded = await self._record(request)
-        reply = self._next_reply(recorded)
+        reply = await self._resolve(recorded, self._next_reply(recorded))
         if isinstance(reply, ErrorReply):
             return self._error(reply)
         body = recorded.body if isinstance(recorded.body, dict) else {}

@@ -1,0 +1,400 @@
+"""`OpenAIJudge`: structured answers from any OpenAI-compatible chat-completions server
+(OpenAI, vLLM, Ollama, llama.cpp's server, LiteLLM, ...), through the `openai` package.
+
+Structured output is asked for in the strongest form the server accepts, tried in order:
+
+1. `json_schema`: `response_format={"type": "json_schema", "json_schema": {...}}`;
+2. `json_object_schema`: `{"type": "json_object", "schema": ...}`, which llama.cpp turns
+   into a grammar while rejecting (1) with HTTP 500;
+3. `json_object`: JSON mode without a schema;
+4. `text`: no `response_format`; the JSON is parsed out of the reply.
+
+From (2) on the schema is also spelled out in the system prompt. A server refuses a mode
+when it answers 400/422/500/501 with an error that names the format (`response_format`,
+`json_schema`, `schema`, `structured output`, `guided_json`, `grammar`): the next mode is
+tried at once, without backoff, and remembered per (base_url, model) for the life of the
+process, so later calls go straight to it. Any other error keeps the mode. Every mode's
+reply goes through the same lenient extraction and strict validation (`answers`), so a
+server that silently ignores `response_format` still works.
+
+Retries are done here (the client's own are off): connection errors, timeouts, 408, 409,
+429, 5xx and malformed answers are retried up to `max_retries` times, waiting what a
+`Retry-After`/`retry-after-ms` header asks (plus up to 10% jitter), else exponential
+backoff with full jitter (uniform in `[0, min(max_backoff_s, initial_backoff_s * 2**n)]`).
+A server asking for more than `max_retry_after_s` fails the call at once rather than park
+a scoring task; other 4xx (400, 401, 403, 404, 422, ...) fail at once too.
+
+Threading: `complete` may run concurrently; each event loop gets its own AsyncOpenAI
+client and semaphore of `max_concurrency` (asyncio objects cannot cross loops). A
+request holds a slot only while in flight, not during a backoff sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import os
+import random
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from processors.embedders.openai_embedder import retry_after_s
+from processors.judge.answers import MalformedAnswer, parse_answer
+from processors.judge.base import Judge, JudgeError, JudgeReply
+from processors.judge.cache import JudgeCache, cache_key
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+API_KEY_ENV = "OPENAI_API_KEY"
+PLACEHOLDER_API_KEY = "unused"  # local servers ignore the key, but the client wants one
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_CONCURRENCY = 16
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_INITIAL_BACKOFF_S = 0.5
+DEFAULT_MAX_BACKOFF_S = 20.0
+DEFAULT_MAX_RETRY_AFTER_S = 60.0
+DEFAULT_TEMPERATURE = 0.0
+RETRY_AFTER_JITTER = 0.1
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
+REJECTION_STATUS = frozenset({400, 422, 500, 501})
+_REJECTION_WORDS = re.compile(
+    r"response_format|response format|json_schema|json schema|\bschema\b|structured output|guided_json|grammar",
+    re.IGNORECASE)
+_SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 408: "timeout", 409: "conflict", 422: "bad_request", 429: "rate_limited"}
+SCHEMA_INSTRUCTION = ("Answer with a single JSON object and nothing else, matching this JSON schema:\n{schema}")
+
+_log = logging.getLogger(__name__)
+
+
+class StructuredMode(enum.IntEnum):
+    """How structured output is asked for, strongest first."""
+
+    JSON_SCHEMA = 0
+    JSON_OBJECT_SCHEMA = 1
+    JSON_OBJECT = 2
+    TEXT = 3
+
+
+_modes: dict[tuple[str, str], StructuredMode] = {}
+_modes_lock = threading.Lock()
+
+
+def remembered_mode(base_url: str, model: str) -> StructuredMode:
+    with _modes_lock:
+        return _modes.get((base_url, model), StructuredMode.JSON_SCHEMA)
+
+
+def _downgrade(base_url: str, model: str, refused: StructuredMode) -> StructuredMode:
+    with _modes_lock:
+        # Concurrent calls refused together must not step down twice.
+        current = _modes.get((base_url, model), StructuredMode.JSON_SCHEMA)
+        chosen = max(current, StructuredMode(refused + 1))
+        _modes[(base_url, model)] = chosen
+        return chosen
+
+
+def forget_modes() -> None:
+    """Start over from `json_schema` for every server (for tests and reconfiguration)."""
+    with _modes_lock:
+        _modes.clear()
+
+
+def is_format_rejection(error: BaseException) -> bool:
+    """Whether an HTTP error says the server does not support the response_format sent."""
+    if not isinstance(error, openai.APIStatusError) or error.status_code not in REJECTION_STATUS:
+        return False
+    try:
+        body = json.dumps(error.body, default=str)
+    except (TypeError, ValueError):
+        body = ""
+    return bool(_REJECTION_WORDS.search(f"{error.message} {body}"))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = DEFAULT_MAX_RETRIES
+    initial_backoff_s: float = DEFAULT_INITIAL_BACKOFF_S
+    max_backoff_s: float = DEFAULT_MAX_BACKOFF_S
+    max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S
+
+    def backoff_s(self, retry: int, rng: random.Random) -> float:
+        return rng.uniform(0.0, min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** retry))
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error_type: str
+    message: str
+    retryable: bool
+    retry_after_s: float | None = None
+    cause: BaseException | None = None
+
+
+def _classify(error: BaseException) -> _Failure:
+    if isinstance(error, openai.APITimeoutError):
+        return _Failure("timeout", "timed out", True, cause=error)
+    if isinstance(error, openai.APIConnectionError):
+        return _Failure("connection_error", f"connection failed: {error}", True, cause=error)
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        retryable = status in RETRYABLE_STATUS or status >= 500
+        kind = _STATUS_TYPES.get(status, "server_error" if status >= 500 else "bad_request")
+        return _Failure(kind, f"HTTP {status}: {error.message}", retryable, retry_after_s(error), error)
+    if isinstance(error, openai.APIResponseValidationError):
+        return _Failure("malformed_answer", f"unreadable response: {error}", True, cause=error)
+    return _Failure("judge_error", f"{type(error).__name__}: {error}", False, cause=error)
+
+
+@dataclass(frozen=True)
+class JudgeStats:
+    requests: int  # HTTP requests, retries and format fallbacks included
+    completions: int  # calls answered by the server
+    cache_hits: int
+    failures: int  # calls that raised JudgeError
+    retries: int
+    input_tokens: int
+    output_tokens: int
+
+
+class OpenAIJudge(Judge):
+    """A `Judge` over an OpenAI-compatible server (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        retry: RetryPolicy | None = None,
+        temperature: float = DEFAULT_TEMPERATURE,
+        max_tokens: int | None = None,
+        cache: JudgeCache | None = None,
+        seed: int | None = None,
+    ):
+        if not model:
+            raise ValueError("the judge needs a model")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.model = model
+        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+        self.timeout_s = timeout_s
+        self.max_concurrency = max_concurrency
+        self.retry = retry or RetryPolicy()
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.cache = cache
+        self._api_key = api_key or os.environ.get(API_KEY_ENV) or PLACEHOLDER_API_KEY
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(JudgeStats.__dataclass_fields__, 0)
+        self._async: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def mode(self) -> StructuredMode:
+        """The structured-output mode the next request will use."""
+        return remembered_mode(self.base_url, self.model)
+
+    def stats(self) -> JudgeStats:
+        with self._lock:
+            return JudgeStats(**self._counts)
+
+    def _count(self, **amounts: int) -> None:
+        with self._lock:
+            for name, amount in amounts.items():
+                self._counts[name] += amount
+
+    def _async_state(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        state = self._async.get(loop)
+        if state is None:
+            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
+                                        timeout=self.timeout_s, max_retries=0)
+            state = (client, asyncio.Semaphore(self.max_concurrency))
+            self._async[loop] = state
+        return state
+
+    async def close(self) -> None:
+        state = self._async.pop(asyncio.get_running_loop(), None)
+        if state is not None:
+            await state[0].close()
+        if self.cache is not None:
+            await self.cache.close()
+
+    # -- completing ------------------------------------------------------------------
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        schema_name: str,
+    ) -> JudgeReply:
+        if not _SCHEMA_NAME.match(schema_name):
+            raise ValueError(f"schema_name must match {_SCHEMA_NAME.pattern}, got {schema_name!r}")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise ValueError("the answer schema must be a JSON schema of type object")
+        key = None
+        if self.cache is not None:
+            key = cache_key(self.model, messages, schema, schema_name, self.temperature)
+            hit = await self.cache.get(key)
+            if hit is not None:
+                self._count(cache_hits=1)
+                return JudgeReply(data=hit, input_tokens=0, output_tokens=0, calls=0, cached=True)
+        try:
+            reply = await self._ask(messages, schema, schema_name)
+        except JudgeError:
+            self._count(failures=1)
+            raise
+        if key is not None and self.cache is not None:
+            await self.cache.put(key, self.model, reply.data)
+        return reply
+
+    async def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str) -> JudgeReply:
+        client, semaphore = self._async_state()
+        calls = input_tokens = output_tokens = retry = 0
+        while True:
+            mode = self.mode
+            async with semaphore:
+                calls += 1
+                self._count(requests=1)
+                try:
+                    response = await client.chat.completions.create(
+                        **self._params(messages, schema, schema_name, mode))
+                except openai.APIStatusError as error:
+                    if mode is not StructuredMode.TEXT and is_format_rejection(error):
+                        chosen = _downgrade(self.base_url, self.model, mode)
+                        _log.info("judge %s at %s refused response_format %s (HTTP %d: %s); using %s",
+                                  self.model, self.base_url, mode.name.lower(), error.status_code,
+                                  error.message, chosen.name.lower())
+                        continue
+                    failure = _classify(error)
+                except openai.OpenAIError as error:
+                    failure = _classify(error)
+                else:
+                    used_in, used_out = _usage(response)
+                    input_tokens += used_in
+                    output_tokens += used_out
+                    self._count(completions=1, input_tokens=used_in, output_tokens=used_out)
+                    truncated = False
+                    try:
+                        text, truncated = _reply_text(response)
+                        data = parse_answer(text, schema)
+                    except MalformedAnswer as error:
+                        cut = " (cut off at max_tokens)" if truncated else ""
+                        failure = _Failure("malformed_answer", f"malformed answer{cut}: {error}", True, cause=error)
+                    else:
+                        return JudgeReply(data=data, input_tokens=input_tokens,
+                                          output_tokens=output_tokens, calls=calls)
+            await asyncio.sleep(self._delay_s(retry, failure, calls))
+            retry += 1
+            self._count(retries=1)
+
+    def _params(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str,
+                mode: StructuredMode) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "temperature": self.temperature, "timeout": self.timeout_s}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        if mode is StructuredMode.JSON_SCHEMA:
+            params["messages"] = messages
+            params["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": schema_name, "schema": schema, "strict": _strict_compatible(schema)}}
+            return params
+        params["messages"] = _with_schema_instruction(messages, schema)
+        if mode is StructuredMode.JSON_OBJECT_SCHEMA:
+            params["response_format"] = {"type": "json_object", "schema": schema}
+        elif mode is StructuredMode.JSON_OBJECT:
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    def _delay_s(self, retry: int, failure: _Failure, attempts: int) -> float:
+        """The wait before the next attempt, or raise JudgeError."""
+        why = None
+        if not failure.retryable:
+            why = "not retryable"
+        elif retry >= self.retry.max_retries:
+            why = f"gave up after {attempts} request{'s' if attempts > 1 else ''}"
+        elif failure.retry_after_s is not None and failure.retry_after_s > self.retry.max_retry_after_s:
+            why = (f"the server asked to wait {failure.retry_after_s:g} s, more than "
+                   f"max_retry_after={self.retry.max_retry_after_s:g} s")
+        if why is not None:
+            raise JudgeError(f"judge {self.model!r} at {self.base_url} failed ({why}): {failure.message}",
+                             error_type=failure.error_type) from failure.cause
+        with self._lock:
+            if failure.retry_after_s is not None:
+                delay = failure.retry_after_s * (1.0 + self._rng.uniform(0.0, RETRY_AFTER_JITTER))
+            else:
+                delay = self.retry.backoff_s(retry, self._rng)
+        _log.warning("judge request failed (%s); retry %d in %.2f s", failure.message, retry + 1, delay)
+        return delay
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0
+    prompt, completion = getattr(usage, "prompt_tokens", 0), getattr(usage, "completion_tokens", 0)
+    return (prompt if isinstance(prompt, int) else 0), (completion if isinstance(completion, int) else 0)
+
+
+def _reply_text(response: Any) -> tuple[str | None, bool]:
+    """The answer's text, and whether `max_tokens` cut it off."""
+    choices = getattr(response, "choices", None) or []
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise MalformedAnswer("the response has no message")
+    message = choices[0].message
+    if not message.content and getattr(message, "refusal", None):
+        raise MalformedAnswer(f"the model refused: {message.refusal}")
+    return message.content, choices[0].finish_reason == "length"
+
+
+def _with_schema_instruction(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    instruction = SCHEMA_INSTRUCTION.format(schema=json.dumps(schema, separators=(",", ":")))
+    # Some chat templates (Gemma's) accept a system message only in first position.
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]
+
+
+def _strict_compatible(schema: Any) -> bool:
+    """Whether OpenAI's strict mode accepts the schema: every object closed and every
+    property required. A strict flag on any other schema is refused with HTTP 400."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" or "properties" in schema:
+            properties = schema.get("properties") or {}
+            if schema.get("additionalProperties") is not False or set(schema.get("required") or ()) != set(properties):
+                return False
+        return all(_strict_compatible(value) for value in schema.values())
+    if isinstance(schema, list):
+        return all(_strict_compatible(value) for value in schema)
+    return True
+
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "JudgeStats",
+    "OpenAIJudge",
+    "RetryPolicy",
+    "StructuredMode",
+    "forget_modes",
+    "is_format_rejection",
+    "remembered_mode",
+]

@@ -1,0 +1,95 @@
+"""Judge settings, in the Collector's config style, and `build_judge`.
+
+A metric processor that asks an LLM judge holds a `judge:` mapping:
+
+```yaml
+judge:
+  model: gpt-4o-mini               # required
+  base_url: http://localhost:8080/v1   # default: $OPENAI_BASE_URL, else https://api.openai.com/v1
+  api_key: sk-...                  # default: $OPENAI_API_KEY; local servers need none
+  timeout: 30s                     # per request
+  max_concurrency: 16              # requests in flight, per event loop
+  max_retries: 4
+  initial_backoff: 500ms
+  max_backoff: 20s
+  max_retry_after: 60s             # a server asking to wait longer fails the call at once
+  temperature: 0.0
+  max_tokens: 512                  # default: the server's
+  cache:
+    enabled: true
+    max_entries: 10000             # answers kept in memory
+    sqlite_path: ./judge-cache.sqlite   # default: none; answers kept across runs
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from collector.durations import Duration
+from collector.registry import ComponentConfig
+from processors.judge import client
+from processors.judge.base import Judge
+from processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
+
+
+class JudgeCacheConfig(ComponentConfig):
+    enabled: bool = True
+    max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=0)  # 0: no memory layer
+    sqlite_path: str | None = Field(None, min_length=1)
+
+
+class JudgeConfig(ComponentConfig):
+    model: str = Field(min_length=1)
+    base_url: str | None = Field(None, min_length=1)  # None: $OPENAI_BASE_URL, else the OpenAI API
+    api_key: str | None = Field(None, repr=False)  # None: $OPENAI_API_KEY, else a placeholder
+    timeout: Duration = Field(client.DEFAULT_TIMEOUT_S, gt=0)
+    max_concurrency: int = Field(client.DEFAULT_MAX_CONCURRENCY, ge=1)
+    max_retries: int = Field(client.DEFAULT_MAX_RETRIES, ge=0)
+    initial_backoff: Duration = Field(client.DEFAULT_INITIAL_BACKOFF_S, gt=0)
+    max_backoff: Duration = Field(client.DEFAULT_MAX_BACKOFF_S, gt=0)
+    max_retry_after: Duration = client.DEFAULT_MAX_RETRY_AFTER_S
+    temperature: float = Field(client.DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1)
+    cache: JudgeCacheConfig = JudgeCacheConfig()
+
+    @model_validator(mode="after")
+    def _backoff_bounds(self) -> JudgeConfig:
+        if self.initial_backoff > self.max_backoff:
+            raise ValueError(f"initial_backoff ({self.initial_backoff:g}s) exceeds max_backoff "
+                             f"({self.max_backoff:g}s)")
+        return self
+
+
+def build_cache(config: JudgeCacheConfig) -> JudgeCache | None:
+    """The cache a `cache:` section describes, or None when it keeps nothing."""
+    if not config.enabled or (config.max_entries == 0 and config.sqlite_path is None):
+        return None
+    return JudgeCache(max_entries=config.max_entries, sqlite_path=config.sqlite_path)
+
+
+def build_judge(config: JudgeConfig | dict[str, Any]) -> Judge:
+    """The judge a config (a `JudgeConfig` or the `judge:` mapping) describes."""
+    if not isinstance(config, JudgeConfig):
+        config = JudgeConfig.model_validate(config)
+    return client.OpenAIJudge(
+        model=config.model,
+        base_url=config.base_url,
+        api_key=config.api_key,
+        timeout_s=config.timeout,
+        max_concurrency=config.max_concurrency,
+        retry=client.RetryPolicy(
+            max_retries=config.max_retries,
+            initial_backoff_s=config.initial_backoff,
+            max_backoff_s=config.max_backoff,
+            max_retry_after_s=config.max_retry_after,
+        ),
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        cache=build_cache(config.cache),
+    )
+
+
+__all__ = ["JudgeCacheConfig", "JudgeConfig", "build_cache", "build_judge"]

@@ -1,0 +1,131 @@
+"""`judge_metrics` processor: the seven LLM-as-judge trace metrics.
+
+task_completion, tool_correctness, argument_correctness, step_efficiency, confidence,
+plan_adherence and plan_quality, judged by any OpenAI-compatible server (see
+`processors/judge/planner.py` for how calls are shared: at most 8 per trace in
+`per_metric` mode, 2 in `combined`). `confidence` and `tool_correctness` also become
+the session metrics' signals. What the judge spent goes on the root span
+(`eval.judge.*`) and into the score metrics.
+
+With no judge configured (no `judge` section, or one with neither `api_key` nor
+`base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
+run, and the startup log says so once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from collector import registry
+from collector.session import Session
+from collector.trace import Trace
+from processors.base import Processor
+from processors.judge.base import Judge
+from processors.judge.config import JudgeConfig, build_judge
+from processors.judge.planner import JudgePlan
+from processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
+from processors.judge.rubrics import METRIC_NAMES
+from processors.result import DEFAULT_THRESHOLD, MetricResult
+
+log = logging.getLogger("spanscore.judge_metrics")
+
+
+class JudgeMetricSettings(registry.ComponentConfig):
+    enabled: bool = True
+    threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+
+
+class RedactConfig(registry.ComponentConfig):
+    patterns: list[str] = Field(default_factory=list)  # regexes; matches become [REDACTED]
+    keys: list[str] = Field(default_factory=list)  # values under these keys become [REDACTED]
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RedactConfig:
+        Redaction(patterns=tuple(self.patterns), keys=tuple(self.keys))  # raises on a bad regex
+        return self
+
+
+class JudgeMetricsConfig(registry.ComponentConfig):
+    judge: JudgeConfig | None = None
+    mode: Literal["per_metric", "combined"] = "per_metric"
+    metrics: dict[str, JudgeMetricSettings] = Field(default_factory=dict)
+    trials: int = Field(default=1, ge=1, le=15)
+    early_stop: bool = True
+    redact: RedactConfig = Field(default_factory=RedactConfig)
+    max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _empty_strings_unset(cls, value: Any) -> Any:
+        # `${env:OPENAI_API_KEY:-}` expands to "" when unset: that means "not given".
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if v != ""}
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: dict[str, JudgeMetricSettings]) -> dict[str, JudgeMetricSettings]:
+        unknown = sorted(set(value) - set(METRIC_NAMES))
+        if unknown:
+            raise ValueError(f"unknown judge metrics {unknown}; known: {', '.join(METRIC_NAMES)}")
+        return value
+
+    @field_validator("trials")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError("trials must be odd, so yes/no verdicts have a majority")
+        return value
+
+    @property
+    def configured(self) -> bool:
+        return self.judge is not None and bool(self.judge.api_key or self.judge.base_url)
+
+    def settings(self, name: str) -> JudgeMetricSettings:
+        return self.metrics.get(name, JudgeMetricSettings())
+
+
+class JudgeMetrics(Processor):
+    def __init__(self, component_id: str, config: JudgeMetricsConfig):
+        self.id = component_id
+        self.config = config
+        enabled = [name for name in METRIC_NAMES if config.settings(name).enabled]
+        self.metric_names = tuple(enabled) if config.configured else ()
+        self.plan: JudgePlan | None = None
+        self.judge: Judge | None = None
+        if config.configured and enabled:
+            self.plan = JudgePlan(
+                metrics=enabled, mode=config.mode,
+                thresholds={name: config.settings(name).threshold for name in enabled},
+                trials=config.trials, early_stop=config.early_stop,
+                redact={"patterns": config.redact.patterns, "keys": config.redact.keys},
+                max_field_chars=config.max_field_chars,
+            )
+
+    async def start(self) -> None:
+        if self.plan is None:
+            if not self.config.configured:
+                log.info("LLM-judge metrics not run (%s): no judge configured; set OPENAI_API_KEY "
+                         "(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give %s a judge with api_key or base_url",
+                         ", ".join(METRIC_NAMES), self.id)
+            return
+        self.judge = build_judge(self.config.judge)
+        log.info("LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
+                 ", ".join(self.plan.metrics), self.config.judge.model, self.config.mode, self.plan.max_calls())
+
+    async def shutdown(self) -> None:
+        if self.judge is not None:
+            await self.judge.close()
+
+    async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
+        if self.plan is None or self.judge is None:
+            return []
+        results, usage = await self.plan.run(trace.agent_trace(), self.judge)
+        trace.judge_usage = {key: usage[key] for key in ("calls", "input_tokens", "output_tokens")}
+        return results
+
+
+registry.register("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)
