@@ -37,9 +37,10 @@ def schema_of(request: RecordedRequest) -> tuple[str, dict[str, Any]]:
     return json_schema["name"], json_schema["schema"]
 
 
-def schema_judge(score: float = 0.8, overrides: dict[str, Any] | None = None):
+def schema_judge(score: float = 0.8, overrides: dict[str, Any] | None = None, fixed_usage: bool = True):
     """A server handler answering every judge request from its schema; `overrides` maps a
-    schema name to a fixed answer (dict) or raw content (str)."""
+    schema name to a fixed answer (dict) or raw content (str). Usage is 120 prompt + 30
+    completion tokens per reply, or with `fixed_usage=False` estimated from the text."""
 
     def handler(request: RecordedRequest) -> Reply:
         name, schema = schema_of(request)
@@ -48,6 +49,8 @@ def schema_judge(score: float = 0.8, overrides: dict[str, Any] | None = None):
             content = override
         else:
             content = json.dumps(override if override is not None else answer_for(schema, score))
+        if not fixed_usage:
+            return Reply(content=content)
         return Reply(content=content, prompt_tokens=120, completion_tokens=30)
 
     return handler
