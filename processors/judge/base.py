@@ -15,11 +15,13 @@ from typing import Any
 
 class JudgeError(Exception):
     """The judge gave no usable answer after every retry; `error_type` names why
-    (e.g. `timeout`, `rate_limited`, `server_error`, `malformed_answer`)."""
+    (e.g. `timeout`, `rate_limited`, `server_error`, `malformed_answer`); `calls` is how
+    many HTTP requests were spent on it, for the usage accounting."""
 
-    def __init__(self, message: str, error_type: str = "judge_error"):
+    def __init__(self, message: str, error_type: str = "judge_error", calls: int = 0):
         super().__init__(message)
         self.error_type = error_type
+        self.calls = calls
 
 
 @dataclass(frozen=True)

@@ -333,7 +333,7 @@ class OpenAIJudge(Judge):
                    f"max_retry_after={self.retry.max_retry_after_s:g} s")
         if why is not None:
             raise JudgeError(f"judge {self.model!r} at {self.base_url} failed ({why}): {failure.message}",
-                             error_type=failure.error_type) from failure.cause
+                             error_type=failure.error_type, calls=attempts) from failure.cause
         with self._lock:
             if failure.retry_after_s is not None:
                 delay = failure.retry_after_s * (1.0 + self._rng.uniform(0.0, RETRY_AFTER_JITTER))

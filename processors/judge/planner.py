@@ -157,7 +157,11 @@ class _TraceJob:
     async def _ask(self, instructions: str, schema: dict[str, Any], schema_name: str,
                    extracted: str = "", trial: int = 0) -> dict[str, Any]:
         messages = self.builder.messages(self.data_block, instructions, extracted=extracted, trial=trial)
-        reply = await self.judge.complete(messages, schema, schema_name)
+        try:
+            reply = await self.judge.complete(messages, schema, schema_name)
+        except JudgeError as exc:
+            self.usage.calls += exc.calls  # requests spent before giving up count too
+            raise
         self.usage.calls += reply.calls
         self.usage.input_tokens += reply.input_tokens
         self.usage.output_tokens += reply.output_tokens
