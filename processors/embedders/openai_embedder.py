@@ -12,10 +12,8 @@ the same policy then covers the sync and async paths and every major version of 
 between releases); the delays are configurable and testable; and a `Retry-After` longer
 than `max_retry_after_s` fails the batch at once instead of parking a scoring task for
 minutes. Retried: connection errors, timeouts, 408, 409, 429 and 5xx. A server's
-`Retry-After`/`retry-after-ms` is honoured (plus up to 10% jitter so that clients that
-were refused together do not return together); otherwise the delay is exponential,
-`initial_backoff_s * 2**attempt` capped at `max_backoff_s`, with "equal jitter" (a
-uniform draw from half to all of it).
+`Retry-After`/`retry-after-ms` is honoured, otherwise the delay is exponential with full
+jitter; the timing is `processors.openai_retry`, shared with the judge client.
 
 When no vector's width is known yet and every text of a call is empty, one probe text is
 embedded to learn it (set `dimensions` to avoid that request).
@@ -29,9 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import email.utils
 import logging
-import math
 import os
 import random
 import threading
@@ -39,13 +35,13 @@ import time
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import openai
 
 from processors.embedders.base import Embedder, l2_normalize
+from processors.openai_retry import RetryPolicy, retry_after_s
 
 DEFAULT_MODEL = "text-embedding-3-small"
 DEFAULT_BATCH_SIZE = 128
@@ -55,8 +51,8 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_INITIAL_BACKOFF_S = 0.5
 DEFAULT_MAX_BACKOFF_S = 8.0
 DEFAULT_MAX_RETRY_AFTER_S = 60.0
+DEFAULT_RETRY = RetryPolicy(DEFAULT_MAX_RETRIES, DEFAULT_INITIAL_BACKOFF_S, DEFAULT_MAX_BACKOFF_S, DEFAULT_MAX_RETRY_AFTER_S)
 API_KEY_ENV = "OPENAI_API_KEY"
-RETRY_AFTER_JITTER = 0.1
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 PROBE_TEXT = "dimension probe"
 
@@ -77,60 +73,12 @@ class MissingAPIKeyError(ValueError):
     """No API key in config nor in the environment."""
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_retries: int = DEFAULT_MAX_RETRIES
-    initial_backoff_s: float = DEFAULT_INITIAL_BACKOFF_S
-    max_backoff_s: float = DEFAULT_MAX_BACKOFF_S
-    max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S
-
-    def delay_s(self, retry: int, error: BaseException, rng: random.Random) -> float | None:
-        """Seconds to wait before retry number `retry` (0-based), or None: do not retry."""
-        if retry >= self.max_retries or not is_retryable(error):
-            return None
-        retry_after = retry_after_s(error)
-        if retry_after is not None:
-            if retry_after > self.max_retry_after_s:
-                return None
-            return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
-        backoff = min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** retry)
-        return backoff * rng.uniform(0.5, 1.0)
-
-
 def is_retryable(error: BaseException) -> bool:
     if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(error, openai.APIStatusError):
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
     return False
-
-
-def retry_after_s(error: BaseException) -> float | None:
-    """The wait a `Retry-After` (seconds or HTTP date) or `retry-after-ms` header asks for."""
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000.0
-            if math.isfinite(value) and value >= 0:
-                return value
-        except ValueError:
-            pass
-    header = headers.get("retry-after")
-    if header is None:
-        return None
-    try:
-        value = float(header)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(header)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _status(error: BaseException) -> int | None:
@@ -177,7 +125,7 @@ class OpenAIEmbedder(Embedder):
         self.batch_size = batch_size
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or DEFAULT_RETRY
         self.name = f"openai/{model}" + (f"/d{dimensions}" if dimensions else "")
         self.requests_made = 0  # every HTTP attempt, retries included
         self._api_key = api_key
@@ -297,7 +245,7 @@ class OpenAIEmbedder(Embedder):
     def _next_delay(self, retry: int, error: BaseException, size: int) -> float:
         """The wait before the next attempt, or raise EmbeddingRequestError."""
         with self._lock:
-            delay = self.retry.delay_s(retry, error, self._rng)
+            delay = self.retry.wait_s(retry, retry_after_s(error), self._rng) if is_retryable(error) else None
         attempts = retry + 1
         if delay is None:
             if not is_retryable(error):

@@ -45,7 +45,7 @@ from typing import Any
 
 import openai
 
-from processors.embedders.openai_embedder import retry_after_s
+from processors.openai_retry import RetryPolicy, retry_after_s
 from processors.judge.answers import MalformedAnswer, parse_answer
 from processors.judge.base import Judge, JudgeError, JudgeReply
 from processors.judge.cache import JudgeCache, cache_key
@@ -61,7 +61,6 @@ DEFAULT_INITIAL_BACKOFF_S = 0.5
 DEFAULT_MAX_BACKOFF_S = 20.0
 DEFAULT_MAX_RETRY_AFTER_S = 60.0
 DEFAULT_TEMPERATURE = 0.0
-RETRY_AFTER_JITTER = 0.1
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 REJECTION_STATUS = frozenset({400, 422, 500, 501})
@@ -119,16 +118,6 @@ def is_format_rejection(error: BaseException) -> bool:
         body = ""
     return bool(_REJECTION_WORDS.search(f"{error.message} {body}"))
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_retries: int = DEFAULT_MAX_RETRIES
-    initial_backoff_s: float = DEFAULT_INITIAL_BACKOFF_S
-    max_backoff_s: float = DEFAULT_MAX_BACKOFF_S
-    max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S
-
-    def backoff_s(self, retry: int, rng: random.Random) -> float:
-        return rng.uniform(0.0, min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** retry))
 
 
 @dataclass(frozen=True)
@@ -191,7 +180,8 @@ class OpenAIJudge(Judge):
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self.timeout_s = timeout_s
         self.max_concurrency = max_concurrency
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy(DEFAULT_MAX_RETRIES, DEFAULT_INITIAL_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
+                                          DEFAULT_MAX_RETRY_AFTER_S)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.cache = cache
@@ -335,10 +325,7 @@ class OpenAIJudge(Judge):
             raise JudgeError(f"judge {self.model!r} at {self.base_url} failed ({why}): {failure.message}",
                              error_type=failure.error_type, calls=attempts) from failure.cause
         with self._lock:
-            if failure.retry_after_s is not None:
-                delay = failure.retry_after_s * (1.0 + self._rng.uniform(0.0, RETRY_AFTER_JITTER))
-            else:
-                delay = self.retry.backoff_s(retry, self._rng)
+            delay = self.retry.wait_s(retry, failure.retry_after_s, self._rng)
         _log.warning("judge request failed (%s); retry %d in %.2f s", failure.message, retry + 1, delay)
         return delay
 

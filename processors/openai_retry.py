@@ -1,0 +1,68 @@
+"""Retry timing shared by the clients of OpenAI-compatible servers (embedder, judge).
+
+Exponential backoff with full jitter (uniform in [0, min(max_backoff, initial * 2**n)]),
+so clients that failed together do not retry together; a server's `Retry-After` or
+`retry-after-ms` wins, with a little jitter, unless it asks for more than
+`max_retry_after_s`, in which case waiting would only park work: fail at once.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import time
+from dataclasses import dataclass
+
+RETRY_AFTER_JITTER = 0.1  # up to 10% on top of what the server asked for
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    initial_backoff_s: float = 0.5
+    max_backoff_s: float = 20.0
+    max_retry_after_s: float = 60.0
+
+    def backoff_s(self, retry: int, rng: random.Random) -> float:
+        """Full-jitter backoff before retry number `retry` (0-based)."""
+        return rng.uniform(0.0, min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** retry))
+
+    def wait_s(self, retry: int, retry_after: float | None, rng: random.Random) -> float | None:
+        """Seconds to wait before retry number `retry`, or None when it must not happen
+        (retries used up, or the server asked for more than `max_retry_after_s`)."""
+        if retry >= self.max_retries:
+            return None
+        if retry_after is None:
+            return self.backoff_s(retry, rng)
+        if retry_after > self.max_retry_after_s:
+            return None
+        return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """The wait a `Retry-After` (seconds or HTTP date) or `retry-after-ms` header asks for."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            value = float(milliseconds) / 1000.0
+            if math.isfinite(value) and value >= 0:
+                return value
+        except ValueError:
+            pass
+    header = headers.get("retry-after")
+    if header is None:
+        return None
+    try:
+        value = float(header)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+    return value if math.isfinite(value) and value >= 0 else None
