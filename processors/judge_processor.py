@@ -52,6 +52,9 @@ class JudgeMetricsConfig(registry.ComponentConfig):
     judge: JudgeConfig | None = None
     mode: Literal["per_metric", "combined"] = "per_metric"
     metrics: dict[str, JudgeMetricSettings] = Field(default_factory=dict)
+    # Share of traces judged, chosen by trace id as the TraceIdRatioBased sampler does,
+    # so the same traces are judged on every replica; the rest get no judge results.
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
     trials: int = Field(default=1, ge=1, le=15)
     early_stop: bool = True
     redact: RedactConfig = Field(default_factory=RedactConfig)
@@ -121,11 +124,16 @@ class JudgeMetrics(Processor):
             await self.judge.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
-        if self.plan is None or self.judge is None:
+        if self.plan is None or self.judge is None or not self._sampled(trace.trace_id):
             return []
         results, usage = await self.plan.run(trace.agent_trace(), self.judge)
         trace.judge_usage = {key: usage[key] for key in ("calls", "input_tokens", "output_tokens")}
         return results
+
+
+    def _sampled(self, trace_id: bytes) -> bool:
+        ratio = self.config.sample_ratio
+        return ratio >= 1.0 or int.from_bytes(trace_id[8:], "big") < ratio * 2**64
 
 
 registry.register("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)

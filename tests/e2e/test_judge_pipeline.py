@@ -132,3 +132,17 @@ def test_no_judge_configured_runs_no_judge_metric(sink, start_collector, caplog)
     assert wait_until(lambda: len(sink.spans()) == 1)
     assert not [k for k in root_of(sink, "invoke_agent") if k.startswith("eval.")]
     assert "LLM-judge metrics not run" in caplog.text and "no judge configured" in caplog.text
+
+
+def test_sample_ratio_judges_only_the_traces_whose_id_falls_under_it(judge_server, sink, start_collector):
+    collector = start_collector(sink_config(
+        sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms",
+        extra_processors=judge_config(judge_server, "combined", extra=", sample_ratio: 0.5").split("\n")[0]))
+    low, high = bytes(8) + bytes([0x10]) + bytes(7), bytes(8) + bytes([0xF0]) + bytes(7)  # 0.06 and 0.94 of 2**64
+    for trace_id, name in ((low, "judged"), (high, "skipped")):
+        root = span(trace_id, name, attributes={"gen_ai.input.messages": messages("user", "Hello?"),
+                                                "gen_ai.output.messages": messages("assistant", "Hi.")})
+        grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
+    assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=15)
+    assert "eval.task_completion.score" in root_of(sink, "judged")
+    assert not [key for key in root_of(sink, "skipped") if key.startswith("eval.")]
