@@ -14,6 +14,11 @@ import random
 import time
 from dataclasses import dataclass
 
+from pydantic import Field, model_validator
+
+from collector.durations import Duration
+from collector.registry import ComponentConfig
+
 RETRY_AFTER_JITTER = 0.1  # up to 10% on top of what the server asked for
 
 
@@ -38,6 +43,25 @@ class RetryPolicy:
         if retry_after > self.max_retry_after_s:
             return None
         return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
+
+
+class RetrySettings(ComponentConfig):
+    """The retry keys of a client's config; subclasses may change the defaults."""
+
+    max_retries: int = Field(RetryPolicy.max_retries, ge=0)
+    initial_backoff: Duration = Field(RetryPolicy.initial_backoff_s, gt=0)
+    max_backoff: Duration = Field(RetryPolicy.max_backoff_s, gt=0)
+    max_retry_after: Duration = RetryPolicy.max_retry_after_s
+
+    @model_validator(mode="after")
+    def _backoff_bounds(self) -> RetrySettings:
+        if self.initial_backoff > self.max_backoff:
+            raise ValueError(f"initial_backoff ({self.initial_backoff:g}s) exceeds max_backoff "
+                             f"({self.max_backoff:g}s)")
+        return self
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_retries, self.initial_backoff, self.max_backoff, self.max_retry_after)
 
 
 def retry_after_s(error: BaseException) -> float | None:

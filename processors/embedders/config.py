@@ -32,6 +32,7 @@ from collector.registry import ComponentConfig
 from processors.embedders import hashing, minilm, openai_embedder
 from processors.embedders.base import Embedder
 from processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
+from processors.openai_retry import RetrySettings
 
 _log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class MiniLMEmbedderConfig(ComponentConfig):
     cache: CacheConfig = CacheConfig()
 
 
-class OpenAIEmbedderConfig(ComponentConfig):
+class OpenAIEmbedderConfig(RetrySettings):
     type: Literal["openai"] = "openai"
     base_url: str | None = None  # None: the openai package's default (OPENAI_BASE_URL or api.openai.com)
     model: str = Field(openai_embedder.DEFAULT_MODEL, min_length=1)
@@ -63,9 +64,7 @@ class OpenAIEmbedderConfig(ComponentConfig):
     max_concurrency: int = Field(openai_embedder.DEFAULT_MAX_CONCURRENCY, ge=1)
     timeout: Duration = Field(openai_embedder.DEFAULT_TIMEOUT_S, gt=0)
     max_retries: int = Field(openai_embedder.DEFAULT_MAX_RETRIES, ge=0)
-    initial_backoff: Duration = openai_embedder.DEFAULT_INITIAL_BACKOFF_S
-    max_backoff: Duration = openai_embedder.DEFAULT_MAX_BACKOFF_S
-    max_retry_after: Duration = openai_embedder.DEFAULT_MAX_RETRY_AFTER_S
+    max_backoff: Duration = Field(openai_embedder.DEFAULT_MAX_BACKOFF_S, gt=0)
     cache: CacheConfig = CacheConfig()
 
 
@@ -155,12 +154,7 @@ def build_uncached(config: Any) -> Embedder:
             batch_size=config.batch_size,
             max_concurrency=config.max_concurrency,
             timeout_s=config.timeout,
-            retry=openai_embedder.RetryPolicy(
-                max_retries=config.max_retries,
-                initial_backoff_s=config.initial_backoff,
-                max_backoff_s=config.max_backoff,
-                max_retry_after_s=config.max_retry_after,
-            ),
+            retry=config.retry_policy(),
         )
     raise TypeError(f"not an embedder config: {config!r}")
 

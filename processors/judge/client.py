@@ -56,10 +56,6 @@ API_KEY_ENV = "OPENAI_API_KEY"
 PLACEHOLDER_API_KEY = "unused"  # local servers ignore the key, but the client wants one
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_CONCURRENCY = 16
-DEFAULT_MAX_RETRIES = 4
-DEFAULT_INITIAL_BACKOFF_S = 0.5
-DEFAULT_MAX_BACKOFF_S = 20.0
-DEFAULT_MAX_RETRY_AFTER_S = 60.0
 DEFAULT_TEMPERATURE = 0.0
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
@@ -180,8 +176,7 @@ class OpenAIJudge(Judge):
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self.timeout_s = timeout_s
         self.max_concurrency = max_concurrency
-        self.retry = retry or RetryPolicy(DEFAULT_MAX_RETRIES, DEFAULT_INITIAL_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
-                                          DEFAULT_MAX_RETRY_AFTER_S)
+        self.retry = retry or RetryPolicy()  # 4 retries, 0.5 s to 20 s backoff
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.cache = cache
@@ -375,7 +370,6 @@ def _strict_compatible(schema: Any) -> bool:
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT_S",
     "JudgeStats",
     "OpenAIJudge",

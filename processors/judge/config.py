@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from collector.durations import Duration
 from collector.registry import ComponentConfig
 from processors.judge import client
 from processors.judge.base import Judge
 from processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
+from processors.openai_retry import RetrySettings
 
 
 class JudgeCacheConfig(ComponentConfig):
@@ -41,26 +42,15 @@ class JudgeCacheConfig(ComponentConfig):
     sqlite_path: str | None = Field(None, min_length=1)
 
 
-class JudgeConfig(ComponentConfig):
+class JudgeConfig(RetrySettings):
     model: str = Field(min_length=1)
     base_url: str | None = Field(None, min_length=1)  # None: $OPENAI_BASE_URL, else the OpenAI API
     api_key: str | None = Field(None, repr=False)  # None: $OPENAI_API_KEY, else a placeholder
     timeout: Duration = Field(client.DEFAULT_TIMEOUT_S, gt=0)
     max_concurrency: int = Field(client.DEFAULT_MAX_CONCURRENCY, ge=1)
-    max_retries: int = Field(client.DEFAULT_MAX_RETRIES, ge=0)
-    initial_backoff: Duration = Field(client.DEFAULT_INITIAL_BACKOFF_S, gt=0)
-    max_backoff: Duration = Field(client.DEFAULT_MAX_BACKOFF_S, gt=0)
-    max_retry_after: Duration = client.DEFAULT_MAX_RETRY_AFTER_S
     temperature: float = Field(client.DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
     cache: JudgeCacheConfig = JudgeCacheConfig()
-
-    @model_validator(mode="after")
-    def _backoff_bounds(self) -> JudgeConfig:
-        if self.initial_backoff > self.max_backoff:
-            raise ValueError(f"initial_backoff ({self.initial_backoff:g}s) exceeds max_backoff "
-                             f"({self.max_backoff:g}s)")
-        return self
 
 
 def build_cache(config: JudgeCacheConfig) -> JudgeCache | None:
@@ -80,12 +70,7 @@ def build_judge(config: JudgeConfig | dict[str, Any]) -> Judge:
         api_key=config.api_key,
         timeout_s=config.timeout,
         max_concurrency=config.max_concurrency,
-        retry=client.RetryPolicy(
-            max_retries=config.max_retries,
-            initial_backoff_s=config.initial_backoff,
-            max_backoff_s=config.max_backoff,
-            max_retry_after_s=config.max_retry_after,
-        ),
+        retry=config.retry_policy(),
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         cache=build_cache(config.cache),
