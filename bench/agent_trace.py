@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from collector.assembler import Assembler, AssemblerConfig  # noqa: E402
-from processors.agent_trace import build_agent_trace  # noqa: E402
+from spanscore.collector.assembler import Assembler, AssemblerConfig  # noqa: E402
+from spanscore.processors.agent_trace import build_agent_trace  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR, load_spans  # noqa: E402
 
 # One trace as build_agent_trace takes it: (trace_id, spans, session_id).

@@ -28,10 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from processors.embedders.base import Embedder  # noqa: E402
-from processors.embedders.cache import CachedEmbedder  # noqa: E402
-from processors.embedders.hashing import HashingEmbedder  # noqa: E402
-from processors.embedders.minilm import MiniLMEmbedder, missing_modules  # noqa: E402
+from spanscore.processors.embedders.base import Embedder  # noqa: E402
+from spanscore.processors.embedders.cache import CachedEmbedder  # noqa: E402
+from spanscore.processors.embedders.hashing import HashingEmbedder  # noqa: E402
+from spanscore.processors.embedders.minilm import MiniLMEmbedder, missing_modules  # noqa: E402
 
 WORDS_PER_TEXT = 60
 _VOCABULARY = """

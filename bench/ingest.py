@@ -91,7 +91,7 @@ service:
   pipelines:
     traces: {{receivers: [otlp], processors: {processors}, exporters: [otlp]}}
 """)
-        self.collector = subprocess.Popen([sys.executable, "-m", "collector.cli", "run", "--config", str(config)], cwd=ROOT)
+        self.collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT)
         wait_for_port(self.grpc_port)
 
     def stop(self) -> dict[str, np.ndarray]:

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from processors.agent_trace import AgentTrace, Step, ToolCall, ToolDefinition  # noqa: E402
-from processors.judge.client import OpenAIJudge, RetryPolicy  # noqa: E402
-from processors.judge.planner import JudgePlan  # noqa: E402
+from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall, ToolDefinition  # noqa: E402
+from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy  # noqa: E402
+from spanscore.processors.judge.planner import JudgePlan  # noqa: E402
 
 NAIVE_CALLS = 16  # the seven metrics' stages as the seed describes them, one call each
 SERVER = """

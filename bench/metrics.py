@@ -23,11 +23,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from collector.assembler import Assembler, AssemblerConfig  # noqa: E402
-from collector.session import Session, TraceSummary  # noqa: E402
-from processors.embedders.minilm import minilm_available  # noqa: E402
-from processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig  # noqa: E402
-from processors.session_processor import SessionMetrics, SessionMetricsConfig  # noqa: E402
+from spanscore.collector.assembler import Assembler, AssemblerConfig  # noqa: E402
+from spanscore.processors.agent_trace import agent_trace_of  # noqa: E402
+from spanscore.core.session import Session, TraceSummary  # noqa: E402
+from spanscore.processors.embedders.minilm import minilm_available  # noqa: E402
+from spanscore.processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig  # noqa: E402
+from spanscore.processors.session_processor import SessionMetrics, SessionMetricsConfig  # noqa: E402
 
 
 def make_traces(count: int) -> list:
@@ -57,7 +58,7 @@ async def run(embedder: str, traces: list) -> dict[str, float]:
     sessions: dict[str, Session] = {}
     started = time.perf_counter()
     for trace in traces:
-        trace.agent_trace()
+        agent_trace_of(trace)
     normalize_s = time.perf_counter() - started
     started = time.perf_counter()
     for trace in traces:

@@ -12,15 +12,15 @@ it from the event loop and tests drive it with a hand-held clock.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import Field, model_validator
 
-from collector import registry
-from collector.attributes import any_value_to_python
-from collector.durations import Duration
-from collector.trace import ScopeOrigin, Trace
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.attributes import any_value_to_python
+from spanscore.core.consumer import ConsumeOutcome
+from spanscore.core.durations import Duration
+from spanscore.core.trace import ScopeOrigin, Trace
 
 DEFAULT_TRACE_WAIT_S = 1.0
 DEFAULT_TRACE_TIMEOUT_S = 30.0
@@ -38,7 +38,7 @@ DEFAULT_SESSION_KEYS = (
 )
 
 
-class AssemblerConfig(registry.ComponentConfig):
+class AssemblerConfig(ComponentConfig):
     trace_wait: Duration = DEFAULT_TRACE_WAIT_S
     trace_timeout: Duration = DEFAULT_TRACE_TIMEOUT_S
     session_idle: Duration = DEFAULT_SESSION_IDLE_S
@@ -61,13 +61,6 @@ class AssemblerConfig(registry.ComponentConfig):
         return self
 
 
-@dataclass(frozen=True)
-class AddOutcome:
-    accepted: int
-    rejected: int
-    error: str | None = None  # the first reason a span was rejected
-
-
 class Assembler:
     """Buffers spans by trace id until their trace is ready."""
 
@@ -82,7 +75,7 @@ class Assembler:
     def __len__(self) -> int:
         return len(self._traces)
 
-    def add(self, request: ExportTraceServiceRequest, now: float) -> AddOutcome:
+    def add(self, request: ExportTraceServiceRequest, now: float) -> ConsumeOutcome:
         """Take every valid span of `request`; spans with invalid ids are rejected."""
         traces = self._traces
         touched: dict[bytes, Trace] = {}
@@ -113,7 +106,7 @@ class Assembler:
             idle[trace_id] = None
             idle.move_to_end(trace_id)
         self.buffered_spans += accepted
-        return AddOutcome(accepted, rejected, error)
+        return ConsumeOutcome(accepted, rejected, error)
 
     def pop_ready(self, now: float) -> list[Trace]:
         """Release the traces that are ready at `now`."""
@@ -212,4 +205,5 @@ def _id_problem(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> str |
     return None
 
 
-registry.register("processor", "assembler", AssemblerConfig, lambda component_id, config: Assembler(config))
+# Configured under `processors` as in the Collector's YAML, but built by the service itself.
+FACTORY = ComponentFactory("processor", "assembler", AssemblerConfig, None)

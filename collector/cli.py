@@ -11,9 +11,9 @@ import signal
 import sys
 from pathlib import Path
 
-from collector.config import ConfigError, load_config
-from collector.service import Service, run_until_signalled
-from collector.version import VERSION
+from spanscore.collector.config import ConfigError, load_config
+from spanscore.collector.service import Service, run_until_signalled
+from spanscore.core.version import VERSION
 
 DEFAULT_CONFIG = "otel-config.yaml"
 # The same file ships inside the package, so `spanscore run` works from any directory.
@@ -107,7 +107,3 @@ async def _serve(config) -> None:
     gc.collect()
     gc.freeze()
     await run_until_signalled(service, stop)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from collector import registry
-from collector.durations import Duration
-from collector.envsubst import expand_env
+from spanscore.collector.components import Factories, build_factories
+from spanscore.core.component import ComponentFactory, component_type
+from spanscore.core.durations import Duration
+from spanscore.collector.envsubst import expand_env
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"
@@ -86,6 +87,7 @@ class Component:
     id: str
     type: str
     config: Any
+    factory: ComponentFactory
 
 
 @dataclass(frozen=True)
@@ -118,17 +120,22 @@ class Config:
         return summary
 
 
-def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
+def load_config(path: str | Path, environ: dict[str, str] | None = None, factories: Factories | None = None) -> Config:
     """Read, expand and validate a config file; raises ConfigError listing every problem."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    return parse_config(text, source=str(path), environ=environ)
+    return parse_config(text, source=str(path), environ=environ, factories=factories)
 
 
-def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | None = None) -> Config:
+def parse_config(
+    text: str, source: str = "<memory>", environ: dict[str, str] | None = None, factories: Factories | None = None,
+) -> Config:
+    """Validate `text` against `factories` (default: built-ins and installed plugins)."""
+    if factories is None:
+        factories = build_factories()
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -145,11 +152,11 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
 
     sections: dict[str, dict[str, Component]] = {}
     for section, kind in _SECTIONS.items():
-        sections[section] = _validate_section(section, kind, raw.get(section), problems)
+        sections[section] = _validate_section(section, kind, raw.get(section), factories, problems)
     if ASSEMBLER_TYPE not in (raw.get("processors") or {}):
         # Every pipeline assembles traces: the assembler needs no section of its own.
-        spec = registry.lookup("processor", ASSEMBLER_TYPE)
-        sections["processors"][ASSEMBLER_TYPE] = Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, spec.config_model())
+        factory = factories.lookup("processor", ASSEMBLER_TYPE)
+        sections["processors"][ASSEMBLER_TYPE] = Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory)
 
     service = None
     if "service" not in raw:
@@ -184,11 +191,11 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
                 if component_id not in (raw.get(section) or {}):
                     problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
                 continue
-            spec = registry.lookup(_SECTIONS[section], component.type)
-            if key == "exporters" and spec.factory is None:
+            factory = component.factory
+            if key == "exporters" and factory.create is None:
                 problems.append(f"{where}[{i}]: {component_id!r} exports metrics only; list it under service.pipelines.metrics")
                 continue
-            if key == "metric_exporters" and spec.metrics_factory is None:
+            if key == "metric_exporters" and factory.create_metric_reader is None:
                 problems.append(f"{where}[{i}]: {component_id!r} cannot export metrics; use prometheus, otlp or otlphttp")
                 continue
             chosen[key].append(component)
@@ -218,7 +225,7 @@ def parse_config(text: str, source: str = "<memory>", environ: dict[str, str] | 
     )
 
 
-def _validate_section(section: str, kind: str, raw: Any, problems: list[str]) -> dict[str, Component]:
+def _validate_section(section: str, kind: Any, raw: Any, factories: Factories, problems: list[str]) -> dict[str, Component]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -230,10 +237,10 @@ def _validate_section(section: str, kind: str, raw: Any, problems: list[str]) ->
         if not isinstance(component_id, str) or not component_id:
             problems.append(f"{where}: component ids are strings like type or type/name")
             continue
-        type_name = registry.component_type(component_id)
-        spec = registry.lookup(kind, type_name)  # type: ignore[arg-type]
-        if spec is None:
-            problems.append(f"{where}: unknown {kind} type {type_name!r}; known: {', '.join(registry.known(kind)) or 'none'}")  # type: ignore[arg-type]
+        type_name = component_type(component_id)
+        factory = factories.lookup(kind, type_name)
+        if factory is None:
+            problems.append(f"{where}: unknown {kind} type {type_name!r}; known: {', '.join(factories.known(kind)) or 'none'}")
             continue
         if settings is None:
             settings = {}
@@ -241,11 +248,11 @@ def _validate_section(section: str, kind: str, raw: Any, problems: list[str]) ->
             problems.append(f"{where}: expected a mapping of settings, got {type(settings).__name__}")
             continue
         try:
-            config = spec.config_model.model_validate(settings)
+            config = factory.config_model.model_validate(settings)
         except ValidationError as exc:
             problems.extend(_pydantic_problems(where, exc))
             continue
-        components[component_id] = Component(component_id, type_name, config)
+        components[component_id] = Component(component_id, type_name, config, factory)
     return components
 
 

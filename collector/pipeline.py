@@ -7,7 +7,7 @@ gets its scores attached, and is handed to every exporter. Sessions close after
 `evaluate_session` carrier span is exported.
 
 Every received span counts as held until all exporters are done with it; when
-`max_buffered_spans` are held, `consume` raises `PipelineFull` and receivers tell the
+`max_buffered_spans` are held, `consume` raises `ConsumerFull` and receivers tell the
 client to retry later. Nothing is dropped silently: a span leaves through an exporter or
 is logged as dropped by it (only when the backend refuses it for good or stays down
 past the retry budget).
@@ -24,29 +24,24 @@ from collections.abc import Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.assembler import AddOutcome, Assembler
-from collector.session import Session, TraceSummary
-from collector.trace import ScopeOrigin, Trace
-from collector.version import VERSION
-from collector.attributes import find_attribute
-from exporters.base import Exporter
-from exporters.score_metrics import ScoreMetrics
-from processors.attacher import attach_judge_usage, attach_results, session_carrier
-from processors.base import Processor
-from processors.result import MetricResult
+from spanscore.collector.assembler import Assembler
+from spanscore.core.attributes import find_attribute
+from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
+from spanscore.core.result import MetricResult
+from spanscore.core.session import Session, TraceSummary
+from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.core.version import VERSION
+from spanscore.exporters.base import Exporter
+from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.processors.agent_trace import agent_name_of
+from spanscore.processors.attacher import attach_results, attach_usage, session_carrier
+from spanscore.processors.base import Processor
 
 log = logging.getLogger("spanscore.pipeline")
 
 MAX_TICK_S = 0.1
 MIN_TICK_S = 0.005
-
-
-class PipelineFull(Exception):
-    """Too many spans held; the client should retry after `retry_after_s`."""
-
-    def __init__(self, held: int, retry_after_s: int):
-        super().__init__(f"spanscore is holding {held} spans, its limit; retry later")
-        self.retry_after_s = retry_after_s
 
 
 class Pipeline:
@@ -89,18 +84,19 @@ class Pipeline:
     # Lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        for _, processor in self.processors:
-            await processor.start()
-        for exporter in self.exporters:
-            await exporter.start()
+        """Start scoring and releasing; the processors and exporters are already started."""
         if self.processors:
             self._workers = [
                 asyncio.create_task(self._score_forever(), name=f"scoring-{i}") for i in range(self.scoring_concurrency)
             ]
         self._ticker = asyncio.create_task(self._tick_forever(), name="pipeline-ticker")
 
-    async def shutdown(self, deadline: float) -> None:
-        """Release every buffered trace, close every session, flush exporters by `deadline`."""
+    async def drain(self, deadline: float) -> None:
+        """Release every buffered trace and close every session, handing all to the exporters.
+
+        Called once receivers stopped; by `deadline` what could not be scored is handed
+        over unscored. The exporters flush when they are shut down afterwards.
+        """
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
@@ -114,13 +110,14 @@ class Pipeline:
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
-        for exporter in self.exporters:
-            await exporter.shutdown(deadline)
-        for _, processor in self.processors:
-            try:
-                await processor.shutdown()
-            except Exception:
-                log.exception("processor shutdown failed")
+
+    async def settle(self) -> None:
+        """Wait until every trace released so far is scored and handed to the exporters,
+        and every closing session is done (for tests and embedders driving `tick`)."""
+        if self._workers:
+            await self._scoring_queue.join()
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
 
     async def _drain_scoring(self, deadline: float) -> None:
         try:
@@ -148,13 +145,14 @@ class Pipeline:
     # Input -----------------------------------------------------------------------------
 
     def check_capacity(self) -> None:
-        """Raise PipelineFull when at the span bound; receivers call it before parsing."""
+        """Raise ConsumerFull when at the span bound; receivers call it before parsing."""
         if self.held_spans >= self.max_held_spans:
             self.refused_requests += 1
-            raise PipelineFull(self.held_spans, self.retry_after_s)
+            raise ConsumerFull(f"spanscore is holding {self.held_spans} spans, its limit; retry later",
+                               self.retry_after_s)
 
-    def consume(self, request: ExportTraceServiceRequest) -> AddOutcome:
-        """Take a parsed request (called on the event loop); raises PipelineFull."""
+    def consume(self, request: ExportTraceServiceRequest) -> ConsumeOutcome:
+        """Take a parsed request (called on the event loop); raises ConsumerFull."""
         self.check_capacity()
         outcome = self.assembler.add(request, self.clock())
         self.held_spans += outcome.accepted
@@ -239,33 +237,38 @@ class Pipeline:
                     await self._run_processors(trace, session)
                     session.traces.append(TraceSummary.of(trace))
         finally:
-            # The normalized view served the processors; it is not kept while exporting.
-            trace.release_agent_trace()
+            # The views derived for the processors are not kept while exporting.
+            trace.release_derived()
             # Scoring never holds a trace back: even a cancelled or crashed scoring exports it.
             self._export(trace)
 
     async def _run_processors(self, trace: Trace, session: Session | None) -> None:
         results: list[MetricResult] = []
+        usages: list[EvaluatorUsage] = []
         for processor_id, processor in self.processors:
             try:
-                results.extend(await processor.process_trace(trace, session))
+                outputs = await processor.process_trace(trace, session)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("processor %s failed on trace %s: %s", processor_id, trace.trace_id_hex, exc)
                 results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+                continue
+            for output in outputs:
+                (usages if isinstance(output, EvaluatorUsage) else results).append(output)
         trace.results = results
         anchor = trace.anchor
-        if results and anchor is not None:
-            attach_results(anchor, results)
-        if trace.judge_usage is not None and anchor is not None:
-            attach_judge_usage(anchor, trace.judge_usage)
-        if self.score_metrics is not None:
-            service, agent = trace.service_name, trace.agent_name
+        if anchor is not None:
+            if results:
+                attach_results(anchor, results)
+            for usage in usages:
+                attach_usage(anchor, usage)
+        if self.score_metrics is not None and (results or usages):
+            service, agent = trace.service_name, agent_name_of(trace)
             if results:
                 self.score_metrics.record(results, service, agent)
-            if trace.judge_usage is not None:
-                self.score_metrics.record_judge_usage(trace.judge_usage, service, agent)
+            for usage in usages:
+                self.score_metrics.record_usage(usage, service, agent)
 
     def _close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id)

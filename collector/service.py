@@ -1,9 +1,11 @@
 """The running collector: builds components from a Config, starts them, stops them cleanly.
 
-Start order: extensions, processors and exporters (inside the pipeline), receivers
-last, so nothing is accepted before it can be handled. Shutdown reverses it: receivers
-stop accepting, buffered traces and sessions are pushed through processors and
-exporters, exporters flush, all within `service.shutdown_timeout`.
+Every component has one lifecycle, `start()` then `shutdown(deadline)`. Start order:
+extensions, the score metrics, processors, exporters, then the pipeline's workers and
+receivers last, so nothing is accepted before it can be handled. Shutdown reverses it:
+receivers stop accepting, buffered traces and sessions are pushed through processors to
+the exporters, exporters flush, all within `service.shutdown_timeout`. When a start
+fails, every component is shut down (shutdown is safe without start).
 """
 
 from __future__ import annotations
@@ -11,50 +13,57 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 
-from collector import registry
-from collector.assembler import Assembler
-from collector.config import Config
-from collector.pipeline import Pipeline
-from exporters.score_metrics import ScoreMetrics
+from spanscore.collector.assembler import Assembler
+from spanscore.collector.config import Config
+from spanscore.collector.pipeline import Pipeline
+from spanscore.core.component import Component, PipelineWatcher
+from spanscore.exporters.score_metrics import ScoreMetrics
 
 log = logging.getLogger("spanscore")
 
-RECEIVER_GRACE_S = 1.0
+FAILED_START_SHUTDOWN_S = 1.0
 
 
 class Service:
     def __init__(self, config: Config):
         self.config = config
         self.assembler = Assembler(config.assembler)
-        processors = [
-            (c.id, registry.lookup("processor", c.type).factory(c.id, c.config)) for c in config.processors[1:]
-        ]
-        exporters = [registry.lookup("exporter", c.type).factory(c.id, c.config) for c in config.exporters]
+        processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
+        exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
         self.score_metrics: ScoreMetrics | None = None
-        self.pipeline = Pipeline(self.assembler, processors, exporters)
-        self.receivers = [registry.lookup("receiver", c.type).factory(c.id, c.config) for c in config.receivers]
-        self.extensions = [registry.lookup("extension", c.type).factory(c.id, c.config) for c in config.extensions]
-        self._started: list = []
+        if config.metric_exporters:
+            interval_s = config.service.pipelines.metrics.export_interval
+            self.score_metrics = ScoreMetrics([
+                _reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters
+            ])
+        self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics)
+        self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]
+        self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
+
+    @property
+    def processors(self) -> list[Component]:
+        return [processor for _, processor in self.pipeline.processors]
+
+    @property
+    def exporters(self) -> list[Component]:
+        return list(self.pipeline.exporters)
 
     async def start(self) -> None:
         try:
-            if self.config.metric_exporters:
-                self.score_metrics = self._score_metrics()
-                self.pipeline.score_metrics = self.score_metrics
-            for extension in self.extensions:
-                await extension.start()
-                self._started.append(extension)
+            for component in self._before_receivers():
+                await component.start()
             await self.pipeline.start()
             for receiver in self.receivers:
-                await receiver.start(self.pipeline)
-                self._started.append(receiver)
+                await receiver.start()
         except BaseException:
-            await self._stop_started()
+            deadline = time.monotonic() + FAILED_START_SHUTDOWN_S
+            await self.pipeline.drain(deadline)
+            await _shut_down([*self.receivers, *reversed(self._before_receivers())], deadline)
             raise
-        for extension in self.extensions:
-            if hasattr(extension, "healthy"):
-                extension.healthy = True
+        for watcher in self._watchers():
+            watcher.pipeline_ready()
         log.info("spanscore running: %s", self.config.summary())
         if not self.pipeline.processors:
             log.info("no scoring processors in the pipeline: traces are assembled and forwarded without scores")
@@ -62,46 +71,38 @@ class Service:
     async def shutdown(self) -> None:
         """Stop accepting, then flush everything held, bounded by the shutdown timeout."""
         deadline = time.monotonic() + self.config.service.shutdown_timeout
-        for extension in self.extensions:
-            if hasattr(extension, "healthy"):
-                extension.healthy = False
-        for receiver in self.receivers:
-            await receiver.stop(RECEIVER_GRACE_S)
-        await self.pipeline.shutdown(deadline)
-        if self.score_metrics is not None:
-            await asyncio.to_thread(self.score_metrics.shutdown, max(0.0, deadline - time.monotonic()))
-        for extension in self.extensions:
-            await extension.shutdown()
+        for watcher in self._watchers():
+            watcher.pipeline_not_ready()
+        await _shut_down(self.receivers, deadline)
+        await self.pipeline.drain(deadline)
+        await _shut_down([*self.exporters, *self.processors], deadline)
+        await _shut_down([c for c in (self.score_metrics,) if c is not None], deadline)
+        await _shut_down(self.extensions, deadline)
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
         log.info(
             "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans",
             self.pipeline.received_spans, self.pipeline.rejected_spans, self.pipeline.exported_traces, dropped,
         )
 
-    def _score_metrics(self) -> ScoreMetrics:
-        interval_s = self.config.service.pipelines.metrics.export_interval
-        readers = []
-        try:
-            for c in self.config.metric_exporters:
-                readers.append(registry.lookup("exporter", c.type).metrics_factory(c.id, c.config, interval_s))
-        except BaseException:
-            for reader in readers:
-                reader.shutdown()
-            raise
-        return ScoreMetrics(readers)
+    def _before_receivers(self) -> list[Component]:
+        metrics = [self.score_metrics] if self.score_metrics is not None else []
+        return [*self.extensions, *metrics, *self.processors, *self.exporters]
 
-    async def _stop_started(self) -> None:
-        for component in reversed(self._started):
-            try:
-                if hasattr(component, "stop"):
-                    await component.stop(0)
-                else:
-                    await component.shutdown()
-            except Exception:
-                log.exception("while stopping after a failed start")
-        await self.pipeline.shutdown(time.monotonic() + 1.0)
-        if self.score_metrics is not None:
-            self.score_metrics.shutdown(1.0)
+    def _watchers(self) -> list[PipelineWatcher]:
+        return [e for e in self.extensions if isinstance(e, PipelineWatcher)]
+
+
+async def _shut_down(components: Iterable[Component], deadline: float) -> None:
+    """Shut each down in order; one failing does not keep the others running."""
+    for component in components:
+        try:
+            await component.shutdown(deadline)
+        except Exception:
+            log.exception("%s failed to shut down", getattr(component, "id", type(component).__name__))
+
+
+def _reader(create, component_id: str, config, interval_s: float):
+    return lambda: create(component_id, config, interval_s)
 
 
 async def run_until_signalled(service: Service, stop: asyncio.Event) -> None:

@@ -17,9 +17,9 @@ from collections import deque
 
 from pydantic import Field
 
-from collector.durations import Duration
-from collector.registry import ComponentConfig
-from collector.trace import Trace
+from spanscore.core.durations import Duration
+from spanscore.core.component import ComponentConfig
+from spanscore.core.trace import Trace
 
 log = logging.getLogger("spanscore.exporters")
 
@@ -58,7 +58,7 @@ class ExportError(Exception):
 
 
 class Exporter:
-    """Base class: subclasses implement `send(traces)` and optionally `start`/`close`.
+    """Base class: subclasses implement `send(traces)` and optionally `open`/`close`.
 
     Threading: everything runs on the collector's event loop. Ownership: traces are
     lent read-only; the exporter calls `trace.export_done()` exactly once per enqueued
@@ -90,7 +90,12 @@ class Exporter:
         self._ready.set()
 
     async def shutdown(self, deadline: float) -> None:
-        """Send what is queued, retrying until `deadline` (monotonic), then close."""
+        """Send what is queued, retrying until `deadline` (monotonic), then close.
+
+        Safe without `start` (nothing was opened) and safe twice (the second is a no-op).
+        """
+        if self._closing:
+            return
         self._closing = True
         self._deadline = deadline
         self._ready.set()

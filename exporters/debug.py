@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import Literal, TextIO
 
-from collector import registry
-from collector.trace import Trace
-from exporters.base import Exporter, ExporterConfig
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.trace import Trace
+from spanscore.exporters.base import Exporter, ExporterConfig
 
 
 class DebugExporterConfig(ExporterConfig):
@@ -60,4 +60,4 @@ def _span_lines(trace: Trace) -> list[str]:
     return lines
 
 
-registry.register("exporter", "debug", DebugExporterConfig, DebugExporter)
+FACTORY = ComponentFactory("exporter", "debug", DebugExporterConfig, DebugExporter)

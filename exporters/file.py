@@ -11,11 +11,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from collector import registry
-from collector.export_request import build_request
-from collector.otlp_json import encode_request
-from collector.trace import Trace
-from exporters.base import Exporter, ExporterConfig, ExportError, QueueConfig
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.export_request import build_request
+from spanscore.core.otlp_json import encode_request
+from spanscore.core.trace import Trace
+from spanscore.exporters.base import Exporter, ExporterConfig, ExportError, QueueConfig
 
 
 class FileQueueConfig(QueueConfig):
@@ -56,4 +56,4 @@ class FileExporter(Exporter):
             file.close()
 
 
-registry.register("exporter", "file", FileExporterConfig, FileExporter)
+FACTORY = ComponentFactory("exporter", "file", FileExporterConfig, FileExporter)

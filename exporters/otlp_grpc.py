@@ -10,11 +10,11 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from pydantic import Field, model_validator
 
-from collector import registry
-from collector.export_request import build_request
-from collector.trace import Trace
-from exporters.base import Exporter, ExporterConfig, ExportError
-from exporters.tls import TlsClientConfig
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.export_request import build_request
+from spanscore.core.trace import Trace
+from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
+from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.otlp")
 
@@ -133,4 +133,4 @@ def metric_reader(component_id: str, config: OtlpGrpcExporterConfig, interval_s:
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
-registry.register("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter, metric_reader)
+FACTORY = ComponentFactory("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter, metric_reader)

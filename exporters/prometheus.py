@@ -13,13 +13,13 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from pydantic import field_validator
 
-from collector import registry
-from collector.endpoints import split_host_port, validate_endpoint
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.endpoints import split_host_port, validate_endpoint
 
 log = logging.getLogger("spanscore.exporters.prometheus")
 
 
-class PrometheusExporterConfig(registry.ComponentConfig):
+class PrometheusExporterConfig(ComponentConfig):
     endpoint: str = "127.0.0.1:9464"
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
@@ -47,4 +47,4 @@ class PrometheusReader(PrometheusMetricReader):
         super().shutdown(timeout_millis=timeout_millis, **kwargs)
 
 
-registry.register("exporter", "prometheus", PrometheusExporterConfig, None, PrometheusReader)
+FACTORY = ComponentFactory("exporter", "prometheus", PrometheusExporterConfig, None, PrometheusReader)

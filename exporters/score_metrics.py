@@ -11,26 +11,49 @@ endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
 
+from opentelemetry.metrics import Counter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
-from collector.version import VERSION
-from processors.result import MetricResult
+from spanscore.core.version import VERSION
+from spanscore.core.result import MetricResult
+from spanscore.core.usage import EvaluatorUsage
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
-JUDGE_CALLS_COUNTER = "gen_ai.evaluation.judge.calls"
-JUDGE_TOKENS_COUNTER = "gen_ai.evaluation.judge.tokens"
+# Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
+USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
+USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 class ScoreMetrics:
-    """Records metric results; thread-safe (the SDK instruments are)."""
+    """Records metric results; thread-safe (the SDK instruments are).
 
-    def __init__(self, readers: list[MetricReader]):
+    A component: `start()` builds the metric readers (a Prometheus reader opens its
+    port then) and the MeterProvider; `shutdown(deadline)` exports what is pending and
+    stops them. Recording before `start` or after `shutdown` is a no-op.
+    """
+
+    def __init__(self, readers: Sequence[Callable[[], MetricReader]]):
+        self._create_readers = list(readers)
+        self.provider: MeterProvider | None = None
+        self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
+
+    async def start(self) -> None:
+        readers: list[MetricReader] = []
+        try:
+            for create in self._create_readers:
+                readers.append(create())
+        except BaseException:
+            for reader in readers:
+                reader.shutdown()
+            raise
         self.provider = MeterProvider(
             metric_readers=readers,
             resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}),
@@ -43,14 +66,11 @@ class ScoreMetrics:
         self._results = meter.create_counter(
             RESULT_COUNTER, unit="{result}", description="Evaluation results by label: pass, fail or error",
         )
-        self._judge_calls = meter.create_counter(
-            JUDGE_CALLS_COUNTER, unit="{request}", description="Requests sent to the LLM judge, retries included",
-        )
-        self._judge_tokens = meter.create_counter(
-            JUDGE_TOKENS_COUNTER, unit="{token}", description="LLM judge tokens by gen_ai.token.type (input, output)",
-        )
+        self._meter = meter
 
     def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None) -> None:
+        if self.provider is None:
+            return
         for result in results:
             attributes = {
                 "gen_ai.evaluation.name": result.name,
@@ -64,17 +84,41 @@ class ScoreMetrics:
                 self._scores.record(result.score, attributes)
             self._results.add(1, attributes)
 
-    def record_judge_usage(self, usage: dict[str, int], service_name: str | None, agent_name: str | None) -> None:
+    def record_usage(self, usage: EvaluatorUsage, service_name: str | None, agent_name: str | None) -> None:
+        if self.provider is None:
+            return
+        calls, tokens = self._usage_counters_for(usage.evaluator)
         attributes = {}
         if service_name:
             attributes["service.name"] = service_name
         if agent_name:
             attributes["gen_ai.agent.name"] = agent_name
-        self._judge_calls.add(usage.get("calls", 0), attributes)
-        self._judge_tokens.add(usage.get("input_tokens", 0), {**attributes, "gen_ai.token.type": "input"})
-        self._judge_tokens.add(usage.get("output_tokens", 0), {**attributes, "gen_ai.token.type": "output"})
+        calls.add(usage.calls, attributes)
+        tokens.add(usage.input_tokens, {**attributes, "gen_ai.token.type": "input"})
+        tokens.add(usage.output_tokens, {**attributes, "gen_ai.token.type": "output"})
 
-    def shutdown(self, timeout_s: float) -> None:
-        """Export what is pending and stop the readers."""
-        self.provider.force_flush(int(timeout_s * 1000))
-        self.provider.shutdown()
+    def _usage_counters_for(self, evaluator: str) -> tuple[Counter, Counter]:
+        counters = self._usage_counters.get(evaluator)
+        if counters is None:
+            counters = self._usage_counters[evaluator] = (
+                self._meter.create_counter(
+                    USAGE_CALLS_COUNTER.format(evaluator=evaluator), unit="{request}",
+                    description=f"Requests sent to the {evaluator} evaluator, retries included",
+                ),
+                self._meter.create_counter(
+                    USAGE_TOKENS_COUNTER.format(evaluator=evaluator), unit="{token}",
+                    description=f"{evaluator} evaluator tokens by gen_ai.token.type (input, output)",
+                ),
+            )
+        return counters
+
+    async def shutdown(self, deadline: float) -> None:
+        """Export what is pending by `deadline` and stop the readers."""
+        provider, self.provider = self.provider, None
+        if provider is not None:
+            await asyncio.to_thread(_flush_and_stop, provider, max(0.0, deadline - time.monotonic()))
+
+
+def _flush_and_stop(provider: MeterProvider, timeout_s: float) -> None:
+    provider.force_flush(int(timeout_s * 1000))
+    provider.shutdown()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import model_validator
 
-from collector.registry import ComponentConfig
+from spanscore.core.component import ComponentConfig
 
 
 class TlsClientConfig(ComponentConfig):

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
-from collector.session import Session
-from processors.result import MetricResult
+from spanscore.core.session import Session
+from spanscore.core.result import MetricResult
+from spanscore.core.usage import EvaluatorUsage
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 SESSION_SPAN_NAME = "evaluate_session"
@@ -53,13 +54,15 @@ def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | No
         span.events.append(evaluation_event(result, now_ns))
 
 
-def attach_judge_usage(span: Span, usage: dict[str, int]) -> None:
-    """`eval.judge.calls`, `eval.judge.input_tokens`, `eval.judge.output_tokens` on `span`."""
+def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
+    """`eval.<evaluator>.calls`, `.input_tokens` and `.output_tokens` on `span`."""
     existing = {kv.key: kv for kv in span.attributes}
-    for name in ("calls", "input_tokens", "output_tokens"):
-        key = f"eval.judge.{name}"
+    prefix = f"eval.{usage.evaluator}."
+    for name, value in (("calls", usage.calls), ("input_tokens", usage.input_tokens),
+                        ("output_tokens", usage.output_tokens)):
+        key = prefix + name
         kv = existing.get(key) or span.attributes.add(key=key)
-        kv.value.CopyFrom(AnyValue(int_value=int(usage.get(name, 0))))
+        kv.value.CopyFrom(AnyValue(int_value=int(value)))
 
 
 def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:

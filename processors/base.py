@@ -1,16 +1,21 @@
 """The processor interface: what scoring components implement.
 
-A processor is built from its config by the registry factory and driven by the
+A processor is built from its config by its component factory and driven by the
 pipeline, Collector-style: `start`, then `process_trace`/`process_session` any number
-of times, then `shutdown`. Everything runs on the collector's event loop; a processor
-that does blocking work must move it off the loop (`asyncio.to_thread`).
+of times, then `shutdown(deadline)`. Everything runs on the collector's event loop; a
+processor that does blocking work must move it off the loop (`asyncio.to_thread`).
 """
 
 from __future__ import annotations
 
-from collector.session import Session
-from collector.trace import Trace
-from processors.result import MetricResult
+from collections.abc import Sequence
+
+from spanscore.core.result import MetricResult
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage
+
+TraceOutput = MetricResult | EvaluatorUsage
 
 
 class Processor:
@@ -19,15 +24,20 @@ class Processor:
     Data ownership:
     - `process_trace(trace, session)`: the trace and its spans are lent for the duration
       of the call. Read anything; do not mutate spans (the attacher writes scores after
-      all processors ran) and do not keep references to spans after returning. `session`
-      is the trace's session (None when the trace has none) with the summaries of its
-      previously scored traces; the current trace is appended after every processor ran.
-      Return the metric results for this trace. Traces of one session are processed one
-      at a time, in the order they became ready; traces of different sessions overlap.
+      all processors ran) and do not keep references to spans after returning. Views
+      shared between processors (the normalized agent trace) come from `trace.derive`.
+      `session` is the trace's session (None when the trace has none) with the summaries
+      of its previously scored traces; the current trace is appended after every
+      processor ran. Return the metric results for this trace, plus an `EvaluatorUsage`
+      for each model the processor paid to call. Traces of one session are processed
+      one at a time, in the order they became ready; traces of different sessions overlap.
     - `process_session(session)`: called once when the session closes (idle or
       shutdown); return session-level results. The session is lent for the call.
     - An exception from either hook is recorded as an error result for each metric the
       processor declares in `metric_names`; it never stops the trace from being exported.
+
+    Lifecycle: `start()` once before any processing; `shutdown(deadline)` after the last,
+    safe without `start` and safe twice.
     """
 
     metric_names: tuple[str, ...] = ()
@@ -44,11 +54,11 @@ class Processor:
     async def start(self) -> None:
         return None
 
-    async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
+    async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         return []
 
-    async def process_session(self, session: Session) -> list[MetricResult]:
+    async def process_session(self, session: Session) -> Sequence[MetricResult]:
         return []
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline: float) -> None:
         return None

@@ -14,21 +14,22 @@ from collections import deque
 
 from pydantic import Field
 
-from collector import registry
-from collector.session import Session
-from collector.trace import Trace
-from processors.base import Processor
-from processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
-from processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
-from processors.metrics.coherence import NAME as COHERENCE
-from processors.metrics.loop_detection import DEFAULT_WINDOW
-from processors.metrics.loop_detection import NAME as LOOP_DETECTION
-from processors.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.base import Processor
+from spanscore.processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
+from spanscore.processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
+from spanscore.processors.metrics.coherence import NAME as COHERENCE
+from spanscore.processors.metrics.loop_detection import DEFAULT_WINDOW
+from spanscore.processors.metrics.loop_detection import NAME as LOOP_DETECTION
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 log = logging.getLogger("spanscore.embedding_metrics")
 
 
-class MetricSettings(registry.ComponentConfig):
+class MetricSettings(ComponentConfig):
     enabled: bool = True
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
 
@@ -37,7 +38,7 @@ class LoopDetectionSettings(MetricSettings):
     window: int = Field(default=DEFAULT_WINDOW, ge=1, le=100)
 
 
-class EmbeddingMetricsConfig(registry.ComponentConfig):
+class EmbeddingMetricsConfig(ComponentConfig):
     embedder: EmbedderConfig = Field(default_factory=AutoEmbedderConfig)
     coherence: MetricSettings = Field(default_factory=MetricSettings)
     loop_detection: LoopDetectionSettings = Field(default_factory=LoopDetectionSettings)
@@ -70,14 +71,15 @@ class EmbeddingMetrics(Processor):
         except Exception as exc:  # the first embed will raise it again, per trace, as an error result
             log.error("embedder %s failed to load: %s", self.embedder.name, exc)
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, deadline: float) -> None:
         if self._warm_up is not None:
             self._warm_up.cancel()
-        if self.embedder is not None:
-            await self.embedder.close()
+        embedder, self.embedder = self.embedder, None
+        if embedder is not None:
+            await embedder.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
-        agent = trace.agent_trace()
+        agent = agent_trace_of(trace)
         user_input, output = agent.user_input, agent.final_output
         coherence_on = self.config.coherence.enabled
         loop_on = self.config.loop_detection.enabled and session is not None
@@ -98,4 +100,4 @@ class EmbeddingMetrics(Processor):
         return results
 
 
-registry.register("processor", "embedding_metrics", EmbeddingMetricsConfig, EmbeddingMetrics)
+FACTORY = ComponentFactory("processor", "embedding_metrics", EmbeddingMetricsConfig, EmbeddingMetrics)

@@ -19,26 +19,30 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from collector import registry
-from collector.session import Session
-from collector.trace import Trace
-from processors.base import Processor
-from processors.judge.base import Judge
-from processors.judge.config import JudgeConfig, build_judge
-from processors.judge.planner import JudgePlan
-from processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
-from processors.judge.rubrics import METRIC_NAMES
-from processors.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.base import Processor, TraceOutput
+from spanscore.processors.judge.base import Judge
+from spanscore.processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.judge.planner import JudgePlan
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
+from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 log = logging.getLogger("spanscore.judge_metrics")
 
+JUDGE_EVALUATOR = "judge"  # eval.judge.* on the span, gen_ai.evaluation.judge.* metrics
 
-class JudgeMetricSettings(registry.ComponentConfig):
+
+class JudgeMetricSettings(ComponentConfig):
     enabled: bool = True
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
 
 
-class RedactConfig(registry.ComponentConfig):
+class RedactConfig(ComponentConfig):
     patterns: list[str] = Field(default_factory=list)  # regexes; matches become [REDACTED]
     keys: list[str] = Field(default_factory=list)  # values under these keys become [REDACTED]
 
@@ -48,7 +52,7 @@ class RedactConfig(registry.ComponentConfig):
         return self
 
 
-class JudgeMetricsConfig(registry.ComponentConfig):
+class JudgeMetricsConfig(ComponentConfig):
     judge: JudgeConfig | None = None
     mode: Literal["per_metric", "combined"] = "per_metric"
     metrics: dict[str, JudgeMetricSettings] = Field(default_factory=dict)
@@ -119,21 +123,20 @@ class JudgeMetrics(Processor):
         log.info("LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
                  ", ".join(self.plan.metrics), self.config.judge.model, self.config.mode, self.plan.max_calls())
 
-    async def shutdown(self) -> None:
-        if self.judge is not None:
-            await self.judge.close()
+    async def shutdown(self, deadline: float) -> None:
+        judge, self.judge = self.judge, None
+        if judge is not None:
+            await judge.close()
 
-    async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
+    async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
         if self.plan is None or self.judge is None or not self._sampled(trace.trace_id):
             return []
-        results, usage = await self.plan.run(trace.agent_trace(), self.judge)
-        trace.judge_usage = {key: usage[key] for key in ("calls", "input_tokens", "output_tokens")}
-        return results
-
+        results, usage = await self.plan.run(agent_trace_of(trace), self.judge)
+        return [*results, EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"])]
 
     def _sampled(self, trace_id: bytes) -> bool:
         ratio = self.config.sample_ratio
         return ratio >= 1.0 or int.from_bytes(trace_id[8:], "big") < ratio * 2**64
 
 
-registry.register("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)
+FACTORY = ComponentFactory("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)

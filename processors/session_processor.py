@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from collector import registry
-from collector.session import Session
-from processors.base import Processor
-from processors.metrics.session_metrics import (
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.session import Session
+from spanscore.processors.base import Processor
+from spanscore.processors.metrics.session_metrics import (
     CONSISTENCY,
     DEFAULT_SIGNAL_WEIGHTS,
     RELIABILITY,
@@ -21,15 +21,15 @@ from processors.metrics.session_metrics import (
     agent_reliability,
     resolve_weights,
 )
-from processors.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 
-class SessionMetricConfig(registry.ComponentConfig):
+class SessionMetricConfig(ComponentConfig):
     enabled: bool = True
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
 
 
-class SessionMetricsConfig(registry.ComponentConfig):
+class SessionMetricsConfig(ComponentConfig):
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_SIGNAL_WEIGHTS))
     agent_reliability: SessionMetricConfig = Field(default_factory=SessionMetricConfig)
     agent_consistency: SessionMetricConfig = Field(default_factory=SessionMetricConfig)
@@ -64,4 +64,4 @@ class SessionMetrics(Processor):
         return results
 
 
-registry.register("processor", "session_metrics", SessionMetricsConfig, SessionMetrics)
+FACTORY = ComponentFactory("processor", "session_metrics", SessionMetricsConfig, SessionMetrics)

@@ -17,8 +17,8 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
-from collector.attributes import any_value_to_python
-from processors.agent_trace.content import unflatten
+from spanscore.core.attributes import any_value_to_python
+from spanscore.processors.agent_trace.content import unflatten
 
 Prefixes = str | tuple[str, ...]
 

@@ -31,8 +31,8 @@ from typing import Any
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from processors.agent_trace import genai, langfuse, openinference, openllmetry
-from processors.agent_trace.content import (
+from spanscore.processors.agent_trace import genai, langfuse, openinference, openllmetry
+from spanscore.processors.agent_trace.content import (
     io_text,
     last_user_text,
     normalize_messages,
@@ -41,7 +41,7 @@ from processors.agent_trace.content import (
     to_text,
     unwrap_call_input,
 )
-from processors.agent_trace.model import (
+from spanscore.processors.agent_trace.model import (
     AgentTrace,
     Message,
     Step,
@@ -50,7 +50,7 @@ from processors.agent_trace.model import (
     new_agent_trace,
     new_step,
 )
-from processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from json.scanner import make_scanner
 from typing import Any
 
-from processors.agent_trace.model import Message, ToolCall, ToolDefinition, new_message
+from spanscore.processors.agent_trace.model import Message, ToolCall, ToolDefinition, new_message
 
 # What isinstance checks take as a mapping: dict first, the common case, answered without
 # the (slower) abstract-class check.

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.attributes import attributes_to_dict, find_attribute
-from processors.agent_trace.content import (
+from spanscore.core.attributes import attributes_to_dict, find_attribute
+from spanscore.processors.agent_trace.content import (
     content_text,
     normalize_message,
     normalize_messages,
     parse_json,
     tool_definitions,
 )
-from processors.agent_trace.model import Message
-from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+from spanscore.processors.agent_trace.model import Message
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
 
 CONVENTION = "genai"
 LEGACY_CONVENTION = "genai_legacy"

@@ -14,14 +14,14 @@ offered.
 
 from __future__ import annotations
 
-from processors.agent_trace.content import (
+from spanscore.processors.agent_trace.content import (
     MAPPING,
     normalize_messages,
     parse_json,
     tool_definitions,
     unwrap_call_input,
 )
-from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
 
 CONVENTION = "langfuse"
 # A span with no key under these is not read at all.

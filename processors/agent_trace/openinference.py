@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from processors.agent_trace.content import (
+from spanscore.processors.agent_trace.content import (
     MAPPING,
     normalize_message,
     normalize_messages,
     parse_json,
     tool_definitions,
 )
-from processors.agent_trace.model import Message
-from processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+from spanscore.processors.agent_trace.model import Message
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
 
 CONVENTION = "openinference"
 # A span with no key under these is not read at all.

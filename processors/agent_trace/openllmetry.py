@@ -12,8 +12,8 @@ the span with `llm.request.type`.
 
 from __future__ import annotations
 
-from processors.agent_trace.content import tool_definitions, unwrap_call_input
-from processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
+from spanscore.processors.agent_trace.content import tool_definitions, unwrap_call_input
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
 
 CONVENTION = "openllmetry"
 

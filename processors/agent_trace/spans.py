@@ -12,9 +12,9 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from collector.attributes import find_attribute
-from processors.agent_trace.attributes import SpanAttributes
-from processors.agent_trace.model import Message, ToolDefinition
+from spanscore.core.attributes import find_attribute
+from spanscore.processors.agent_trace.attributes import SpanAttributes
+from spanscore.processors.agent_trace.model import Message, ToolDefinition
 
 __all__ = ["AGENT", "CHAIN", "LLM", "OTHER", "TOOL", "SpanAttributes", "SpanView", "span_error"]
 

@@ -16,9 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from processors.embedders.base import Embedder, l2_normalize
-    from processors.embedders.cache import CachedEmbedder, CacheStats
-    from processors.embedders.config import (
+    from spanscore.processors.embedders.base import Embedder, l2_normalize
+    from spanscore.processors.embedders.cache import CachedEmbedder, CacheStats
+    from spanscore.processors.embedders.config import (
         AutoEmbedderConfig,
         CacheConfig,
         EmbedderConfig,
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
         build_embedder,
         parse_embedder_config,
     )
-    from processors.embedders.hashing import HashingEmbedder
-    from processors.embedders.minilm import MiniLMEmbedder, MissingExtraError, minilm_available
-    from processors.embedders.openai_embedder import (
+    from spanscore.processors.embedders.hashing import HashingEmbedder
+    from spanscore.processors.embedders.minilm import MiniLMEmbedder, MissingExtraError, minilm_available
+    from spanscore.processors.embedders.openai_embedder import (
         EmbeddingRequestError,
         MissingAPIKeyError,
         OpenAIEmbedder,

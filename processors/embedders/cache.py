@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors.embedders.base import Embedder
+from spanscore.processors.embedders.base import Embedder
 
 DEFAULT_MAX_ENTRIES = 10_000
 

@@ -27,12 +27,12 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError, WrapValidator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from collector.durations import Duration
-from collector.registry import ComponentConfig
-from processors.embedders import hashing, minilm, openai_embedder
-from processors.embedders.base import Embedder
-from processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
-from processors.openai_retry import RetrySettings
+from spanscore.core.durations import Duration
+from spanscore.core.component import ComponentConfig
+from spanscore.processors.embedders import hashing, minilm, openai_embedder
+from spanscore.processors.embedders.base import Embedder
+from spanscore.processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
+from spanscore.processors.openai_retry import RetrySettings
 
 _log = logging.getLogger(__name__)
 

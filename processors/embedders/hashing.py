@@ -53,7 +53,7 @@ from hashlib import blake2b
 
 import numpy as np
 
-from processors.embedders.base import Embedder
+from spanscore.processors.embedders.base import Embedder
 
 DEFAULT_DIMENSION = 1024
 MIN_CHAR_NGRAM = 3

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from processors.embedders.base import Embedder, l2_normalize
+from spanscore.processors.embedders.base import Embedder, l2_normalize
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIMENSION = 384

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import openai
 
-from processors.embedders.base import Embedder, l2_normalize
-from processors.openai_retry import RetryPolicy, retry_after_s
+from spanscore.processors.embedders.base import Embedder, l2_normalize
+from spanscore.processors.openai_retry import RetryPolicy, retry_after_s
 
 DEFAULT_MODEL = "text-embedding-3-small"
 DEFAULT_BATCH_SIZE = 128

@@ -28,12 +28,12 @@ from typing import Any
 
 from pydantic import Field
 
-from collector.durations import Duration
-from collector.registry import ComponentConfig
-from processors.judge import client
-from processors.judge.base import Judge
-from processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
-from processors.openai_retry import RetrySettings
+from spanscore.core.durations import Duration
+from spanscore.core.component import ComponentConfig
+from spanscore.processors.judge import client
+from spanscore.processors.judge.base import Judge
+from spanscore.processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
+from spanscore.processors.openai_retry import RetrySettings
 
 
 class JudgeCacheConfig(ComponentConfig):

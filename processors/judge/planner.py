@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from processors.agent_trace import AgentTrace
-from processors.judge.base import Judge, JudgeError
-from processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, Redaction
-from processors.judge.rubrics import (
+from spanscore.processors.agent_trace import AgentTrace
+from spanscore.processors.judge.base import Judge, JudgeError
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, Redaction
+from spanscore.processors.judge.rubrics import (
     METRIC_NAMES,
     RUBRICS,
     Extraction,
@@ -38,8 +38,8 @@ from processors.judge.rubrics import (
     combined_instructions,
     combined_schema,
 )
-from processors.judge.trials import TrialRun, run_trials, validate_trials
-from processors.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.processors.judge.trials import TrialRun, run_trials, validate_trials
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 Mode = Literal["per_metric", "combined"]
 MODES: tuple[str, ...] = ("per_metric", "combined")

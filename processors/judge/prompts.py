@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processors.agent_trace import AgentTrace, Step
+from spanscore.processors.agent_trace import AgentTrace, Step
 
 DEFAULT_MAX_FIELD_CHARS = 2000
 REDACTED = "[REDACTED]"

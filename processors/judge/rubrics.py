@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from processors.agent_trace import AgentTrace
-from processors.judge.base import JudgeError
-from processors.judge.prompts import Redaction
-from processors.judge.trials import (
+from spanscore.processors.agent_trace import AgentTrace
+from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.prompts import Redaction
+from spanscore.processors.judge.trials import (
     TrialRun,
     closest_to,
     is_unit_score,
@@ -32,7 +32,7 @@ from processors.judge.trials import (
     median,
     trials_metadata,
 )
-from processors.result import MetricResult
+from spanscore.core.result import MetricResult
 
 MALFORMED = "malformed_answer"
 NO_PLAN = "No plan found in trace"

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from processors.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 if TYPE_CHECKING:
-    from processors.embedders.base import Embedder
+    from spanscore.processors.embedders.base import Embedder
 
 NAME = "coherence"
 
@@ -33,7 +33,7 @@ def default_embedder() -> Embedder:
 
     Imported on first use so that importing the metrics never pulls in an embedder.
     """
-    from processors.embedders.hashing import HashingEmbedder
+    from spanscore.processors.embedders.hashing import HashingEmbedder
 
     return HashingEmbedder()
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from numbers import Real
 from types import MappingProxyType
 
-from processors.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 RELIABILITY = "agent_reliability"
 CONSISTENCY = "agent_consistency"

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.running import wait_until
 
-SPANSCORE = [sys.executable, "-m", "collector.cli"]
+SPANSCORE = [sys.executable, "-m", "spanscore"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from collector.config import ConfigError, load_config, parse_config
-from collector.durations import parse_duration
+from spanscore.collector.config import ConfigError, load_config, parse_config
+from tests.support.factories import TEST_FACTORIES
+from spanscore.core.durations import parse_duration
 
 MINIMAL = """
 receivers: {otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}}
@@ -16,7 +17,7 @@ service: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}
 
 def problems_of(text: str, environ: dict | None = None) -> list[str]:
     with pytest.raises(ConfigError) as error:
-        parse_config(text, environ=environ or {})
+        parse_config(text, environ=environ or {}, factories=TEST_FACTORIES)
     return error.value.problems
 
 
@@ -132,7 +133,6 @@ def test_pipeline_needs_receivers_and_exporters():
 
 def test_assembler_must_come_first_and_timeout_cover_wait():
     base = MINIMAL.replace("exporters: [debug]", "processors: [toy_metric, assembler], exporters: [debug]")
-    import tests.support.toy_metric  # noqa: F401
 
     problems = problems_of(base + "processors: {assembler: {}, toy_metric: {}}\n")
     assert problems == ["service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"]

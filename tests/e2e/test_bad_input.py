@@ -12,7 +12,7 @@ import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.otlp_json import encode_request
+from spanscore.core.otlp_json import encode_request
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_trace_id, request_of, span
 

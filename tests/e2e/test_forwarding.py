@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from collector.otlp_json import encode_request
+from spanscore.core.otlp_json import encode_request
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import assert_forwarded_faithfully, every_field_request
 

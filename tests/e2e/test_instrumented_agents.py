@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import tests.support.recording_processor  # noqa: F401  (registers record_agent)
-from collector.otlp_json import encode_request
+from spanscore.core.otlp_json import encode_request
 from tests.e2e.test_bad_input import grpc_export, post
 from tests.support.agent_fixtures import SESSION_ID, SPANS_DIR, assert_weather_run
 from tests.support.otlp_json import read_requests

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-import tests.support.recording_processor  # noqa: F401
-from collector.attributes import attributes_to_dict
-from processors.judge.rubrics import METRIC_NAMES
+from spanscore.core.attributes import attributes_to_dict
+from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.e2e.test_bad_input import grpc_export
 from tests.e2e.test_metrics_pipeline import messages
 from tests.support.agent_fixtures import SPANS_DIR

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from collector.attributes import attributes_to_dict
-from processors.embedders.hashing import HashingEmbedder
-from processors.metrics import agent_consistency, agent_reliability, coherence, loop_detection
+from spanscore.core.attributes import attributes_to_dict
+from spanscore.processors.embedders.hashing import HashingEmbedder
+from spanscore.processors.metrics import agent_consistency, agent_reliability, coherence, loop_detection
 from tests.processors.test_score_encoding import send
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-import tests.support.toy_metric  # noqa: F401  (registers the processor type)
-from collector.attributes import attributes_to_dict
+from spanscore.core.attributes import attributes_to_dict
 from tests.processors.test_score_encoding import TOY, evaluation_events, exported_span, send
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
@@ -118,7 +117,6 @@ def test_open_sessions_are_bounded_by_closing_the_least_recently_active(sink, st
 
 
 def test_sessions_are_not_kept_when_no_processor_reads_them(sink, start_collector):
-    import tests.support.recording_processor  # noqa: F401
 
     collector = start_collector(sink_config(sink, processors="[assembler, record_agent]",
                                             extra_processors="  record_agent: {}", assembler="trace_wait: 50ms"))

@@ -9,8 +9,7 @@ import time
 import grpc
 import pytest
 
-import tests.support.toy_metric  # noqa: F401
-from collector.otlp_json import decode_request
+from spanscore.core.otlp_json import decode_request
 from tests.e2e.test_bad_input import post
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.otlp_sink import Fault

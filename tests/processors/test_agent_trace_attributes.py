@@ -1,7 +1,7 @@
 """SpanAttributes: lookups and prefix answers, which are kept per key tuple across spans."""
 
-from processors.agent_trace import attributes
-from processors.agent_trace.attributes import SpanAttributes
+from spanscore.processors.agent_trace import attributes
+from spanscore.processors.agent_trace.attributes import SpanAttributes
 from tests.support.spans import kv
 
 

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from processors.agent_trace import build as build_module
-from processors.agent_trace import build_agent_trace
+from spanscore.processors.agent_trace import build as build_module
+from spanscore.processors.agent_trace import build_agent_trace
 from tests.support.agent_spans import TRACE_ID, make_span, with_resource
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from processors.agent_trace import build_agent_trace
+from spanscore.processors.agent_trace import build_agent_trace
 from tests.processors.golden.make_golden import GOLDEN, bench_dumps, canonical, digest, fixture_cases
 
 EXPECTED = json.loads(GOLDEN.read_text(encoding="utf-8"))

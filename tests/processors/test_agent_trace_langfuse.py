@@ -1,6 +1,6 @@
 """Langfuse conventions (`langfuse.observation.*`, `langfuse.trace.*`)."""
 
-from processors.agent_trace import build_agent_trace
+from spanscore.processors.agent_trace import build_agent_trace
 from tests.support.agent_fixtures import (
     SESSION_ID,
     USER_ID,

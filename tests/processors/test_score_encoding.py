@@ -6,10 +6,9 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-import tests.support.toy_metric  # noqa: F401  (registers the processor type)
-from collector.attributes import attributes_to_dict
-from processors.attacher import attach_results
-from processors.result import MetricResult
+from spanscore.core.attributes import attributes_to_dict
+from spanscore.processors.attacher import attach_results
+from spanscore.core.result import MetricResult
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 

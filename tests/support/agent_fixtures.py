@@ -7,8 +7,8 @@ from pathlib import Path
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.attributes import find_attribute
-from processors.agent_trace import AgentTrace, build_agent_trace
+from spanscore.core.attributes import find_attribute
+from spanscore.processors.agent_trace import AgentTrace, build_agent_trace
 from tests.support.otlp_json import read_requests, spans_by_trace
 
 SPANS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "spans"

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.otlp_json import decode_request, encode_request
+from spanscore.core.otlp_json import decode_request, encode_request
 
 try:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans

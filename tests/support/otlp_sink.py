@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.otlp_json import decode_request
+from spanscore.core.otlp_json import decode_request
 
 
 @dataclass

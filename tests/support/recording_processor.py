@@ -1,16 +1,16 @@
 """A processor for tests that keeps the normalized agent trace of everything it sees.
 
-Registered as processor type `record_agent`; it scores nothing.
+Processor type `record_agent`; it scores nothing.
 """
 
 from __future__ import annotations
 
-from collector import registry
-from processors.agent_trace import AgentTrace
-from processors.base import Processor
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
+from spanscore.processors.base import Processor
 
 
-class RecordAgentConfig(registry.ComponentConfig):
+class RecordAgentConfig(ComponentConfig):
     pass
 
 
@@ -19,8 +19,8 @@ class RecordAgent(Processor):
         self.traces: list[AgentTrace] = []
 
     async def process_trace(self, trace, session):
-        self.traces.append(trace.agent_trace())
+        self.traces.append(agent_trace_of(trace))
         return []
 
 
-registry.register("processor", "record_agent", RecordAgentConfig, RecordAgent)
+FACTORY = ComponentFactory("processor", "record_agent", RecordAgentConfig, RecordAgent)

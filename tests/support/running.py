@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from collector.config import parse_config
-from collector.service import Service
+from spanscore.collector.config import parse_config
+from tests.support.factories import TEST_FACTORIES
+from spanscore.collector.service import Service
 from tests.support.event_loop_thread import EventLoopThread
 from tests.support.otlp_sink import OtlpSink
 
@@ -16,7 +17,7 @@ class RunningCollector:
 
     def __init__(self, loop: EventLoopThread, config_yaml: str):
         self.loop = loop
-        self.config = parse_config(config_yaml)
+        self.config = parse_config(config_yaml, factories=TEST_FACTORIES)
         self.service = Service(self.config)
         loop.run(self.service.start())
         receiver = self.service.receivers[0]

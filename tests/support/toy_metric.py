@@ -1,4 +1,4 @@
-"""A small metric processor defined for tests, registered as processor type `toy_metric`.
+"""A small metric processor defined for tests: processor type `toy_metric`.
 
 Trace metric `<name>`: score = min(1, spans / 4); raises on a root span named `fail_on`.
 Session metric `<name>_session`: score = share of the session's traces that were complete.
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
-from collector import registry
-from processors.base import Processor
-from processors.result import MetricResult
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.processors.base import Processor
+from spanscore.core.result import MetricResult
 
 
-class ToyMetricConfig(registry.ComponentConfig):
+class ToyMetricConfig(ComponentConfig):
     name: str = "toy"
     fail_on: str | None = None
     delay_s: float = 0.0
@@ -43,4 +43,4 @@ class ToyMetric(Processor):
                              explanation=f"{complete} of {len(session.traces)} traces complete")]
 
 
-registry.register("processor", "toy_metric", ToyMetricConfig, ToyMetric)
+FACTORY = ComponentFactory("processor", "toy_metric", ToyMetricConfig, ToyMetric)

@@ -3,10 +3,10 @@ import threading
 import numpy as np
 import pytest
 
-from processors.embedders.base import Embedder
-from processors.embedders.cache import CachedEmbedder
-from processors.embedders.hashing import HashingEmbedder
-from processors.embedders.openai_embedder import OpenAIEmbedder
+from spanscore.processors.embedders.base import Embedder
+from spanscore.processors.embedders.cache import CachedEmbedder
+from spanscore.processors.embedders.hashing import HashingEmbedder
+from spanscore.processors.embedders.openai_embedder import OpenAIEmbedder
 
 
 class RecordingEmbedder(Embedder):

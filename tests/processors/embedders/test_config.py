@@ -3,12 +3,12 @@ import logging
 import pytest
 from pydantic import ValidationError
 
-from collector.config import _pydantic_problems
-from collector.registry import ComponentConfig
-from processors.embedders import config as embedder_config
-from processors.embedders import minilm
-from processors.embedders.cache import CachedEmbedder
-from processors.embedders.config import (
+from spanscore.collector.config import _pydantic_problems
+from spanscore.core.component import ComponentConfig
+from spanscore.processors.embedders import config as embedder_config
+from spanscore.processors.embedders import minilm
+from spanscore.processors.embedders.cache import CachedEmbedder
+from spanscore.processors.embedders.config import (
     AutoEmbedderConfig,
     EmbedderConfig,
     HashingEmbedderConfig,
@@ -16,9 +16,9 @@ from processors.embedders.config import (
     build_embedder,
     parse_embedder_config,
 )
-from processors.embedders.hashing import HashingEmbedder
-from processors.embedders.minilm import MissingExtraError
-from processors.embedders.openai_embedder import MissingAPIKeyError, OpenAIEmbedder
+from spanscore.processors.embedders.hashing import HashingEmbedder
+from spanscore.processors.embedders.minilm import MissingExtraError
+from spanscore.processors.embedders.openai_embedder import MissingAPIKeyError, OpenAIEmbedder
 
 
 class MetricSettings(ComponentConfig):

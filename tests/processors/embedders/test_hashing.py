@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from processors.embedders.hashing import DEFAULT_DIMENSION, HashingEmbedder, char_ngrams, tokenize
+from spanscore.processors.embedders.hashing import DEFAULT_DIMENSION, HashingEmbedder, char_ngrams, tokenize
 
 ROOT = Path(__file__).resolve().parents[3]
 TEXTS = [
@@ -18,7 +18,7 @@ TEXTS = [
 ]
 DIGEST_SCRIPT = """
 import hashlib, sys
-from processors.embedders.hashing import HashingEmbedder
+from spanscore.processors.embedders.hashing import HashingEmbedder
 texts = sys.stdin.read().split("\\x1e")
 print(hashlib.sha256(HashingEmbedder().embed_sync(texts).tobytes()).hexdigest())
 """

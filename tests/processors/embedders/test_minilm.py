@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from processors.embedders import minilm
-from processors.embedders.minilm import DIMENSION, MiniLMEmbedder, MissingExtraError
+from spanscore.processors.embedders import minilm
+from spanscore.processors.embedders.minilm import DIMENSION, MiniLMEmbedder, MissingExtraError
 
 REQUIRE_ENV = "SPANSCORE_REQUIRE_MINILM"
 

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from processors.embedders.openai_embedder import (
+from spanscore.processors.embedders.openai_embedder import (
     EmbeddingRequestError,
     MissingAPIKeyError,
     OpenAIEmbedder,

@@ -29,7 +29,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from processors.agent_trace import build_agent_trace  # noqa: E402
+from spanscore.processors.agent_trace import build_agent_trace  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR, load_spans  # noqa: E402
 from tests.support.otlp_json import spans_by_trace  # noqa: E402
 

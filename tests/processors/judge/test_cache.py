@@ -2,9 +2,9 @@ import sqlite3
 
 import pytest
 
-from processors.judge.base import JudgeError
-from processors.judge.cache import JudgeCache, cache_key
-from processors.judge.client import OpenAIJudge, RetryPolicy
+from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.cache import JudgeCache, cache_key
+from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy
 from tests.processors.judge.test_client import MESSAGES, SCHEMA, answer, chat_requests
 
 

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from processors.judge.base import JudgeError
-from processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
+from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
 from tests.support.openai_server import Delay, ErrorReply, Reply
 
 SCHEMA = {

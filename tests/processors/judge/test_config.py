@@ -1,9 +1,9 @@
 import pytest
 from pydantic import ValidationError
 
-from processors.judge.cache import JudgeCache
-from processors.judge.client import DEFAULT_BASE_URL, OpenAIJudge
-from processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.judge.cache import JudgeCache
+from spanscore.processors.judge.client import DEFAULT_BASE_URL, OpenAIJudge
+from spanscore.processors.judge.config import JudgeConfig, build_judge
 from tests.processors.judge.test_client import MESSAGES, SCHEMA, answer
 
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from processors.agent_trace import AgentTrace, Step, ToolCall
-from processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
-from processors.judge.planner import JudgePlan
+from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall
+from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
+from spanscore.processors.judge.planner import JudgePlan
 
 pytestmark = pytest.mark.slow
 

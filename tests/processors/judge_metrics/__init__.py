@@ -15,8 +15,8 @@ from typing import Any
 
 import jsonschema
 
-from processors.agent_trace import AgentTrace, Step, ToolCall, ToolDefinition
-from processors.judge.base import Judge, JudgeError, JudgeReply
+from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall, ToolDefinition
+from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
 
 Answer = Mapping[str, Any] | JudgeError | Callable[["Request"], Any]
 

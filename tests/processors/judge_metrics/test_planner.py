@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from processors.judge.base import JudgeError
-from processors.judge.planner import JudgePlan
-from processors.judge.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS
+from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.planner import JudgePlan
+from spanscore.processors.judge.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS
 from tests.processors.judge_metrics import (
     EXTRACTED,
     PER_METRIC_ANSWERS,

@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from processors.judge.base import JudgeError
-from processors.judge.planner import JudgePlan
-from processors.judge.trials import majority, median, run_trials, spread
+from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.planner import JudgePlan
+from spanscore.processors.judge.trials import majority, median, run_trials, spread
 from tests.processors.judge_metrics import (
     PER_METRIC_ANSWERS,
     ScriptedJudge,

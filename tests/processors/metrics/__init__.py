@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from processors.embedders.base import Embedder, l2_normalize
+from spanscore.processors.embedders.base import Embedder, l2_normalize
 
 
 class TableEmbedder(Embedder):

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from processors.metrics import coherence, coherence_from_vectors, cosine_similarity
+from spanscore.processors.metrics import coherence, coherence_from_vectors, cosine_similarity
 from tests.processors.metrics import TableEmbedder
 
 QUESTION = "What is the weather in Tokyo?"
@@ -152,9 +152,9 @@ def test_default_embedder_is_imported_only_when_needed(monkeypatch):
             super().__init__(EMBEDDER_TABLE)
             created.append(self)
 
-    module = types.ModuleType("processors.embedders.hashing")
+    module = types.ModuleType("spanscore.processors.embedders.hashing")
     module.HashingEmbedder = FakeHashingEmbedder
-    monkeypatch.setitem(sys.modules, "processors.embedders.hashing", module)
+    monkeypatch.setitem(sys.modules, "spanscore.processors.embedders.hashing", module)
 
     assert coherence("", ANSWER).score == 1.0
     assert created == []  # an empty side needs no embedder

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from processors.metrics import PreviousOutput, loop_detection, loop_detection_from_vectors, word_set
+from spanscore.processors.metrics import PreviousOutput, loop_detection, loop_detection_from_vectors, word_set
 from tests.processors.metrics import TableEmbedder
 
 CURRENT = "Check the weather in Tokyo."     # {check, weather, tokyo}
@@ -205,9 +205,9 @@ def test_default_embedder_is_imported_only_when_needed(monkeypatch):
             super().__init__(TABLE)
             created.append(self)
 
-    module = types.ModuleType("processors.embedders.hashing")
+    module = types.ModuleType("spanscore.processors.embedders.hashing")
     module.HashingEmbedder = FakeHashingEmbedder
-    monkeypatch.setitem(sys.modules, "processors.embedders.hashing", module)
+    monkeypatch.setitem(sys.modules, "spanscore.processors.embedders.hashing", module)
 
     assert loop_detection(CURRENT, []).score == 1.0
     assert created == []

@@ -6,8 +6,8 @@ import doctest
 
 import pytest
 
-from processors.metrics import text
-from processors.metrics.text import STOP_WORDS, jaccard, text_jaccard, word_set
+from spanscore.processors.metrics import text
+from spanscore.processors.metrics.text import STOP_WORDS, jaccard, text_jaccard, word_set
 
 
 def test_stop_words_are_exactly_the_documented_list():

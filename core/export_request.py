@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-from collector.trace import Trace
+from spanscore.core.trace import Trace
 
 
 def build_request(traces: Iterable[Trace]) -> ExportTraceServiceRequest:

@@ -16,9 +16,9 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp_json import OtlpJsonError, decode_request, encode_message
-from collector.pipeline import Pipeline, PipelineFull
-from collector.receivers.ingest import InvalidRequest, ingest
+from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
+from spanscore.core.consumer import ConsumerFull, TracesConsumer
+from spanscore.receivers.ingest import InvalidRequest, ingest
 
 log = logging.getLogger("spanscore.receivers.http")
 
@@ -33,12 +33,12 @@ class _TooLarge(Exception):
 
 
 class HttpReceiver:
-    def __init__(self, host: str, port: int, path: str, max_body_bytes: int, pipeline: Pipeline):
+    def __init__(self, host: str, port: int, path: str, max_body_bytes: int, consumer: TracesConsumer):
         self.host = host
         self.port = port
         self.path = path
         self.max_body_bytes = max_body_bytes
-        self.pipeline = pipeline
+        self.consumer = consumer
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -59,8 +59,9 @@ class HttpReceiver:
         log.info("OTLP/HTTP receiver listening on http://%s:%d%s", self.host or "0.0.0.0", self.port, self.path)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
 
     async def _export(self, request: web.Request) -> web.Response:
         content_type = _CONTENT_TYPES.get(request.content_type)
@@ -70,8 +71,8 @@ class HttpReceiver:
                 text=f"unsupported content type {request.content_type!r}; send {PROTOBUF} or {JSON}\n",
             )
         try:
-            self.pipeline.check_capacity()  # refuse before reading and parsing the body
-        except PipelineFull as exc:
+            self.consumer.check_capacity()  # refuse before reading and parsing the body
+        except ConsumerFull as exc:
             return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip", "deflate", ""):
@@ -93,10 +94,10 @@ class HttpReceiver:
         except OtlpJsonError as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         try:
-            response = ingest(self.pipeline, export_request)
+            response = ingest(self.consumer, export_request)
         except InvalidRequest as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
-        except PipelineFull as exc:
+        except ConsumerFull as exc:
             return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc),
                           headers={"Retry-After": str(exc.retry_after_s)})
         return _encode(content_type, 200, response)

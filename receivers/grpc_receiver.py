@@ -15,8 +15,8 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.pipeline import Pipeline, PipelineFull
-from collector.receivers.ingest import InvalidRequest, ingest
+from spanscore.core.consumer import ConsumerFull, TracesConsumer
+from spanscore.receivers.ingest import InvalidRequest, ingest
 
 log = logging.getLogger("spanscore.receivers.grpc")
 
@@ -24,10 +24,10 @@ SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 class GrpcReceiver:
-    def __init__(self, endpoint: str, max_message_bytes: int, pipeline: Pipeline):
+    def __init__(self, endpoint: str, max_message_bytes: int, consumer: TracesConsumer):
         self.endpoint = endpoint
         self.max_message_bytes = max_message_bytes
-        self.pipeline = pipeline
+        self.consumer = consumer
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
 
@@ -49,22 +49,23 @@ class GrpcReceiver:
         log.info("OTLP/gRPC receiver listening on %s", self.endpoint.rsplit(":", 1)[0] + f":{self.port}")
 
     async def stop(self, grace_s: float) -> None:
-        if self._server is not None:
-            await self._server.stop(grace_s)
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(grace_s)
 
     async def _export(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            self.pipeline.check_capacity()  # refuse before paying for the parse
+            self.consumer.check_capacity()  # refuse before paying for the parse
             request = ExportTraceServiceRequest.FromString(body)
-        except PipelineFull as exc:
+        except ConsumerFull as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
         except DecodeError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
         try:
-            response = ingest(self.pipeline, request)
+            response = ingest(self.consumer, request)
         except InvalidRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except PipelineFull as exc:
+        except ConsumerFull as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
         return response.SerializeToString()
 

@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
+import time
+
 from pydantic import Field, field_validator, model_validator
 
-from collector import registry
-from collector.endpoints import split_host_port, validate_endpoint
-from collector.pipeline import Pipeline
-from collector.receivers.grpc_receiver import GrpcReceiver
-from collector.receivers.http_receiver import HttpReceiver
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.endpoints import split_host_port, validate_endpoint
+from spanscore.core.consumer import TracesConsumer
+from spanscore.receivers.grpc_receiver import GrpcReceiver
+from spanscore.receivers.http_receiver import HttpReceiver
 
 DEFAULT_GRPC_ENDPOINT = "127.0.0.1:4317"
 DEFAULT_HTTP_ENDPOINT = "127.0.0.1:4318"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# Requests in flight when shutdown begins get this long to finish, within the deadline.
+SHUTDOWN_GRACE_S = 1.0
 
 
-class GrpcProtocolConfig(registry.ComponentConfig):
+class GrpcProtocolConfig(ComponentConfig):
     endpoint: str = DEFAULT_GRPC_ENDPOINT
     max_recv_msg_size_mib: float = Field(default=DEFAULT_MAX_BODY_BYTES / 2**20, gt=0, le=2047)
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
 
-class HttpProtocolConfig(registry.ComponentConfig):
+class HttpProtocolConfig(ComponentConfig):
     endpoint: str = DEFAULT_HTTP_ENDPOINT
     traces_url_path: str = Field(default="/v1/traces", pattern=r"^/")
     max_request_body_size: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
@@ -30,7 +34,7 @@ class HttpProtocolConfig(registry.ComponentConfig):
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
 
-class Protocols(registry.ComponentConfig):
+class Protocols(ComponentConfig):
     grpc: GrpcProtocolConfig | None = None
     http: HttpProtocolConfig | None = None
 
@@ -49,41 +53,44 @@ class Protocols(registry.ComponentConfig):
         return self
 
 
-class OtlpReceiverConfig(registry.ComponentConfig):
+class OtlpReceiverConfig(ComponentConfig):
     protocols: Protocols = Field(default_factory=lambda: Protocols(grpc=GrpcProtocolConfig(), http=HttpProtocolConfig()))
 
 
 class OtlpReceiver:
-    """Starts the configured protocol servers feeding one pipeline."""
+    """Starts the configured protocol servers feeding one consumer."""
 
-    def __init__(self, component_id: str, config: OtlpReceiverConfig):
+    def __init__(self, component_id: str, config: OtlpReceiverConfig, consumer: TracesConsumer):
         self.id = component_id
         self.config = config
+        self.consumer = consumer
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
 
-    async def start(self, pipeline: Pipeline) -> None:
+    async def start(self) -> None:
         protocols = self.config.protocols
         if protocols.grpc is not None:
             self.grpc = GrpcReceiver(
-                protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), pipeline
+                protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), self.consumer
             )
             await self.grpc.start()
         if protocols.http is not None:
             host, port = split_host_port(protocols.http.endpoint)
-            self.http = HttpReceiver(host, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, pipeline)
+            self.http = HttpReceiver(
+                host, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, self.consumer
+            )
             try:
                 await self.http.start()
             except OSError:
-                await self.stop(0)
+                await self.shutdown(time.monotonic())
                 raise
 
-    async def stop(self, grace_s: float) -> None:
-        """Stop accepting; requests in flight get `grace_s` to finish."""
+    async def shutdown(self, deadline: float) -> None:
+        """Stop accepting; requests in flight get up to SHUTDOWN_GRACE_S to finish."""
         if self.http is not None:
             await self.http.stop()
         if self.grpc is not None:
-            await self.grpc.stop(grace_s)
+            await self.grpc.stop(max(0.0, min(SHUTDOWN_GRACE_S, deadline - time.monotonic())))
 
 
-registry.register("receiver", "otlp", OtlpReceiverConfig, OtlpReceiver)
+FACTORY = ComponentFactory("receiver", "otlp", OtlpReceiverConfig, OtlpReceiver)

@@ -10,17 +10,17 @@ then stall the event loop for hundreds of milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from collector.attributes import find_attribute
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from spanscore.core.attributes import find_attribute
+
 if TYPE_CHECKING:
-    from processors.agent_trace import AgentTrace
-    from processors.result import MetricResult
+    from spanscore.core.result import MetricResult
 
 # Span.flags bits (trace.proto): the parent's is_remote is known, and it is remote.
 _PARENT_IS_REMOTE = 0x100 | 0x200
@@ -56,7 +56,7 @@ class Trace:
 
     __slots__ = (
         "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "judge_usage", "_agent", "_pending_exports", "_on_exported",
+        "session_id", "late", "results", "derived", "_pending_exports", "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):
@@ -72,9 +72,9 @@ class Trace:
         # Filled in once by the pipeline after scoring; an empty tuple until then keeps
         # unscored traces from allocating a list each.
         self.results: Sequence[MetricResult] = ()
-        # Set by a judge processor: {"calls", "input_tokens", "output_tokens"} spent on this trace.
-        self.judge_usage: dict[str, int] | None = None
-        self._agent: AgentTrace | None = None
+        # Views computed from the spans (the normalized agent trace) and shared by the
+        # processors while the trace is scored; emptied before it is exported.
+        self.derived: dict[str, Any] | None = None
         self._pending_exports = 0
         self._on_exported: Any = None
 
@@ -125,24 +125,18 @@ class Trace:
         origin = self.root_origin or next(iter(self.spans_by_origin), None)
         return None if origin is None else find_attribute(origin.resource.attributes, "service.name")
 
-    @property
-    def agent_name(self) -> str | None:
-        """From the normalized view when it is built, else the root's `gen_ai.agent.name`."""
-        if self._agent is not None:
-            return self._agent.agent_name
-        anchor = self.anchor
-        return None if anchor is None else find_attribute(anchor.attributes, "gen_ai.agent.name")
+    def derive(self, key: str, build: Callable[[Trace], Any]) -> Any:
+        """`build(self)`, computed once per trace and shared until `release_derived`."""
+        derived = self.derived
+        if derived is None:
+            derived = self.derived = {}
+        value = derived.get(key)
+        if value is None:
+            value = derived[key] = build(self)
+        return value
 
-    def agent_trace(self) -> AgentTrace:
-        """The normalized agent view of this trace, built once on first use."""
-        if self._agent is None:
-            from processors.agent_trace import build_agent_trace
-
-            self._agent = build_agent_trace(self.trace_id, list(self.spans()), session_id=self.session_id)
-        return self._agent
-
-    def release_agent_trace(self) -> None:
-        self._agent = None
+    def release_derived(self) -> None:
+        self.derived = None
 
     # Export accounting: the pipeline counts a trace's spans as held until every
     # exporter has finished with it, which is what bounds memory end to end.

@@ -12,13 +12,13 @@ import time
 from aiohttp import web
 from pydantic import Field, field_validator
 
-from collector import registry
-from collector.endpoints import split_host_port, validate_endpoint
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.endpoints import split_host_port, validate_endpoint
 
 log = logging.getLogger("spanscore.health_check")
 
 
-class HealthCheckConfig(registry.ComponentConfig):
+class HealthCheckConfig(ComponentConfig):
     endpoint: str = "127.0.0.1:13133"
     path: str = Field(default="/", pattern=r"^/")
 
@@ -48,9 +48,16 @@ class HealthCheck:
             raise OSError(f"health_check cannot listen on {self.config.endpoint}: {exc.strerror or exc}") from None
         self.port = site._server.sockets[0].getsockname()[1]
 
-    async def shutdown(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    async def shutdown(self, deadline: float) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    def pipeline_ready(self) -> None:
+        self.healthy = True
+
+    def pipeline_not_ready(self) -> None:
+        self.healthy = False
 
     async def _status(self, request: web.Request) -> web.Response:
         body = {
@@ -61,4 +68,4 @@ class HealthCheck:
         return web.json_response(body, status=200 if self.healthy else 503)
 
 
-registry.register("extension", "health_check", HealthCheckConfig, HealthCheck)
+FACTORY = ComponentFactory("extension", "health_check", HealthCheckConfig, HealthCheck)

@@ -8,19 +8,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.pipeline import Pipeline
+from spanscore.core.consumer import TracesConsumer
 
 
 class InvalidRequest(Exception):
     """The request cannot be used: HTTP 400 / gRPC INVALID_ARGUMENT; the client must not retry."""
 
 
-def ingest(pipeline: Pipeline, request: ExportTraceServiceRequest) -> ExportTraceServiceResponse:
-    """Hand `request` to the pipeline; spans with invalid ids are reported as partial success.
+def ingest(consumer: TracesConsumer, request: ExportTraceServiceRequest) -> ExportTraceServiceResponse:
+    """Hand `request` to the consumer; spans with invalid ids are reported as partial success.
 
-    Raises PipelineFull (retryable) or InvalidRequest when every span was invalid.
+    Raises ConsumerFull (retryable) or InvalidRequest when every span was invalid.
     """
-    outcome = pipeline.consume(request)
+    outcome = consumer.consume(request)
     if outcome.rejected and not outcome.accepted:
         raise InvalidRequest(f"all {outcome.rejected} spans rejected; first problem: {outcome.error}")
     response = ExportTraceServiceResponse()

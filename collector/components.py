@@ -1,0 +1,97 @@
+"""The table of component types a service can build: built-ins, then installed plugins.
+
+As the Collector's distribution lists its `Factories`, the built-in types are named here
+explicitly; third-party types come from the entry points of the `spanscore.components`
+group, each pointing at a `ComponentFactory`:
+
+    [project.entry-points."spanscore.components"]
+    answer_length = "my_package.answer_length:FACTORY"
+
+A plugin may not replace a built-in type or another plugin's: the first one wins and the
+clash is reported, so a config never silently means something else after an install.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+
+from spanscore.collector import assembler
+from spanscore.core.component import ComponentFactory, Kind
+from spanscore.exporters import debug, file, otlp_grpc, otlp_http, prometheus
+from spanscore.extensions import health_check
+from spanscore.processors import embedding_processor, judge_processor, session_processor
+from spanscore.receivers import otlp
+
+log = logging.getLogger("spanscore.components")
+
+ENTRY_POINT_GROUP = "spanscore.components"
+
+BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
+    otlp.FACTORY,
+    assembler.FACTORY,
+    embedding_processor.FACTORY,
+    judge_processor.FACTORY,
+    session_processor.FACTORY,
+    otlp_grpc.FACTORY,
+    otlp_http.FACTORY,
+    file.FACTORY,
+    debug.FACTORY,
+    prometheus.FACTORY,
+    health_check.FACTORY,
+)
+
+
+@dataclass
+class Factories:
+    """Component types by kind and type name, plus what went wrong loading plugins."""
+
+    by_kind: dict[Kind, dict[str, ComponentFactory]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, factory: ComponentFactory, origin: str) -> None:
+        types = self.by_kind.setdefault(factory.kind, {})
+        if factory.type in types:
+            self.problems.append(f"{origin}: {factory.kind} type {factory.type!r} is already defined; ignored")
+            return
+        types[factory.type] = factory
+
+    def lookup(self, kind: Kind, type_name: str) -> ComponentFactory | None:
+        return self.by_kind.get(kind, {}).get(type_name)
+
+    def known(self, kind: Kind) -> list[str]:
+        return sorted(self.by_kind.get(kind, {}))
+
+    def __iter__(self) -> Iterator[ComponentFactory]:
+        for types in self.by_kind.values():
+            yield from types.values()
+
+
+def build_factories(extra: Iterable[ComponentFactory] = (), plugins: bool = True) -> Factories:
+    """Built-ins, then `extra` (for embedding spanscore), then installed plugins."""
+    factories = Factories()
+    for factory in BUILTIN_FACTORIES:
+        factories.add(factory, "built-in")
+    for factory in extra:
+        factories.add(factory, "extra")
+    if plugins:
+        for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+            _add_plugin(factories, entry_point)
+    for problem in factories.problems:
+        log.warning("%s", problem)
+    return factories
+
+
+def _add_plugin(factories: Factories, entry_point: EntryPoint) -> None:
+    origin = f"plugin {entry_point.name} ({entry_point.value})"
+    try:
+        factory = entry_point.load()
+    except Exception as exc:  # a broken plugin must not stop the built-ins from working
+        factories.problems.append(f"{origin}: cannot be loaded: {type(exc).__name__}: {exc}")
+        return
+    if not isinstance(factory, ComponentFactory):
+        factories.problems.append(f"{origin}: is a {type(factory).__name__}, not a ComponentFactory; ignored")
+        return
+    factories.add(factory, origin)

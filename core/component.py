@@ -1,0 +1,86 @@
+"""What every component is: a config model, a factory, and one lifecycle.
+
+Components are named `type[/name]` in config, as in the OpenTelemetry Collector. Each
+component type is described by a `ComponentFactory`: its kind, its type name, a pydantic
+config model (extra keys forbidden, defaults filled in) and how to build an instance. The
+service builds its table of factories from an explicit list of built-ins plus the entry
+points of the `spanscore.components` group (see `spanscore.collector.components`);
+nothing registers itself as an import side effect.
+
+Every component, whatever its kind, has the same lifecycle: `start()` once, then
+`shutdown(deadline)`, where `deadline` is a `time.monotonic()` value. `shutdown` must be
+safe without `start` (a sibling failed to start) and safe to call twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
+
+    from spanscore.core.consumer import TracesConsumer
+
+Kind = Literal["receiver", "processor", "exporter", "extension"]
+KINDS: tuple[Kind, ...] = ("receiver", "processor", "exporter", "extension")
+
+
+class ComponentConfig(BaseModel):
+    """Base for every component's config: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@runtime_checkable
+class Component(Protocol):
+    """The lifecycle the service drives every component through.
+
+    Threading: both hooks run on the collector's event loop.
+    """
+
+    async def start(self) -> None:
+        """Acquire resources (sockets, clients, models); raise to abort the service's start."""
+
+    async def shutdown(self, deadline: float) -> None:
+        """Release everything by `deadline` (monotonic seconds); safe without start and twice."""
+
+
+@runtime_checkable
+class PipelineWatcher(Protocol):
+    """An extension told when the pipeline starts and stops taking data (health checks)."""
+
+    def pipeline_ready(self) -> None: ...
+
+    def pipeline_not_ready(self) -> None: ...
+
+
+# How each kind is built; the service calls `create` with these arguments.
+ReceiverCreate = Callable[[str, Any, "TracesConsumer"], Component]  # (id, config, next consumer)
+ComponentCreate = Callable[[str, Any], Component]  # (id, config): processors, exporters, extensions
+# (id, config, export interval in seconds) -> a reader for the score metrics.
+MetricReaderCreate = Callable[[str, Any, float], "MetricReader"]
+
+
+@dataclass(frozen=True)
+class ComponentFactory:
+    """One component type: what the config may say about it and how to build it.
+
+    `create` is None for a type with no traces role (an exporter of metrics only, or
+    the assembler, which the service builds itself). `create_metric_reader` is set for
+    exporters that can also carry the score metrics (`service.pipelines.metrics`).
+    """
+
+    kind: Kind
+    type: str
+    config_model: type[ComponentConfig]
+    create: Callable[..., Component] | None
+    create_metric_reader: MetricReaderCreate | None = None
+
+
+def component_type(component_id: str) -> str:
+    """`otlp/backend` -> `otlp`."""
+    return component_id.split("/", 1)[0]

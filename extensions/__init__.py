@@ -1,0 +1,1 @@
+"""Extensions: components beside the pipeline. `health_check` answers liveness probes."""

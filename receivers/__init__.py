@@ -1,0 +1,1 @@
+"""Receivers: where spans come in. `otlp` takes OTLP over gRPC and HTTP."""

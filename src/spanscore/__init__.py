@@ -1,0 +1,55 @@
+"""spanscore: score AI-agent OpenTelemetry traces in flight.
+
+The public Python API, re-exported here: the metrics that need no LLM as pure functions,
+their `MetricResult`, and what a plugin needs to add a component (the `Processor` base
+class, `ComponentConfig`, `ComponentFactory`, the `Trace` and `Session` it is lent).
+
+    import spanscore
+    spanscore.coherence("What is the capital of France?", "Paris is the capital of France.")
+
+The collector itself runs with `spanscore run` or `python -m spanscore run`.
+"""
+
+from spanscore.core.component import Component, ComponentConfig, ComponentFactory
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.session import Session, TraceSummary
+from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.core.version import VERSION as __version__
+from spanscore.processors.agent_trace import AgentTrace, agent_trace_of, build_agent_trace
+from spanscore.processors.base import Processor
+from spanscore.processors.metrics import (
+    DEFAULT_SIGNAL_WEIGHTS,
+    agent_consistency,
+    agent_reliability,
+    coherence,
+    cosine_similarity,
+    jaccard,
+    loop_detection,
+    word_set,
+)
+
+__all__ = [
+    "DEFAULT_SIGNAL_WEIGHTS",
+    "DEFAULT_THRESHOLD",
+    "AgentTrace",
+    "Component",
+    "ComponentConfig",
+    "ComponentFactory",
+    "EvaluatorUsage",
+    "MetricResult",
+    "Processor",
+    "Session",
+    "Trace",
+    "TraceSummary",
+    "__version__",
+    "agent_consistency",
+    "agent_reliability",
+    "agent_trace_of",
+    "build_agent_trace",
+    "coherence",
+    "cosine_similarity",
+    "jaccard",
+    "loop_detection",
+    "word_set",
+]

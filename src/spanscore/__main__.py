@@ -1,0 +1,7 @@
+"""`python -m spanscore run|validate`: the same command line as the `spanscore` script."""
+
+import sys
+
+from spanscore.collector.cli import main
+
+sys.exit(main())
