@@ -24,8 +24,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
 from spanscore.collector.assembler import Assembler, AssemblerConfig  # noqa: E402
-from spanscore.processors.agent_trace import agent_trace_of  # noqa: E402
 from spanscore.core.session import Session, TraceSummary  # noqa: E402
+from spanscore.processors.agent_trace import agent_trace_of  # noqa: E402
 from spanscore.processors.embedders.minilm import minilm_available  # noqa: E402
 from spanscore.processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig  # noqa: E402
 from spanscore.processors.session_processor import SessionMetrics, SessionMetricsConfig  # noqa: E402

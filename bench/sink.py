@@ -15,7 +15,10 @@ import time
 
 import grpc
 import numpy as np
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 EMPTY_RESPONSE = ExportTraceServiceResponse().SerializeToString()
 

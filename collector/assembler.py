@@ -16,8 +16,8 @@ from collections import OrderedDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import Field, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.attributes import any_value_to_python
+from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
 from spanscore.core.durations import Duration
 from spanscore.core.trace import ScopeOrigin, Trace

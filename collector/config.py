@@ -16,9 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from spanscore.collector.components import Factories, build_factories
+from spanscore.collector.envsubst import expand_env
 from spanscore.core.component import ComponentFactory, component_type
 from spanscore.core.durations import Duration
-from spanscore.collector.envsubst import expand_env
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"

@@ -12,8 +12,8 @@ from typing import Any
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from spanscore.core.trace import Trace
 from spanscore.core.result import MetricResult
+from spanscore.core.trace import Trace
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from spanscore.core.attributes import find_attribute

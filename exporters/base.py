@@ -17,8 +17,8 @@ from collections import deque
 
 from pydantic import Field
 
-from spanscore.core.durations import Duration
 from spanscore.core.component import ComponentConfig
+from spanscore.core.durations import Duration
 from spanscore.core.trace import Trace
 
 log = logging.getLogger("spanscore.exporters")

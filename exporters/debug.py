@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Literal, TextIO
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import ComponentFactory
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import ComponentFactory
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.trace import Trace

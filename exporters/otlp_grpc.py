@@ -10,7 +10,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from pydantic import Field, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import ComponentFactory
 from spanscore.core.export_request import build_request
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError

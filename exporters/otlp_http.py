@@ -12,7 +12,7 @@ import aiohttp
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from pydantic import Field, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import ComponentFactory
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.trace import Trace

@@ -10,7 +10,6 @@ import logging
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry, start_http_server
-
 from pydantic import field_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory

@@ -20,9 +20,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
-from spanscore.core.version import VERSION
 from spanscore.core.result import MetricResult
 from spanscore.core.usage import EvaluatorUsage
+from spanscore.core.version import VERSION
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"

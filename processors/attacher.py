@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
-from spanscore.core.session import Session
 from spanscore.core.result import MetricResult
+from spanscore.core.session import Session
 from spanscore.core.usage import EvaluatorUsage
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"

@@ -15,6 +15,7 @@ from collections import deque
 from pydantic import Field
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_trace_of
@@ -24,7 +25,6 @@ from spanscore.processors.metrics import PreviousOutput, coherence_from_vectors,
 from spanscore.processors.metrics.coherence import NAME as COHERENCE
 from spanscore.processors.metrics.loop_detection import DEFAULT_WINDOW
 from spanscore.processors.metrics.loop_detection import NAME as LOOP_DETECTION
-from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 log = logging.getLogger("spanscore.embedding_metrics")
 

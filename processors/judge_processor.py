@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.result import DEFAULT_THRESHOLD
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
@@ -30,7 +31,6 @@ from spanscore.processors.judge.config import JudgeConfig, build_judge
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
 from spanscore.processors.judge.rubrics import METRIC_NAMES
-from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 log = logging.getLogger("spanscore.judge_metrics")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from pydantic import Field, model_validator
 
-from spanscore.core.durations import Duration
 from spanscore.core.component import ComponentConfig
+from spanscore.core.durations import Duration
 
 RETRY_AFTER_JITTER = 0.1  # up to 10% on top of what the server asked for
 

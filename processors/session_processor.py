@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.processors.base import Processor
 from spanscore.processors.metrics.session_metrics import (
@@ -21,7 +22,6 @@ from spanscore.processors.metrics.session_metrics import (
     agent_reliability,
     resolve_weights,
 )
-from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 
 class SessionMetricConfig(ComponentConfig):

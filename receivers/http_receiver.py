@@ -16,8 +16,8 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
+from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
 from spanscore.receivers.ingest import InvalidRequest, ingest
 
 log = logging.getLogger("spanscore.receivers.http")

@@ -7,8 +7,8 @@ import time
 from pydantic import Field, field_validator, model_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
-from spanscore.core.endpoints import split_host_port, validate_endpoint
 from spanscore.core.consumer import TracesConsumer
+from spanscore.core.endpoints import split_host_port, validate_endpoint
 from spanscore.receivers.grpc_receiver import GrpcReceiver
 from spanscore.receivers.http_receiver import HttpReceiver
 

@@ -27,8 +27,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError, WrapValidator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from spanscore.core.durations import Duration
 from spanscore.core.component import ComponentConfig
+from spanscore.core.durations import Duration
 from spanscore.processors.embedders import hashing, minilm, openai_embedder
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder

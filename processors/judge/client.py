@@ -45,10 +45,10 @@ from typing import Any
 
 import openai
 
-from spanscore.processors.openai_retry import RetryPolicy, retry_after_s
 from spanscore.processors.judge.answers import MalformedAnswer, parse_answer
 from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
 from spanscore.processors.judge.cache import JudgeCache, cache_key
+from spanscore.processors.openai_retry import RetryPolicy, retry_after_s
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"

@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import Field
 
-from spanscore.core.durations import Duration
 from spanscore.core.component import ComponentConfig
+from spanscore.core.durations import Duration
 from spanscore.processors.judge import client
 from spanscore.processors.judge.base import Judge
 from spanscore.processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge.base import Judge, JudgeError
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, Redaction
@@ -39,7 +40,6 @@ from spanscore.processors.judge.rubrics import (
     combined_schema,
 )
 from spanscore.processors.judge.trials import TrialRun, run_trials, validate_trials
-from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 Mode = Literal["per_metric", "combined"]
 MODES: tuple[str, ...] = ("per_metric", "combined")

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from spanscore.core.result import MetricResult
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge.base import JudgeError
 from spanscore.processors.judge.prompts import Redaction
@@ -32,7 +33,6 @@ from spanscore.processors.judge.trials import (
     median,
     trials_metadata,
 )
-from spanscore.core.result import MetricResult
 
 MALFORMED = "malformed_answer"
 NO_PLAN = "No plan found in trace"

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.metrics.coherence import METADATA_DECIMALS, as_vector, cosine_similarity, default_embedder
 from spanscore.processors.metrics.text import jaccard, word_set
-from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 
 if TYPE_CHECKING:
     from spanscore.processors.embedders.base import Embedder

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spanscore.collector.config import ConfigError, load_config, parse_config
-from tests.support.factories import TEST_FACTORIES
 from spanscore.core.durations import parse_duration
+from tests.support.factories import TEST_FACTORIES
 
 MINIMAL = """
 receivers: {otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}}

@@ -15,7 +15,13 @@ from tests.processors.test_score_encoding import TOY, send
 from tests.support.otlp_sink import Fault
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import (
-    assert_forwarded_faithfully, every_field_request, spans_with_context, new_span_id, new_trace_id, request_of, span,
+    assert_forwarded_faithfully,
+    every_field_request,
+    new_span_id,
+    new_trace_id,
+    request_of,
+    span,
+    spans_with_context,
 )
 
 

@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spanscore.core.attributes import attributes_to_dict
 from spanscore.collector.config import ConfigError, parse_config
+from spanscore.core.attributes import attributes_to_dict
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.running import wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 
 from spanscore.collector.config import parse_config
-from tests.support.factories import TEST_FACTORIES
 from spanscore.collector.service import Service
 from tests.support.event_loop_thread import EventLoopThread
+from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_sink import OtlpSink
 
 

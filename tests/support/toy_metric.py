@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
-from spanscore.processors.base import Processor
 from spanscore.core.result import MetricResult
+from spanscore.processors.base import Processor
 
 
 class ToyMetricConfig(ComponentConfig):
