@@ -1,0 +1,55 @@
+"""The component table: built-ins listed explicitly, plugins from entry points."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+from spanscore.collector.components import BUILTIN_FACTORIES, ENTRY_POINT_GROUP, Factories, _add_plugin, build_factories
+from spanscore.core.component import ComponentFactory
+from spanscore.processors.session_processor import FACTORY as SESSION_METRICS
+
+
+def plugin(value: str) -> EntryPoint:
+    return EntryPoint(name="example", value=value, group=ENTRY_POINT_GROUP)
+
+
+def test_builtins_are_known_by_kind():
+    factories = build_factories(plugins=False)
+    assert factories.known("receiver") == ["otlp"]
+    assert factories.known("processor") == ["assembler", "embedding_metrics", "judge_metrics", "session_metrics"]
+    assert factories.known("exporter") == ["debug", "file", "otlp", "otlphttp", "prometheus"]
+    assert factories.known("extension") == ["health_check"]
+    assert sorted(f.type for f in factories) == sorted(f.type for f in BUILTIN_FACTORIES)
+
+
+def test_a_plugin_cannot_replace_a_builtin_type():
+    clash = ComponentFactory("processor", "session_metrics", SESSION_METRICS.config_model, SESSION_METRICS.create)
+    factories = build_factories(extra=[clash], plugins=False)
+    assert factories.lookup("processor", "session_metrics") is SESSION_METRICS
+    assert factories.problems == ["extra: processor type 'session_metrics' is already defined; ignored"]
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_skipped():
+    factories = Factories()
+    _add_plugin(factories, plugin("spanscore_no_such_module:FACTORY"))
+    assert list(factories) == []
+    assert factories.problems == [
+        "plugin example (spanscore_no_such_module:FACTORY): cannot be loaded: "
+        "ModuleNotFoundError: No module named 'spanscore_no_such_module'"
+    ]
+
+
+def test_a_plugin_entry_point_must_name_a_factory():
+    factories = Factories()
+    _add_plugin(factories, plugin("spanscore.core.component:component_type"))
+    assert list(factories) == []
+    assert factories.problems == [
+        "plugin example (spanscore.core.component:component_type): is a function, not a ComponentFactory; ignored"
+    ]
+
+
+def test_a_plugin_entry_point_adds_its_type():
+    factories = Factories()
+    _add_plugin(factories, plugin("spanscore.processors.session_processor:FACTORY"))
+    assert factories.lookup("processor", "session_metrics") is SESSION_METRICS
+    assert factories.problems == []
