@@ -8,12 +8,21 @@ metrics' `gen_ai.evaluation.<evaluator>.calls` and `.tokens` counters.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_EVALUATOR_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
 class EvaluatorUsage:
-    evaluator: str  # a lowercase identifier: "judge"
+    evaluator: str  # a lowercase identifier, part of attribute and metric names: "judge"
     calls: int  # requests sent, retries and failed requests included
     input_tokens: int = 0
     output_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not _EVALUATOR_NAME.match(self.evaluator):
+            raise ValueError(f"evaluator must be a lowercase identifier, got {self.evaluator!r}")
+        if min(self.calls, self.input_tokens, self.output_tokens) < 0:
+            raise ValueError(f"usage counts cannot be negative: {self}")
