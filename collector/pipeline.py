@@ -30,9 +30,9 @@ from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.core.trace_exporter import TraceExporter
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
-from spanscore.exporters.base import Exporter
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.processors.agent_trace import agent_name_of
 from spanscore.processors.attacher import attach_results, attach_usage, session_carrier
@@ -49,7 +49,7 @@ class Pipeline:
         self,
         assembler: Assembler,
         processors: list[tuple[str, Processor]],
-        exporters: list[Exporter],
+        exporters: list[TraceExporter],
         clock: Callable[[], float] = time.monotonic,
         score_metrics: ScoreMetrics | None = None,
     ):
@@ -122,7 +122,7 @@ class Pipeline:
     async def _drain_scoring(self, deadline: float) -> None:
         try:
             await asyncio.wait_for(self._scoring_queue.join(), max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             log.error("shutdown deadline passed with %d traces waiting to be scored; exporting them unscored",
                       self._scoring_queue.qsize())
             for worker in self._workers:

@@ -58,7 +58,9 @@ class ExportError(Exception):
 
 
 class Exporter:
-    """Base class: subclasses implement `send(traces)` and optionally `open`/`close`.
+    """Batching and retries over `send`: a `TraceExporter` (spanscore.core.trace_exporter).
+
+    Subclasses implement `send(traces)` and optionally `open`/`close`.
 
     Threading: everything runs on the collector's event loop. Ownership: traces are
     lent read-only; the exporter calls `trace.export_done()` exactly once per enqueued

@@ -11,6 +11,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from spanscore.collector.components import BUILTIN_FACTORIES
 from spanscore.core.component import Component, ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
+from spanscore.core.trace_exporter import TraceExporter
 from spanscore.exporters.prometheus import FACTORY as PROMETHEUS
 from spanscore.exporters.score_metrics import ScoreMetrics
 
@@ -57,6 +58,8 @@ def test_every_builtin_type_but_the_assembler_and_prometheus_can_be_built():
 async def test_shutdown_is_safe_without_start_and_twice(factory, tmp_path):
     component = build(factory, tmp_path)
     assert isinstance(component, Component)
+    if factory.kind == "exporter":
+        assert isinstance(component, TraceExporter)
     await component.shutdown(soon())
     await component.shutdown(soon())
 

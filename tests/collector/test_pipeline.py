@@ -1,0 +1,378 @@
+"""The pipeline between an in-memory receiver and in-memory exporters, on a hand-held clock.
+
+No sockets: requests go in through `MemoryReceiver`, traces come out in `MemoryExporter`,
+and time moves only when a test sets the clock and ticks the pipeline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.collector.pipeline import Pipeline
+from spanscore.core.consumer import ConsumerFull
+from spanscore.core.result import MetricResult
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.exporters.memory import MemoryExporter
+from spanscore.processors.attacher import EVALUATION_EVENT, SESSION_SPAN_NAME
+from spanscore.processors.base import Processor
+from spanscore.receivers.ingest import InvalidRequest
+from spanscore.receivers.memory import MemoryReceiver
+from tests.support.spans import assert_forwarded_faithfully, new_span_id, new_trace_id, request_of, span
+from tests.support.toy_metric import ToyMetric, ToyMetricConfig
+
+
+class Clock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    clock: Clock
+    pipeline: Pipeline
+    receiver: MemoryReceiver
+    exporter: MemoryExporter
+
+    async def at(self, now: float) -> None:
+        """Set the clock, release what is due and wait until it reached the exporters."""
+        self.clock.now = now
+        self.pipeline.tick()
+        await self.pipeline.settle()
+
+    async def drain(self) -> None:
+        await self.pipeline.drain(time.monotonic() + 5.0)
+
+
+@pytest.fixture
+async def rig_for():
+    """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig."""
+    rigs: list[Rig] = []
+
+    async def build(*processors: Processor, exporters: list[MemoryExporter] | None = None, **settings) -> Rig:
+        clock = Clock()
+        config = AssemblerConfig(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
+        exporters = exporters or [MemoryExporter()]
+        pipeline = Pipeline(Assembler(config), [(f"processor/{i}", p) for i, p in enumerate(processors)],
+                            exporters, clock=clock)
+        await pipeline.start()
+        rig = Rig(clock, pipeline, MemoryReceiver(pipeline), exporters[0])
+        rigs.append(rig)
+        return rig
+
+    yield build
+    for rig in rigs:
+        await rig.drain()
+        for exporter in rig.pipeline.exporters:
+            await exporter.shutdown(time.monotonic() + 5.0)
+
+
+def toy(**config) -> ToyMetric:
+    return ToyMetric("toy_metric", ToyMetricConfig(**config))
+
+
+class UsageReporter(Processor):
+    """Scores every trace 0.75 and reports what a judge would have spent on it."""
+
+    metric_names = ("judged",)
+
+    async def process_trace(self, trace, session):
+        return [MetricResult(name="judged", score=0.75),
+                EvaluatorUsage(evaluator="judge", calls=2, input_tokens=120, output_tokens=30)]
+
+
+def evaluation_events(exported) -> list[dict]:
+    return [{kv.key: kv.value for kv in event.attributes} for event in exported.anchor.events
+            if event.name == EVALUATION_EVENT]
+
+
+# Readiness -------------------------------------------------------------------------------
+
+
+async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrived(rig_for):
+    rig = await rig_for(toy())
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send_spans([span(trace_id, "child", parent=root_id)])
+    await rig.at(1.5)
+    assert rig.exporter.exported == []  # quiet, but no root yet
+    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id)])
+    await rig.at(2.25)
+    assert rig.exporter.exported == []
+    await rig.at(2.5)
+    exported = rig.exporter.only(trace_id)
+    assert exported.complete and not exported.late
+    assert sorted(exported.span_names) == ["child", "root"]
+    assert exported.anchor.name == "root"
+    assert exported.anchor_attributes == {"eval.toy.score": 0.5, "eval.toy.label": "pass",
+                                          "eval.toy.explanation": "2 spans"}
+    assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 1
+
+
+async def test_trace_without_root_is_exported_at_trace_timeout_marked_incomplete(rig_for):
+    rig = await rig_for(toy(), trace_timeout=5.0)
+    trace_id = new_trace_id()
+    rig.receiver.send_spans([span(trace_id, "orphan", parent=new_span_id())])
+    await rig.at(4.75)
+    assert rig.exporter.exported == []
+    await rig.at(5.0)
+    exported = rig.exporter.only(trace_id)
+    assert not exported.complete
+    assert exported.anchor.name == "orphan"  # scores go on the earliest span instead
+    assert exported.anchor_attributes["eval.toy.score"] == 0.25
+    assert exported.anchor_attributes["eval.toy.label"] == "fail"
+
+
+async def test_without_processors_traces_are_forwarded_unchanged(rig_for):
+    rig = await rig_for()
+    trace_id, root_id = new_trace_id(), new_span_id()
+    request = request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)],
+                         service="shop", resource_attributes={"deployment.environment": "test"})
+    sent = type(request)()
+    sent.CopyFrom(request)
+    rig.receiver.send(request)
+    await rig.at(1.0)
+    exported = rig.exporter.only(trace_id)
+    assert exported.results == () and exported.scores == {}
+    assert_forwarded_faithfully([sent], [exported.request])
+
+
+# Sessions --------------------------------------------------------------------------------
+
+
+async def test_traces_of_one_session_reach_processors_in_the_order_they_became_ready(rig_for):
+    metric = toy(delay_s=0.01)  # scoring overlaps unless the session keeps it in order
+    rig = await rig_for(metric)
+    first, second, third, other = (new_trace_id() for _ in range(4))
+    first_root = new_span_id()
+    rig.receiver.send_spans([span(first, "first", span_id=first_root, attributes={"session.id": "s1"})])
+    rig.clock.now = 0.25
+    rig.receiver.send_spans([span(second, "second", attributes={"session.id": "s1"}),
+                             span(other, "other", attributes={"session.id": "s2"})])
+    rig.clock.now = 0.5
+    rig.receiver.send_spans([span(first, "step", parent=first_root)])  # `first` becomes ready last
+    await rig.at(1.25)
+    rig.receiver.send_spans([span(third, "third", attributes={"session.id": "s1"})])
+    await rig.at(3.0)
+    assert [seen for seen in metric.seen if seen[0] == "s1"] == [("s1", 0, second), ("s1", 1, first), ("s1", 2, third)]
+    assert [seen for seen in metric.seen if seen[0] == "s2"] == [("s2", 0, other)]
+    assert [rig.exporter.only(t).session_id for t in (first, second, third, other)] == ["s1", "s1", "s1", "s2"]
+
+
+async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_spans(rig_for):
+    rig = await rig_for(toy(), session_idle=60.0)
+    traces = [(new_trace_id(), new_span_id()) for _ in range(2)]
+    rig.receiver.send_spans([span(t, "turn", span_id=s, attributes={"session.id": "s1"}) for t, s in traces],
+                            service_name="chat")
+    await rig.at(1.0)  # both released, so the session was last active at 1.0
+    await rig.at(60.75)
+    assert rig.exporter.named(SESSION_SPAN_NAME) == []
+    assert list(rig.pipeline.sessions) == ["s1"]
+    await rig.at(61.0)
+    [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
+    assert rig.pipeline.sessions == {}
+    assert carrier.session_id == "s1" and carrier.scores == {"toy_session": 1.0}
+    assert carrier.anchor_attributes == {
+        "session.id": "s1", "gen_ai.conversation.id": "s1", "openinference.span.kind": "EVALUATOR",
+        "eval.session.trace_count": 2, "eval.toy_session.score": 1.0, "eval.toy_session.label": "pass",
+        "eval.toy_session.explanation": "2 of 2 traces complete",
+    }
+    assert {(link.trace_id, link.span_id) for link in carrier.anchor.links} == set(traces)
+    [resource_spans] = carrier.request.resource_spans
+    assert resource_spans.resource.attributes[0].value.string_value == "chat"
+    assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 3
+
+
+async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
+    rig = await rig_for(toy())
+    complete, rootless = new_trace_id(), new_trace_id()
+    rig.receiver.send_spans([span(complete, "turn", attributes={"session.id": "s1"})])
+    await rig.at(1.0)
+    rig.receiver.send_spans([span(rootless, "orphan", parent=new_span_id(), attributes={"session.id": "s1"})])
+    await rig.drain()
+    assert not rig.exporter.only(rootless).complete  # released by the drain, still scored
+    assert rig.exporter.only(rootless).scores == {"toy": 0.25}
+    [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
+    assert carrier.scores == {"toy_session": 0.5}
+    assert carrier.anchor_attributes["eval.session.trace_count"] == 2
+    assert {link.trace_id for link in carrier.anchor.links} == {complete, rootless}
+    assert rig.pipeline.sessions == {} and rig.pipeline.held_spans == 0
+
+
+async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
+    rig = await rig_for(UsageReporter())
+    trace_id = new_trace_id()
+    rig.receiver.send_spans([span(trace_id, "turn", attributes={"session.id": "s1"})])
+    await rig.at(1.0)
+    assert rig.pipeline.sessions == {}
+    assert rig.exporter.only(trace_id).session_id == "s1"
+    await rig.drain()
+    assert rig.exporter.named(SESSION_SPAN_NAME) == []
+
+
+# Late spans and shutdown -----------------------------------------------------------------
+
+
+async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace_wait(rig_for):
+    metric = toy()
+    rig = await rig_for(metric)
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id)])
+    await rig.at(1.0)
+    rig.clock.now = 5.0
+    rig.receiver.send_spans([span(trace_id, "straggler", parent=root_id)])
+    await rig.at(5.75)
+    assert len(rig.exporter.by_trace_id(trace_id)) == 1
+    await rig.at(6.0)
+    scored, late = rig.exporter.by_trace_id(trace_id)
+    assert (scored.late, scored.scores) == (False, {"toy": 0.25})
+    assert late.late and late.span_names == ["straggler"] and late.results == ()
+    assert not any(key.startswith("eval.") for key in late.anchor_attributes)
+    assert [seen[2] for seen in metric.seen] == [trace_id]  # scored once
+
+
+async def test_drain_exports_every_buffered_trace_scored(rig_for):
+    rig = await rig_for(toy())
+    waiting, rootless = new_trace_id(), new_trace_id()
+    waiting_root = new_span_id()
+    rig.receiver.send_spans([span(waiting, "root", span_id=waiting_root), span(waiting, "child", parent=waiting_root),
+                             span(rootless, "orphan", parent=new_span_id())])
+    await rig.at(0.5)
+    assert rig.exporter.exported == [] and rig.pipeline.held_spans == 3
+    await rig.drain()
+    assert {(e.trace_id, e.complete) for e in rig.exporter.exported} == {(waiting, True), (rootless, False)}
+    assert rig.exporter.only(waiting).scores == {"toy": 0.5}
+    assert rig.exporter.only(rootless).scores == {"toy": 0.25}
+    assert rig.pipeline.held_spans == 0 and rig.pipeline.assembler.buffered_spans == 0
+
+
+async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscored(rig_for):
+    rig = await rig_for(toy(delay_s=30.0))
+    scoring, queued = new_trace_id(), new_trace_id()
+    rig.receiver.send_spans([span(scoring, "root")])
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # released, and not waited for: its scoring takes 30 s
+    rig.receiver.send_spans([span(queued, "root")])
+    started = time.monotonic()
+    await rig.pipeline.drain(started + 0.05)
+    assert time.monotonic() - started < 5.0
+    assert {e.trace_id: e.results for e in rig.exporter.exported} == {scoring: (), queued: ()}
+    assert len(rig.exporter.exported) == 2
+    assert rig.pipeline.held_spans == 0
+
+
+async def test_exporter_gives_up_on_traces_still_held_at_its_shutdown(rig_for):
+    exporter = MemoryExporter(hold=True)
+    rig = await rig_for(exporters=[exporter])
+    rig.receiver.send_spans([span(new_trace_id(), "root"), span(new_trace_id(), "root")])
+    await rig.drain()
+    assert exporter.held_traces == 2 and rig.pipeline.held_spans == 2
+    await exporter.shutdown(time.monotonic() + 1.0)
+    await exporter.shutdown(time.monotonic() + 1.0)
+    assert (exporter.dropped_spans, exporter.sent_spans, exporter.held_traces) == (2, 0, 0)
+    assert rig.pipeline.held_spans == 0
+    with pytest.raises(RuntimeError, match="shut down"):
+        exporter.enqueue(object())
+
+
+# Backpressure ----------------------------------------------------------------------------
+
+
+async def test_input_is_refused_with_retry_after_at_max_buffered_spans_until_exports_complete(rig_for):
+    exporter = MemoryExporter(hold=True)
+    rig = await rig_for(exporters=[exporter], max_buffered_spans=3, trace_wait=2.5)
+    first, first_root = new_trace_id(), new_span_id()
+    rig.receiver.send_spans([span(first, "root", span_id=first_root), span(first, "child", parent=first_root)])
+    rig.receiver.send_spans([span(new_trace_id(), "root")])  # 3 held now
+    with pytest.raises(ConsumerFull) as refused:
+        rig.receiver.send_spans([span(new_trace_id(), "root")])
+    assert refused.value.retry_after_s == 3  # trace_wait rounded up
+    assert str(refused.value) == "spanscore is holding 3 spans, its limit; retry later"
+    assert (rig.pipeline.refused_requests, rig.pipeline.received_spans) == (1, 3)
+
+    await rig.at(2.5)  # handed to the exporter, which has not finished with them
+    assert exporter.held_traces == 2 and rig.pipeline.held_spans == 3
+    with pytest.raises(ConsumerFull):
+        rig.receiver.send_spans([span(new_trace_id(), "root")])
+
+    assert exporter.release() == 2
+    assert rig.pipeline.held_spans == 0 and exporter.sent_spans == 3
+    rig.receiver.send_spans([span(new_trace_id(), "root")])
+    assert (rig.pipeline.refused_requests, rig.pipeline.received_spans) == (2, 4)
+
+
+async def test_spans_stay_held_until_every_exporter_is_done_with_them(rig_for):
+    prompt, slow = MemoryExporter("memory/prompt"), MemoryExporter("memory/slow", hold=True)
+    rig = await rig_for(exporters=[prompt, slow])
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)])
+    await rig.at(1.0)
+    assert prompt.only(trace_id).span_names == slow.only(trace_id).span_names == ["root", "child"]
+    assert rig.pipeline.held_spans == 2 and rig.pipeline.exported_traces == 0
+    slow.release()
+    assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 1
+
+
+# Scores on the root span -----------------------------------------------------------------
+
+
+async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still_exported(rig_for):
+    rig = await rig_for(toy(fail_on="boom"), toy(name="other"))
+    trace_id = new_trace_id()
+    rig.receiver.send_spans([span(trace_id, "boom")])
+    await rig.at(1.0)
+    exported = rig.exporter.only(trace_id)
+    assert exported.scores == {"toy": None, "other": 0.25}
+    assert exported.results[0].error == "cannot score boom" and exported.results[0].error_type == "RuntimeError"
+    assert exported.anchor_attributes == {"eval.toy.error": "cannot score boom", "eval.other.score": 0.25,
+                                          "eval.other.label": "fail", "eval.other.explanation": "1 spans"}
+    events = evaluation_events(exported)
+    assert [e["gen_ai.evaluation.name"].string_value for e in events] == ["toy", "other"]
+    assert events[0]["error.type"].string_value == "RuntimeError"
+    assert rig.pipeline.held_spans == 0
+
+
+async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
+    rig = await rig_for(UsageReporter())
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id), span(trace_id, "llm call", parent=root_id)])
+    await rig.at(1.0)
+    exported = rig.exporter.only(trace_id)
+    assert exported.scores == {"judged": 0.75}  # usage is not a result
+    assert exported.anchor_attributes == {
+        "eval.judged.score": 0.75, "eval.judged.label": "pass",
+        "eval.judge.calls": 2, "eval.judge.input_tokens": 120, "eval.judge.output_tokens": 30,
+    }
+    child = next(s for s in exported.spans if s.name == "llm call")
+    assert list(child.attributes) == []
+
+
+# The in-memory receiver ------------------------------------------------------------------
+
+
+async def test_receiver_reports_invalid_spans_as_partial_success_and_refuses_all_invalid_requests(rig_for):
+    rig = await rig_for()
+    response = rig.receiver.send_spans([span(new_trace_id(), "root"), span(b"\x00" * 16, "zero trace id")])
+    assert response.partial_success.rejected_spans == 1
+    assert response.partial_success.error_message.startswith("1 spans rejected; first problem: span with invalid trace_id")
+    with pytest.raises(InvalidRequest, match="all 1 spans rejected"):
+        rig.receiver.send_spans([span(new_trace_id(), "short span id", span_id=b"\x01")])
+    assert (rig.pipeline.received_spans, rig.pipeline.rejected_spans) == (1, 2)
+    assert rig.receiver.accepted_requests == 1
+
+
+async def test_receiver_refuses_input_after_shutdown(rig_for):
+    rig = await rig_for()
+    receiver = MemoryReceiver(rig.pipeline)
+    await receiver.shutdown(time.monotonic() + 1.0)  # without start
+    await receiver.shutdown(time.monotonic() + 1.0)  # and twice
+    with pytest.raises(RuntimeError, match="receiver memory is shut down"):
+        receiver.send_spans([span(new_trace_id(), "root")])
+    assert rig.pipeline.received_spans == 0
