@@ -70,7 +70,7 @@ async def run(embedder: str, traces: list) -> dict[str, float]:
     for session in sessions.values():
         await session_metrics.process_session(session)
     session_s = time.perf_counter() - started
-    await processor.shutdown()
+    await processor.shutdown(time.monotonic() + 10.0)
     return {
         "normalize_ms": normalize_s / len(traces) * 1e3,
         "metrics_ms": metrics_s / len(traces) * 1e3,
@@ -84,7 +84,9 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--minilm-traces", type=int, default=200)
     args = parser.parse_args()
-    embedders = [("hashing", args.traces)] + ([("minilm", args.minilm_traces)] if minilm_available() else [])
+    embedders = [("hashing", args.traces)]
+    if minilm_available() and args.minilm_traces > 0:
+        embedders.append(("minilm", args.minilm_traces))
     for embedder, count in embedders:
         figures = asyncio.run(run(embedder, make_traces(count)))
         print(f"{embedder}: {count} traces: normalized agent trace {figures['normalize_ms']:.3f} ms/trace; "
