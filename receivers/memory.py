@@ -13,22 +13,13 @@ receiver with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
-
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from spanscore.core.consumer import TracesConsumer
 from spanscore.receivers.ingest import ingest
-
-DEFAULT_SERVICE_NAME = "memory"
-DEFAULT_SCOPE_NAME = "spanscore.memory"
 
 
 class MemoryReceiver:
@@ -66,45 +57,3 @@ class MemoryReceiver:
         response = ingest(self.consumer, request)
         self.accepted_requests += 1
         return response
-
-    def send_spans(
-        self,
-        spans: Iterable[Span],
-        service_name: str = DEFAULT_SERVICE_NAME,
-        resource_attributes: Mapping[str, Any] | None = None,
-        scope_name: str = DEFAULT_SCOPE_NAME,
-    ) -> ExportTraceServiceResponse:
-        """`send` one request holding `spans` under one resource and one scope."""
-        return self.send(request_for(spans, service_name, resource_attributes, scope_name))
-
-
-def request_for(
-    spans: Iterable[Span],
-    service_name: str = DEFAULT_SERVICE_NAME,
-    resource_attributes: Mapping[str, Any] | None = None,
-    scope_name: str = DEFAULT_SCOPE_NAME,
-) -> ExportTraceServiceRequest:
-    """An export request of `spans` under a resource with `service.name` and `resource_attributes`."""
-    attributes = {"service.name": service_name, **(resource_attributes or {})}
-    resource = Resource(attributes=[KeyValue(key=key, value=_any_value(value)) for key, value in attributes.items()])
-    scope_spans = ScopeSpans(scope=InstrumentationScope(name=scope_name), spans=spans)
-    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[scope_spans])])
-
-
-def _any_value(value: Any) -> AnyValue:
-    if value is None:
-        return AnyValue()
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, (list, tuple)):
-        return AnyValue(array_value=ArrayValue(values=[_any_value(v) for v in value]))
-    if isinstance(value, Mapping):
-        return AnyValue(kvlist_value=KeyValueList(
-            values=[KeyValue(key=str(k), value=_any_value(v)) for k, v in value.items()]))
-    return AnyValue(string_value=str(value))

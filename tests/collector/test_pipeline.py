@@ -100,10 +100,10 @@ def evaluation_events(exported) -> list[dict]:
 async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrived(rig_for):
     rig = await rig_for(toy())
     trace_id, root_id = new_trace_id(), new_span_id()
-    rig.receiver.send_spans([span(trace_id, "child", parent=root_id)])
+    rig.receiver.send(request_of([span(trace_id, "child", parent=root_id)]))
     await rig.at(1.5)
     assert rig.exporter.exported == []  # quiet, but no root yet
-    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id)])
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(2.25)
     assert rig.exporter.exported == []
     await rig.at(2.5)
@@ -119,7 +119,7 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
 async def test_trace_without_root_is_exported_at_trace_timeout_marked_incomplete(rig_for):
     rig = await rig_for(toy(), trace_timeout=5.0)
     trace_id = new_trace_id()
-    rig.receiver.send_spans([span(trace_id, "orphan", parent=new_span_id())])
+    rig.receiver.send(request_of([span(trace_id, "orphan", parent=new_span_id())]))
     await rig.at(4.75)
     assert rig.exporter.exported == []
     await rig.at(5.0)
@@ -152,14 +152,14 @@ async def test_traces_of_one_session_reach_processors_in_the_order_they_became_r
     rig = await rig_for(metric)
     first, second, third, other = (new_trace_id() for _ in range(4))
     first_root = new_span_id()
-    rig.receiver.send_spans([span(first, "first", span_id=first_root, attributes={"session.id": "s1"})])
+    rig.receiver.send(request_of([span(first, "first", span_id=first_root, attributes={"session.id": "s1"})]))
     rig.clock.now = 0.25
-    rig.receiver.send_spans([span(second, "second", attributes={"session.id": "s1"}),
-                             span(other, "other", attributes={"session.id": "s2"})])
+    rig.receiver.send(request_of([span(second, "second", attributes={"session.id": "s1"}),
+                             span(other, "other", attributes={"session.id": "s2"})]))
     rig.clock.now = 0.5
-    rig.receiver.send_spans([span(first, "step", parent=first_root)])  # `first` becomes ready last
+    rig.receiver.send(request_of([span(first, "step", parent=first_root)]))  # `first` becomes ready last
     await rig.at(1.25)
-    rig.receiver.send_spans([span(third, "third", attributes={"session.id": "s1"})])
+    rig.receiver.send(request_of([span(third, "third", attributes={"session.id": "s1"})]))
     await rig.at(3.0)
     assert [seen for seen in metric.seen if seen[0] == "s1"] == [("s1", 0, second), ("s1", 1, first), ("s1", 2, third)]
     assert [seen for seen in metric.seen if seen[0] == "s2"] == [("s2", 0, other)]
@@ -169,8 +169,8 @@ async def test_traces_of_one_session_reach_processors_in_the_order_they_became_r
 async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_spans(rig_for):
     rig = await rig_for(toy(), session_idle=60.0)
     traces = [(new_trace_id(), new_span_id()) for _ in range(2)]
-    rig.receiver.send_spans([span(t, "turn", span_id=s, attributes={"session.id": "s1"}) for t, s in traces],
-                            service_name="chat")
+    rig.receiver.send(request_of([span(t, "turn", span_id=s, attributes={"session.id": "s1"}) for t, s in traces],
+                                 service="chat"))
     await rig.at(1.0)  # both released, so the session was last active at 1.0
     await rig.at(60.75)
     assert rig.exporter.named(SESSION_SPAN_NAME) == []
@@ -193,9 +193,9 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
 async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
     rig = await rig_for(toy())
     complete, rootless = new_trace_id(), new_trace_id()
-    rig.receiver.send_spans([span(complete, "turn", attributes={"session.id": "s1"})])
+    rig.receiver.send(request_of([span(complete, "turn", attributes={"session.id": "s1"})]))
     await rig.at(1.0)
-    rig.receiver.send_spans([span(rootless, "orphan", parent=new_span_id(), attributes={"session.id": "s1"})])
+    rig.receiver.send(request_of([span(rootless, "orphan", parent=new_span_id(), attributes={"session.id": "s1"})]))
     await rig.drain()
     assert not rig.exporter.only(rootless).complete  # released by the drain, still scored
     assert rig.exporter.only(rootless).scores == {"toy": 0.25}
@@ -209,7 +209,7 @@ async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
 async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
     rig = await rig_for(UsageReporter())
     trace_id = new_trace_id()
-    rig.receiver.send_spans([span(trace_id, "turn", attributes={"session.id": "s1"})])
+    rig.receiver.send(request_of([span(trace_id, "turn", attributes={"session.id": "s1"})]))
     await rig.at(1.0)
     assert rig.pipeline.sessions == {}
     assert rig.exporter.only(trace_id).session_id == "s1"
@@ -224,10 +224,10 @@ async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace
     metric = toy()
     rig = await rig_for(metric)
     trace_id, root_id = new_trace_id(), new_span_id()
-    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id)])
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(1.0)
     rig.clock.now = 5.0
-    rig.receiver.send_spans([span(trace_id, "straggler", parent=root_id)])
+    rig.receiver.send(request_of([span(trace_id, "straggler", parent=root_id)]))
     await rig.at(5.75)
     assert len(rig.exporter.by_trace_id(trace_id)) == 1
     await rig.at(6.0)
@@ -242,8 +242,8 @@ async def test_drain_exports_every_buffered_trace_scored(rig_for):
     rig = await rig_for(toy())
     waiting, rootless = new_trace_id(), new_trace_id()
     waiting_root = new_span_id()
-    rig.receiver.send_spans([span(waiting, "root", span_id=waiting_root), span(waiting, "child", parent=waiting_root),
-                             span(rootless, "orphan", parent=new_span_id())])
+    rig.receiver.send(request_of([span(waiting, "root", span_id=waiting_root), span(waiting, "child", parent=waiting_root),
+                             span(rootless, "orphan", parent=new_span_id())]))
     await rig.at(0.5)
     assert rig.exporter.exported == [] and rig.pipeline.held_spans == 3
     await rig.drain()
@@ -256,10 +256,10 @@ async def test_drain_exports_every_buffered_trace_scored(rig_for):
 async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscored(rig_for):
     rig = await rig_for(toy(delay_s=30.0))
     scoring, queued = new_trace_id(), new_trace_id()
-    rig.receiver.send_spans([span(scoring, "root")])
+    rig.receiver.send(request_of([span(scoring, "root")]))
     rig.clock.now = 1.0
     rig.pipeline.tick()  # released, and not waited for: its scoring takes 30 s
-    rig.receiver.send_spans([span(queued, "root")])
+    rig.receiver.send(request_of([span(queued, "root")]))
     started = time.monotonic()
     await rig.pipeline.drain(started + 0.05)
     assert time.monotonic() - started < 5.0
@@ -271,7 +271,7 @@ async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscore
 async def test_exporter_gives_up_on_traces_still_held_at_its_shutdown(rig_for):
     exporter = MemoryExporter(hold=True)
     rig = await rig_for(exporters=[exporter])
-    rig.receiver.send_spans([span(new_trace_id(), "root"), span(new_trace_id(), "root")])
+    rig.receiver.send(request_of([span(new_trace_id(), "root"), span(new_trace_id(), "root")]))
     await rig.drain()
     assert exporter.held_traces == 2 and rig.pipeline.held_spans == 2
     await exporter.shutdown(time.monotonic() + 1.0)
@@ -289,10 +289,10 @@ async def test_input_is_refused_with_retry_after_at_max_buffered_spans_until_exp
     exporter = MemoryExporter(hold=True)
     rig = await rig_for(exporters=[exporter], max_buffered_spans=3, trace_wait=2.5)
     first, first_root = new_trace_id(), new_span_id()
-    rig.receiver.send_spans([span(first, "root", span_id=first_root), span(first, "child", parent=first_root)])
-    rig.receiver.send_spans([span(new_trace_id(), "root")])  # 3 held now
+    rig.receiver.send(request_of([span(first, "root", span_id=first_root), span(first, "child", parent=first_root)]))
+    rig.receiver.send(request_of([span(new_trace_id(), "root")]))  # 3 held now
     with pytest.raises(ConsumerFull) as refused:
-        rig.receiver.send_spans([span(new_trace_id(), "root")])
+        rig.receiver.send(request_of([span(new_trace_id(), "root")]))
     assert refused.value.retry_after_s == 3  # trace_wait rounded up
     assert str(refused.value) == "spanscore is holding 3 spans, its limit; retry later"
     assert (rig.pipeline.refused_requests, rig.pipeline.received_spans) == (1, 3)
@@ -300,11 +300,11 @@ async def test_input_is_refused_with_retry_after_at_max_buffered_spans_until_exp
     await rig.at(2.5)  # handed to the exporter, which has not finished with them
     assert exporter.held_traces == 2 and rig.pipeline.held_spans == 3
     with pytest.raises(ConsumerFull):
-        rig.receiver.send_spans([span(new_trace_id(), "root")])
+        rig.receiver.send(request_of([span(new_trace_id(), "root")]))
 
     assert exporter.release() == 2
     assert rig.pipeline.held_spans == 0 and exporter.sent_spans == 3
-    rig.receiver.send_spans([span(new_trace_id(), "root")])
+    rig.receiver.send(request_of([span(new_trace_id(), "root")]))
     assert (rig.pipeline.refused_requests, rig.pipeline.received_spans) == (2, 4)
 
 
@@ -312,7 +312,7 @@ async def test_spans_stay_held_until_every_exporter_is_done_with_them(rig_for):
     prompt, slow = MemoryExporter("memory/prompt"), MemoryExporter("memory/slow", hold=True)
     rig = await rig_for(exporters=[prompt, slow])
     trace_id, root_id = new_trace_id(), new_span_id()
-    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)])
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)]))
     await rig.at(1.0)
     assert prompt.only(trace_id).span_names == slow.only(trace_id).span_names == ["root", "child"]
     assert rig.pipeline.held_spans == 2 and rig.pipeline.exported_traces == 0
@@ -326,7 +326,7 @@ async def test_spans_stay_held_until_every_exporter_is_done_with_them(rig_for):
 async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still_exported(rig_for):
     rig = await rig_for(toy(fail_on="boom"), toy(name="other"))
     trace_id = new_trace_id()
-    rig.receiver.send_spans([span(trace_id, "boom")])
+    rig.receiver.send(request_of([span(trace_id, "boom")]))
     await rig.at(1.0)
     exported = rig.exporter.only(trace_id)
     assert exported.scores == {"toy": None, "other": 0.25}
@@ -342,7 +342,7 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
 async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     rig = await rig_for(UsageReporter())
     trace_id, root_id = new_trace_id(), new_span_id()
-    rig.receiver.send_spans([span(trace_id, "root", span_id=root_id), span(trace_id, "llm call", parent=root_id)])
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "llm call", parent=root_id)]))
     await rig.at(1.0)
     exported = rig.exporter.only(trace_id)
     assert exported.scores == {"judged": 0.75}  # usage is not a result
@@ -359,11 +359,11 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
 
 async def test_receiver_reports_invalid_spans_as_partial_success_and_refuses_all_invalid_requests(rig_for):
     rig = await rig_for()
-    response = rig.receiver.send_spans([span(new_trace_id(), "root"), span(b"\x00" * 16, "zero trace id")])
+    response = rig.receiver.send(request_of([span(new_trace_id(), "root"), span(b"\x00" * 16, "zero trace id")]))
     assert response.partial_success.rejected_spans == 1
     assert response.partial_success.error_message.startswith("1 spans rejected; first problem: span with invalid trace_id")
     with pytest.raises(InvalidRequest, match="all 1 spans rejected"):
-        rig.receiver.send_spans([span(new_trace_id(), "short span id", span_id=b"\x01")])
+        rig.receiver.send(request_of([span(new_trace_id(), "short span id", span_id=b"\x01")]))
     assert (rig.pipeline.received_spans, rig.pipeline.rejected_spans) == (1, 2)
     assert rig.receiver.accepted_requests == 1
 
