@@ -374,5 +374,5 @@ async def test_receiver_refuses_input_after_shutdown(rig_for):
     await receiver.shutdown(time.monotonic() + 1.0)  # without start
     await receiver.shutdown(time.monotonic() + 1.0)  # and twice
     with pytest.raises(RuntimeError, match="receiver memory is shut down"):
-        receiver.send_spans([span(new_trace_id(), "root")])
+        receiver.send(request_of([span(new_trace_id(), "root")]))
     assert rig.pipeline.received_spans == 0
