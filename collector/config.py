@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from spanscore.collector.components import Factories, build_factories
 from spanscore.collector.envsubst import expand_env
-from spanscore.core.component import ComponentFactory, component_type
+from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
@@ -225,7 +225,9 @@ def parse_config(
     )
 
 
-def _validate_section(section: str, kind: Any, raw: Any, factories: Factories, problems: list[str]) -> dict[str, Component]:
+def _validate_section(
+    section: str, kind: Kind, raw: Any, factories: Factories, problems: list[str],
+) -> dict[str, Component]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):

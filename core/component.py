@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from spanscore.core.consumer import TracesConsumer
 
 Kind = Literal["receiver", "processor", "exporter", "extension"]
-KINDS: tuple[Kind, ...] = ("receiver", "processor", "exporter", "extension")
 
 
 class ComponentConfig(BaseModel):
@@ -77,7 +76,7 @@ class ComponentFactory:
     kind: Kind
     type: str
     config_model: type[ComponentConfig]
-    create: Callable[..., Component] | None
+    create: ReceiverCreate | ComponentCreate | None
     create_metric_reader: MetricReaderCreate | None = None
 
 
