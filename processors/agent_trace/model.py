@@ -88,6 +88,16 @@ class AgentTrace(BaseModel):
     error: str | None = None  # the root or agent span failed
 
     @property
+    def recognized(self) -> bool:
+        """Some convention adapter found agent or LLM content: an agent trace to score."""
+        return bool(self.conventions)
+
+    @property
+    def has_content(self) -> bool:
+        """There is something to judge: the user's input or the agent's final output."""
+        return bool(self.user_input or self.final_output)
+
+    @property
     def llm_steps(self) -> list[Step]:
         return [step for step in self.steps if step.kind == "llm"]
 
