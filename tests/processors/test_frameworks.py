@@ -1,0 +1,66 @@
+"""Conformance: what spanscore reads out of real agent frameworks' spans.
+
+Every capture in tests/fixtures/spans/frameworks/ (made by
+tests/fixtures/frameworks/capture.py, with the versions in versions.json) is one
+two-turn weather session of one framework. Replayed the way the collector sees it —
+assembled into traces, the session id found as the assembler finds it — each turn's
+normalized view must show the whole run: the question, the final answer, the one
+`get_weather` call with its arguments and result, the LLM steps, the session and the
+agent's name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
+from tests.fixtures.frameworks.capture import FIXTURES, discover
+from tests.fixtures.frameworks.weather import (
+    AGENT_NAME,
+    CITIES,
+    REPORTS,
+    SESSION_ID,
+    TOOL_NAME,
+    TURNS,
+    answer_for,
+)
+from tests.support.otlp_json import read_requests
+
+CAPTURES = discover()
+VERSIONS = json.loads((FIXTURES / "versions.json").read_text())
+
+
+def replay(path: Path) -> list[AgentTrace]:
+    """The normalized views of the file's traces, in the order their roots started."""
+    assembler = Assembler(AssemblerConfig())
+    for request in read_requests(path):
+        assembler.add(request, now=0.0)
+    traces = sorted(assembler.pop_all(), key=lambda trace: trace.start_time_unix_nano)
+    for trace in traces:
+        trace.session_id = assembler.session_id_of(trace)
+    return [agent_trace_of(trace) for trace in traces]
+
+
+def test_every_capture_has_a_fixture_and_its_versions():
+    assert sorted(CAPTURES) == sorted(p.stem for p in FIXTURES.glob("*.jsonl"))
+    assert sorted(CAPTURES) == sorted(VERSIONS)
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURES))
+def test_each_turn_reads_as_the_agent_ran_it(name):
+    expect = CAPTURES[name].expect
+    turns = replay(FIXTURES / f"{name}.jsonl")
+    assert [t.user_input for t in turns] == list(TURNS)
+    assert [t.final_output for t in turns] == [answer_for(city) for city in CITIES]
+    for turn, city in zip(turns, CITIES):
+        assert turn.session_id == SESSION_ID
+        assert turn.agent_name == expect.get("agent_name", AGENT_NAME)
+        assert [(s.name, s.arguments, s.result, s.error) for s in turn.tool_steps] == [
+            (TOOL_NAME, {"city": city}, REPORTS[city], None)
+        ]
+        assert len(turn.llm_steps) == expect.get("llm_steps", 2)
+        assert turn.recognized and turn.has_content
