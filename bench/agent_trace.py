@@ -7,7 +7,7 @@ Two workloads, each timed in-process with the spans already decoded:
   one agent root, tool and chat children), gathered by the collector's assembler as
   on its hot path;
 - each captured fixture in tests/fixtures/spans (real instrumentation libraries, one
-  convention each).
+  convention each) and tests/fixtures/spans/frameworks (real agent frameworks).
 A figure is the best of `--rounds` rounds (each round builds every trace of the
 workload at least ~0.2 s worth), which filters out scheduler noise on a shared machine.
 """
@@ -31,6 +31,7 @@ from bench.agent_spans import AgentRequests  # noqa: E402
 from spanscore.collector.assembler import Assembler, AssemblerConfig  # noqa: E402
 from spanscore.processors.agent_trace import build_agent_trace  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR, load_spans  # noqa: E402
+from tests.support.otlp_json import read_requests, spans_by_trace  # noqa: E402
 
 # One trace as build_agent_trace takes it: (trace_id, spans, session_id).
 Case = tuple[bytes, list, Any]
@@ -50,6 +51,10 @@ def fixture_cases() -> dict[str, list[Case]]:
     for path in sorted(SPANS_DIR.glob("*.jsonl")):
         trace_id, spans = load_spans(path.stem)
         cases[path.stem] = [(trace_id, spans, None)]
+    # The framework captures: two turns, so two traces, each.
+    for path in sorted((SPANS_DIR / "frameworks").glob("*.jsonl")):
+        traces = spans_by_trace(read_requests(path))
+        cases[path.stem] = [(trace_id, spans, None) for trace_id, spans in traces.items()]
     return cases
 
 
@@ -90,11 +95,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=10, help="bench requests of 64 traces each")
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
-    print(f"{'workload':<18}{'traces':>7}{'spans/trace':>13}{'us/trace':>11}{'us/span':>10}")
+    print(f"{'workload':<26}{'traces':>7}{'spans/trace':>13}{'us/trace':>11}{'us/span':>10}")
     for name, cases in workloads(args.requests).items():
         us = us_per_trace(build_agent_trace, cases, args.rounds)
         spans = span_count(cases)
-        print(f"{name:<18}{len(cases):>7}{spans:>13.1f}{us:>11.1f}{us / spans:>10.2f}")
+        print(f"{name:<26}{len(cases):>7}{spans:>13.1f}{us:>11.1f}{us / spans:>10.2f}")
 
 
 if __name__ == "__main__":

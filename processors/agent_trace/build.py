@@ -1,21 +1,25 @@
 """Assembling an AgentTrace from the spans of one trace.
 
 Each span is read by every convention adapter that recognises it, most specific first
-(Langfuse, OpenInference, OpenLLMetry, then OTel GenAI, whose attributes the others
-also emit), into a `SpanView`; an adapter is not even asked about a span that has no key
-under its prefixes. The views are then combined:
+(Langfuse, OpenInference, OpenLLMetry, the Vercel AI SDK, then OTel GenAI, whose
+attributes the others also emit), into a `SpanView`; an adapter is not even asked about
+a span that has no key under its prefixes. The views are then combined:
 
 - user input: a trace-level input (Langfuse), else the input of the outermost
-  agent/chain span that has one, else the latest user message of the first LLM call
-  (the latest rather than the first, so a multi-turn conversation replayed into the
-  first call yields this turn's request, not the conversation's opening line);
-- final output: a trace-level output, else the outermost agent/chain output, else the
-  text of the last LLM call that produced text;
-- tool steps come from tool spans; a tool call requested by an LLM with no span of its
-  own becomes a step whose result is the matching tool message (by tool_call_id) of a
-  later LLM call;
-- an LLM span nested inside another LLM span (the Agents SDK response span around an
-  instrumented openai client call) is the same call seen twice: the outer one is kept.
+  agent/chain span that holds the user's request (out of any framework envelope; see
+  `envelopes`: a framework's state object or a Python repr is not one), else the
+  latest user message of the first LLM call (the latest rather than the first, so a
+  multi-turn conversation replayed into the first call yields this turn's request);
+- final output: a trace-level output, else the outermost agent/chain output that holds
+  an answer, else the text of the last LLM call that produced text;
+- tool steps come from tool spans, without the tools a framework uses to end a run
+  (`INTERNAL_TOOLS`); a tool call requested by an LLM with no span of its own becomes a
+  step whose result is the matching tool message (by tool_call_id) of a later LLM call,
+  and a tool span that did not record its arguments takes the call's;
+- an LLM span nested inside another LLM span is the same call seen twice: the outer one
+  is kept when it has the answer (the Agents SDK response span around an instrumented
+  client call), else the inner ones that have it (LlamaIndex's wrapper spans); LLM spans
+  with no content and no sign of a completed call are dropped when others have some.
 
 A span an adapter cannot read contributes nothing from that adapter; it never fails the
 trace.
@@ -24,6 +28,7 @@ trace.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
@@ -31,16 +36,16 @@ from typing import Any
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanscore.processors.agent_trace import genai, langfuse, openinference, openllmetry
+from spanscore.processors.agent_trace import genai, langfuse, openinference, openllmetry, vercel_ai
 from spanscore.processors.agent_trace.content import (
+    block_text,
     io_text,
     last_user_text,
     normalize_messages,
     parse_arguments,
     parse_json,
-    to_text,
-    unwrap_call_input,
 )
+from spanscore.processors.agent_trace.envelopes import input_text, output_text, unwrap
 from spanscore.processors.agent_trace.model import (
     AgentTrace,
     Message,
@@ -60,10 +65,17 @@ ADAPTERS: tuple[tuple[str, Adapter], ...] = (
     ("langfuse", langfuse.apply),
     ("openinference", openinference.apply),
     ("openllmetry", openllmetry.apply),
+    ("vercel_ai", vercel_ai.apply),
     ("genai", genai.apply),
 )
 
 USER_ID_KEYS = ("user.id", "enduser.id", "gen_ai.user.id")
+
+# Tools a framework calls to end a run, not tools of the agent: smolagents' final_answer.
+INTERNAL_TOOLS = frozenset({"final_answer"})
+
+# `weather_agent.run`, `weather_agent._execute_core`: an agent span named for the method.
+_METHOD_SUFFIX = re.compile(r"^([A-Za-z_][\w-]*)\.[A-Za-z_]\w*$")
 
 # Adapters that read nothing from a span without a key under their prefixes. Most spans
 # carry only GenAI keys, and one (cached) prefix lookup tells that none of these apply.
@@ -71,6 +83,7 @@ _KEY_PREFIXES = {
     "langfuse": langfuse.KEY_PREFIXES,
     "openinference": openinference.KEY_PREFIXES,
     "openllmetry": openllmetry.KEY_PREFIXES,
+    "vercel_ai": vercel_ai.KEY_PREFIXES,
 }
 _GATED_PREFIXES = tuple(dict.fromkeys(p for prefixes in _KEY_PREFIXES.values() for p in prefixes))
 
@@ -105,14 +118,21 @@ def _build(trace_id: str, spans: Sequence[tuple[Span, Resource]], session_id: st
     llm_views: list[SpanView] = []
     tool_views: list[SpanView] = []
     containers: list[SpanView] = []
+    nested_llm: list[SpanView] = []
     for view in views:
         role = view.role
         if role == LLM or role == TOOL:
             if not _inside(view, role, by_id):
                 (llm_views if role == LLM else tool_views).append(view)
+            elif role == LLM:
+                nested_llm.append(view)
         elif role == AGENT or role == CHAIN:
             containers.append(view)
     containers.sort(key=_DEPTH_START)
+    if nested_llm:
+        llm_views = _innermost_with_output(llm_views, nested_llm, by_id)
+    llm_views = _model_calls(llm_views)
+    tool_views = [v for v in tool_views if (v.tool_name or v.name) not in INTERNAL_TOOLS]
     by_depth = sorted(views, key=_DEPTH_START)
 
     llm_steps = [_llm_step(v) for v in llm_views]
@@ -128,8 +148,8 @@ def _build(trace_id: str, spans: Sequence[tuple[Span, Resource]], session_id: st
         session_id=session_id,
         steps=steps,
         available_tools=_available_tools(views, tool_views),
-        user_input=_user_input(by_depth, containers, llm_steps) or "",
-        final_output=_final_output(by_depth, containers, llm_steps) or "",
+        user_input=(_user_input(by_depth, containers, llm_steps) or "").strip(),
+        final_output=(_final_output(by_depth, containers, llm_steps) or "").strip(),
         agent_name=_agent_name(by_depth, containers),
         user_id=next((v.user_id for v in by_depth if v.user_id), None),
         system_prompt=_system_prompt(views, llm_steps),
@@ -187,6 +207,47 @@ def _inside(view: SpanView, role: str, by_id: dict[str, SpanView]) -> bool:
     return False
 
 
+def _innermost_with_output(outer: list[SpanView], nested: list[SpanView], by_id: dict[str, SpanView]) -> list[SpanView]:
+    """An LLM span without output that wraps LLM spans with some: the wrapped ones are the calls.
+
+    LlamaIndex records `astream_chat` twice, the outer span with neither messages nor
+    answer; the OpenAI Agents SDK's response span around an instrumented client call
+    has both, and stays the one step.
+    """
+    chosen: list[SpanView] = []
+    for view in outer:
+        if view.output_messages:
+            chosen.append(view)
+            continue
+        inner = [n for n in nested if n.output_messages and _outermost_with_output_below(n, view, by_id)]
+        chosen.extend(inner or [view])
+    return sorted(chosen, key=_START_DEPTH)
+
+
+def _outermost_with_output_below(view: SpanView, top: SpanView, by_id: dict[str, SpanView]) -> bool:
+    """`view` lies under `top` with no other LLM span with output between them."""
+    parent, seen = view.parent_id, {view.span_id}
+    while parent in by_id and parent not in seen:
+        seen.add(parent)
+        if parent == top.span_id:
+            return True
+        ancestor = by_id[parent]
+        if ancestor.role == LLM and ancestor.output_messages:
+            return False
+        parent = ancestor.parent_id
+    return False
+
+
+def _model_calls(views: list[SpanView]) -> list[SpanView]:
+    """Drop LLM spans that record no call when others do (LlamaIndex's request building).
+
+    A span with content, an error or evidence of a completed call (usage, a finish
+    reason) stays; so does every span when none has any of these.
+    """
+    calls = [v for v in views if v.output_messages or v.input_messages or v.error or v.called]
+    return calls if calls and len(calls) < len(views) else views
+
+
 # -- steps ---------------------------------------------------------------------------
 
 
@@ -216,14 +277,14 @@ def _tool_step(view: SpanView) -> Step:
     return new_step(dict(
         kind="tool", name=view.tool_name or view.name or "tool", span_id=view.span_id,
         parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
-        arguments=parse_arguments(unwrap_call_input(view.tool_arguments)),
+        arguments=parse_arguments(unwrap(view.tool_arguments)),
         result=_result_text(view.tool_result), error=view.error, tool_call_id=view.tool_call_id,
         convention=_convention(view),
     ))
 
 
 def _result_text(value: Any) -> str | None:
-    return to_text(parse_json(value))
+    return block_text(unwrap(value))
 
 
 def _convention(view: SpanView) -> str | None:
@@ -247,6 +308,8 @@ def _unobserved_tool_calls(llm_views: list[SpanView], llm_steps: list[Step], too
     extra: list[Step] = []
     for view, step in zip(llm_views, llm_steps):
         for call in step.tool_calls:
+            if call.name in INTERNAL_TOOLS:
+                continue
             span_step = _match(call, view, unmatched)
             if span_step is not None:
                 unmatched.remove(span_step)
@@ -254,6 +317,10 @@ def _unobserved_tool_calls(llm_views: list[SpanView], llm_steps: list[Step], too
                     span_step.result = results[call.id].content
                 if span_step.tool_call_id is None:
                     span_step.tool_call_id = call.id
+                # A tool span that recorded no arguments, or a bare value (LangChain's
+                # tool input "Oslo"), is told what it was called with by the call itself.
+                if not isinstance(span_step.arguments, dict) and isinstance(call.arguments, dict):
+                    span_step.arguments = call.arguments
                 continue
             answer = results.get(call.id) if call.id else None
             extra.append(Step(
@@ -290,7 +357,7 @@ def _user_input(by_depth: list[SpanView], containers: list[SpanView], llm_steps:
             if text:
                 return text
     for view in containers:
-        text = io_text(view.input) if view.input is not None else last_user_text(view.input_messages or [])
+        text = input_text(view.input) if view.input is not None else last_user_text(view.input_messages or [])
         if text:
             return text
     for step in llm_steps:
@@ -308,7 +375,7 @@ def _final_output(by_depth: list[SpanView], containers: list[SpanView], llm_step
                 return text
     for view in containers:
         if view.output is not None:
-            text = _output_text(view.output)
+            text = output_text(view.output)
         else:
             text = "".join(m.content for m in view.output_messages or [] if m.role != "user")
         if text:
@@ -338,8 +405,12 @@ def _agent_name(by_depth: list[SpanView], containers: list[SpanView]) -> str | N
             return view.trace_name
     for view in containers:
         if view.role == AGENT and view.name:
-            # GenAI names agent spans "invoke_agent {gen_ai.agent.name}"
+            # GenAI names agent spans "invoke_agent {gen_ai.agent.name}"; Python
+            # frameworks name them for the agent's method ("weather_agent.run").
             name = view.name.removeprefix("invoke_agent").strip()
+            method = _METHOD_SUFFIX.match(name)
+            if method:
+                name = method.group(1)
             if name:
                 return name
     return None

@@ -20,6 +20,12 @@ from spanscore.processors.agent_trace.model import Message, ToolCall, ToolDefini
 # the (slower) abstract-class check.
 MAPPING = (dict, Mapping)
 
+# Roles frameworks name their own way: smolagents' tool-call turns and tool results,
+# LangChain's message types.
+ROLE_ALIASES = {"tool-call": "assistant", "tool-response": "tool", "human": "user", "ai": "assistant"}
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool"})
+_BEDROCK_BLOCKS = frozenset({"toolUse", "toolResult"})
+
 # json.loads and json.dumps with non-default options go through several Python-level
 # calls (and a new encoder) per value; these are what they end up calling.
 _scan_json = make_scanner(json.JSONDecoder())
@@ -60,6 +66,15 @@ def to_text(value: Any) -> str | None:
         return _encoder.encode(value)
     except (TypeError, ValueError, RecursionError):
         return str(value)
+
+
+def block_text(value: Any) -> str | None:
+    """Text of a value that may be content blocks (`[{"text": ...}]`, Strands' and Bedrock's
+    tool results), else the value as text."""
+    value = parse_json(value)
+    if isinstance(value, list) and value and all(isinstance(part, MAPPING) and "text" in part for part in value):
+        return content_text(value)
+    return to_text(value)
 
 
 def parse_arguments(value: Any) -> dict[str, Any] | str | None:
@@ -166,8 +181,12 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
     data = parse_json(data)
     if isinstance(data, str):
         return Message(role=default_role, content=data)
+    if isinstance(data, list) and len(data) == 2 and all(isinstance(item, str) for item in data):
+        return Message(role=ROLE_ALIASES.get(data[0], data[0]), content=data[1])  # LangChain ("user", text)
     if not isinstance(data, MAPPING):
         return None
+    if "data" in data and data.get("type") in _LANGCHAIN_TYPES and isinstance(data["data"], MAPPING):
+        data = {"role": data["type"], **data["data"]}  # LangChain serialized message
     if isinstance(data.get("message"), MAPPING) and "role" not in data:
         data = data["message"]  # OpenInference `message.*`, GenAI choice events
     kind = data.get("type")
@@ -182,7 +201,7 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
         texts = [p.get("text") for p in summary if isinstance(p, MAPPING)] if isinstance(summary, list) else []
         return Message(role="assistant", reasoning=[t for t in texts if isinstance(t, str) and t])
     role = data.get("role")
-    role = role if isinstance(role, str) and role else default_role
+    role = ROLE_ALIASES.get(role, role) if isinstance(role, str) and role else default_role
     name = _str_or_none(data.get("name"))
     call_id = _str_or_none(data.get("tool_call_id", data.get("id") if role == "tool" else None))
     finish = data.get("finish_reason")
@@ -191,18 +210,47 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
     # passed, so it does not count as an explicitly set field.
     parts = data.get("parts")
     if isinstance(parts, list):
-        content, call_id, calls, reasoning = _read_parts(parts, call_id)
+        if role == "user" and parts and all(isinstance(p, MAPPING) and p.get("type") == "tool_call_response"
+                                            for p in parts):
+            role = "tool"  # tool results sent in a user turn (Strands, ADK) answer a call
+        content, call_id, calls, reasoning = _read_parts(parts, call_id, role)
         message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content, finish_reason=finish))
         message.tool_calls.extend(calls)
     else:
-        contents = data.get("content", data.get("contents"))
+        contents = parse_json(data.get("content", data.get("contents")))
         content = content_text(contents)
         reasoning = _part_reasoning(contents) if isinstance(contents, list) else []
+        calls = _tool_calls(data.get("tool_calls"))
+        if isinstance(contents, list) and any(isinstance(b, MAPPING) and _BEDROCK_BLOCKS & b.keys() for b in contents):
+            calls += _block_tool_calls(contents)
+            result = _block_tool_result(contents)
+            if result is not None:  # Bedrock sends tool results as user messages
+                role, call_id, content = "tool", result[0] or call_id, result[1]
         message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content,
-                                   tool_calls=_tool_calls(data.get("tool_calls")), finish_reason=finish))
+                                   tool_calls=calls, finish_reason=finish))
         reasoning += _reasoning_texts(data)
     message.reasoning.extend(reasoning)
     return message
+
+
+def _block_tool_calls(blocks: list[Any]) -> list[ToolCall]:
+    """Bedrock Converse `{"toolUse": {"toolUseId", "name", "input"}}` blocks (Strands)."""
+    calls = []
+    for block in blocks:
+        use = block.get("toolUse") if isinstance(block, MAPPING) else None
+        if isinstance(use, MAPPING) and isinstance(use.get("name"), str):
+            calls.append(ToolCall(id=_str_or_none(use.get("toolUseId")), name=use["name"],
+                                  arguments=parse_arguments(use.get("input"))))
+    return calls
+
+
+def _block_tool_result(blocks: list[Any]) -> tuple[str | None, str] | None:
+    """(call id, text) of Bedrock `{"toolResult": {"toolUseId", "content": [...]}}` blocks."""
+    results = [b["toolResult"] for b in blocks if isinstance(b, MAPPING) and isinstance(b.get("toolResult"), MAPPING)]
+    if not results:
+        return None
+    text = "".join(block_text(r.get("content")) or "" for r in results)
+    return _str_or_none(results[0].get("toolUseId")), text
 
 
 def _part_reasoning(parts: list[Any]) -> list[str]:
@@ -215,8 +263,12 @@ def _part_reasoning(parts: list[Any]) -> list[str]:
     return texts
 
 
-def _read_parts(parts: list[Any], call_id: str | None) -> tuple[str, str | None, list[ToolCall], list[str]]:
-    """Text, answered call id, tool calls and reasoning of a GenAI `parts` list."""
+def _read_parts(parts: list[Any], call_id: str | None, role: str) -> tuple[str, str | None, list[ToolCall], list[str]]:
+    """Text, answered call id, tool calls and reasoning of a GenAI `parts` list.
+
+    A tool's response is the text of a tool message only: an agent's output message
+    that lists every step (the AI SDK's) carries them too, and they are not its answer.
+    """
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[str] = []
@@ -236,7 +288,8 @@ def _read_parts(parts: list[Any], call_id: str | None) -> tuple[str, str | None,
                 calls.append(call)
         elif kind == "tool_call_response":
             call_id = call_id or _str_or_none(part.get("id"))
-            texts.append(to_text(part.get("response", part.get("result"))) or "")
+            if role not in ("assistant", "model"):
+                texts.append(block_text(part.get("response", part.get("result"))) or "")
         elif kind in ("reasoning", "thinking"):
             reasoning.extend(_part_reasoning([part]))
     return "".join(texts), call_id, calls, reasoning
@@ -280,12 +333,15 @@ def tool_definition(data: Any) -> ToolDefinition | None:
     if not isinstance(name, str) or not name:
         return None
     description = function.get("description")
-    parameters = parse_json(function.get("parameters", function.get("input_schema", function.get("json_schema"))))
+    parameters = parse_json(next((function[key] for key in _SCHEMA_KEYS if key in function), None))
     return ToolDefinition(
         name=name,
         description=description if isinstance(description, str) else None,
         parameters=parameters if isinstance(parameters, dict) else None,
     )
+
+
+_SCHEMA_KEYS = ("parameters", "input_schema", "json_schema", "inputSchema")
 
 
 def tool_definitions(value: Any) -> list[ToolDefinition]:
@@ -302,9 +358,10 @@ def unwrap_call_input(value: Any) -> Any:
 
     OpenLLMetry's and Langfuse's decorators record a function's input this way: one
     positional argument stands for itself, keyword arguments alone for the kwargs dict.
+    smolagents adds flags of its own beside them (`sanitize_inputs_outputs`).
     """
     value = parse_json(value)
-    if isinstance(value, MAPPING) and set(value) <= {"args", "kwargs"} and value:
+    if isinstance(value, MAPPING) and value and _is_call_input(value):
         args = value.get("args") or []
         kwargs = value.get("kwargs") or {}
         if isinstance(args, list) and isinstance(kwargs, MAPPING):
@@ -313,6 +370,12 @@ def unwrap_call_input(value: Any) -> Any:
             if len(args) == 1 and not kwargs:
                 return args[0]
     return value
+
+
+def _is_call_input(value: Mapping[str, Any]) -> bool:
+    if not ("args" in value or "kwargs" in value):
+        return False
+    return all(key in ("args", "kwargs") or isinstance(flag, bool) or flag is None for key, flag in value.items())
 
 
 def last_user_text(messages: Iterable[Message]) -> str | None:

@@ -11,8 +11,16 @@ before it moved to the current model), whole-list `gen_ai.prompt` / `gen_ai.comp
 values, and per-message events (`gen_ai.user.message`, `gen_ai.choice`, ...) when a
 producer records them as span events. The Python openai-v2 instrumentation emitted
 those events as log records, which never reach a trace pipeline; the span-event form
-is what other SDKs (Azure AI Inference, Semantic Kernel) produce, with the message in
-`gen_ai.event.content` or in plain `content`/`role`/`tool_calls` attributes.
+is what other SDKs (Azure AI Inference, Semantic Kernel, Strands) produce, with the
+message in `gen_ai.event.content` or in plain `content`/`role`/`tool_calls`/`message`
+attributes; on a tool span (Strands), `gen_ai.tool.message` holds the arguments and
+`gen_ai.choice` the result.
+
+Content of the current convention may also arrive as a span event
+`gen_ai.client.inference.operation.details` whose attributes are the content keys
+(`gen_ai.input.messages`, ...), the form the conventions define for content recorded as
+an event and that Strands emits with `gen_ai_latest_experimental`; it is read as if the
+keys were the span's own.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ _ROLE_BY_OPERATION = {
 }
 
 _LEGACY_PREFIXES = ("gen_ai.prompt", "gen_ai.completion")
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_CALL_EVIDENCE = ("gen_ai.usage.", "gen_ai.response.")
 
 _INPUT_EVENT_ROLES = {
     "gen_ai.system.message": "system",
@@ -82,6 +92,8 @@ def apply(view: SpanView) -> bool:
     fill("role", role)
 
     fill("agent_name", text("gen_ai.agent.name"))
+    if attrs.has_prefix(_CALL_EVIDENCE):
+        view.called = True
     fill("model", text("gen_ai.response.model", "gen_ai.request.model"))
     # Content keys are checked for first: most spans carry none, and reading an absent
     # key yields nothing anyway.
@@ -93,7 +105,9 @@ def apply(view: SpanView) -> bool:
         fill("system_prompt", _system_instructions(get("gen_ai.system_instructions")))
     if "gen_ai.tool.definitions" in attrs:
         view.add_tools(tool_definitions(get("gen_ai.tool.definitions")))
-    if has_events or legacy_keys:
+    if has_events:
+        _apply_detail_events(view)
+    if (has_events or legacy_keys) and view.role != TOOL:
         _apply_legacy(view)
 
     if view.role == TOOL or "gen_ai.tool.call.arguments" in attrs or "gen_ai.tool.call.result" in attrs:
@@ -102,7 +116,37 @@ def apply(view: SpanView) -> bool:
         fill("tool_arguments", get("gen_ai.tool.call.arguments"))
         fill("tool_result", get("gen_ai.tool.call.result"))
         fill("tool_description", text("gen_ai.tool.description"))
+        if has_events:
+            _apply_tool_events(view)
     return True
+
+
+def _apply_detail_events(view: SpanView) -> None:
+    for event in view.span.events:
+        if event.name != DETAILS_EVENT:
+            continue
+        values = attributes_to_dict(event.attributes)
+        if "gen_ai.input.messages" in values:
+            view.fill("input_messages", normalize_messages(values["gen_ai.input.messages"]))
+        if "gen_ai.output.messages" in values:
+            view.fill("output_messages", normalize_messages(values["gen_ai.output.messages"], "assistant"))
+        if "gen_ai.system_instructions" in values:
+            view.fill("system_prompt", _system_instructions(values["gen_ai.system_instructions"]))
+        if "gen_ai.tool.definitions" in values:
+            view.add_tools(tool_definitions(values["gen_ai.tool.definitions"]))
+        if view.role is None and ("gen_ai.input.messages" in values or "gen_ai.output.messages" in values):
+            view.fill("role", LLM)
+
+
+def _apply_tool_events(view: SpanView) -> None:
+    """Strands' legacy tool span: arguments in `gen_ai.tool.message`, result in `gen_ai.choice`."""
+    for event in view.span.events:
+        values = attributes_to_dict(event.attributes)
+        if event.name == "gen_ai.tool.message":
+            view.fill("tool_arguments", values.get("content"))
+            view.fill("tool_call_id", values.get("id"))
+        elif event.name == "gen_ai.choice":
+            view.fill("tool_result", values.get("message"))
 
 
 def _system_instructions(value: Any) -> str | None:
@@ -168,7 +212,11 @@ def _event_body(attributes: Any) -> Any:
         return body
     body = {k: v for k, v in values.items() if not k.startswith("gen_ai.system")}
     if "message" in body:
-        body["message"] = parse_json(body["message"])
+        message = parse_json(body.pop("message"))
+        if isinstance(message, (str, list)) and "content" not in body:
+            body["content"] = message  # Strands: the text, or content blocks
+        else:
+            body["message"] = message
     if "tool_calls" in body:
         body["tool_calls"] = parse_json(body["tool_calls"])
     return body

@@ -89,8 +89,9 @@ class AgentTrace(BaseModel):
 
     @property
     def recognized(self) -> bool:
-        """Some convention adapter found agent or LLM content: an agent trace to score."""
-        return bool(self.conventions)
+        """An agent trace to score: a convention adapter read it, and found a run in it
+        (steps, input or output). A lone `create_agent` span or an HTTP span is not one."""
+        return bool(self.conventions) and bool(self.steps or self.user_input or self.final_output)
 
     @property
     def has_content(self) -> bool:

@@ -6,7 +6,9 @@ arguments and `output.value` the result, next to `tool.name`, `tool.description`
 `tool.parameters`. LLM spans flatten messages into indexed keys
 (`llm.input_messages.N.message.role`, `...message.tool_calls.M.tool_call.function.name`)
 and offered tools into `llm.tools.N.tool.json_schema`. The OpenAI Agents SDK
-instrumentation puts the agent's name in `agent.name`.
+instrumentation puts the agent's name in `agent.name`, agent-graph instrumentations
+(CrewAI) in `graph.node.id`. CrewAI's crew span lists its tasks in `crew_tasks`: their
+descriptions are what the crew was asked.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from spanscore.processors.agent_trace.content import (
     parse_json,
     tool_definitions,
 )
+from spanscore.processors.agent_trace.envelopes import is_repr
 from spanscore.processors.agent_trace.model import Message
 from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
 
@@ -28,6 +31,7 @@ CONVENTION = "openinference"
 KEY_PREFIXES = ("openinference.", "llm.")
 
 _ROLE_BY_KIND = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": CHAIN}
+_CALL_EVIDENCE = ("llm.token_count.", "llm.finish_reason")
 
 
 def apply(view: SpanView) -> bool:
@@ -42,17 +46,21 @@ def apply(view: SpanView) -> bool:
     role = _ROLE_BY_KIND.get((kind or "").upper(), OTHER if kind else LLM)
     view.fill("role", role)
     view.fill("agent_name", attrs.text("agent.name"))
+    if role == AGENT:
+        view.fill("agent_name", attrs.text("graph.node.id"))
     view.fill("model", attrs.text("llm.model_name"))
+    if attrs.has_prefix(_CALL_EVIDENCE):
+        view.called = True
     view.add_tools(tool_definitions(attrs.nested("llm.tools.")))
 
     if role == LLM:
         inputs = normalize_messages(attrs.nested("llm.input_messages."))
         if not inputs:
-            inputs = normalize_messages(attrs.get("input.value"))
+            inputs = _said(normalize_messages(attrs.get("input.value")))
         view.fill("input_messages", inputs)
         outputs = normalize_messages(attrs.nested("llm.output_messages."), "assistant")
         if not outputs:
-            outputs = _response_messages(attrs.get("output.value"))
+            outputs = _said(_response_messages(attrs.get("output.value")))
         view.fill("output_messages", outputs)
     elif role == TOOL:
         view.fill("tool_name", attrs.text("tool.name"))
@@ -63,8 +71,26 @@ def apply(view: SpanView) -> bool:
         view.fill("tool_parameters", attrs.get("tool.parameters"))
     else:
         view.fill("input", attrs.get("input.value"))
+        if "crew_tasks" in attrs:
+            view.fill("input", _task_descriptions(attrs.get("crew_tasks")))
         view.fill("output", attrs.get("output.value"))
     return True
+
+
+def _task_descriptions(value: Any) -> str | None:
+    tasks = parse_json(value)
+    if not isinstance(tasks, list):
+        return None
+    texts = [t["description"] for t in tasks if isinstance(t, MAPPING) and isinstance(t.get("description"), str)]
+    return "\n".join(texts) or None
+
+
+def _said(messages: list[Message]) -> list[Message]:
+    """`input.value`/`output.value` read as messages, when they are messages: a framework's
+    own objects (LlamaIndex's `ChatMessage(...)` reprs, request arguments) say nothing."""
+    if any(m.tool_calls or (m.content and not is_repr(m.content)) for m in messages):
+        return messages
+    return []
 
 
 def _response_messages(value: Any) -> list[Message]:

@@ -52,6 +52,9 @@ class SpanView:
     tool_description: str | None = None
     tool_parameters: Any = None
     error: str | None = None
+    # The span records a model call that completed: token usage, a finish reason or a
+    # response id. Spans that only prepare a request record none of these.
+    called: bool = False
     depth: int = 0
 
     def __init__(self, span: Span, scope: str = ""):
