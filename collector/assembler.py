@@ -16,6 +16,7 @@ from collections import OrderedDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import Field, model_validator
 
+from spanscore.collector.score_scope import ScoreScopeConfig
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
@@ -35,6 +36,8 @@ DEFAULT_SESSION_KEYS = (
     "langfuse.session.id",
     "traceloop.association.properties.session_id",
     "traceloop.association.properties.chat_id",
+    "ai.settings.context.sessionId",  # the Vercel AI SDK 7's runtime context
+    "ai.telemetry.metadata.sessionId",  # the Vercel AI SDK 4 to 6's telemetry metadata
 )
 
 
@@ -53,6 +56,9 @@ class AssemblerConfig(ComponentConfig):
     max_open_sessions: int = Field(default=DEFAULT_MAX_OPEN_SESSIONS, gt=0)
     # How many released trace ids are remembered to recognise late spans.
     forwarded_trace_memory: int = Field(default=DEFAULT_FORWARDED_TRACE_MEMORY, ge=0)
+    # Which traces the processors see: agent traces only unless told otherwise; the
+    # others are forwarded untouched (see score_scope).
+    score: ScoreScopeConfig = Field(default_factory=ScoreScopeConfig)
 
     @model_validator(mode="after")
     def _timeout_covers_wait(self) -> AssemblerConfig:

@@ -1,4 +1,4 @@
-"""`spanscore` command line: `run` the collector, `validate` a config."""
+"""`spanscore` command line: `run` the collector, `validate` a config, `inspect` recorded spans."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from spanscore.collector.config import ConfigError, load_config
-from spanscore.collector.service import Service, run_until_signalled
 from spanscore.core.version import VERSION
+
+if TYPE_CHECKING:
+    from spanscore.collector.config import Config
+
+# The config, the service and inspect are imported by the commands that use them: the
+# component table pulls in every built-in component (the OpenAI client among them), most
+# of a second that `inspect` without `--config` has no use for.
 
 DEFAULT_CONFIG = "otel-config.yaml"
 # The same file ships inside the package, so `spanscore run` works from any directory.
@@ -31,10 +37,22 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)")
     validate = commands.add_parser("validate", help="check a config file and list every problem")
     validate.add_argument("path", help="config file")
+    inspect_ = commands.add_parser(
+        "inspect", help="show what the metrics would read from OTLP/JSON files, per trace",
+        description="Assemble the spans of OTLP/JSON files (one export request per line, as the file exporter "
+                    "writes, or one per file) into traces and print, per trace, the normalized agent view the "
+                    "metrics read and whether it would be scored. Exits 2 when a file or line cannot be read.")
+    inspect_.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
+    inspect_.add_argument("--json", action="store_true", help="one JSON object per trace per line, texts in full")
+    inspect_.add_argument("--config", default=None,
+                          help="take session_keys and the scoring scope from this config's assembler "
+                               "(default: the built-in defaults)")
     args = parser.parse_args(argv)
 
     if args.command == "validate":
         return _validate(args.path)
+    if args.command == "inspect":
+        return _inspect(args.files, args.json, args.config)
     return _run(args.config or default_config_path())
 
 
@@ -43,6 +61,8 @@ def default_config_path() -> str:
 
 
 def _validate(path: str) -> int:
+    from spanscore.collector.config import ConfigError, load_config
+
     try:
         config = load_config(path)
     except ConfigError as exc:
@@ -53,7 +73,24 @@ def _validate(path: str) -> int:
     return 0
 
 
+def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
+    from spanscore.collector import inspect
+
+    assembler = None
+    if config_path is not None:
+        from spanscore.collector.config import ConfigError, load_config
+
+        try:
+            assembler = load_config(config_path).assembler
+        except ConfigError as exc:
+            _report(f"spanscore inspect: {config_path} is invalid:", exc.problems)
+            return EXIT_CONFIG
+    return inspect.run(files, as_json, assembler)
+
+
 def _run(path: str) -> int:
+    from spanscore.collector.config import ConfigError, load_config
+
     try:
         config = load_config(path)
     except ConfigError as exc:
@@ -81,7 +118,9 @@ def _report(header: str, problems: list[str]) -> None:
         print(f"  {problem}", file=sys.stderr)
 
 
-async def _serve(config) -> None:
+async def _serve(config: Config) -> None:
+    from spanscore.collector.service import Service, run_until_signalled
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     log = logging.getLogger("spanscore")

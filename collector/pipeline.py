@@ -2,7 +2,9 @@
 
 Receivers call `consume` with each parsed request. A timer releases ready traces from
 the assembler; each is scored by the processors (traces of one session in order),
-gets its scores attached, and is handed to every exporter. Sessions close after
+gets its scores attached, and is handed to every exporter. Only traces in the scoring
+scope are scored (`assembler.score`: agent traces only by default); the others skip the
+processors and sessions and are exported exactly as received. Sessions close after
 `session_idle` without a new trace, or at shutdown, when session processors run and the
 `evaluate_session` carrier span is exported.
 
@@ -25,8 +27,10 @@ from collections.abc import Callable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.collector.assembler import Assembler
+from spanscore.collector.score_scope import NOT_AGENT_TRACE, ScoreScope
 from spanscore.core.attributes import find_attribute
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
+from spanscore.core.once import FirstSeen
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
@@ -65,11 +69,13 @@ class Pipeline:
         # Sessions cost memory for as long as `session_idle`; keep them only when a
         # processor reads them.
         self.tracks_sessions = any(p.uses_sessions for _, p in processors)
+        self.scope = ScoreScope(config.score)
+        self._unscored_services = FirstSeen()
         # Ready traces wait in a queue for one of `scoring_concurrency` workers: waiting
         # costs no task per trace, and CPU-bound metrics cannot keep the receivers and
         # exporters that share the event loop waiting for seconds.
         self.scoring_concurrency = config.scoring_concurrency
-        self._scoring_queue: asyncio.Queue[tuple[Trace, Session | None]] = asyncio.Queue()
+        self._scoring_queue: asyncio.Queue[Trace] = asyncio.Queue()
         self._workers: list[asyncio.Task] = []
         self.retry_after_s = max(1, math.ceil(config.trace_wait))
         self.held_spans = 0
@@ -80,6 +86,7 @@ class Pipeline:
         self.rejected_spans = 0
         self.refused_requests = 0  # turned away while full, for the client to retry
         self.exported_traces = 0
+        self.unscored_traces = 0  # outside the scoring scope, forwarded as received
 
     # Lifecycle -------------------------------------------------------------------------
 
@@ -128,7 +135,7 @@ class Pipeline:
             for worker in self._workers:
                 worker.cancel()  # a cancelled scoring still exports its trace
             while not self._scoring_queue.empty():
-                trace, _ = self._scoring_queue.get_nowait()
+                trace = self._scoring_queue.get_nowait()
                 self._export(trace)
 
     async def _wait_tasks(self, deadline: float) -> None:
@@ -196,8 +203,9 @@ class Pipeline:
         if not self.processors:
             self._export(trace)
             return
-        session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
-        self._scoring_queue.put_nowait((trace, session))
+        # Whether it is scored, and its session, are settled by a scoring worker: the
+        # scope may need the normalized view, whose cost belongs off the release tick.
+        self._scoring_queue.put_nowait(trace)
 
     def _session_for(self, trace: Trace) -> Session:
         session = self.sessions.get(trace.session_id)
@@ -220,19 +228,29 @@ class Pipeline:
     async def _score_forever(self) -> None:
         queue = self._scoring_queue
         while True:
-            trace, session = await queue.get()
+            trace = await queue.get()
             try:
-                await self._score(trace, session)
+                await self._score(trace)
             finally:
                 queue.task_done()
 
-    async def _score(self, trace: Trace, session: Session | None) -> None:
+    async def _score(self, trace: Trace) -> None:
         try:
+            try:
+                skip = self.scope.skip_reason(trace)
+            except Exception:  # a bug deciding must not cost the worker or the trace its scores
+                log.exception("could not decide whether to score trace %s; scoring it", trace.trace_id_hex)
+                skip = None
+            if skip is not None:
+                self._leave_unscored(trace, skip)
+                return
+            session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
             if session is None:
                 await self._run_processors(trace, None)
             else:
-                # A free lock is taken without yielding, right after the queue hands the
-                # trace over, and waiters are served in order: a session keeps its order.
+                # The scope, the session and a free lock are all settled without
+                # yielding, right after the queue hands the trace over, and lock waiters
+                # are served in order: a session keeps the order its traces became ready.
                 async with session.lock:
                     await self._run_processors(trace, session)
                     session.traces.append(TraceSummary.of(trace))
@@ -241,6 +259,15 @@ class Pipeline:
             trace.release_derived()
             # Scoring never holds a trace back: even a cancelled or crashed scoring exports it.
             self._export(trace)
+
+    def _leave_unscored(self, trace: Trace, reason: str) -> None:
+        self.unscored_traces += 1
+        service = trace.service_name
+        if reason is NOT_AGENT_TRACE and self._unscored_services.first(service):
+            log.info("service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
+                     "processors.assembler.score.agent_traces_only: false scores every trace)", service, reason)
+        else:
+            log.debug("trace %s forwarded unscored: %s", trace.trace_id_hex, reason)
 
     async def _run_processors(self, trace: Trace, session: Session | None) -> None:
         results: list[MetricResult] = []

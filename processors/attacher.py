@@ -20,6 +20,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
+from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -107,6 +108,14 @@ def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version:
     scope_spans.scope.CopyFrom(InstrumentationScope(name=SCOPE_NAME, version=scope_version))
     scope_spans.spans.append(span)
     return resource_spans
+
+
+def is_session_carrier(trace: Trace) -> bool:
+    """Whether `trace` is a session carrier spanscore wrote (a root `evaluate_session`
+    span in the `spanscore` scope): a report of scores, not an agent's work."""
+    root, origin = trace.root, trace.root_origin
+    return (root is not None and origin is not None and root.name == SESSION_SPAN_NAME
+            and origin.scope_spans.scope.name == SCOPE_NAME)
 
 
 def _kv(key: str, value: AnyValue) -> KeyValue:

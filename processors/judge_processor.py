@@ -10,6 +10,11 @@ the session metrics' signals. What the judge spent goes on the root span
 With no judge configured (no `judge` section, or one with neither `api_key` nor
 `base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
 run, and the startup log says so once.
+
+Nothing to judge is not a score: a trace whose spans hold neither the user's input nor
+the agent's final output (instrumentation that records spans but not message content)
+gets an error result per metric, `no_content`, without asking the judge, which would
+otherwise grade an empty transcript and return a confident, meaningless number.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
-from spanscore.core.result import DEFAULT_THRESHOLD
+from spanscore.core.once import FirstSeen
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
-from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.judge.base import Judge
 from spanscore.processors.judge.config import JudgeConfig, build_judge
@@ -35,6 +41,7 @@ from spanscore.processors.judge.rubrics import METRIC_NAMES
 log = logging.getLogger("spanscore.judge_metrics")
 
 JUDGE_EVALUATOR = "judge"  # eval.judge.* on the span, gen_ai.evaluation.judge.* metrics
+NO_CONTENT = "no_content"  # error.type of the results for a trace with nothing to judge
 
 
 class JudgeMetricSettings(ComponentConfig):
@@ -103,6 +110,7 @@ class JudgeMetrics(Processor):
         self.metric_names = tuple(enabled) if config.configured else ()
         self.plan: JudgePlan | None = None
         self.judge: Judge | None = None
+        self._no_content_services = FirstSeen()
         if config.configured and enabled:
             self.plan = JudgePlan(
                 metrics=enabled, mode=config.mode,
@@ -131,8 +139,26 @@ class JudgeMetrics(Processor):
     async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
         if self.plan is None or self.judge is None or not self._sampled(trace.trace_id):
             return []
-        results, usage = await self.plan.run(agent_trace_of(trace), self.judge)
+        agent = agent_trace_of(trace)
+        if not agent.has_content:
+            return self._nothing_to_judge(trace, agent)
+        results, usage = await self.plan.run(agent, self.judge)
         return [*results, EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"])]
+
+    def _nothing_to_judge(self, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
+        conventions = ", ".join(sorted(agent.conventions)) or "none"
+        message = f"no user input or final output found in the spans (conventions seen: {conventions})"
+        service = trace.service_name
+        # A WARNING, once per service: every trace of that service loses its judge
+        # metrics until its instrumentation records message content, which is usually
+        # opt-in; per trace it would flood the log at the trace rate.
+        if self._no_content_services.first(service):
+            log.warning("%s: service %r sends agent traces without message content, so the judge metrics are not "
+                        "run on them: %s. Content capture is often opt-in, e.g. "
+                        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true", self.id, service, message)
+        plan = self.plan
+        return [MetricResult(name=name, threshold=plan.threshold(name), error=message, error_type=NO_CONTENT)
+                for name in plan.metrics]
 
     def _sampled(self, trace_id: bytes) -> bool:
         ratio = self.config.sample_ratio

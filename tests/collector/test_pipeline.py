@@ -75,6 +75,11 @@ async def rig_for():
             await exporter.shutdown(time.monotonic() + 5.0)
 
 
+# These tests are about the pipeline's mechanics on hand-made spans that are no agent's:
+# they score every trace rather than agent traces only (the scope has tests of its own).
+EVERY_TRACE = {"agent_traces_only": False}
+
+
 def toy(**config) -> ToyMetric:
     return ToyMetric("toy_metric", ToyMetricConfig(**config))
 
@@ -98,7 +103,7 @@ def evaluation_events(exported) -> list[dict]:
 
 
 async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrived(rig_for):
-    rig = await rig_for(toy())
+    rig = await rig_for(toy(), score=EVERY_TRACE)
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "child", parent=root_id)]))
     await rig.at(1.5)
@@ -117,7 +122,7 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
 
 
 async def test_trace_without_root_is_exported_at_trace_timeout_marked_incomplete(rig_for):
-    rig = await rig_for(toy(), trace_timeout=5.0)
+    rig = await rig_for(toy(), trace_timeout=5.0, score=EVERY_TRACE)
     trace_id = new_trace_id()
     rig.receiver.send(request_of([span(trace_id, "orphan", parent=new_span_id())]))
     await rig.at(4.75)
@@ -149,7 +154,7 @@ async def test_without_processors_traces_are_forwarded_unchanged(rig_for):
 
 async def test_traces_of_one_session_reach_processors_in_the_order_they_became_ready(rig_for):
     metric = toy(delay_s=0.01)  # scoring overlaps unless the session keeps it in order
-    rig = await rig_for(metric)
+    rig = await rig_for(metric, score=EVERY_TRACE)
     first, second, third, other = (new_trace_id() for _ in range(4))
     first_root = new_span_id()
     rig.receiver.send(request_of([span(first, "first", span_id=first_root, attributes={"session.id": "s1"})]))
@@ -167,7 +172,7 @@ async def test_traces_of_one_session_reach_processors_in_the_order_they_became_r
 
 
 async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_spans(rig_for):
-    rig = await rig_for(toy(), session_idle=60.0)
+    rig = await rig_for(toy(), session_idle=60.0, score=EVERY_TRACE)
     traces = [(new_trace_id(), new_span_id()) for _ in range(2)]
     rig.receiver.send(request_of([span(t, "turn", span_id=s, attributes={"session.id": "s1"}) for t, s in traces],
                                  service="chat"))
@@ -191,7 +196,7 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
 
 
 async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
-    rig = await rig_for(toy())
+    rig = await rig_for(toy(), score=EVERY_TRACE)
     complete, rootless = new_trace_id(), new_trace_id()
     rig.receiver.send(request_of([span(complete, "turn", attributes={"session.id": "s1"})]))
     await rig.at(1.0)
@@ -207,7 +212,7 @@ async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
 
 
 async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
-    rig = await rig_for(UsageReporter())
+    rig = await rig_for(UsageReporter(), score=EVERY_TRACE)
     trace_id = new_trace_id()
     rig.receiver.send(request_of([span(trace_id, "turn", attributes={"session.id": "s1"})]))
     await rig.at(1.0)
@@ -222,7 +227,7 @@ async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
 
 async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace_wait(rig_for):
     metric = toy()
-    rig = await rig_for(metric)
+    rig = await rig_for(metric, score=EVERY_TRACE)
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(1.0)
@@ -239,7 +244,7 @@ async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace
 
 
 async def test_drain_exports_every_buffered_trace_scored(rig_for):
-    rig = await rig_for(toy())
+    rig = await rig_for(toy(), score=EVERY_TRACE)
     waiting, rootless = new_trace_id(), new_trace_id()
     waiting_root = new_span_id()
     rig.receiver.send(request_of([span(waiting, "root", span_id=waiting_root), span(waiting, "child", parent=waiting_root),
@@ -254,7 +259,7 @@ async def test_drain_exports_every_buffered_trace_scored(rig_for):
 
 
 async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscored(rig_for):
-    rig = await rig_for(toy(delay_s=30.0))
+    rig = await rig_for(toy(delay_s=30.0), score=EVERY_TRACE)
     scoring, queued = new_trace_id(), new_trace_id()
     rig.receiver.send(request_of([span(scoring, "root")]))
     rig.clock.now = 1.0
@@ -324,7 +329,7 @@ async def test_spans_stay_held_until_every_exporter_is_done_with_them(rig_for):
 
 
 async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still_exported(rig_for):
-    rig = await rig_for(toy(fail_on="boom"), toy(name="other"))
+    rig = await rig_for(toy(fail_on="boom"), toy(name="other"), score=EVERY_TRACE)
     trace_id = new_trace_id()
     rig.receiver.send(request_of([span(trace_id, "boom")]))
     await rig.at(1.0)
@@ -340,7 +345,7 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
 
 
 async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
-    rig = await rig_for(UsageReporter())
+    rig = await rig_for(UsageReporter(), score=EVERY_TRACE)
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "llm call", parent=root_id)]))
     await rig.at(1.0)

@@ -122,6 +122,55 @@ def test_judge_outage_records_errors_and_forwards_the_trace(judge_server, sink, 
     assert requests >= 2 and attributes["eval.judge.calls"] == requests  # failed requests are counted too
 
 
+def contentless_agent_trace(collector, service: str) -> bytes:
+    """An agent run recorded without message content, as instrumentation does by default:
+    an agent span and an LLM call, model and token counts, no input and no output."""
+    trace_id, root_id = new_trace_id(), new_span_id()
+    root = span(trace_id, "invoke_agent helper", span_id=root_id,
+                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
+    llm = span(trace_id, "chat gpt-4o", parent=root_id, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+        "gen_ai.usage.input_tokens": 420, "gen_ai.usage.output_tokens": 37})
+    grpc_export(collector.grpc_port, request_of([root, llm], service=service).SerializeToString())
+    return trace_id
+
+
+def test_a_trace_without_content_gets_error_results_and_the_judge_is_not_called(judge_server, sink, start_collector,
+                                                                                 caplog):
+    caplog.set_level("INFO")
+    collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]",
+                                            extra_processors=judge_config(judge_server).split("\n")[0],
+                                            assembler="trace_wait: 50ms"))
+    traces = [contentless_agent_trace(collector, service) for service in ("billing", "billing", "support")]
+    assert wait_until(lambda: len(sink.spans()) == 6, timeout_s=15)
+    assert judge_server.requests == []
+    message = "no user input or final output found in the spans (conventions seen: genai)"
+    for root in (s for s in sink.spans() if s.name == "invoke_agent helper"):
+        attributes = attributes_to_dict(root.attributes)
+        assert {k: v for k, v in attributes.items() if k.startswith("eval.")} == {
+            f"eval.{name}.error": message for name in METRIC_NAMES}  # no score, no label, no judge usage
+        events = [attributes_to_dict(e.attributes) for e in root.events]
+        assert events == [{"gen_ai.evaluation.name": name, "gen_ai.evaluation.explanation": message,
+                           "error.type": "no_content"} for name in METRIC_NAMES]
+    assert {s.trace_id for s in sink.spans()} == set(traces)
+    warnings = [r.getMessage() for r in caplog.records if "without message content" in r.getMessage()]
+    assert len(warnings) == 2  # once per service, not per trace
+    assert "service 'billing'" in warnings[0] and "service 'support'" in warnings[1]
+    assert all(r.levelname == "WARNING" for r in caplog.records if "without message content" in r.getMessage())
+
+
+def test_a_plain_trace_scored_on_request_names_no_convention(judge_server, sink, start_collector):
+    collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]",
+                                            extra_processors=judge_config(judge_server).split("\n")[0],
+                                            assembler="trace_wait: 50ms, score: {agent_traces_only: false}"))
+    root = span(new_trace_id(), "GET /orders", attributes={"http.request.method": "GET"})
+    grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
+    assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=15)
+    assert judge_server.requests == []
+    assert root_of(sink, "GET /orders")["eval.task_completion.error"] == (
+        "no user input or final output found in the spans (conventions seen: none)")
+
+
 def test_no_judge_configured_runs_no_judge_metric(sink, start_collector, caplog):
     caplog.set_level("INFO")
     collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]",

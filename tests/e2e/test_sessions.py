@@ -7,12 +7,12 @@ import time
 from spanscore.core.attributes import attributes_to_dict
 from tests.processors.test_score_encoding import TOY, evaluation_events, exported_span, send
 from tests.support.running import sink_config, wait_until
-from tests.support.spans import new_span_id, new_trace_id, request_of, span
+from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
 
 
 def session_trace(session_id: str, name: str, children: int = 1):
     trace_id, root_id = new_trace_id(), new_span_id()
-    spans = [span(trace_id, name, span_id=root_id, attributes={"session.id": session_id})]
+    spans = [span(trace_id, name, span_id=root_id, attributes={**AGENT_ROOT, "session.id": session_id})]
     spans += [span(trace_id, f"{name} step {i}", parent=root_id) for i in range(children)]
     return trace_id, root_id, spans
 
@@ -67,7 +67,7 @@ def test_traces_of_a_session_are_scored_in_order_with_earlier_traces_visible(sin
         sent.append(trace_id)
         send(collector.grpc_port, request_of(spans))
         time.sleep(0.01)
-    send(collector.grpc_port, request_of([span(new_trace_id(), "no session")]))
+    send(collector.grpc_port, request_of([span(new_trace_id(), "no session", attributes=AGENT_ROOT)]))
     assert wait_until(lambda: len(sink.spans()) == 9)
     toy = collector.service.pipeline.processors[0][1]
     in_session = [(earlier, trace_id) for session_id, earlier, trace_id in toy.seen if session_id == "ordered"]
@@ -92,7 +92,7 @@ def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collecto
     collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
                                             assembler="trace_wait: 1h, trace_timeout: 2h, session_idle: 3h"))
     send(collector.grpc_port, request_of(session_trace("pending", "turn 0", children=2)[2]))
-    send(collector.grpc_port, request_of([span(new_trace_id(), "orphan", parent=new_span_id())]))
+    send(collector.grpc_port, request_of([span(new_trace_id(), "orphan", parent=new_span_id(), attributes=AGENT_ROOT)]))
     time.sleep(0.2)
     assert sink.spans() == []  # nothing is ready for an hour
     started = time.monotonic()

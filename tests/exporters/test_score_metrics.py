@@ -12,7 +12,7 @@ from spanscore.collector.config import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.running import wait_until
-from tests.support.spans import new_span_id, new_trace_id, request_of, span
+from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
 
 
 def free_port() -> int:
@@ -41,7 +41,7 @@ service:
 def send_scored_traces(collector):
     for name, children in (("agent a", 3), ("agent b", 0)):  # toy scores 1.0 (pass) and 0.25 (fail)
         trace_id, root_id = new_trace_id(), new_span_id()
-        spans = [span(trace_id, name, span_id=root_id, attributes={"gen_ai.agent.name": "helper"})]
+        spans = [span(trace_id, name, span_id=root_id, attributes={**AGENT_ROOT, "gen_ai.agent.name": "helper"})]
         spans += [span(trace_id, "step", parent=root_id) for _ in range(children)]
         send(collector.grpc_port, request_of(spans, service="shop-agent"))
 

@@ -10,7 +10,7 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.processors.attacher import attach_results
 from tests.support.running import sink_config, wait_until
-from tests.support.spans import new_span_id, new_trace_id, request_of, span
+from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
 
 TOY = "  toy_metric: {name: toy, fail_on: broken}"
 
@@ -39,7 +39,7 @@ def scored(sink, start_collector):
 
 def test_scores_land_on_the_root_span_as_attributes_and_events(scored, sink):
     trace_id, root_id = new_trace_id(), new_span_id()
-    send(scored.grpc_port, request_of([span(trace_id, "agent", span_id=root_id),
+    send(scored.grpc_port, request_of([span(trace_id, "agent", span_id=root_id, attributes=AGENT_ROOT),
                                        span(trace_id, "llm", parent=root_id), span(trace_id, "tool", parent=root_id)]))
     assert wait_until(lambda: len(sink.spans()) == 3)
     root = exported_span(sink, "agent")
@@ -59,7 +59,7 @@ def test_scores_land_on_the_root_span_as_attributes_and_events(scored, sink):
 
 
 def test_label_is_fail_below_threshold(scored, sink):
-    send(scored.grpc_port, request_of([span(new_trace_id(), "lonely agent")]))
+    send(scored.grpc_port, request_of([span(new_trace_id(), "lonely agent", attributes=AGENT_ROOT)]))
     assert wait_until(lambda: len(sink.spans()) == 1)
     attributes = attributes_to_dict(exported_span(sink, "lonely agent").attributes)
     assert (attributes["eval.toy.score"], attributes["eval.toy.label"]) == (0.25, "fail")
@@ -67,7 +67,8 @@ def test_label_is_fail_below_threshold(scored, sink):
 
 def test_a_failing_metric_records_an_error_and_the_trace_is_still_exported(scored, sink):
     trace_id, root_id = new_trace_id(), new_span_id()
-    send(scored.grpc_port, request_of([span(trace_id, "broken", span_id=root_id), span(trace_id, "llm", parent=root_id)]))
+    send(scored.grpc_port, request_of([span(trace_id, "broken", span_id=root_id, attributes=AGENT_ROOT),
+                                       span(trace_id, "llm", parent=root_id)]))
     assert wait_until(lambda: len(sink.spans()) == 2)
     root = exported_span(sink, "broken")
     attributes = attributes_to_dict(root.attributes)
@@ -82,7 +83,8 @@ def test_incomplete_trace_scores_go_on_its_earliest_span(sink, start_collector):
                                             assembler="trace_wait: 50ms, trace_timeout: 300ms"))
     trace_id, missing_root = new_trace_id(), new_span_id()
     send(collector.grpc_port, request_of([span(trace_id, "second", parent=missing_root, start_ns=2_000),
-                                          span(trace_id, "first", parent=missing_root, start_ns=1_000)]))
+                                          span(trace_id, "first", parent=missing_root, start_ns=1_000,
+                                               attributes=AGENT_ROOT)]))
     assert wait_until(lambda: len(sink.spans()) == 2)
     assert attributes_to_dict(exported_span(sink, "first").attributes)["eval.toy.score"] == 0.5
     assert not evaluation_events(exported_span(sink, "second"))

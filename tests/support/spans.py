@@ -52,6 +52,15 @@ EVERY_VALUE_TYPE = {
 }
 
 
+# What makes a hand-made span an agent run to the normalizer (convention "genai", with
+# a user input and a final output): only agent traces are scored by default.
+AGENT_ROOT = {
+    "gen_ai.operation.name": "invoke_agent",
+    "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "Where is my order?"}]}]',
+    "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "text", "content": "It ships today."}]}]',
+}
+
+
 def new_trace_id() -> bytes:
     return os.urandom(16)
 

@@ -1,0 +1,280 @@
+"""`spanscore inspect`: what the metrics would read from recorded spans.
+
+A score is only as good as what the metrics were given. When a judge says 0.2, or no
+score appears at all, the first question is what the spans held: did the normalizer find
+the user's question, the final answer, the tool calls? This reads OTLP/JSON files (the
+`file` exporter's lines, or one request per file as `examples/` holds), assembles them as
+the collector does and prints, per trace, the normalized agent view the metrics read and
+whether the trace would be scored.
+
+Everything comes from the collector's own parts, so the answer is the collector's: spans
+are grouped by the `Assembler` (across lines and files, in first-seen order, invalid ids
+rejected), the session id is its `session_id_of` with the configured `session_keys`, and
+"would be scored" is the pipeline's `ScoreScope`, from `--config` when given, else the
+defaults. Nothing is scored and nothing is sent.
+
+A file is read as JSON lines when its first non-blank line is a JSON document on its own;
+otherwise the whole file is one document (a pretty-printed request). A broken line is
+reported with its file and line number, and reading goes on; any problem makes the exit
+code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.collector.score_scope import SESSION_CARRIER, ScoreScope
+from spanscore.core.attributes import any_value_to_python
+from spanscore.core.otlp_json import OtlpJsonError, decode_request
+from spanscore.core.trace import Trace
+from spanscore.processors.agent_trace import Step, agent_trace_of
+
+EXIT_PROBLEMS = 2
+SHORT_TEXT = 80  # characters of a text shown in the human format before an ellipsis
+_SCORE_FIELDS = ("score", "label", "error")
+
+
+@dataclass
+class Inspection:
+    """The traces found in some files, and every problem met reading them."""
+
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    files: int = 0
+
+
+def inspect_files(paths: Sequence[str | Path], assembler_config: AssemblerConfig | None = None) -> Inspection:
+    """Read every file, assemble the spans into traces and describe each trace."""
+    config = assembler_config or AssemblerConfig()
+    assembler = Assembler(config)
+    scope = ScoreScope(config.score)
+    inspection = Inspection()
+    for path in paths:
+        inspection.files += 1
+        for where, request in _requests(Path(path), inspection.problems):
+            outcome = assembler.add(request, 0.0)
+            if outcome.rejected:
+                inspection.problems.append(f"{where}: {outcome.rejected} span(s) rejected: {outcome.error}")
+    for trace in assembler.pop_all():
+        trace.session_id = assembler.session_id_of(trace)
+        inspection.traces.append(describe(trace, scope))
+        trace.release_derived()
+    return inspection
+
+
+def describe(trace: Trace, scope: ScoreScope) -> dict[str, Any]:
+    """One trace as the metrics see it, as JSON-ready values (full texts)."""
+    anchor = trace.anchor
+    skip = scope.skip_reason(trace)
+    record: dict[str, Any] = {
+        "trace_id": trace.trace_id_hex,
+        "kind": "session_carrier" if skip is SESSION_CARRIER else "trace",
+        "service": trace.service_name,
+        "root": None if anchor is None else anchor.name,
+        "complete": trace.complete,
+        "spans": trace.span_count,
+        "session_id": trace.session_id,
+        "scored": skip is None,
+        "not_scored_because": skip,
+    }
+    if skip is SESSION_CARRIER:
+        # A report spanscore wrote, not an agent's work: its links and results, no agent view.
+        record["linked_traces"] = [link.trace_id.hex() for link in anchor.links]
+    else:
+        agent = agent_trace_of(trace)
+        record.update(
+            recognized=agent.recognized,
+            conventions=sorted(agent.conventions),
+            agent_name=agent.agent_name,
+            user_input=agent.user_input,
+            final_output=agent.final_output,
+            steps=[_step(step) for step in agent.steps],
+        )
+    record["scores"] = _scores(anchor)
+    return record
+
+
+def run(paths: Sequence[str], as_json: bool, assembler_config: AssemblerConfig | None = None,
+        out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The `inspect` command: traces to `out`, problems to `err`; 0, or 2 on any problem."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    inspection = inspect_files(paths, assembler_config)
+    for problem in inspection.problems:
+        print(f"spanscore inspect: {problem}", file=err)
+    for record in inspection.traces:
+        if as_json:
+            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        else:
+            out.write("\n".join(human_lines(record)) + "\n\n")
+    if not as_json:
+        scored = sum(1 for record in inspection.traces if record["scored"])
+        out.write(f"{_count(len(inspection.traces), 'trace')} in {_count(inspection.files, 'file')}; "
+                  f"{scored} would be scored\n")
+    out.flush()
+    return EXIT_PROBLEMS if inspection.problems else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# Reading ---------------------------------------------------------------------------------
+
+
+def _requests(path: Path, problems: list[str]) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
+    """(where, request) for every request in `path`; problems are appended, not raised.
+
+    Read as bytes and decoded per line, so a line with broken UTF-8 is one broken line.
+    """
+    try:
+        with path.open("rb") as f:
+            first = next((line for line in f if line.strip()), None)
+            if first is None:
+                return
+            f.seek(0)
+            if _is_document(first):
+                yield from _json_lines(path, f, problems)
+                return
+            text = f.read()
+    except OSError as exc:
+        problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+        return
+    try:
+        request = decode_request(text)
+    except OtlpJsonError as exc:
+        lines = text.splitlines(keepends=True)
+        if any(_is_document(line) for line in lines[1:] if line.strip()):
+            # JSON lines whose first line is the broken one: report it, read the rest.
+            yield from _json_lines(path, lines, problems)
+        else:
+            problems.append(f"{path}: {exc}")
+        return
+    yield str(path), request
+
+
+def _is_document(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:  # UnicodeDecodeError included
+        return False
+    return True
+
+
+def _json_lines(path: Path, lines: Iterable[bytes], problems: list[str]) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            yield where, decode_request(line.strip())
+        except OtlpJsonError as exc:
+            problems.append(f"{where}: {exc}")
+
+
+# Describing ------------------------------------------------------------------------------
+
+
+def _step(step: Step) -> dict[str, Any]:
+    return {"kind": step.kind, "name": step.name, "arguments": step.arguments, "result": step.result,
+            "error": step.error}
+
+
+def _scores(anchor) -> dict[str, dict[str, Any]]:
+    """Results already on the span (`eval.<metric>.score|label|error`), e.g. in a file the
+    `file` exporter wrote after scoring."""
+    scores: dict[str, dict[str, Any]] = {}
+    if anchor is None:
+        return scores
+    for kv in anchor.attributes:
+        prefix, _, rest = kv.key.partition(".")
+        name, _, suffix = rest.rpartition(".")
+        if prefix == "eval" and name and suffix in _SCORE_FIELDS:
+            scores.setdefault(name, {})[suffix] = any_value_to_python(kv.value)
+    return scores
+
+
+# The human format ------------------------------------------------------------------------
+
+
+def human_lines(record: dict[str, Any]) -> list[str]:
+    """A compact block per trace; long texts are shortened, their length noted."""
+    where = "root" if record["complete"] else "first"
+    header = f"trace {record['trace_id']} {where}={record['root']!r} spans={record['spans']}"
+    if record["service"] is not None:
+        header += f" service={record['service']}"
+    if not record["complete"]:
+        header += " (incomplete: no root span)"
+    lines = [header]
+    if record["kind"] == "session_carrier":
+        lines.append(f"  spanscore session carrier, not an agent trace: session {record['session_id']}, "
+                     f"{_count(len(record['linked_traces']), 'linked trace')}")
+    else:
+        conventions = ", ".join(record["conventions"]) or "none"
+        scored = "yes" if record["scored"] else f"no, {record['not_scored_because']}"
+        lines.append(f"  conventions: {conventions}; scored: {scored}")
+        if record["recognized"] or record["steps"]:
+            lines.append(f"  session: {record['session_id'] or '(none)'}  agent: {record['agent_name'] or '(none)'}")
+            lines.append(f"  user input:   {_text(record['user_input'])}")
+            lines.append(f"  final output: {_text(record['final_output'])}")
+            lines.append(f"  steps: {len(record['steps'])}")
+            lines.extend(f"    {i}. {_step_line(step)}" for i, step in enumerate(record["steps"], start=1))
+        elif record["session_id"]:
+            lines.append(f"  session: {record['session_id']}")
+    if record["scores"]:
+        lines.append("  scores on the span: " + ", ".join(_score_text(name, score)
+                                                          for name, score in record["scores"].items()))
+    return lines
+
+
+def _step_line(step: dict[str, Any]) -> str:
+    parts = [f"{step['kind']} {step['name']}"]
+    for key in ("arguments", "result", "error"):
+        if step[key] not in (None, "", {}, []):
+            parts.append(f"{key}={_value(step[key])}")
+    return "  ".join(parts)
+
+
+def _value(value: Any) -> str:
+    """Structured values (or text holding a JSON object or array) as compact JSON, unquoted;
+    other text quoted."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if isinstance(value, str):
+        return _text(value)
+    return _shortened(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _text(text: str | None) -> str:
+    """Quoted, newlines escaped; past SHORT_TEXT characters cut with an ellipsis."""
+    if not text:
+        return "(none)"
+    if len(text) <= SHORT_TEXT:
+        return json.dumps(text, ensure_ascii=False)
+    return json.dumps(text[:SHORT_TEXT] + "…", ensure_ascii=False) + f" ({len(text)} chars)"
+
+
+def _shortened(text: str) -> str:
+    if len(text) <= SHORT_TEXT:
+        return text
+    return f"{text[:SHORT_TEXT]}… ({len(text)} chars)"
+
+
+def _score_text(name: str, score: dict[str, Any]) -> str:
+    if "error" in score:
+        return f"{name} error"
+    value = score.get("score")
+    label = f" {score['label']}" if "label" in score else ""
+    return f"{name}={value:.2f}{label}" if isinstance(value, float) else f"{name}={value}{label}"
+
