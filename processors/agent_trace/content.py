@@ -25,6 +25,7 @@ MAPPING = (dict, Mapping)
 ROLE_ALIASES = {"tool-call": "assistant", "tool-response": "tool", "human": "user", "ai": "assistant"}
 _LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool"})
 _BEDROCK_BLOCKS = frozenset({"toolUse", "toolResult"})
+_SDK_TOOL_PARTS = frozenset({"tool-call", "tool-result"})
 
 # json.loads and json.dumps with non-default options go through several Python-level
 # calls (and a new encoder) per value; these are what they end up calling.
@@ -221,7 +222,7 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
         content = content_text(contents)
         reasoning = _part_reasoning(contents) if isinstance(contents, list) else []
         calls = _tool_calls(data.get("tool_calls"))
-        if isinstance(contents, list) and any(isinstance(b, MAPPING) and _BEDROCK_BLOCKS & b.keys() for b in contents):
+        if isinstance(contents, list) and any(_is_tool_block(b) for b in contents):
             calls += _block_tool_calls(contents)
             result = _block_tool_result(contents)
             if result is not None:  # Bedrock sends tool results as user messages
@@ -233,24 +234,47 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
     return message
 
 
+def _is_tool_block(block: Any) -> bool:
+    return isinstance(block, MAPPING) and (block.get("type") in _SDK_TOOL_PARTS or not _BEDROCK_BLOCKS.isdisjoint(block))
+
+
 def _block_tool_calls(blocks: list[Any]) -> list[ToolCall]:
-    """Bedrock Converse `{"toolUse": {"toolUseId", "name", "input"}}` blocks (Strands)."""
+    """Tool calls as content blocks: Bedrock Converse `{"toolUse": {"toolUseId", "name",
+    "input"}}` (Strands) and the AI SDK's `{"type": "tool-call", "toolCallId", "toolName",
+    "input"}` parts."""
     calls = []
     for block in blocks:
-        use = block.get("toolUse") if isinstance(block, MAPPING) else None
+        if not isinstance(block, MAPPING):
+            continue
+        use = block.get("toolUse")
         if isinstance(use, MAPPING) and isinstance(use.get("name"), str):
             calls.append(ToolCall(id=_str_or_none(use.get("toolUseId")), name=use["name"],
                                   arguments=parse_arguments(use.get("input"))))
+        elif block.get("type") == "tool-call" and isinstance(block.get("toolName"), str):
+            calls.append(ToolCall(id=_str_or_none(block.get("toolCallId")), name=block["toolName"],
+                                  arguments=parse_arguments(block.get("input", block.get("args")))))
     return calls
 
 
 def _block_tool_result(blocks: list[Any]) -> tuple[str | None, str] | None:
-    """(call id, text) of Bedrock `{"toolResult": {"toolUseId", "content": [...]}}` blocks."""
-    results = [b["toolResult"] for b in blocks if isinstance(b, MAPPING) and isinstance(b.get("toolResult"), MAPPING)]
-    if not results:
+    """(call id, text) of tool results as content blocks: Bedrock `{"toolResult":
+    {"toolUseId", "content": [...]}}`, the AI SDK's `{"type": "tool-result", "toolCallId",
+    "output": {"type", "value"}}` (`"result"` before AI SDK 5)."""
+    found: list[tuple[str | None, str]] = []
+    for block in blocks:
+        if not isinstance(block, MAPPING):
+            continue
+        result = block.get("toolResult")
+        if isinstance(result, MAPPING):
+            found.append((_str_or_none(result.get("toolUseId")), block_text(result.get("content")) or ""))
+        elif block.get("type") == "tool-result":
+            output = block.get("output", block.get("result"))
+            if isinstance(output, MAPPING) and "value" in output:
+                output = output["value"]
+            found.append((_str_or_none(block.get("toolCallId")), block_text(output) or ""))
+    if not found:
         return None
-    text = "".join(block_text(r.get("content")) or "" for r in results)
-    return _str_or_none(results[0].get("toolUseId")), text
+    return found[0][0], "".join(text for _, text in found)
 
 
 def _part_reasoning(parts: list[Any]) -> list[str]:

@@ -5,8 +5,8 @@ tests/fixtures/frameworks/capture.py, with the versions in versions.json) is one
 two-turn weather session of one framework. Replayed the way the collector sees it —
 assembled into traces, the session id found as the assembler finds it — each turn's
 normalized view must show the whole run: the question, the final answer, the one
-`get_weather` call with its arguments and result, the LLM steps, the session and the
-agent's name.
+`get_weather` call with its arguments and result, the LLM steps (the first asking for
+the tool, the last shown its result and answering), the session and the agent's name.
 """
 
 from __future__ import annotations
@@ -64,5 +64,14 @@ def test_each_turn_reads_as_the_agent_ran_it(name):
         assert [(s.name, s.arguments, s.result, s.error) for s in turn.tool_steps] == [
             (TOOL_NAME, {"city": city}, REPORTS[city], None)
         ]
-        assert len(turn.llm_steps) == expect.get("llm_steps", 2)
-        assert turn.has_content
+        llm = turn.llm_steps
+        assert len(llm) == expect.get("llm_steps", 2)
+        # The first call asks for the tool; the last is shown its result and answers,
+        # as text or through the framework's answer tool (smolagents' final_answer).
+        assert [(call.name, call.arguments) for call in llm[0].tool_calls] == [(TOOL_NAME, {"city": city})]
+        assert any(m.role == "tool" and REPORTS[city] in m.content for m in llm[-1].input_messages)
+        answer_tool = expect.get("answer_tool")
+        if answer_tool:
+            assert [(c.name, c.arguments) for c in llm[-1].tool_calls] == [(answer_tool, {"answer": answer_for(city)})]
+        else:
+            assert (llm[-1].result or "").strip() == answer_for(city)
