@@ -92,7 +92,7 @@ def apply(view: SpanView) -> bool:
     fill("role", role)
 
     fill("agent_name", text("gen_ai.agent.name"))
-    if attrs.has_prefix(_CALL_EVIDENCE):
+    if view.role == LLM and attrs.has_prefix(_CALL_EVIDENCE):
         view.called = True
     fill("model", text("gen_ai.response.model", "gen_ai.request.model"))
     # Content keys are checked for first: most spans carry none, and reading an absent

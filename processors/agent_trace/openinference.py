@@ -49,7 +49,7 @@ def apply(view: SpanView) -> bool:
     if role == AGENT:
         view.fill("agent_name", attrs.text("graph.node.id"))
     view.fill("model", attrs.text("llm.model_name"))
-    if attrs.has_prefix(_CALL_EVIDENCE):
+    if role == LLM and attrs.has_prefix(_CALL_EVIDENCE):
         view.called = True
     view.add_tools(tool_definitions(attrs.nested("llm.tools.")))
 
