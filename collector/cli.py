@@ -1,4 +1,5 @@
-"""`spanscore` command line: `run` the collector, `validate` a config, `inspect` recorded spans."""
+"""`spanscore` command line: `run` the collector, `validate` a config, `inspect` recorded spans,
+`score` them offline."""
 
 from __future__ import annotations
 
@@ -47,8 +48,21 @@ def main(argv: list[str] | None = None) -> int:
     inspect_.add_argument("--config", default=None,
                           help="take session_keys and the scoring scope from this config's assembler "
                                "(default: the built-in defaults)")
+    score = commands.add_parser(
+        "score", help="score recorded OTLP/JSON files offline into an OTLP/JSON lines file",
+        description="Replay OTLP/JSON files (the file exporter's lines, one request per file, gzip too) through "
+                    "the config's processors without opening a port; every trace and session is scored "
+                    "(sessions close at the end of input) and written to --output in the same format. Bad lines "
+                    "are reported with file and line number and skipped.")
+    score.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
+    score.add_argument("-o", "--output", required=True, help="where the scored OTLP/JSON lines go (overwritten)")
+    score.add_argument("--config", default=None,
+                       help=f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)")
+    score.add_argument("--quiet", action="store_true", help="no progress and no summary; problems still go to stderr")
     args = parser.parse_args(argv)
 
+    if args.command == "score":
+        return _score(args.files, args.output, args.config or default_config_path(), args.quiet)
     if args.command == "validate":
         return _validate(args.path)
     if args.command == "inspect":
@@ -86,6 +100,31 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
             _report(f"spanscore inspect: {config_path} is invalid:", exc.problems)
             return EXIT_CONFIG
     return inspect.run(files, as_json, assembler)
+
+
+def _score(files: list[str], output: str, config_path: str, quiet: bool) -> int:
+    from spanscore.collector import score_files
+    from spanscore.collector.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        _report(f"spanscore score: {config_path} is invalid:", exc.problems)
+        return EXIT_CONFIG
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    out = Path(output)
+    try:
+        summary = asyncio.run(score_files.score_files([Path(f) for f in files], config, out,
+                                                      score_files.progress_stream(quiet)))
+    except OSError as exc:
+        print(f"spanscore score: {exc}", file=sys.stderr)
+        return EXIT_START
+    if quiet:
+        for problem in summary.problems:
+            print(problem, file=sys.stderr)
+    else:
+        print(score_files.summary_table(summary, out), file=sys.stderr)
+    return EXIT_CONFIG if summary.problems else 0
 
 
 def _run(path: str) -> int:

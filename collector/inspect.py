@@ -13,8 +13,7 @@ rejected), the session id is its `session_id_of` with the configured `session_ke
 "would be scored" is the pipeline's `ScoreScope`, from `--config` when given, else the
 defaults. Nothing is scored and nothing is sent.
 
-A file is read as JSON lines when its first non-blank line is a JSON document on its own;
-otherwise the whole file is one document (a pretty-printed request). A broken line is
+Files are read by `otlp_files` (JSON lines, one document, or gzip); a broken line is
 reported with its file and line number, and reading goes on; any problem makes the exit
 code 2.
 """
@@ -23,17 +22,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.collector.otlp_files import read_requests
 from spanscore.collector.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.core.attributes import any_value_to_python
-from spanscore.core.otlp_json import OtlpJsonError, decode_request
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import Step, agent_trace_of
 
@@ -59,7 +56,7 @@ def inspect_files(paths: Sequence[str | Path], assembler_config: AssemblerConfig
     inspection = Inspection()
     for path in paths:
         inspection.files += 1
-        for where, request in _requests(Path(path), inspection.problems):
+        for where, request in read_requests(Path(path), inspection.problems):
             outcome = assembler.add(request, 0.0)
             if outcome.rejected:
                 inspection.problems.append(f"{where}: {outcome.rejected} span(s) rejected: {outcome.error}")
@@ -125,59 +122,6 @@ def run(paths: Sequence[str], as_json: bool, assembler_config: AssemblerConfig |
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-# Reading ---------------------------------------------------------------------------------
-
-
-def _requests(path: Path, problems: list[str]) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
-    """(where, request) for every request in `path`; problems are appended, not raised.
-
-    Read as bytes and decoded per line, so a line with broken UTF-8 is one broken line.
-    """
-    try:
-        with path.open("rb") as f:
-            first = next((line for line in f if line.strip()), None)
-            if first is None:
-                return
-            f.seek(0)
-            if _is_document(first):
-                yield from _json_lines(path, f, problems)
-                return
-            text = f.read()
-    except OSError as exc:
-        problems.append(f"{path}: cannot read: {exc.strerror or exc}")
-        return
-    try:
-        request = decode_request(text)
-    except OtlpJsonError as exc:
-        lines = text.splitlines(keepends=True)
-        if any(_is_document(line) for line in lines[1:] if line.strip()):
-            # JSON lines whose first line is the broken one: report it, read the rest.
-            yield from _json_lines(path, lines, problems)
-        else:
-            problems.append(f"{path}: {exc}")
-        return
-    yield str(path), request
-
-
-def _is_document(line: bytes) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:  # UnicodeDecodeError included
-        return False
-    return True
-
-
-def _json_lines(path: Path, lines: Iterable[bytes], problems: list[str]) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            yield where, decode_request(line.strip())
-        except OtlpJsonError as exc:
-            problems.append(f"{where}: {exc}")
 
 
 # Describing ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import math
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -87,6 +87,7 @@ class Pipeline:
         self.refused_requests = 0  # turned away while full, for the client to retry
         self.exported_traces = 0
         self.unscored_traces = 0  # outside the scoring scope, forwarded as received
+        self.evaluator_calls: Counter[str] = Counter()  # requests per evaluator ("judge")
 
     # Lifecycle -------------------------------------------------------------------------
 
@@ -283,6 +284,8 @@ class Pipeline:
                 continue
             for output in outputs:
                 (usages if isinstance(output, EvaluatorUsage) else results).append(output)
+        for usage in usages:
+            self.evaluator_calls[usage.evaluator] += usage.calls
         trace.results = results
         anchor = trace.anchor
         if anchor is not None:

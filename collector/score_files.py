@@ -1,0 +1,200 @@
+"""`spanscore score`: recorded OTLP/JSON files through the scoring pipeline, offline.
+
+The same pipeline code as the collector scores the traces, without a port: requests go
+in through the in-memory receiver, out through a `file` exporter writing OTLP/JSON lines
+(`-o`), the format the input had, so a scored file can be inspected, reported on or
+replayed into a backend. The config's processors and assembler settings are used; its
+receivers, exporters, score-metrics pipeline and extensions are not.
+
+Time is logical: the pipeline's clock advances by `trace_wait / REQUESTS_PER_TRACE_WAIT`
+per request read, so a trace is released once no span of it came for that many
+requests (a batch exporter's spans of one trace sit close together in a file) and
+sessions stay open to the end of input, where every one closes. When `max_buffered_spans`
+are held, reading waits for the scoring to catch up, as a client would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from spanscore.collector.assembler import Assembler
+from spanscore.collector.config import Config
+from spanscore.collector.otlp_files import read_requests
+from spanscore.collector.pipeline import Pipeline
+from spanscore.core.consumer import ConsumerFull
+from spanscore.core.trace import Trace
+from spanscore.exporters.file import FileExporter, FileExporterConfig
+from spanscore.receivers.ingest import InvalidRequest
+from spanscore.receivers.memory import MemoryReceiver
+
+REQUESTS_PER_TRACE_WAIT = 1000
+DRAIN_S = 600.0  # generous: judge calls of the traces still held at the end of input
+PROGRESS_INTERVAL_S = 0.5
+
+
+class LogicalClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class MetricTally:
+    count: int = 0
+    passed: int = 0
+    errors: int = 0
+    total: float = 0.0
+
+    @property
+    def mean(self) -> float | None:
+        scored = self.count - self.errors
+        return self.total / scored if scored else None
+
+
+@dataclass
+class ScoreSummary:
+    requests: int = 0
+    spans: int = 0
+    traces: int = 0
+    problems: list[str] = field(default_factory=list)
+    metrics: dict[str, MetricTally] = field(default_factory=lambda: defaultdict(MetricTally))
+    unscored_traces: int = 0
+    evaluator_calls: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class ResultTally:
+    """A trace exporter that only counts the results of what passes (for the summary)."""
+
+    id = "tally"
+    dropped_spans = 0
+
+    def __init__(self, summary: ScoreSummary):
+        self.summary = summary
+
+    async def start(self) -> None:
+        return None
+
+    async def shutdown(self, deadline: float) -> None:
+        return None
+
+    def enqueue(self, trace: Trace) -> None:
+        self.summary.traces += 1
+        for result in trace.results:
+            tally = self.summary.metrics[result.name]
+            tally.count += 1
+            if result.score is None:
+                tally.errors += 1
+            else:
+                tally.total += result.score
+                tally.passed += bool(result.passed)
+        trace.export_done()
+
+
+async def score_files(paths: Sequence[Path], config: Config, output: Path, progress: TextIO | None = None) -> ScoreSummary:
+    """Score every trace and session of `paths` into `output`; bad lines are reported, not fatal."""
+    summary = ScoreSummary()
+    started = time.monotonic()
+    clock = LogicalClock()
+    step = config.assembler.trace_wait / REQUESTS_PER_TRACE_WAIT
+    processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
+    writer = FileExporter("file/score", FileExporterConfig(path=str(output), append=False))
+    pipeline = Pipeline(Assembler(config.assembler), processors, [writer, ResultTally(summary)], clock=clock)
+    receiver = MemoryReceiver(pipeline, "score")
+    components = [processor for _, processor in processors] + [writer]
+    for component in components:
+        await component.start()
+    await pipeline.start()
+    shown = time.monotonic()
+    try:
+        for path in paths:
+            for where, request in read_requests(path, summary.problems):
+                clock.now += step
+                summary.requests += 1
+                await _send(receiver, pipeline, clock, request, where, summary)
+                if progress is not None and time.monotonic() - shown >= PROGRESS_INTERVAL_S:
+                    shown = time.monotonic()
+                    _show_progress(progress, summary, pipeline, shown - started)
+        deadline = time.monotonic() + DRAIN_S
+        await pipeline.drain(deadline)
+    finally:
+        deadline = time.monotonic() + DRAIN_S
+        for component in reversed(components):
+            await component.shutdown(deadline)
+    summary.unscored_traces = pipeline.unscored_traces
+    summary.evaluator_calls = dict(pipeline.evaluator_calls)
+    summary.seconds = time.monotonic() - started
+    if progress is not None:
+        progress.write("\r\033[K")
+    return summary
+
+
+async def _send(receiver: MemoryReceiver, pipeline: Pipeline, clock: LogicalClock, request, where: str,
+                summary: ScoreSummary) -> None:
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    waits = (pipeline.assembler.config.trace_wait, pipeline.assembler.config.trace_timeout)
+    attempt = 0
+    while True:
+        try:
+            response = receiver.send(request)
+            break
+        except ConsumerFull:
+            # Held spans are at the bound: let the scoring catch up and send again; when
+            # nothing held is ready yet, move logical time on until something is.
+            if attempt < len(waits):
+                clock.now += waits[attempt]
+            attempt += 1
+            pipeline.tick()
+            await pipeline.settle()
+            await asyncio.sleep(0.01)  # the exporters finish what they hold on the event loop
+        except InvalidRequest as exc:
+            summary.problems.append(f"{where}: {exc}")
+            return
+    rejected = response.partial_success.rejected_spans
+    if rejected:
+        summary.problems.append(f"{where}: {response.partial_success.error_message}")
+    summary.spans += spans - rejected
+    pipeline.tick()
+
+
+def _show_progress(out: TextIO, summary: ScoreSummary, pipeline: Pipeline, elapsed_s: float) -> None:
+    calls = sum(pipeline.evaluator_calls.values())
+    out.write(f"\r\033[K{summary.spans:,} spans, {summary.traces:,} traces ({summary.traces / elapsed_s:,.0f}/s), "
+              f"{calls:,} judge calls, {len(summary.problems)} problems")
+    out.flush()
+
+
+def summary_table(summary: ScoreSummary, output: Path) -> str:
+    lines = [
+        f"{summary.spans:,} spans in {summary.requests:,} requests -> {summary.traces:,} traces written to {output} "
+        f"in {summary.seconds:.1f}s ({summary.spans / max(summary.seconds, 1e-9):,.0f} spans/s); "
+        f"{summary.unscored_traces:,} not agent traces, forwarded unscored",
+    ]
+    if summary.evaluator_calls:
+        lines.append("model calls: " + ", ".join(f"{name} {count:,}" for name, count in summary.evaluator_calls.items()))
+    if summary.metrics:
+        lines.append(f"{'metric':<26}{'results':>9}{'mean':>8}{'pass':>8}{'errors':>8}")
+        for name, tally in sorted(summary.metrics.items()):
+            mean = "-" if tally.mean is None else f"{tally.mean:.3f}"
+            scored = tally.count - tally.errors
+            rate = "-" if not scored else f"{tally.passed / scored:.0%}"
+            lines.append(f"{name:<26}{tally.count:>9,}{mean:>8}{rate:>8}{tally.errors:>8,}")
+    if summary.problems:
+        lines.append(f"{len(summary.problems)} problems (skipped):")
+        lines.extend(f"  {problem}" for problem in summary.problems[:20])
+        if len(summary.problems) > 20:
+            lines.append(f"  ... and {len(summary.problems) - 20} more")
+    return "\n".join(lines)
+
+
+def progress_stream(quiet: bool) -> TextIO | None:
+    return sys.stderr if not quiet and sys.stderr.isatty() else None

@@ -1,0 +1,145 @@
+"""`spanscore score`: recorded files through the scoring pipeline, offline, as the
+collector would have scored them live."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from spanscore.collector.config import parse_config
+from spanscore.collector.score_files import score_files
+from spanscore.core.attributes import attributes_to_dict
+from tests.support.factories import TEST_FACTORIES
+from tests.support.otlp_json import read_requests
+from tests.support.running import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+WEATHER = ROOT / "examples" / "weather-agent.json"  # one request, a two-trace session
+FRAMEWORKS = sorted((ROOT / "tests" / "fixtures" / "spans" / "frameworks").glob("*.jsonl"))
+
+METRICS = """
+processors:
+  assembler: {{trace_wait: 100ms{extra}}}
+  embedding_metrics: {{embedder: {{type: hashing}}}}
+  session_metrics: {{}}
+"""
+
+
+def config_yaml(receivers: str, exporters: str, extra: str = "") -> str:
+    return f"""
+receivers: {receivers}
+{METRICS.format(extra=extra)}
+exporters: {exporters}
+service:
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, embedding_metrics, session_metrics], exporters: [file]}}
+"""
+
+
+def offline_config(extra: str = "") -> str:
+    return config_yaml("{otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}", "{file: {path: unused.jsonl}}", extra)
+
+
+def scores(path: Path) -> dict[str, dict[str, object]]:
+    """Per agent trace id (per session id for carriers): its eval.* attributes."""
+    found = {}
+    for request in read_requests(path):
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    attributes = attributes_to_dict(span.attributes)
+                    evals = {k: v for k, v in attributes.items() if k.startswith("eval.")}
+                    if evals:
+                        key = attributes.get("session.id") if span.name == "evaluate_session" else span.trace_id.hex()
+                        found[f"{span.name}:{key}"] = evals
+    return found
+
+
+def score(*arguments: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spanscore", "score", *map(str, arguments)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_offline_scores_equal_the_live_collectors(tmp_path, start_collector):
+    live_out = tmp_path / "live.jsonl"
+    collector = start_collector(config_yaml("{otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}",
+                                            f"{{file: {{path: {live_out}}}}}"))
+    request = urllib.request.Request(f"http://127.0.0.1:{collector.http_port}/v1/traces", data=WEATHER.read_bytes(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+    assert wait_until(lambda: live_out.exists() and len(live_out.read_text().splitlines()) >= 1, timeout_s=10)
+    collector.stop()  # closes the session: its carrier is written too
+
+    offline_out = tmp_path / "offline.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(offline_config())
+    result = score(WEATHER, "-o", offline_out, "--config", config)
+    assert result.returncode == 0, result.stderr
+    live, offline = scores(live_out), scores(offline_out)
+    assert len(live) == 3  # two traces and the session carrier
+    assert offline == live
+
+
+def test_every_framework_capture_is_scored_in_one_run(tmp_path):
+    out = tmp_path / "scored.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(offline_config())
+    result = score(*FRAMEWORKS, "-o", out, "--config", config)
+    assert result.returncode == 0, result.stderr
+    traces = {k for k in scores(out) if not k.startswith("evaluate_session")}
+    agent_traces = sum(len({s.trace_id for r in read_requests(p) for rs in r.resource_spans
+                            for ss in rs.scope_spans for s in ss.spans}) for p in FRAMEWORKS)
+    assert len(traces) == agent_traces - 1  # AutoGen's lone create_agent trace is not an agent trace
+    assert "1 not agent traces, forwarded unscored" in result.stderr
+    assert "coherence" in result.stderr and "loop_detection" in result.stderr  # the summary table
+
+
+def test_a_broken_line_is_reported_and_the_rest_is_scored(tmp_path):
+    lines = (ROOT / "tests" / "fixtures" / "spans" / "frameworks" / "pydantic_ai.jsonl").read_text().splitlines()
+    source = tmp_path / "recorded.jsonl"
+    source.write_text("\n".join(["{not json", *lines]) + "\n")
+    out = tmp_path / "scored.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(offline_config())
+    result = score(source, "-o", out, "--config", config)
+    assert result.returncode == 2
+    assert f"{source}:1:" in result.stderr
+    assert len([k for k in scores(out) if k.startswith("invoke_agent")]) == 2
+
+
+def test_gzip_input_reads_as_the_plain_file(tmp_path):
+    plain = ROOT / "tests" / "fixtures" / "spans" / "frameworks" / "strands.jsonl"
+    packed = tmp_path / "strands.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    config = tmp_path / "config.yaml"
+    config.write_text(offline_config())
+    assert score(plain, "-o", tmp_path / "a.jsonl", "--config", config).returncode == 0
+    assert score(packed, "-o", tmp_path / "b.jsonl", "--config", config).returncode == 0
+    assert scores(tmp_path / "a.jsonl") == scores(tmp_path / "b.jsonl") != {}
+
+
+async def test_reading_waits_for_scoring_at_the_span_bound(tmp_path):
+    # 13 captures hold far more than 20 spans: reading must pause, not fail or drop.
+    config = parse_config(offline_config(", max_buffered_spans: 20"), factories=TEST_FACTORIES)
+    out = tmp_path / "scored.jsonl"
+    summary = await score_files(FRAMEWORKS, config, out)
+    written = sum(len(ss.spans) for r in read_requests(out) for rs in r.resource_spans for ss in rs.scope_spans)
+    carriers = sum(1 for k in scores(out) if k.startswith("evaluate_session"))
+    assert summary.problems == []
+    assert written == summary.spans + carriers
+
+
+def test_a_scored_file_scores_the_same_again(tmp_path):
+    # The scored output can be scored again: the second pass changes no score.
+    out1, out2 = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(offline_config())
+    assert score(WEATHER, "-o", out1, "--config", config).returncode == 0
+    assert score(out1, "-o", out2, "--config", config).returncode == 0
+    first = {k: v for k, v in scores(out1).items() if not k.startswith("evaluate_session")}
+    second = {k: v for k, v in scores(out2).items() if not k.startswith("evaluate_session")}
+    assert first == second
