@@ -12,12 +12,46 @@ same results the pipeline writes on spans.
 """
 
 from spanscore.processors.metrics.coherence import coherence, coherence_from_vectors, cosine_similarity
+from spanscore.processors.metrics.expected_calls import (
+    ActualCall,
+    CallMatch,
+    ExpectedCall,
+    ExpectedOutput,
+    ExpectedParameter,
+    json_equal,
+    match_expected_calls,
+    tool_call_accuracy,
+)
 from spanscore.processors.metrics.loop_detection import PreviousOutput, loop_detection, loop_detection_from_vectors
+from spanscore.processors.metrics.pass_at_k import pass_at_k, pass_at_k_unbiased, pass_pow_k, pass_pow_k_unbiased
+from spanscore.processors.metrics.progress import (
+    DEFAULT_MAX_TURNS,
+    pad_progress,
+    progress_auc,
+    progress_per_turn,
+    progress_through_turns,
+    static_progress,
+    success_final_turn,
+)
 from spanscore.processors.metrics.session_metrics import DEFAULT_SIGNAL_WEIGHTS, agent_consistency, agent_reliability
 from spanscore.processors.metrics.text import jaccard, word_set
+from spanscore.processors.metrics.tool_usage import (
+    DEFAULT_TOOL_WEIGHTS,
+    tool_parameters,
+    tool_selection,
+    tool_sequence,
+    tool_usage_overall,
+)
 
 __all__ = [
+    "DEFAULT_MAX_TURNS",
     "DEFAULT_SIGNAL_WEIGHTS",
+    "DEFAULT_TOOL_WEIGHTS",
+    "ActualCall",
+    "CallMatch",
+    "ExpectedCall",
+    "ExpectedOutput",
+    "ExpectedParameter",
     "PreviousOutput",
     "agent_consistency",
     "agent_reliability",
@@ -25,7 +59,24 @@ __all__ = [
     "coherence_from_vectors",
     "cosine_similarity",
     "jaccard",
+    "json_equal",
     "loop_detection",
     "loop_detection_from_vectors",
+    "match_expected_calls",
+    "pad_progress",
+    "pass_at_k",
+    "pass_at_k_unbiased",
+    "pass_pow_k",
+    "pass_pow_k_unbiased",
+    "progress_auc",
+    "progress_per_turn",
+    "progress_through_turns",
+    "static_progress",
+    "success_final_turn",
+    "tool_call_accuracy",
+    "tool_parameters",
+    "tool_selection",
+    "tool_sequence",
+    "tool_usage_overall",
     "word_set",
 ]
