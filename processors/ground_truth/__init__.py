@@ -1,0 +1,1 @@
+"""Ground truth for the agent-evaluation metrics: eval-suite datasets of cases."""
