@@ -33,13 +33,14 @@ from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.core.once import FirstSeen
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.trace_exporter import TraceExporter
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.processors.agent_trace import agent_name_of
-from spanscore.processors.attacher import attach_results, attach_usage, session_carrier
+from spanscore.processors.attacher import attach_attributes, attach_results, attach_usage, session_carrier
 from spanscore.processors.base import Processor
 
 log = logging.getLogger("spanscore.pipeline")
@@ -273,6 +274,7 @@ class Pipeline:
     async def _run_processors(self, trace: Trace, session: Session | None) -> None:
         results: list[MetricResult] = []
         usages: list[EvaluatorUsage] = []
+        attributes: list[SpanAttribute] = []
         for processor_id, processor in self.processors:
             try:
                 outputs = await processor.process_trace(trace, session)
@@ -283,7 +285,12 @@ class Pipeline:
                 results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
                 continue
             for output in outputs:
-                (usages if isinstance(output, EvaluatorUsage) else results).append(output)
+                if isinstance(output, EvaluatorUsage):
+                    usages.append(output)
+                elif isinstance(output, SpanAttribute):
+                    attributes.append(output)
+                else:
+                    results.append(output)
         for usage in usages:
             self.evaluator_calls[usage.evaluator] += usage.calls
         trace.results = results
@@ -293,6 +300,7 @@ class Pipeline:
                 attach_results(anchor, results)
             for usage in usages:
                 attach_usage(anchor, usage)
+            attach_attributes(anchor, attributes)
         if self.score_metrics is not None and (results or usages):
             service, agent = trace.service_name, agent_name_of(trace)
             if results:
@@ -308,9 +316,11 @@ class Pipeline:
     async def _score_session(self, session: Session) -> None:
         async with session.lock:
             start_ns = time.time_ns()
+            attributes: list[SpanAttribute] = []
             for processor_id, processor in self.processors:
                 try:
-                    session.results.extend(await processor.process_session(session))
+                    for output in await processor.process_session(session):
+                        (attributes if isinstance(output, SpanAttribute) else session.results).append(output)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -324,6 +334,7 @@ class Pipeline:
             resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION)
             scope_spans = resource_spans.scope_spans[0]
             span = scope_spans.spans[0]
+            attach_attributes(span, attributes)
             carrier = Trace(span.trace_id, self.clock())
             carrier.session_id = session.session_id
             carrier.results = session.results

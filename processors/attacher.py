@@ -20,6 +20,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 
@@ -64,6 +65,26 @@ def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
         key = prefix + name
         kv = existing.get(key) or span.attributes.add(key=key)
         kv.value.CopyFrom(AnyValue(int_value=int(value)))
+
+
+def attach_attributes(span: Span, attributes: Iterable[SpanAttribute]) -> None:
+    """Processors' `eval.*` attributes on `span`, replacing any of the same key."""
+    existing = {kv.key: kv for kv in span.attributes}
+    for attribute in attributes:
+        kv = existing.get(attribute.key)
+        if kv is None:
+            kv = existing[attribute.key] = span.attributes.add(key=attribute.key)
+        kv.value.CopyFrom(_any_value(attribute.value))
+
+
+def _any_value(value: str | int | float | bool) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    return AnyValue(string_value=value)
 
 
 def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:

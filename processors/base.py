@@ -12,10 +12,12 @@ from collections.abc import Sequence
 
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 
-TraceOutput = MetricResult | EvaluatorUsage
+TraceOutput = MetricResult | EvaluatorUsage | SpanAttribute
+SessionOutput = MetricResult | SpanAttribute
 
 
 class Processor:
@@ -29,10 +31,12 @@ class Processor:
       `session` is the trace's session (None when the trace has none) with the summaries
       of its previously scored traces; the current trace is appended after every
       processor ran. Return the metric results for this trace, plus an `EvaluatorUsage`
-      for each model the processor paid to call. Traces of one session are processed
+      for each model the processor paid to call and any `SpanAttribute` (under `eval.`)
+      that the results need beside them. Traces of one session are processed
       one at a time, in the order they became ready; traces of different sessions overlap.
     - `process_session(session)`: called once when the session closes (idle or
-      shutdown); return session-level results. The session is lent for the call.
+      shutdown); return session-level results (and `SpanAttribute`s for the carrier
+      span). The session is lent for the call.
     - An exception from either hook is recorded as an error result for each metric the
       processor declares in `metric_names`; it never stops the trace from being exported.
 
@@ -57,7 +61,7 @@ class Processor:
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         return []
 
-    async def process_session(self, session: Session) -> Sequence[MetricResult]:
+    async def process_session(self, session: Session) -> Sequence[SessionOutput]:
         return []
 
     async def shutdown(self, deadline: float) -> None:

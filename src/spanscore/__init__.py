@@ -13,6 +13,7 @@ The collector itself runs with `spanscore run` or `python -m spanscore run`.
 from spanscore.core.component import Component, ComponentConfig, ComponentFactory
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session, TraceSummary
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION as __version__
@@ -40,6 +41,7 @@ __all__ = [
     "MetricResult",
     "Processor",
     "Session",
+    "SpanAttribute",
     "Trace",
     "TraceSummary",
     "__version__",

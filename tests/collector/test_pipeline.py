@@ -15,6 +15,7 @@ from spanscore.collector.assembler import Assembler, AssemblerConfig
 from spanscore.collector.pipeline import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.core.result import MetricResult
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.attacher import EVALUATION_EVENT, SESSION_SPAN_NAME
@@ -92,6 +93,19 @@ class UsageReporter(Processor):
     async def process_trace(self, trace, session):
         return [MetricResult(name="judged", score=0.75),
                 EvaluatorUsage(evaluator="judge", calls=2, input_tokens=120, output_tokens=30)]
+
+
+class CaseTagger(Processor):
+    """Tags each trace, and each session's carrier, with the case it was graded against."""
+
+    metric_names = ("graded",)
+
+    async def process_trace(self, trace, session):
+        return [MetricResult(name="graded", score=1.0), SpanAttribute("eval.case.id", "oslo-weather")]
+
+    async def process_session(self, session):
+        return [MetricResult(name="graded_session", score=0.5), SpanAttribute("eval.case.id", "oslo-weather"),
+                SpanAttribute("eval.attempt.turns", len(session.traces))]
 
 
 def evaluation_events(exported) -> list[dict]:
@@ -357,6 +371,25 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     }
     child = next(s for s in exported.spans if s.name == "llm call")
     assert list(child.attributes) == []
+
+
+async def test_span_attributes_from_a_processor_land_on_the_root_and_the_carrier(rig_for):
+    rig = await rig_for(CaseTagger(), score=EVERY_TRACE)
+    first, second = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(first, "turn", attributes={"session.id": "s1"}),
+                                  span(second, "turn", attributes={"session.id": "s1"})]))
+    await rig.at(1.0)
+    assert rig.exporter.only(first).anchor_attributes["eval.case.id"] == "oslo-weather"
+    await rig.drain()
+    [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
+    attributes = carrier.anchor_attributes
+    assert (attributes["eval.case.id"], attributes["eval.attempt.turns"]) == ("oslo-weather", 2)
+    assert carrier.scores == {"graded_session": 0.5}
+
+
+def test_a_span_attribute_outside_eval_is_refused():
+    with pytest.raises(ValueError, match="must be under 'eval.'"):
+        SpanAttribute("http.route", "/v1/traces")
 
 
 # The in-memory receiver ------------------------------------------------------------------

@@ -1,0 +1,25 @@
+"""An attribute a processor asks to have written on the span its results go on.
+
+Scores say how an agent did; some results also need context beside them to be read
+right, such as the eval-suite case an attempt was graded against (`eval.case.id`).
+Only keys under `eval.` are allowed, so a processor can never overwrite what the
+agent's own instrumentation recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "eval."
+
+
+@dataclass(frozen=True)
+class SpanAttribute:
+    key: str
+    value: str | int | float | bool
+
+    def __post_init__(self) -> None:
+        if not self.key.startswith(PREFIX) or len(self.key) == len(PREFIX):
+            raise ValueError(f"a processor's span attribute must be under {PREFIX!r}, got {self.key!r}")
+        if not isinstance(self.value, (str, int, float, bool)):
+            raise ValueError(f"attribute {self.key} must be a string, number or bool, got {type(self.value).__name__}")
