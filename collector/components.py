@@ -23,6 +23,7 @@ from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, prometheus
 from spanscore.extensions import health_check
 from spanscore.processors import embedding_processor, judge_processor, session_processor
+from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.receivers import otlp
 
 log = logging.getLogger("spanscore.components")
@@ -35,6 +36,7 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     embedding_processor.FACTORY,
     judge_processor.FACTORY,
     session_processor.FACTORY,
+    ground_truth.FACTORY,
     otlp_grpc.FACTORY,
     otlp_http.FACTORY,
     file.FACTORY,

@@ -1,0 +1,85 @@
+"""One attempt at a case: which case a session is graded against, and what it did so far.
+
+An attempt is one session (a trace without a session is a one-turn attempt); its turns
+are its traces in the order they were scored. The case is found once, from the first
+trace that names it: the case key (`eval.case.id` by default) on the root span, any other
+span, or the resource — `OTEL_RESOURCE_ATTRIBUTES=eval.case.id=...` on the agent is
+enough — else the session's first user message equal to a case's first message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from spanscore.core.attributes import any_value_to_python
+from spanscore.core.trace import Trace
+from spanscore.processors.agent_trace import AgentTrace
+from spanscore.processors.agent_trace.content import parse_json
+from spanscore.processors.ground_truth.dataset import Case, Dataset
+from spanscore.processors.metrics.expected_calls import ActualCall
+
+JOINED_BY_ID = "id"
+JOINED_BY_MESSAGE = "first message"
+
+
+@dataclass
+class Attempt:
+    """What the processor keeps per session between its turns (in `session.state`)."""
+
+    case: Case | None
+    joined_by: str | None
+    turns: list[AgentTrace] = field(default_factory=list)
+    completed: set[int] = field(default_factory=set)  # subgoal indices, once complete always complete
+    progress: list[float] = field(default_factory=list)  # after each evaluated turn
+    incomplete_reasons: dict[int, str] = field(default_factory=dict)  # the judge's last word per subgoal
+    answers: list[tuple[int, bool]] = field(default_factory=list)  # (turn, correct) per graded interaction
+    errors: list[str] = field(default_factory=list)  # what could not be graded, for `success`
+
+    def actual_calls(self) -> list[ActualCall]:
+        calls = []
+        for turn, agent in enumerate(self.turns):
+            for step in agent.tool_steps:
+                arguments = step.arguments if isinstance(step.arguments, dict) else {}
+                calls.append(ActualCall(turn=turn, name=step.name, arguments=arguments, output=_output(step.result)))
+        return calls
+
+
+def case_id_of(trace: Trace, key: str) -> str | None:
+    """The case key on the root span, then any span, then a resource."""
+    candidates = [trace.root] if trace.root is not None else []
+    candidates += [span for span, _ in trace.spans() if span is not trace.root]
+    for span in candidates:
+        found = _value(span.attributes, key)
+        if found:
+            return found
+    for origin in trace.spans_by_origin:
+        found = _value(origin.resource.attributes, key)
+        if found:
+            return found
+    return None
+
+
+def join(dataset: Dataset, case_id: str | None, first_message: str) -> tuple[Case | None, str | None, str | None]:
+    """(case, how it was joined, a problem) for an attempt's first trace."""
+    if case_id is not None:
+        case = dataset.by_id(case_id)
+        if case is None:
+            return None, None, f"case id {case_id!r} is not in the dataset"
+        return case, JOINED_BY_ID, None
+    case = dataset.match_first_message(first_message) if first_message else None
+    return case, (JOINED_BY_MESSAGE if case is not None else None), None
+
+
+def _value(attributes: Iterable[Any], key: str) -> str | None:
+    for kv in attributes:
+        if kv.key == key:
+            value = any_value_to_python(kv.value)
+            return str(value).strip() or None if value is not None else None
+    return None
+
+
+def _output(result: str | None) -> Any:
+    """A tool's recorded result as a JSON value when it is JSON text, else the text."""
+    return parse_json(result) if result is not None else None

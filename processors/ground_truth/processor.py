@@ -1,0 +1,370 @@
+"""`ground_truth` processor: attempts graded against an eval suite's cases.
+
+Each session (a trace without a session: a one-turn attempt) is joined to a case of the
+dataset (see `attempt`) and scored against its ground truth, as ../shared/SUITES.md
+defines the metrics:
+
+- per turn, on the turn's root span: `answer_correctness` (fair-forge's judge, correct at
+  `answer_threshold`) where the case scripts an `expected_response` for that turn, and
+  `tool_usage` (fair-forge's four aspects, weighted) where it expects tool calls then;
+- per attempt, on the session's `evaluate_session` carrier (the root span of a one-turn
+  attempt): `progress`, `progress_auc`, `progress_per_turn`, `success_final_turn`
+  (agent_inspect, subgoals judged turn by turn, a completed subgoal never asked about
+  again, all pending subgoals of a turn in one request in `batched` mode),
+  `tool_call_accuracy` (expected calls matched; `value` exact, `check` judged),
+  `conversation_correctness` (correct interactions / interactions, passing only when all
+  are; pass@k and pass^k per interaction in its metadata), and `success`: every
+  ground-truth check the case defines passed.
+
+Every scored span also gets `eval.case.id`. Traces that join no case are left to the other
+processors; how many attempts joined, and how, is logged at shutdown. Without a judge the
+checks that need one (subgoals, `check` items, expected answers) record an error saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
+from spanscore.processors.base import Processor, SessionOutput, TraceOutput
+from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
+from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
+from spanscore.processors.ground_truth.judging import GroundTruthJudge
+from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.metrics.expected_calls import as_expected_call, match_expected_calls, tool_call_accuracy
+from spanscore.processors.metrics.pass_at_k import pass_at_k, pass_pow_k
+from spanscore.processors.metrics.progress import (
+    DEFAULT_MAX_TURNS,
+    pad_progress,
+    progress_auc,
+    progress_per_turn,
+    success_final_turn,
+)
+from spanscore.processors.metrics.tool_usage import (
+    DEFAULT_TOOL_WEIGHTS,
+    tool_parameters,
+    tool_selection,
+    tool_sequence,
+    tool_usage_overall,
+)
+
+log = logging.getLogger("spanscore.ground_truth")
+
+CASE_ATTRIBUTE = "eval.case.id"
+DEFAULT_CASE_KEY = "eval.case.id"
+DEFAULT_ANSWER_THRESHOLD = 0.7
+DEFAULT_TOOL_THRESHOLD = 1.0
+EVALUATOR = "judge"
+NO_JUDGE = "needs a judge; configure ground_truth.judge (api_key or base_url)"
+TURN_METRICS = ("answer_correctness", "tool_usage")
+ATTEMPT_METRICS = ("progress", "progress_auc", "progress_per_turn", "success_final_turn", "tool_call_accuracy",
+                   "conversation_correctness", "success")
+
+
+class GroundTruthConfig(ComponentConfig):
+    dataset: str = Field(min_length=1)  # YAML or JSON Lines, see `dataset`
+    case_key: str = Field(default=DEFAULT_CASE_KEY, min_length=1)
+    judge: JudgeConfig | None = None
+    trials: int = Field(default=5, ge=1, le=15)
+    early_stop: bool = True
+    batched: bool = True
+    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1)
+    threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    answer_threshold: float = Field(default=DEFAULT_ANSWER_THRESHOLD, ge=0.0, le=1.0)
+    tool_threshold: float = Field(default=DEFAULT_TOOL_THRESHOLD, ge=0.0, le=1.0)
+    require_tools: bool = True  # an interaction is correct only when its tool usage is too
+    k: list[int] = Field(default_factory=lambda: [1, 3])
+    _loaded: Dataset | None = PrivateAttr(default=None)
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _empty_strings_unset(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if v != ""}
+        return value
+
+    @field_validator("trials")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError("trials must be odd, so verdicts have a majority")
+        return value
+
+    @field_validator("k")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        if any(k < 1 for k in value):
+            raise ValueError("every k must be >= 1")
+        return sorted(set(value))
+
+    @model_validator(mode="after")
+    def _load(self) -> GroundTruthConfig:
+        # Loaded while the config is validated, so `spanscore validate` lists its problems.
+        try:
+            self._loaded = load_dataset(self.dataset)
+        except DatasetError as exc:
+            raise ValueError("the dataset is invalid:\n" + "\n".join(f"    {p}" for p in exc.problems)) from None
+        return self
+
+    @property
+    def loaded(self) -> Dataset:
+        return self._loaded
+
+    @property
+    def configured(self) -> bool:
+        return self.judge is not None and bool(self.judge.api_key or self.judge.base_url)
+
+
+class GroundTruth(Processor):
+    def __init__(self, component_id: str, config: GroundTruthConfig):
+        self.id = component_id
+        self.config = config
+        self.dataset = config.loaded
+        self.metric_names = TURN_METRICS + ATTEMPT_METRICS
+        self.judging: GroundTruthJudge | None = None
+        self.joins: Counter[str] = Counter()
+
+    @property
+    def uses_sessions(self) -> bool:
+        return True
+
+    async def start(self) -> None:
+        if self.config.configured:
+            self.judging = GroundTruthJudge(build_judge(self.config.judge), trials=self.config.trials,
+                                            early_stop=self.config.early_stop, batched=self.config.batched)
+        log.info("%s: %d cases from %s; judge: %s", self.id, len(self.dataset.cases), self.config.dataset,
+                 self.config.judge.model if self.judging else "none (subgoals, checks and answers are not graded)")
+
+    async def shutdown(self, deadline: float) -> None:
+        judging, self.judging = self.judging, None
+        if judging is not None:
+            await judging.judge.close()
+        if self.joins:
+            log.info("%s: attempts joined to a case: %s", self.id,
+                     ", ".join(f"{count} by {how}" for how, count in sorted(self.joins.items())))
+
+    # -- per turn ----------------------------------------------------------------------
+
+    async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
+        agent = agent_trace_of(trace)
+        attempt = session.state.get(self.id) if session is not None else None
+        if attempt is None:
+            case, how, problem = join(self.dataset, case_id_of(trace, self.config.case_key), agent.user_input)
+            if problem:
+                log.warning("%s: trace %s: %s", self.id, trace.trace_id_hex, problem)
+            attempt = Attempt(case=case, joined_by=how)
+            self.joins[how or "nothing (not graded)"] += 1
+            if session is not None:
+                session.state[self.id] = attempt
+        if attempt.case is None:
+            return []
+        turn = len(attempt.turns)
+        attempt.turns.append(agent)
+        calls_before = self.judging.calls if self.judging else 0
+        outputs: list[TraceOutput] = [SpanAttribute(CASE_ATTRIBUTE, attempt.case.id)]
+        outputs += await self._turn_results(attempt, turn, agent)
+        await self._judge_progress(attempt, turn)
+        if session is None:  # a one-turn attempt: its attempt results go on this trace
+            outputs += await self._attempt_results(attempt)
+        if self.judging and self.judging.calls > calls_before:
+            outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
+        return outputs
+
+    async def _turn_results(self, attempt: Attempt, turn: int, agent: AgentTrace) -> list[MetricResult]:
+        case, results = attempt.case, []
+        usage = self._tool_usage(case, turn, agent)
+        if usage is not None:
+            results.append(usage)
+        expected = case.turns[turn].expected_response if turn < len(case.turns) else None
+        if expected is not None:
+            results.append(await self._answer(attempt, turn, agent, expected, usage))
+        return results
+
+    def _tool_usage(self, case: Case, turn: int, agent: AgentTrace) -> MetricResult | None:
+        expected = [c for c in case.expected_tool_calls if c.turn == turn or (c.turn is None and len(case.turns) <= 1)]
+        if not expected:
+            return None
+        # `check` parameters need a judge: they are graded in tool_call_accuracy, and left
+        # out of this deterministic comparison on both sides.
+        judged = {p.name for c in expected for p in c.parameters if p.kind == "check"}
+        used = [(s.name, {k: v for k, v in (s.arguments if isinstance(s.arguments, dict) else {}).items()
+                          if k not in judged}) for s in agent.tool_steps]
+        wanted = [(c.tool, {p.name: p.value for p in c.parameters if p.kind == "value"}) for c in expected]
+        aspects = {
+            "selection": tool_selection([n for n, _ in used], [n for n, _ in wanted]),
+            "parameters": tool_parameters(used, wanted),
+            "sequence": tool_sequence(used, wanted, order_matters=case.tool_sequence_matters),
+            # Deterministic: the answer quotes a tool's result. The judge's view, when it
+            # grades this turn's answer, is in answer_correctness' metadata.
+            "utilization": float(any(s.result and s.result.strip() in agent.final_output for s in agent.tool_steps)),
+        }
+        overall = tool_usage_overall(*aspects.values(), weights=DEFAULT_TOOL_WEIGHTS)
+        explanation = ", ".join(f"{name} {value:.2f}" for name, value in aspects.items())
+        return MetricResult(name="tool_usage", score=overall, threshold=self.config.tool_threshold,
+                            explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation}.", metadata=aspects)
+
+    async def _answer(self, attempt: Attempt, turn: int, agent: AgentTrace, expected: str,
+                      usage: MetricResult | None) -> MetricResult:
+        threshold = self.config.answer_threshold
+        if self.judging is None:
+            attempt.errors.append(f"turn {turn} answer not graded: {NO_JUDGE}")
+            return MetricResult.failure("answer_correctness", NO_JUDGE, threshold)
+        try:
+            verdict = await self.judging.answer_correctness(
+                agent.user_input, expected, agent.final_output,
+                [s.result for s in agent.tool_steps if s.result], threshold=threshold)
+        except JudgeError as exc:
+            attempt.errors.append(f"turn {turn} answer not graded: {exc}")
+            return MetricResult.failure("answer_correctness", exc, threshold)
+        tools_ok = usage is None or not self.config.require_tools or (usage.score or 0.0) >= self.config.tool_threshold
+        correct = verdict.score >= threshold and tools_ok
+        attempt.answers.append((turn, correct))
+        why = "" if tools_ok else f"; tool usage {usage.score:.2f} is below {self.config.tool_threshold}"
+        return MetricResult(
+            name="answer_correctness", score=verdict.score, threshold=threshold,
+            explanation=f"Turn {turn}: {verdict.reasoning}{why}",
+            metadata={"correct": correct, "utilization": verdict.utilization, "expected": expected},
+        )
+
+    async def _judge_progress(self, attempt: Attempt, turn: int) -> None:
+        case = attempt.case
+        if not case.subgoals or turn >= self.config.max_turns:
+            return
+        # Dynamic subgoals until complete; a subgoal pinned to a turn only at that turn.
+        pending = [i for i, goal in enumerate(case.subgoals)
+                   if i not in attempt.completed and (goal.turn is None or goal.turn == turn)]
+        if pending and self.judging is None:
+            attempt.errors.append(f"subgoals not judged: {NO_JUDGE}")
+        elif pending:
+            try:
+                verdicts = await self.judging.subgoal_verdicts(case, attempt.turns, pending)
+            except JudgeError as exc:
+                attempt.errors.append(f"subgoals at turn {turn} not judged: {exc}")
+                verdicts = {}
+            for index, verdict in verdicts.items():
+                if verdict.complete:
+                    attempt.completed.add(index)
+                    attempt.incomplete_reasons.pop(index, None)
+                else:
+                    attempt.incomplete_reasons[index] = verdict.explanation
+        attempt.progress.append(len(attempt.completed) / len(case.subgoals))
+
+    # -- per attempt -------------------------------------------------------------------
+
+    async def process_session(self, session: Session) -> list[SessionOutput]:
+        attempt = session.state.get(self.id)
+        if attempt is None or attempt.case is None:
+            return []
+        return [SpanAttribute(CASE_ATTRIBUTE, attempt.case.id), *await self._attempt_results(attempt)]
+
+    async def _attempt_results(self, attempt: Attempt) -> list[MetricResult]:
+        case, results = attempt.case, []
+        checks: list[tuple[str, bool]] = []  # what `success` requires, and whether it held
+        threshold = self.config.threshold
+        if case.subgoals:
+            if attempt.progress and not any("subgoals" in e for e in attempt.errors):
+                padded = pad_progress(attempt.progress, self.config.max_turns)
+                final = padded[-1]
+                incomplete = "; ".join(f"{case.subgoals[i].details!r}: {why}"
+                                       for i, why in sorted(attempt.incomplete_reasons.items()))
+                by_turn = ", ".join(f"{p:.2f}" for p in attempt.progress)
+                detail = f"Progress by turn: {by_turn}." + (f" Incomplete: {incomplete}." if incomplete else "")
+                metadata = {"progress_by_turn": attempt.progress, "completed": sorted(attempt.completed)}
+                results += [
+                    MetricResult(name="progress", score=final, threshold=threshold, explanation=detail,
+                                 metadata=metadata),
+                    MetricResult(name="progress_auc", score=progress_auc(padded), threshold=threshold,
+                                 explanation=detail),
+                    MetricResult(name="progress_per_turn", score=progress_per_turn(padded), threshold=threshold,
+                                 explanation=detail),
+                    MetricResult(name="success_final_turn", score=success_final_turn(padded), threshold=1.0,
+                                 explanation=detail),
+                ]
+                checks.append(("every subgoal complete", final == 1.0))
+            else:
+                reason = next((e for e in attempt.errors if "subgoals" in e), "no turn was evaluated")
+                results += [MetricResult.failure(name, reason, threshold)
+                            for name in ("progress", "progress_auc", "progress_per_turn", "success_final_turn")]
+        if case.expected_tool_calls:
+            accuracy, matched = await self._tool_call_accuracy(attempt)
+            results.append(accuracy)
+            if matched is not None:
+                checks.append(("every expected tool call made", matched))
+        if attempt.answers:
+            correct = sum(ok for _, ok in attempt.answers)
+            n = len(attempt.answers)
+            metadata = {f"pass@{k}": pass_at_k(n, correct, k) for k in self.config.k}
+            metadata.update({f"pass^{k}": pass_pow_k(n, correct, k) for k in self.config.k})
+            wrong = [turn for turn, ok in attempt.answers if not ok]
+            results.append(MetricResult(
+                name="conversation_correctness", score=correct / n, threshold=1.0,
+                explanation=f"{correct} of {n} graded answers correct" + (f"; wrong at turns {wrong}" if wrong else ""),
+                metadata=metadata))
+            checks.append(("every graded answer correct", correct == n))
+        results.append(self._success(attempt, checks))
+        return results
+
+    async def _tool_call_accuracy(self, attempt: Attempt) -> tuple[MetricResult, bool | None]:
+        expected = [as_expected_call(c.model_dump(exclude_unset=True)) for c in attempt.case.expected_tool_calls]
+        actual = attempt.actual_calls()
+        try:
+            verdicts = await self._check_verdicts(expected, actual)
+        except JudgeError as exc:
+            attempt.errors.append(f"tool-call checks not judged: {exc}")
+            return MetricResult.failure("tool_call_accuracy", exc), None
+        except LookupError as exc:
+            attempt.errors.append(str(exc))
+            return MetricResult.failure("tool_call_accuracy", str(exc)), None
+        matches = match_expected_calls(expected, actual, check=lambda text, value: verdicts[(text, _key(value))])
+        score = tool_call_accuracy(matches)
+        missed = [f"{c.tool}: {m.reason}" for c, m in zip(expected, matches) if not m.matched]
+        explanation = f"{sum(m.matched for m in matches)} of {len(matches)} expected tool calls made"
+        if missed:
+            explanation += "; missed " + "; ".join(missed)
+        return (MetricResult(name="tool_call_accuracy", score=score, threshold=1.0, explanation=explanation),
+                not missed)
+
+    async def _check_verdicts(self, expected, actual) -> dict[tuple[str, str], bool]:
+        """Every `check` the matching could ask, decided by the judge once per distinct value."""
+        needed: dict[tuple[str, str], tuple[str, Any, str]] = {}
+        for call in expected:
+            candidates = [a for a in actual if a.name.strip() == call.tool and call.turn in (None, a.turn)]
+            for candidate in candidates:
+                for parameter in call.parameters:
+                    if parameter.check is not None and parameter.name in candidate.arguments:
+                        value = candidate.arguments[parameter.name]
+                        needed[(parameter.check, _key(value))] = (
+                            parameter.check, value, f"argument {parameter.name} of tool {call.tool}")
+                if call.output is not None and call.output.check is not None:
+                    needed[(call.output.check, _key(candidate.output))] = (
+                        call.output.check, candidate.output, f"output of tool {call.tool}")
+        if needed and self.judging is None:
+            raise LookupError(f"tool-call checks not judged: {NO_JUDGE}")
+        return {key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()}
+
+    def _success(self, attempt: Attempt, checks: list[tuple[str, bool]]) -> MetricResult:
+        if attempt.errors:
+            return MetricResult.failure("success", "not every check could be graded: " + "; ".join(attempt.errors), 1.0)
+        failed = [name for name, ok in checks if not ok]
+        explanation = ("Every ground-truth check passed: " + ", ".join(n for n, _ in checks) if not failed
+                       else "Failed: " + ", ".join(failed))
+        return MetricResult(name="success", score=0.0 if failed else 1.0, threshold=1.0, explanation=explanation)
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+FACTORY = ComponentFactory("processor", "ground_truth", GroundTruthConfig, GroundTruth)

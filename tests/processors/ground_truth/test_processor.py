@@ -1,0 +1,137 @@
+"""The `ground_truth` processor in the pipeline: attempts joined to cases and graded.
+
+The pipeline runs in memory on a hand-held clock; the judge is the real client against
+the loopback OpenAI-protocol server, whose handler decides from markers in the dataset's
+texts: a subgoal `[needs:X]` is complete once the transcript holds X; a check passes when
+the checked value holds "Oslo"; an answer scores 0.9.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.collector.pipeline import Pipeline
+from spanscore.exporters.memory import MemoryExporter
+from spanscore.processors.attacher import SESSION_SPAN_NAME
+from spanscore.processors.ground_truth.processor import GroundTruth, GroundTruthConfig
+from spanscore.receivers.memory import MemoryReceiver
+from tests.processors.ground_truth.test_judging import parts
+from tests.support.judge_answers import schema_of
+from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
+
+DATASET = """
+cases:
+  - id: oslo-trip
+    turns:
+      - message: What's the weather in Oslo?
+        expected_response: Snowing, -3 C
+      - message: What should I wear?
+    subgoals:
+      - details: "[needs:Snowing] Tells the user it is snowing"
+      - details: "[needs:wool] Suggests warm clothes"
+    expected_tool_calls:
+      - tool: get_weather
+        turn: 0
+        parameters: [{name: city, check: a Norwegian city}]
+"""
+
+
+def judge(request: RecordedRequest):
+    name, schema = schema_of(request)
+    _, data, instructions = parts(request)
+    if name == "subgoals":
+        answers = {}
+        for key in schema["properties"]:
+            details = re.search(rf"^- {key}: (.*)$", instructions, re.MULTILINE).group(1)
+            needed = re.search(r"\[needs:(\w+)\]", details).group(1)
+            answers[key] = {"explanation": f"looked for {needed}", "complete": needed in data}
+        return answers
+    if name == "check":
+        return {"explanation": "checked", "passed": "Oslo" in data}
+    return {"reasoning": "matches the expected answer", "correctness_score": 0.9, "uses_tool_results": True}
+
+
+@pytest.fixture
+def server():
+    with OpenAIServer(handler=lambda request: Reply(content=json.dumps(judge(request)))) as running:
+        yield running
+
+
+def turn(trace_id: bytes, question: str, answer: str, tool: tuple[str, str, str] | None = None) -> list:
+    root = new_span_id()
+    messages = f'[{{"role": "user", "parts": [{{"type": "text", "content": "{question}"}}]}}]'
+    output = f'[{{"role": "assistant", "parts": [{{"type": "text", "content": "{answer}"}}]}}]'
+    spans = [span(trace_id, "invoke_agent weather", span_id=root, attributes={
+        "gen_ai.operation.name": "invoke_agent", "session.id": "attempt-1",
+        "gen_ai.input.messages": messages, "gen_ai.output.messages": output})]
+    if tool:
+        spans.append(span(trace_id, "execute_tool", parent=root, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool[0],
+            "gen_ai.tool.call.arguments": tool[1], "gen_ai.tool.call.result": tool[2]}))
+    return spans
+
+
+async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_judged_again(tmp_path, server):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET)
+    config = GroundTruthConfig.model_validate({"dataset": str(dataset), "trials": 1,
+                                               "judge": {"base_url": server.base_url, "model": "gpt-test"}})
+    processor = GroundTruth("ground_truth", config)
+    exporter = MemoryExporter()
+    clock = [0.0]
+    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
+                        clock=lambda: clock[0])
+    await processor.start()
+    await pipeline.start()
+    receiver = MemoryReceiver(pipeline)
+    first, second = new_trace_id(), new_trace_id()
+    request = request_of(turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C",
+                              ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
+                         resource_attributes={"eval.case.id": "oslo-trip"})
+    receiver.send(request)
+    clock[0] = 2.0
+    pipeline.tick()
+    await pipeline.settle()
+    receiver.send(request_of(turn(second, "What should I wear?", "Wear a wool coat"),
+                             resource_attributes={"eval.case.id": "oslo-trip"}))
+    clock[0] = 4.0
+    pipeline.tick()
+    await pipeline.settle()
+    await pipeline.drain(time.monotonic() + 10)
+    await processor.shutdown(time.monotonic() + 10)
+
+    subgoal_requests = [r for r in server.requests if schema_of(r)[0] == "subgoals"]
+    assert len(subgoal_requests) == 2  # one per turn (batched, 1 trial)
+    asked = [sorted(schema_of(r)[1]["properties"]) for r in subgoal_requests]
+    assert asked == [["subgoal_0", "subgoal_1"], ["subgoal_1"]]  # the completed one is not asked again
+
+    turn_one = exporter.only(first)
+    assert turn_one.anchor_attributes["eval.case.id"] == "oslo-trip"
+    assert turn_one.scores == {"answer_correctness": 0.9, "tool_usage": 1.0}
+    assert turn_one.anchor_attributes["eval.judge.calls"] == 2  # the answer and the turn's subgoals
+    assert exporter.only(second).anchor_attributes["eval.judge.calls"] == 1  # the one open subgoal
+    [carrier] = exporter.named(SESSION_SPAN_NAME)
+    attributes = carrier.anchor_attributes
+    assert attributes["eval.case.id"] == "oslo-trip"
+    results = {r.name: r for r in carrier.results}
+    assert results["progress"].metadata["progress_by_turn"] == [0.5, 1.0]
+    assert results["progress"].score == 1.0
+    # padded to 20 turns: [0.5, 1, 1, ...]: AUC = (0.75 + 18 * 1) / 19
+    assert results["progress_auc"].score == pytest.approx((0.75 + 18) / 19)
+    assert results["progress_per_turn"].score == 0.5  # max 1.0 first reached at index 1
+    assert results["tool_call_accuracy"].score == 1.0
+    assert results["conversation_correctness"].score == 1.0
+    assert results["success"].score == 1.0
+
+
+def test_a_broken_dataset_is_a_config_error_naming_the_case(tmp_path):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET.replace("check: a Norwegian city", "check: a Norwegian city, value: Oslo"))
+    with pytest.raises(ValueError, match=r"cases\[0\] \(id oslo-trip\)\.expected_tool_calls\[0\]\.parameters\[0\]"):
+        GroundTruthConfig.model_validate({"dataset": str(dataset)})
