@@ -58,11 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("-o", "--output", required=True, help="where the scored OTLP/JSON lines go (overwritten)")
     score.add_argument("--config", default=None,
                        help=f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)")
+    score.add_argument("--dataset", default=None,
+                       help="grade attempts against this eval-suite dataset (YAML or JSON Lines) with the "
+                            "ground_truth processor, judged by the config's judge_metrics judge when it has one")
     score.add_argument("--quiet", action="store_true", help="no progress and no summary; problems still go to stderr")
     args = parser.parse_args(argv)
 
     if args.command == "score":
-        return _score(args.files, args.output, args.config or default_config_path(), args.quiet)
+        return _score(args.files, args.output, args.config or default_config_path(), args.dataset, args.quiet)
     if args.command == "validate":
         return _validate(args.path)
     if args.command == "inspect":
@@ -102,14 +105,21 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
     return inspect.run(files, as_json, assembler)
 
 
-def _score(files: list[str], output: str, config_path: str, quiet: bool) -> int:
+def _score(files: list[str], output: str, config_path: str, dataset: str | None, quiet: bool) -> int:
+    from pydantic import ValidationError
+
     from spanscore.collector import score_files
     from spanscore.collector.config import ConfigError, load_config
 
     try:
         config = load_config(config_path)
+        if dataset is not None:
+            config = score_files.with_dataset(config, Path(dataset))
     except ConfigError as exc:
         _report(f"spanscore score: {config_path} is invalid:", exc.problems)
+        return EXIT_CONFIG
+    except ValidationError as exc:
+        _report(f"spanscore score: {dataset} cannot be used:", [e["msg"] for e in exc.errors()])
         return EXIT_CONFIG
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     out = Path(output)

@@ -20,12 +20,13 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
 from spanscore.collector.assembler import Assembler
-from spanscore.collector.config import Config
+from spanscore.collector.components import build_factories
+from spanscore.collector.config import Component, Config
 from spanscore.collector.otlp_files import read_requests
 from spanscore.collector.pipeline import Pipeline
 from spanscore.core.consumer import ConsumerFull
@@ -35,6 +36,7 @@ from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
 
 REQUESTS_PER_TRACE_WAIT = 1000
+GROUND_TRUTH = "ground_truth"
 DRAIN_S = 600.0  # generous: judge calls of the traces still held at the end of input
 PROGRESS_INTERVAL_S = 0.5
 
@@ -194,6 +196,26 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
         if len(summary.problems) > 20:
             lines.append(f"  ... and {len(summary.problems) - 20} more")
     return "\n".join(lines)
+
+
+def with_dataset(config: Config, dataset: Path) -> Config:
+    """`config` grading against `dataset`: its ground_truth processor pointed at it, or one
+    added, judged by the judge of its judge_metrics processor when it has a usable one."""
+    factory = next(f for f in build_factories(plugins=False) if f.kind == "processor" and f.type == GROUND_TRUTH)
+    processors = list(config.processors)
+    existing = [i for i, c in enumerate(processors) if c.type == GROUND_TRUTH]
+    if existing:
+        component = processors[existing[0]]
+        settings = {**component.config.model_dump(exclude_unset=True), "dataset": str(dataset)}
+        processors[existing[0]] = Component(component.id, GROUND_TRUTH, factory.config_model.model_validate(settings),
+                                            factory)
+    else:
+        judge = next((c.config.judge for c in processors if c.type == "judge_metrics" and c.config.configured), None)
+        settings = {"dataset": str(dataset)}
+        if judge is not None:
+            settings["judge"] = judge.model_dump()
+        processors.append(Component(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory))
+    return replace(config, processors=processors)
 
 
 def progress_stream(quiet: bool) -> TextIO | None:
