@@ -317,10 +317,17 @@ class Pipeline:
         async with session.lock:
             start_ns = time.time_ns()
             attributes: list[SpanAttribute] = []
+            usages: list[EvaluatorUsage] = []
             for processor_id, processor in self.processors:
                 try:
                     for output in await processor.process_session(session):
-                        (attributes if isinstance(output, SpanAttribute) else session.results).append(output)
+                        if isinstance(output, SpanAttribute):
+                            attributes.append(output)
+                        elif isinstance(output, EvaluatorUsage):
+                            usages.append(output)
+                            self.evaluator_calls[output.evaluator] += output.calls
+                        else:
+                            session.results.append(output)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -331,10 +338,14 @@ class Pipeline:
             if self.score_metrics is not None:
                 service = find_attribute(session.resource.attributes, "service.name")
                 self.score_metrics.record(session.results, service, None)
+                for usage in usages:
+                    self.score_metrics.record_usage(usage, service, None)
             resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION)
             scope_spans = resource_spans.scope_spans[0]
             span = scope_spans.spans[0]
             attach_attributes(span, attributes)
+            for usage in usages:
+                attach_usage(span, usage)
             carrier = Trace(span.trace_id, self.clock())
             carrier.session_id = session.session_id
             carrier.results = session.results

@@ -17,7 +17,7 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 
 TraceOutput = MetricResult | EvaluatorUsage | SpanAttribute
-SessionOutput = MetricResult | SpanAttribute
+SessionOutput = MetricResult | EvaluatorUsage | SpanAttribute
 
 
 class Processor:

@@ -267,7 +267,12 @@ class GroundTruth(Processor):
         attempt = session.state.get(self.id)
         if attempt is None or attempt.case is None:
             return []
-        return [SpanAttribute(CASE_ATTRIBUTE, attempt.case.id), *await self._attempt_results(attempt)]
+        calls_before = self.judging.calls if self.judging else 0
+        outputs: list[SessionOutput] = [SpanAttribute(CASE_ATTRIBUTE, attempt.case.id),
+                                        *await self._attempt_results(attempt)]
+        if self.judging and self.judging.calls > calls_before:  # the tool-call checks
+            outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
+        return outputs
 
     async def _attempt_results(self, attempt: Attempt) -> list[MetricResult]:
         case, results = attempt.case, []
@@ -308,9 +313,11 @@ class GroundTruth(Processor):
             metadata = {f"pass@{k}": pass_at_k(n, correct, k) for k in self.config.k}
             metadata.update({f"pass^{k}": pass_pow_k(n, correct, k) for k in self.config.k})
             wrong = [turn for turn, ok in attempt.answers if not ok]
+            rates = ", ".join(f"{name} {value:.2f}" for name, value in metadata.items())
             results.append(MetricResult(
                 name="conversation_correctness", score=correct / n, threshold=1.0,
-                explanation=f"{correct} of {n} graded answers correct" + (f"; wrong at turns {wrong}" if wrong else ""),
+                explanation=f"{correct} of {n} graded answers correct" + (f"; wrong at turns {wrong}" if wrong else "")
+                + f" ({rates})",
                 metadata=metadata))
             checks.append(("every graded answer correct", correct == n))
         results.append(self._success(attempt, checks))

@@ -119,6 +119,8 @@ async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_ju
     [carrier] = exporter.named(SESSION_SPAN_NAME)
     attributes = carrier.anchor_attributes
     assert attributes["eval.case.id"] == "oslo-trip"
+    assert attributes["eval.judge.calls"] == 1  # the check on the city, asked when the attempt closed
+    assert "(pass@1 1.00, pass@3 1.00, pass^1 1.00, pass^3 1.00)" in attributes["eval.conversation_correctness.explanation"]
     results = {r.name: r for r in carrier.results}
     assert results["progress"].metadata["progress_by_turn"] == [0.5, 1.0]
     assert results["progress"].score == 1.0
@@ -128,6 +130,13 @@ async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_ju
     assert results["tool_call_accuracy"].score == 1.0
     assert results["conversation_correctness"].score == 1.0
     assert results["success"].score == 1.0
+
+
+def test_an_even_trial_count_is_a_config_error(tmp_path):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET)
+    with pytest.raises(ValueError, match="trials must be odd"):
+        GroundTruthConfig.model_validate({"dataset": str(dataset), "trials": 4})
 
 
 def test_a_broken_dataset_is_a_config_error_naming_the_case(tmp_path):
