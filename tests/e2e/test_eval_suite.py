@@ -6,34 +6,16 @@ then the same spans, recorded, graded offline by `spanscore score` to the same s
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.processors.ground_truth.test_judging import parts
-from tests.support.judge_answers import schema_of
+from tests.processors.ground_truth.test_processor import DATASET, judge
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.otlp_json import read_requests
 from tests.support.running import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-
-DATASET = """
-cases:
-  - id: oslo-trip
-    turns:
-      - message: What's the weather in Oslo?
-        expected_response: Snowing, -3 C
-      - message: What should I wear?
-    subgoals:
-      - details: "[needs:Snowing] Tells the user it is snowing"
-      - details: "[needs:wool] Suggests warm clothes"
-    expected_tool_calls:
-      - tool: get_weather
-        turn: 0
-        parameters: [{name: city, check: a Norwegian city}]
-"""
 
 # The agent: two turns of one session, GenAI-convention spans, tagged by the environment only.
 AGENT = r'''
@@ -69,20 +51,8 @@ provider.shutdown()
 '''
 
 
-def judge(request: RecordedRequest) -> Reply:
-    name, schema = schema_of(request)
-    _, data, instructions = parts(request)
-    if name == "subgoals":
-        answer = {}
-        for key in schema["properties"]:
-            details = re.search(rf"^- {key}: (.*)$", instructions, re.MULTILINE).group(1)
-            needed = re.search(r"\[needs:(\w+)\]", details).group(1)
-            answer[key] = {"explanation": f"looked for {needed}", "complete": needed in data}
-    elif name == "check":
-        answer = {"explanation": "checked", "passed": "Oslo" in data}
-    else:
-        answer = {"reasoning": "matches the expected answer", "correctness_score": 0.9, "uses_tool_results": True}
-    return Reply(content=json.dumps(answer))
+def judge_server_answer(request: RecordedRequest) -> Reply:
+    return Reply(content=json.dumps(judge(request)))
 
 
 def config(tmp_path: Path, judge_url: str, output: Path) -> str:
@@ -117,7 +87,7 @@ def graded(path: Path) -> dict[str, dict]:
 
 def test_tagged_attempts_are_graded_live_and_offline_alike(tmp_path, start_collector):
     live, recorded, offline = tmp_path / "live.jsonl", tmp_path / "recorded.jsonl", tmp_path / "offline.jsonl"
-    with OpenAIServer(handler=judge) as server:
+    with OpenAIServer(handler=judge_server_answer) as server:
         collector = start_collector(config(tmp_path, server.base_url, live))
         environment = {"PROJECT_ROOT": str(ROOT), "RECORD_TO": str(recorded), "PATH": "/usr/bin:/bin",
                        "OTEL_RESOURCE_ATTRIBUTES": "service.name=weather-agent,eval.case.id=oslo-trip",
