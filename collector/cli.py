@@ -62,8 +62,19 @@ def main(argv: list[str] | None = None) -> int:
                        help="grade attempts against this eval-suite dataset (YAML or JSON Lines) with the "
                             "ground_truth processor, judged by the config's judge_metrics judge when it has one")
     score.add_argument("--quiet", action="store_true", help="no progress and no summary; problems still go to stderr")
+    report = commands.add_parser(
+        "report", help="a suite's results from scored files: TSR, SSR, pass@k per case",
+        description="Group the graded attempts of scored OTLP/JSON files (from `spanscore score --dataset` or a "
+                    "live file exporter with the ground_truth processor) by eval.case.id and print the suite's "
+                    "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity.")
+    report.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
+    report.add_argument("--dataset", default=None, help="the suite's dataset: SSR counts only expected tools as correct")
+    report.add_argument("--k", default="1,3,5", help="comma-separated k values (default 1,3,5)")
+    report.add_argument("--json", default=None, metavar="SUMMARY", help="also write the summary as JSON here")
     args = parser.parse_args(argv)
 
+    if args.command == "report":
+        return _report_suite(args.files, args.dataset, args.k, args.json)
     if args.command == "score":
         return _score(args.files, args.output, args.config or default_config_path(), args.dataset, args.quiet)
     if args.command == "validate":
@@ -135,6 +146,40 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
     else:
         print(score_files.summary_table(summary, out), file=sys.stderr)
     return EXIT_CONFIG if summary.problems else 0
+
+
+def _report_suite(files: list[str], dataset_path: str | None, ks: str, json_path: str | None) -> int:
+    import json
+
+    from spanscore.collector import suite_report
+    from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
+
+    try:
+        k_values = sorted({int(k) for k in ks.split(",") if k.strip()})
+        if not k_values or min(k_values) < 1:
+            raise ValueError
+    except ValueError:
+        print(f"spanscore report: --k takes positive integers separated by commas, got {ks!r}", file=sys.stderr)
+        return EXIT_CONFIG
+    dataset = None
+    if dataset_path is not None:
+        try:
+            dataset = load_dataset(dataset_path)
+        except DatasetError as exc:
+            _report(f"spanscore report: {dataset_path} is invalid:", exc.problems)
+            return EXIT_CONFIG
+    attempts = suite_report.read_attempts([Path(f) for f in files])
+    for problem in attempts.problems:
+        print(problem, file=sys.stderr)
+    try:
+        summary = suite_report.summarize(attempts, k_values, dataset)
+    except ValueError as exc:
+        print(f"spanscore report: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    print(suite_report.text(summary))
+    return EXIT_CONFIG if attempts.problems else 0
 
 
 def _run(path: str) -> int:

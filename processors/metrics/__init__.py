@@ -22,6 +22,12 @@ from spanscore.processors.metrics.expected_calls import (
     match_expected_calls,
     tool_call_accuracy,
 )
+from spanscore.processors.metrics.intervals import (
+    Interval,
+    pass_at_k_interval,
+    pass_pow_k_interval,
+    success_rate_interval,
+)
 from spanscore.processors.metrics.loop_detection import PreviousOutput, loop_detection, loop_detection_from_vectors
 from spanscore.processors.metrics.pass_at_k import pass_at_k, pass_at_k_unbiased, pass_pow_k, pass_pow_k_unbiased
 from spanscore.processors.metrics.progress import (
@@ -32,6 +38,14 @@ from spanscore.processors.metrics.progress import (
     progress_through_turns,
     static_progress,
     success_final_turn,
+)
+from spanscore.processors.metrics.reliability import (
+    episode_success,
+    error_budget,
+    mean_pairwise_similarity,
+    step_success_rate,
+    task_success_rate,
+    trajectory_similarity,
 )
 from spanscore.processors.metrics.session_metrics import DEFAULT_SIGNAL_WEIGHTS, agent_consistency, agent_reliability
 from spanscore.processors.metrics.text import jaccard, word_set
@@ -52,31 +66,41 @@ __all__ = [
     "ExpectedCall",
     "ExpectedOutput",
     "ExpectedParameter",
+    "Interval",
     "PreviousOutput",
     "agent_consistency",
     "agent_reliability",
     "coherence",
     "coherence_from_vectors",
     "cosine_similarity",
+    "episode_success",
+    "error_budget",
     "jaccard",
     "json_equal",
     "loop_detection",
     "loop_detection_from_vectors",
     "match_expected_calls",
+    "mean_pairwise_similarity",
     "pad_progress",
     "pass_at_k",
+    "pass_at_k_interval",
     "pass_at_k_unbiased",
     "pass_pow_k",
+    "pass_pow_k_interval",
     "pass_pow_k_unbiased",
     "progress_auc",
     "progress_per_turn",
     "progress_through_turns",
     "static_progress",
+    "step_success_rate",
     "success_final_turn",
+    "success_rate_interval",
+    "task_success_rate",
     "tool_call_accuracy",
     "tool_parameters",
     "tool_selection",
     "tool_sequence",
     "tool_usage_overall",
+    "trajectory_similarity",
     "word_set",
 ]

@@ -1,0 +1,108 @@
+"""`spanscore report`: graded attempts read back from a scored file, counted per case, with
+the estimates and intervals a hand computation gives."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spanscore.collector.config import parse_config
+from spanscore.collector.score_files import score_files
+from spanscore.core.otlp_json import encode_request
+from tests.support.factories import TEST_FACTORIES
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DATASET = """
+cases:
+  - id: oslo
+    user_instruction: Weather in Oslo
+    expected_tool_calls: [{tool: get_weather, parameters: [{name: city, value: Oslo}]}]
+  - id: paris
+    user_instruction: Weather in Paris
+    expected_tool_calls: [{tool: get_weather, parameters: [{name: city, value: Paris}]}]
+"""
+
+# (case, the city the agent asked for, another tool it called too)
+ATTEMPTS = [("oslo", "Oslo", None)] * 4 + [("oslo", "Bergen", None)] + \
+           [("paris", "Paris", "search"), ("paris", "Lyon", None), ("paris", "Nice", None)]
+
+
+def attempt(case_id: str, city: str, extra: str | None):
+    trace_id, root = new_trace_id(), new_span_id()
+    spans = [span(trace_id, "invoke_agent weather", span_id=root, attributes={
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]'})]
+    for tool, arguments in (("get_weather", f'{{"city": "{city}"}}'), (extra, "{}")):
+        if tool:
+            spans.append(span(trace_id, f"execute_tool {tool}", parent=root, attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.arguments": arguments, "gen_ai.tool.call.result": "ok"}))
+    return request_of(spans, resource_attributes={"eval.case.id": case_id})
+
+
+def recipe(successes: int, total: int, statistic=lambda p: p) -> tuple[float, float]:
+    """SUITES.md's Bayesian interval, computed here the way it is written there."""
+    rng = np.random.default_rng(42)
+    samples = statistic(rng.beta(1 + successes, 1 + total - successes, size=5000))
+    low, high = np.quantile(samples, [0.025, 0.975])
+    return float(low), float(high)
+
+
+@pytest.fixture
+def scored(tmp_path) -> tuple[Path, Path]:
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET)
+    recorded = tmp_path / "recorded.jsonl"
+    recorded.write_text("".join(encode_request(attempt(*a)) + "\n" for a in ATTEMPTS))
+    config = parse_config(f"""
+receivers: {{otlp: {{}}}}
+processors: {{ground_truth: {{dataset: {dataset}}}}}
+exporters: {{debug: {{}}}}
+service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler, ground_truth], exporters: [debug]}}}}}}
+""", factories=TEST_FACTORIES)
+    import asyncio
+
+    out = tmp_path / "scored.jsonl"
+    summary = asyncio.run(score_files([recorded], config, out))
+    assert summary.problems == []
+    return out, dataset
+
+
+def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_path):
+    out, dataset = scored
+    summary_path = tmp_path / "summary.json"
+    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(out), "--dataset", str(dataset),
+                             "--json", str(summary_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(summary_path.read_text())
+    # 4 of 5 Oslo attempts and 1 of 3 Paris attempts asked for the expected city.
+    assert summary["tsr"] == {"estimate": 5 / 8, "low": recipe(5, 8)[0], "high": recipe(5, 8)[1]}
+    # 9 tool calls, none failed; `search` is not expected by its case.
+    assert summary["ssr"]["estimate"] == 8 / 9
+    oslo, paris = summary["cases"]
+    assert (oslo["case_id"], oslo["attempts"], oslo["successes"]) == ("oslo", 5, 4)
+    assert oslo["pass_at_k"]["1"]["estimate"] == pytest.approx(4 / 5)
+    assert oslo["pass_at_k"]["3"]["estimate"] == 1.0  # 1 - C(1,3)/C(5,3) = 1 - 0/10
+    assert oslo["pass_pow_k"]["3"]["estimate"] == pytest.approx(4 / 10)  # C(4,3)/C(5,3)
+    assert oslo["pass_pow_k"]["3"]["low"] == recipe(4, 5, lambda p: p ** 3)[0]
+    assert set(paris["pass_at_k"]) == {"1", "3"}  # k = 5 exceeds its 3 attempts
+    assert paris["pass_pow_k"]["3"]["estimate"] == 0.0  # C(1,3)/C(3,3)
+    assert oslo["trajectory_similarity"] == 1.0
+    # [gw, search] vs [gw] twice: 1/2 each; [gw] vs [gw]: 1 -> mean 2/3
+    assert paris["trajectory_similarity"] == pytest.approx(2 / 3)
+    assert "TSR 0.625" in result.stdout
+
+
+def test_files_without_graded_attempts_say_so(tmp_path):
+    plain = ROOT / "examples" / "weather-agent.json"
+    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(plain)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "no graded attempts found" in result.stderr
