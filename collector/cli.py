@@ -27,6 +27,7 @@ DEFAULT_CONFIG = "otel-config.yaml"
 EMBEDDED_CONFIG = Path(__file__).with_name(DEFAULT_CONFIG)
 EXIT_CONFIG = 2
 EXIT_START = 1
+EXIT_REGRESSION = 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,8 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--dataset", default=None, help="the suite's dataset: SSR counts only expected tools as correct")
     report.add_argument("--k", default="1,3,5", help="comma-separated k values (default 1,3,5)")
     report.add_argument("--json", default=None, metavar="SUMMARY", help="also write the summary as JSON here")
+    gate = commands.add_parser(
+        "compare", help="regression gate: exit 1 when the candidate's TSR dropped more than allowed",
+        description="Compare two suite summaries (spanscore report --json) or scored files: TSR with intervals, "
+                    "the drop, the posterior probability that the candidate is worse, the cases that regressed. "
+                    "Exit 1 when the drop exceeds --max-tsr-drop, 0 otherwise, 2 on bad input.")
+    gate.add_argument("baseline", help="summary JSON or scored OTLP/JSON lines")
+    gate.add_argument("candidate", help="summary JSON or scored OTLP/JSON lines")
+    gate.add_argument("--max-tsr-drop", type=float, default=0.05, help="allowed drop in TSR, 0..1 (default 0.05)")
     args = parser.parse_args(argv)
 
+    if args.command == "compare":
+        return _compare(args.baseline, args.candidate, args.max_tsr_drop)
     if args.command == "report":
         return _report_suite(args.files, args.dataset, args.k, args.json)
     if args.command == "score":
@@ -180,6 +191,22 @@ def _report_suite(files: list[str], dataset_path: str | None, ks: str, json_path
         Path(json_path).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(suite_report.text(summary))
     return EXIT_CONFIG if attempts.problems else 0
+
+
+def _compare(baseline: str, candidate: str, max_drop: float) -> int:
+    from spanscore.collector import suite_compare
+
+    if not 0.0 <= max_drop <= 1.0:
+        print(f"spanscore compare: --max-tsr-drop must be within [0, 1], got {max_drop}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        before, after = (suite_compare.load_summary(Path(p)) for p in (baseline, candidate))
+    except ValueError as exc:
+        print(f"spanscore compare: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    comparison = suite_compare.compare(before, after)
+    print(suite_compare.text(comparison, max_drop))
+    return EXIT_REGRESSION if comparison.exceeds(max_drop) else 0
 
 
 def _run(path: str) -> int:

@@ -106,3 +106,58 @@ def test_files_without_graded_attempts_say_so(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "no graded attempts found" in result.stderr
+
+
+def summary_of(attempts: int, successes: int, cases: dict[str, tuple[int, int]]) -> dict:
+    from spanscore.processors.metrics.intervals import success_rate_interval
+
+    interval = success_rate_interval(successes, attempts)
+    return {"attempts": attempts, "successes": successes,
+            "tsr": {"estimate": successes / attempts, "low": interval.low, "high": interval.high}, "ssr": None,
+            "cases": [{"case_id": case, "attempts": n, "successes": c} for case, (n, c) in cases.items()]}
+
+
+def compare(tmp_path: Path, baseline: dict | Path, candidate: dict | Path, *extra: str):
+    paths = []
+    for name, value in (("baseline.json", baseline), ("candidate.json", candidate)):
+        if isinstance(value, dict):
+            path = tmp_path / name
+            path.write_text(json.dumps(value))
+            value = path
+        paths.append(str(value))
+    return subprocess.run([sys.executable, "-m", "spanscore", "compare", *paths, *extra], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_ten_point_tsr_drop_fails_the_gate(tmp_path):
+    before = summary_of(100, 80, {"oslo": (50, 45), "paris": (50, 35)})
+    after = summary_of(100, 70, {"oslo": (50, 45), "paris": (50, 25)})
+    result = compare(tmp_path, before, after)
+    assert result.returncode == 1, result.stderr
+    assert "drop +10.0 points (allowed 5.0)" in result.stdout and "FAIL" in result.stdout
+    assert "regressed: paris 0.70 -> 0.50" in result.stdout
+    assert "oslo" not in result.stdout.split("FAIL", 1)[1]
+    # P(candidate worse), drawn as the recipe says from one generator, baseline first:
+    rng = np.random.default_rng(42)
+    baseline_p = rng.beta(1 + 80, 1 + 20, size=5000)
+    candidate_p = rng.beta(1 + 70, 1 + 30, size=5000)
+    worse = np.mean(candidate_p < baseline_p)
+    assert f"P(candidate worse) {worse:.3f}" in result.stdout
+
+
+def test_an_unchanged_rerun_passes_and_a_larger_margin_lets_a_drop_through(tmp_path, scored):
+    out, _ = scored
+    same = compare(tmp_path, out, out)  # scored files are accepted too
+    assert same.returncode == 0, same.stderr
+    assert "drop +0.0 points" in same.stdout
+    before = summary_of(100, 80, {"oslo": (100, 80)})
+    after = summary_of(100, 70, {"oslo": (100, 70)})
+    assert compare(tmp_path, before, after, "--max-tsr-drop", "0.15").returncode == 0
+
+
+def test_bad_input_exits_two(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = compare(tmp_path, bad, bad)
+    assert result.returncode == 2
+    assert "bad.json" in result.stderr
