@@ -120,8 +120,10 @@ def trajectory_similarity(tools_a: Iterable[str], tools_b: Iterable[str]) -> flo
     >>> trajectory_similarity(["search", "search", "calc"], ["search", "calc", "mail"])  # 2 / 4
     0.5
     """
-    a = _tool_counts(tools_a, "tools_a")
-    b = _tool_counts(tools_b, "tools_b")
+    return _similarity(_tool_counts(tools_a, "tools_a"), _tool_counts(tools_b, "tools_b"))
+
+
+def _similarity(a: Counter, b: Counter) -> float:
     names = a.keys() | b.keys()
     union = sum(max(a[name], b[name]) for name in names)
     if union == 0:
@@ -138,8 +140,14 @@ def mean_pairwise_similarity(trajectories: Iterable[Sequence[str]]) -> float | N
     counts = [_tool_counts(tools, "a trajectory") for tools in trajectories]
     if len(counts) < 2:
         return None
-    scores = [trajectory_similarity(a.elements(), b.elements()) for a, b in combinations(counts, 2)]
-    return sum(scores) / len(scores)
+    # Attempts of one case often call the same tools: each distinct multiset is compared
+    # once and weighted by how many attempts share it (identical ones score 1.0).
+    groups = Counter(frozenset(c.items()) for c in counts)
+    distinct = [(Counter(dict(items)), weight) for items, weight in groups.items()]
+    total = sum(weight * (weight - 1) / 2 for _, weight in distinct)
+    for (a, wa), (b, wb) in combinations(distinct, 2):
+        total += wa * wb * _similarity(a, b)
+    return total / (len(counts) * (len(counts) - 1) / 2)
 
 
 __all__ = [

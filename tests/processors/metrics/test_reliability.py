@@ -181,3 +181,14 @@ def test_mean_pairwise_similarity_needs_two(trajectories):
 def test_mean_pairwise_similarity_refuses_a_bare_string():
     with pytest.raises(ValueError, match="not a string"):
         mean_pairwise_similarity([["a"], "ab"])
+
+
+def test_pairwise_mean_equals_the_mean_over_every_pair():
+    # Grouping identical multisets must not change the mean: check against every pair.
+    import itertools
+    import random
+
+    rng = random.Random(7)
+    trajectories = [[rng.choice("abc") for _ in range(rng.randint(0, 3))] for _ in range(40)]
+    pairs = [trajectory_similarity(a, b) for a, b in itertools.combinations(trajectories, 2)]
+    assert mean_pairwise_similarity(trajectories) == pytest.approx(sum(pairs) / len(pairs), abs=1e-12)
