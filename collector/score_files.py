@@ -113,11 +113,11 @@ async def score_files(paths: Sequence[Path], config: Config, output: Path, progr
     pipeline = Pipeline(Assembler(config.assembler), processors, [writer, ResultTally(summary)], clock=clock)
     receiver = MemoryReceiver(pipeline, "score")
     components = [processor for _, processor in processors] + [writer]
-    for component in components:
-        await component.start()
-    await pipeline.start()
     shown = time.monotonic()
-    try:
+    try:  # shutdown is safe without start: a failed start still releases what started
+        for component in components:
+            await component.start()
+        await pipeline.start()
         for path in paths:
             for where, request in read_requests(path, summary.problems):
                 clock.now += step
