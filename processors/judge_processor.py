@@ -33,7 +33,7 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.judge.base import Judge
-from spanscore.processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.judge.config import JudgeConfig, build_judge, judge_configured, unset_empty_strings
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
 from spanscore.processors.judge.rubrics import METRIC_NAMES
@@ -74,10 +74,7 @@ class JudgeMetricsConfig(ComponentConfig):
     @field_validator("judge", mode="before")
     @classmethod
     def _empty_strings_unset(cls, value: Any) -> Any:
-        # `${env:OPENAI_API_KEY:-}` expands to "" when unset: that means "not given".
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if v != ""}
-        return value
+        return unset_empty_strings(value)
 
     @field_validator("metrics")
     @classmethod
@@ -96,7 +93,7 @@ class JudgeMetricsConfig(ComponentConfig):
 
     @property
     def configured(self) -> bool:
-        return self.judge is not None and bool(self.judge.api_key or self.judge.base_url)
+        return judge_configured(self.judge)
 
     def settings(self, name: str) -> JudgeMetricSettings:
         return self.metrics.get(name, JudgeMetricSettings())

@@ -42,7 +42,7 @@ from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import GroundTruthJudge
 from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.judge.config import JudgeConfig, build_judge, judge_configured, unset_empty_strings
 from spanscore.processors.metrics.expected_calls import as_expected_call, match_expected_calls, tool_call_accuracy
 from spanscore.processors.metrics.pass_at_k import pass_at_k, pass_pow_k
 from spanscore.processors.metrics.progress import (
@@ -91,9 +91,7 @@ class GroundTruthConfig(ComponentConfig):
     @field_validator("judge", mode="before")
     @classmethod
     def _empty_strings_unset(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if v != ""}
-        return value
+        return unset_empty_strings(value)
 
     @field_validator("trials")
     @classmethod
@@ -124,7 +122,7 @@ class GroundTruthConfig(ComponentConfig):
 
     @property
     def configured(self) -> bool:
-        return self.judge is not None and bool(self.judge.api_key or self.judge.base_url)
+        return judge_configured(self.judge)
 
 
 class GroundTruth(Processor):

@@ -53,6 +53,19 @@ class JudgeConfig(RetrySettings):
     cache: JudgeCacheConfig = JudgeCacheConfig()
 
 
+def unset_empty_strings(value: Any) -> Any:
+    """A judge section's settings without the ones that are "": `${env:OPENAI_API_KEY:-}`
+    expands to "" when the variable is unset, which means "not given"."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if v != ""}
+    return value
+
+
+def judge_configured(judge: JudgeConfig | None) -> bool:
+    """A judge to call: a section with an api_key or a base_url."""
+    return judge is not None and bool(judge.api_key or judge.base_url)
+
+
 def build_cache(config: JudgeCacheConfig) -> JudgeCache | None:
     """The cache a `cache:` section describes, or None when it keeps nothing."""
     if not config.enabled or (config.max_entries == 0 and config.sqlite_path is None):
