@@ -164,14 +164,8 @@ class Assembler:
         """The first session key found: root span, then other spans, then resources."""
         if not self._session_keys:
             return None
-        candidates = [trace.root] if trace.root is not None else []
-        candidates.extend(span for span, _ in trace.spans() if span is not trace.root)
-        for span in candidates:
-            found = _session_value(span.attributes, self._session_keys)
-            if found:
-                return found
-        for origin in trace.spans_by_origin:
-            found = _session_value(origin.resource.attributes, self._session_keys)
+        for attributes in trace.attribute_lists():
+            found = _session_value(attributes, self._session_keys)
             if found:
                 return found
         return None

@@ -27,11 +27,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from spanscore.core.attributes import any_value_to_python
+from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentConfig
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_trace_of
 from spanscore.processors.attacher import is_session_carrier
+from spanscore.processors.metrics.expected_calls import json_equal
 
 NOT_AGENT_TRACE = "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"
 SESSION_CARRIER = "a spanscore evaluate_session carrier"
@@ -106,7 +107,8 @@ class TraceMatcher:
     def __init__(self, properties: MatchProperties):
         regexp = properties.match_type == "regexp"
         self._text = _searcher if regexp else _equal
-        self._value = _value_searcher if regexp else _strict_equal
+        # Strict values compare with their type, as the Collector's strict match: true is not 1.
+        self._value = _value_searcher if regexp else json_equal
         self._services = [_compiled(s, regexp) for s in properties.services]
         self._span_names = [_compiled(s, regexp) for s in properties.span_names]
         self._attributes = [(a.key, None if a.value is None else _compiled(a.value, regexp))
@@ -131,10 +133,8 @@ class TraceMatcher:
         return True
 
     def _found(self, attributes, key: str, expected: Any) -> bool:
-        for kv in attributes:
-            if kv.key == key:
-                return expected is None or self._value(expected, any_value_to_python(kv.value))
-        return False
+        value = find_attribute(attributes, key)
+        return value is not None and (expected is None or self._value(expected, value))
 
 
 def _compiled(value: Any, regexp: bool) -> Any:
@@ -152,15 +152,6 @@ def _searcher(pattern: re.Pattern[str], actual: str) -> bool:
 
 def _value_searcher(pattern: re.Pattern[str], actual: Any) -> bool:
     return isinstance(actual, str) and pattern.search(actual) is not None
-
-
-def _strict_equal(expected: Any, actual: Any) -> bool:
-    # Type included, as the Collector's strict match: true is not 1, "1" is not 1.
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
-    if isinstance(expected, str) != isinstance(actual, str):
-        return False
-    return expected == actual
 
 
 def _regex_problems(pattern: Any, loc: tuple[str | int, ...]) -> list[InitErrorDetails]:

@@ -124,6 +124,18 @@ class Trace:
         origin = self.root_origin or next(iter(self.spans_by_origin), None)
         return None if origin is None else find_attribute(origin.resource.attributes, "service.name")
 
+    def attribute_lists(self) -> Iterator[Any]:
+        """Attribute lists in the order trace-level keys are looked up: the root span,
+        the other spans, then the resources they came with (the session id, a case id)."""
+        root = self.root
+        if root is not None:
+            yield root.attributes
+        for span, _ in self.spans():
+            if span is not root:
+                yield span.attributes
+        for origin in self.spans_by_origin:
+            yield origin.resource.attributes
+
     def derive(self, key: str, build: Callable[[Trace], Any]) -> Any:
         """`build(self)`, computed once per trace and shared until `release_derived`."""
         derived = self.derived

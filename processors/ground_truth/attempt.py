@@ -9,11 +9,10 @@ enough — else the session's first user message equal to a case's first message
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spanscore.core.attributes import any_value_to_python
+from spanscore.core.attributes import find_attribute
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.agent_trace.content import parse_json
@@ -48,16 +47,10 @@ class Attempt:
 
 def case_id_of(trace: Trace, key: str) -> str | None:
     """The case key on the root span, then any span, then a resource."""
-    candidates = [trace.root] if trace.root is not None else []
-    candidates += [span for span, _ in trace.spans() if span is not trace.root]
-    for span in candidates:
-        found = _value(span.attributes, key)
-        if found:
-            return found
-    for origin in trace.spans_by_origin:
-        found = _value(origin.resource.attributes, key)
-        if found:
-            return found
+    for attributes in trace.attribute_lists():
+        value = find_attribute(attributes, key)
+        if value is not None and str(value).strip():
+            return str(value).strip()
     return None
 
 
@@ -70,14 +63,6 @@ def join(dataset: Dataset, case_id: str | None, first_message: str) -> tuple[Cas
         return case, JOINED_BY_ID, None
     case = dataset.match_first_message(first_message) if first_message else None
     return case, (JOINED_BY_MESSAGE if case is not None else None), None
-
-
-def _value(attributes: Iterable[Any], key: str) -> str | None:
-    for kv in attributes:
-        if kv.key == key:
-            value = any_value_to_python(kv.value)
-            return str(value).strip() or None if value is not None else None
-    return None
 
 
 def _output(result: str | None) -> Any:
