@@ -19,6 +19,7 @@ from spanscore.collector.components import Factories, build_factories
 from spanscore.collector.envsubst import expand_env
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration
+from spanscore.core.key_path import key_path
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"
@@ -261,9 +262,7 @@ def _validate_section(
 def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     out = []
     for error in exc.errors(include_url=False):
-        path = prefix
-        for part in error["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        path = key_path(prefix, error["loc"])
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unknown key"

@@ -60,6 +60,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from spanscore.core.key_path import key_path
+
 Format = Literal["yaml", "jsonl"]
 FORMATS: dict[str, Format] = {".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl"}
 
@@ -346,9 +348,7 @@ def _label(position: str, raw: Any) -> str:
 def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     out = []
     for error in exc.errors(include_url=False):
-        path = prefix
-        for part in error["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        path = key_path(prefix, error["loc"])
         if error["type"] == _PROBLEMS:
             for subpath, message in error["ctx"]["problems"]:
                 out.append(f"{_join(path, subpath)}: {message}")

@@ -1,0 +1,17 @@
+"""Where in a YAML document a validation problem is: `processors.judge.trials`, `cases[2].turns[0]`.
+
+The config and the eval-suite datasets both report every problem prefixed with its key
+path, so a user can find it without reading a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def key_path(prefix: str, location: Iterable[str | int]) -> str:
+    """`prefix` followed by pydantic's error location: list indexes in brackets, keys dotted."""
+    path = prefix
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
