@@ -34,7 +34,13 @@ class Attempt:
     progress: list[float] = field(default_factory=list)  # after each evaluated turn
     incomplete_reasons: dict[int, str] = field(default_factory=dict)  # the judge's last word per subgoal
     answers: list[tuple[int, bool]] = field(default_factory=list)  # (turn, correct) per graded interaction
-    errors: list[str] = field(default_factory=list)  # what could not be graded, for `success`
+    errors: list[str] = field(default_factory=list)  # answers and checks that could not be graded
+    progress_error: str | None = None  # the first reason subgoals could not be judged
+
+    @property
+    def all_errors(self) -> list[str]:
+        """Everything `success` could not grade."""
+        return self.errors + ([self.progress_error] if self.progress_error else [])
 
     def actual_calls(self) -> list[ActualCall]:
         calls = []

@@ -244,12 +244,12 @@ class GroundTruth(Processor):
         pending = [i for i, goal in enumerate(case.subgoals)
                    if i not in attempt.completed and (goal.turn is None or goal.turn == turn)]
         if pending and self.judging is None:
-            attempt.errors.append(f"subgoals not judged: {NO_JUDGE}")
+            attempt.progress_error = attempt.progress_error or f"subgoals not judged: {NO_JUDGE}"
         elif pending:
             try:
                 verdicts = await self.judging.subgoal_verdicts(case, attempt.turns, pending)
             except JudgeError as exc:
-                attempt.errors.append(f"subgoals at turn {turn} not judged: {exc}")
+                attempt.progress_error = attempt.progress_error or f"subgoals at turn {turn} not judged: {exc}"
                 verdicts = {}
             for index, verdict in verdicts.items():
                 if verdict.complete:
@@ -277,7 +277,7 @@ class GroundTruth(Processor):
         checks: list[tuple[str, bool]] = []  # what `success` requires, and whether it held
         threshold = self.config.threshold
         if case.subgoals:
-            if attempt.progress and not any("subgoals" in e for e in attempt.errors):
+            if attempt.progress and attempt.progress_error is None:
                 padded = pad_progress(attempt.progress, self.config.max_turns)
                 final = padded[-1]
                 incomplete = "; ".join(f"{case.subgoals[i].details!r}: {why}"
@@ -297,7 +297,7 @@ class GroundTruth(Processor):
                 ]
                 checks.append(("every subgoal complete", final == 1.0))
             else:
-                reason = next((e for e in attempt.errors if "subgoals" in e), "no turn was evaluated")
+                reason = attempt.progress_error or "no turn was evaluated"
                 results += [MetricResult.failure(name, reason, threshold)
                             for name in ("progress", "progress_auc", "progress_per_turn", "success_final_turn")]
         if case.expected_tool_calls:
@@ -360,8 +360,9 @@ class GroundTruth(Processor):
         return {key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()}
 
     def _success(self, attempt: Attempt, checks: list[tuple[str, bool]]) -> MetricResult:
-        if attempt.errors:
-            return MetricResult.failure("success", "not every check could be graded: " + "; ".join(attempt.errors), 1.0)
+        errors = attempt.all_errors
+        if errors:
+            return MetricResult.failure("success", "not every check could be graded: " + "; ".join(errors), 1.0)
         failed = [name for name, ok in checks if not ok]
         explanation = ("Every ground-truth check passed: " + ", ".join(n for n, _ in checks) if not failed
                        else "Failed: " + ", ".join(failed))

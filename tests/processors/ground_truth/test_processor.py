@@ -18,7 +18,7 @@ from spanscore.collector.assembler import Assembler, AssemblerConfig
 from spanscore.collector.pipeline import Pipeline
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.attacher import SESSION_SPAN_NAME
-from spanscore.processors.ground_truth.processor import GroundTruth, GroundTruthConfig
+from spanscore.processors.ground_truth.processor import NO_JUDGE, GroundTruth, GroundTruthConfig
 from spanscore.receivers.memory import MemoryReceiver
 from tests.processors.ground_truth.test_judging import parts
 from tests.support.judge_answers import schema_of
@@ -144,3 +144,28 @@ def test_a_broken_dataset_is_a_config_error_naming_the_case(tmp_path):
     dataset.write_text(DATASET.replace("check: a Norwegian city", "check: a Norwegian city, value: Oslo"))
     with pytest.raises(ValueError, match=r"cases\[0\] \(id oslo-trip\)\.expected_tool_calls\[0\]\.parameters\[0\]"):
         GroundTruthConfig.model_validate({"dataset": str(dataset)})
+
+
+async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(tmp_path):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET.replace("check: a Norwegian city", "value: Oslo"))
+    processor = GroundTruth("ground_truth", GroundTruthConfig.model_validate({"dataset": str(dataset)}))
+    exporter = MemoryExporter()
+    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
+                        clock=lambda: 5.0)
+    await processor.start()
+    await pipeline.start()
+    trace_id = new_trace_id()
+    MemoryReceiver(pipeline).send(request_of(
+        turn(trace_id, "What's the weather in Oslo?", "It is Snowing, -3 C",
+             ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
+        resource_attributes={"eval.case.id": "oslo-trip"}))
+    await pipeline.drain(time.monotonic() + 10)
+    [carrier] = exporter.named(SESSION_SPAN_NAME)
+    results = {r.name: r for r in carrier.results}
+    assert results["tool_call_accuracy"].score == 1.0
+    assert results["progress"].error == f"subgoals not judged: {NO_JUDGE}"
+    assert results["success"].error.startswith("not every check could be graded: ")
+    turn_results = {r.name: r for r in exporter.only(trace_id).results}
+    assert turn_results["answer_correctness"].error == NO_JUDGE
+    assert turn_results["tool_usage"].score == 1.0
