@@ -4,7 +4,7 @@
 
 Writes a scored OTLP/JSON lines file of one-trace attempts (8 agent spans each: a root
 with `eval.case.id` and a `success` result, 6 tool calls, an LLM call; 50 cases,
-about 60% successes) and times reading it and summarizing it as `spanscore report` does,
+about 60% successes) and times reading it, summarizing it and rendering the HTML page as `spanscore report` does,
 in this process; peak RSS is the process's high-water mark (ru_maxrss).
 """
 
@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spanscore.collector.suite_report import read_attempts, summarize  # noqa: E402
+from spanscore.collector.suite_attempts import read_scored  # noqa: E402
+from spanscore.collector.suite_html import render  # noqa: E402
+from spanscore.collector.suite_report import summarize  # noqa: E402
 from spanscore.core.otlp_json import encode_request  # noqa: E402
 from tests.support.spans import new_span_id, new_trace_id, request_of, span  # noqa: E402
 
@@ -57,13 +59,16 @@ def main() -> None:
         size_mib = path.stat().st_size / 2**20
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = time.perf_counter()
-        report = read_attempts([path])
+        run = read_scored([path])
         read_s = time.perf_counter() - started
-        summary = summarize(report, (1, 3, 5))
+        summary = summarize(run, (1, 3, 5))
+        summarized_s = time.perf_counter() - started
+        page = render(summary, run, [str(path)])
         total_s = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{attempts * SPANS_PER_ATTEMPT:,} spans ({size_mib:.1f} MiB, {attempts:,} attempts, "
-          f"{len(summary['cases'])} cases): read {read_s:.1f}s, summarized {total_s - read_s:.1f}s, "
+          f"{len(summary['cases'])} cases): read {read_s:.1f}s, summarized {summarized_s - read_s:.1f}s, "
+          f"HTML {total_s - summarized_s:.1f}s ({len(page) / 2**20:.1f} MiB), "
           f"total {total_s:.1f}s ({attempts * SPANS_PER_ATTEMPT / total_s:,.0f} spans/s); "
           f"peak RSS {peak:.0f} MiB (before reading {rss_before:.0f} MiB); TSR {summary['tsr']['estimate']:.3f}; "
           f"pid {os.getpid()}")

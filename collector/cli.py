@@ -64,28 +64,43 @@ def main(argv: list[str] | None = None) -> int:
                             "ground_truth processor, judged by the config's judge_metrics judge when it has one")
     score.add_argument("--quiet", action="store_true", help="no progress and no summary; problems still go to stderr")
     report = commands.add_parser(
-        "report", help="a suite's results from scored files: TSR, SSR, pass@k per case",
+        "report", help="a suite's results from scored files: TSR, SSR, pass@k per case, an HTML report",
         description="Group the graded attempts of scored OTLP/JSON files (from `spanscore score --dataset` or a "
                     "live file exporter with the ground_truth processor) by eval.case.id and print the suite's "
-                    "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity.")
+                    "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity. "
+                    "-o writes the same as one self-contained HTML page with charts.")
     report.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
     report.add_argument("--dataset", default=None, help="the suite's dataset: SSR counts only expected tools as correct")
     report.add_argument("--k", default="1,3,5", help="comma-separated k values (default 1,3,5)")
     report.add_argument("--json", default=None, metavar="SUMMARY", help="also write the summary as JSON here")
+    report.add_argument("-o", "--output", default=None, metavar="HTML", help="also write an HTML report here")
+    report.add_argument("--by", default=None, metavar="ATTRIBUTE",
+                        help="split the attempts by this span or resource attribute (such as service.version)")
+    report.add_argument("--metric", default="success", metavar="NAME",
+                        help="the outcome: this metric's pass label (default success, the ground-truth verdict)")
     gate = commands.add_parser(
         "compare", help="regression gate: exit 1 when the candidate's TSR dropped more than allowed",
         description="Compare two suite summaries (spanscore report --json) or scored files: TSR with intervals, "
                     "the drop, the posterior probability that the candidate is worse, the cases that regressed. "
-                    "Exit 1 when the drop exceeds --max-tsr-drop, 0 otherwise, 2 on bad input.")
-    gate.add_argument("baseline", help="summary JSON or scored OTLP/JSON lines")
-    gate.add_argument("candidate", help="summary JSON or scored OTLP/JSON lines")
+                    "With --by, one scored file holds both sides (shadow mode): --baseline and --candidate name "
+                    "the attribute's values. Exit 1 when the drop exceeds --max-tsr-drop, 0 otherwise, 2 on bad input.")
+    gate.add_argument("files", nargs="+", metavar="FILE",
+                      help="BASELINE CANDIDATE (summary JSON or scored OTLP/JSON lines); one file with --by")
     gate.add_argument("--max-tsr-drop", type=float, default=0.05, help="allowed drop in TSR, 0..1 (default 0.05)")
+    gate.add_argument("--by", default=None, metavar="ATTRIBUTE",
+                      help="compare two values of this span or resource attribute within one file")
+    gate.add_argument("--baseline", dest="baseline_value", default=None, metavar="VALUE",
+                      help="with --by: the baseline's value")
+    gate.add_argument("--candidate", dest="candidate_value", default=None, metavar="VALUE",
+                      help="with --by: the candidate's value")
+    gate.add_argument("--metric", default="success", metavar="NAME",
+                      help="the outcome: this metric's pass label (default success, the ground-truth verdict)")
     args = parser.parse_args(argv)
 
     if args.command == "compare":
-        return _compare(args.baseline, args.candidate, args.max_tsr_drop)
+        return _compare(args)
     if args.command == "report":
-        return _report_suite(args.files, args.dataset, args.k, args.json)
+        return _report_suite(args)
     if args.command == "score":
         return _score(args.files, args.output, args.config or default_config_path(), args.dataset, args.quiet)
     if args.command == "validate":
@@ -159,54 +174,76 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
     return EXIT_CONFIG if summary.problems else 0
 
 
-def _report_suite(files: list[str], dataset_path: str | None, ks: str, json_path: str | None) -> int:
+def _report_suite(args: argparse.Namespace) -> int:
     import json
 
-    from spanscore.collector import suite_report
+    from spanscore.collector import suite_html, suite_report
+    from spanscore.collector.suite_attempts import read_scored
     from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
 
     try:
-        k_values = sorted({int(k) for k in ks.split(",") if k.strip()})
+        k_values = sorted({int(k) for k in args.k.split(",") if k.strip()})
         if not k_values or min(k_values) < 1:
             raise ValueError
     except ValueError:
-        print(f"spanscore report: --k takes positive integers separated by commas, got {ks!r}", file=sys.stderr)
+        print(f"spanscore report: --k takes positive integers separated by commas, got {args.k!r}", file=sys.stderr)
         return EXIT_CONFIG
     dataset = None
-    if dataset_path is not None:
+    if args.dataset is not None:
         try:
-            dataset = load_dataset(dataset_path)
+            dataset = load_dataset(args.dataset)
         except DatasetError as exc:
-            _report(f"spanscore report: {dataset_path} is invalid:", exc.problems)
+            _report(f"spanscore report: {args.dataset} is invalid:", exc.problems)
             return EXIT_CONFIG
-    attempts = suite_report.read_attempts([Path(f) for f in files])
-    for problem in attempts.problems:
+    run = read_scored([Path(f) for f in args.files], args.metric, args.by)
+    for problem in run.problems:
         print(problem, file=sys.stderr)
     try:
-        summary = suite_report.summarize(attempts, k_values, dataset)
+        summary = suite_report.summarize_groups(run, k_values, dataset)
     except ValueError as exc:
         print(f"spanscore report: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    try:
+        if args.json is not None:
+            Path(args.json).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        if args.output is not None:
+            Path(args.output).write_text(suite_html.render(summary, run, args.files), encoding="utf-8")
+    except OSError as exc:
+        print(f"spanscore report: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_CONFIG
     print(suite_report.text(summary))
-    return EXIT_CONFIG if attempts.problems else 0
+    return EXIT_CONFIG if run.problems else 0
 
 
-def _compare(baseline: str, candidate: str, max_drop: float) -> int:
+def _compare(args: argparse.Namespace) -> int:
     from spanscore.collector import suite_compare
 
-    if not 0.0 <= max_drop <= 1.0:
-        print(f"spanscore compare: --max-tsr-drop must be within [0, 1], got {max_drop}", file=sys.stderr)
+    def fail(message: str) -> int:
+        print(f"spanscore compare: {message}", file=sys.stderr)
         return EXIT_CONFIG
+
+    if not 0.0 <= args.max_tsr_drop <= 1.0:
+        return fail(f"--max-tsr-drop must be within [0, 1], got {args.max_tsr_drop}")
+    values = (args.baseline_value, args.candidate_value)
+    if args.by is None:
+        if len(args.files) != 2 or values != (None, None):
+            return fail("give BASELINE and CANDIDATE files, or one file with --by ATTRIBUTE --baseline V1 "
+                        "--candidate V2")
+    elif len(args.files) != 1 or None in values:
+        return fail("with --by give one file, --baseline and --candidate")
     try:
-        before, after = (suite_compare.load_summary(Path(p)) for p in (baseline, candidate))
+        summaries = [suite_compare.load_summary(Path(p), args.metric, args.by) for p in args.files]
+        if args.by is None:
+            before, after = summaries
+        else:
+            before, after = (suite_compare.group(summaries[0], v, args.files[0]) for v in values)
     except ValueError as exc:
-        print(f"spanscore compare: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return fail(str(exc))
     comparison = suite_compare.compare(before, after)
-    print(suite_compare.text(comparison, max_drop))
-    return EXIT_REGRESSION if comparison.exceeds(max_drop) else 0
+    sides = ("baseline", "candidate") if args.by is None else tuple(
+        f"{side} {args.by}={value}" for side, value in zip(("baseline", "candidate"), values))
+    print(suite_compare.text(comparison, args.max_tsr_drop, sides))
+    return EXIT_REGRESSION if comparison.exceeds(args.max_tsr_drop) else 0
 
 
 def _run(path: str) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spanscore.collector.components import Factories, build_factories
 from spanscore.collector.envsubst import expand_env
@@ -50,6 +50,18 @@ class MetricsPipeline(BaseModel):
     model_config = ConfigDict(extra="forbid")
     exporters: list[str] = Field(min_length=1)
     export_interval: Duration = DEFAULT_METRICS_INTERVAL_S  # push exporters; Prometheus is scraped
+    # Processors' span attributes (`eval.case.id`) copied onto the score metrics: one
+    # series per value, so opt-in.
+    span_attributes: list[str] = Field(default_factory=list)
+
+    @field_validator("span_attributes")
+    @classmethod
+    def _processor_attributes(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if not key.startswith("eval.") or key.endswith((".score", ".label", ".explanation", ".error")):
+                raise ValueError(f"{key!r} is not an attribute a processor writes beside its scores, "
+                                 "such as eval.case.id")
+        return keys
 
     @model_validator(mode="before")
     @classmethod

@@ -304,7 +304,7 @@ class Pipeline:
         if self.score_metrics is not None and (results or usages):
             service, agent = trace.service_name, agent_name_of(trace)
             if results:
-                self.score_metrics.record(results, service, agent)
+                self.score_metrics.record(results, service, agent, attributes)
             for usage in usages:
                 self.score_metrics.record_usage(usage, service, agent)
 
@@ -337,7 +337,7 @@ class Pipeline:
                 return
             if self.score_metrics is not None:
                 service = find_attribute(session.resource.attributes, "service.name")
-                self.score_metrics.record(session.results, service, None)
+                self.score_metrics.record(session.results, service, None, attributes)
                 for usage in usages:
                     self.score_metrics.record_usage(usage, service, None)
             resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION)

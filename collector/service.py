@@ -37,7 +37,7 @@ class Service:
             interval_s = config.service.pipelines.metrics.export_interval
             self.score_metrics = ScoreMetrics([
                 _reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters
-            ])
+            ], config.service.pipelines.metrics.span_attributes)
         self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics)
         self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]
         self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]

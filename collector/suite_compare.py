@@ -7,6 +7,10 @@ rates drawn by the Bayesian recipe of SUITES.md (p ~ Beta(1 + c, 1 + n - c), 500
 samples), from one generator seeded 42, baseline first, so the same counts always give
 the same probability. Cases that succeeded less often than before are listed. The gate
 fails (exit 1) when the TSR drop exceeds `max_tsr_drop` (the reliability note's 5 points).
+
+Shadow mode: with `by` (a span or resource attribute such as `service.version`), one
+scored file (or a `report --by` summary) holds both sides, told apart by that attribute's
+value. Without ground truth the outcome is another metric's pass label (`outcome`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from spanscore.collector.suite_report import read_attempts, summarize
+from spanscore.collector.suite_attempts import DEFAULT_OUTCOME, read_scored
+from spanscore.collector.suite_report import summarize_groups
 
 DEFAULT_MAX_TSR_DROP = 0.05
 SAMPLES = 5000
@@ -37,27 +42,53 @@ class Comparison:
         return self.drop > max_drop
 
 
-def load_summary(path: Path) -> dict[str, Any]:
-    """A `report --json` summary, or one computed from a scored file; ValueError when neither."""
+def load_summary(path: Path, outcome: str = DEFAULT_OUTCOME, by: str | None = None) -> dict[str, Any]:
+    """A `report --json` summary, or one computed from a scored file; ValueError when neither.
+
+    With `by`, the summary is grouped by that attribute (`{"by": ..., "groups": ...}`).
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        text = None  # a gzip-compressed scored file
     try:
-        data = json.loads(text)
+        data = json.loads(text) if text is not None else None
     except ValueError:
         data = None
-    if isinstance(data, dict) and "tsr" in data and "cases" in data:
-        if "attempts" not in data or "successes" not in data:
-            raise ValueError(f"{path}: a summary without attempt counts; write it again with spanscore report --json")
-        return data
-    attempts = read_attempts([path])
-    if attempts.problems:
-        raise ValueError(f"{path}: " + "; ".join(attempts.problems[:3]))
+    if isinstance(data, dict) and ("groups" in data or ("tsr" in data and "cases" in data)):
+        return _checked(path, data, outcome, by)
+    run = read_scored([path], outcome, by)
+    if run.problems:
+        raise ValueError(f"{path}: " + "; ".join(run.problems[:3]))
     try:
-        return summarize(attempts)
+        return summarize_groups(run)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
+
+
+def _checked(path: Path, data: dict[str, Any], outcome: str, by: str | None) -> dict[str, Any]:
+    if by is not None and data.get("by") != by:
+        raise ValueError(f"{path}: a summary not grouped by {by}; write it with spanscore report --by {by} --json")
+    if by is None and "groups" in data:
+        raise ValueError(f"{path}: a summary grouped by {data.get('by')}; "
+                         f"compare its groups with --by {data.get('by')} --baseline V1 --candidate V2")
+    if data.get("outcome", DEFAULT_OUTCOME) != outcome:
+        raise ValueError(f"{path}: a summary of {data.get('outcome')!r}, not of {outcome!r}")
+    for part in data["groups"].values() if "groups" in data else [data]:
+        if not isinstance(part, dict) or not {"attempts", "successes", "tsr", "cases"} <= part.keys():
+            raise ValueError(f"{path}: a summary without attempt counts; write it again with spanscore report --json")
+    return data
+
+
+def group(summary: dict[str, Any], value: str, where: str) -> dict[str, Any]:
+    """One group of a grouped summary; ValueError naming the groups there are."""
+    groups = summary["groups"]
+    if value not in groups:
+        raise ValueError(f"{where}: no attempts with {summary['by']} = {value!r}; "
+                         f"found {', '.join(map(repr, groups)) or 'none'}")
+    return groups[value]
 
 
 def compare(baseline: dict[str, Any], candidate: dict[str, Any]) -> Comparison:
@@ -75,16 +106,18 @@ def compare(baseline: dict[str, Any], candidate: dict[str, Any]) -> Comparison:
     )
 
 
-def text(comparison: Comparison, max_drop: float) -> str:
+def text(comparison: Comparison, max_drop: float, sides: tuple[str, str] = ("baseline", "candidate")) -> str:
+    """The comparison as lines; `sides` names the two (shadow mode: the attribute's values)."""
     def tsr(summary: dict[str, Any]) -> str:
         rate = summary["tsr"]
         return (f"{rate['estimate']:.3f} [{rate['low']:.3f}, {rate['high']:.3f}] "
                 f"({summary['successes']}/{summary['attempts']})")
 
     verdict = "FAIL" if comparison.exceeds(max_drop) else "ok"
+    width = max(map(len, sides))
     lines = [
-        f"baseline  TSR {tsr(comparison.baseline)}",
-        f"candidate TSR {tsr(comparison.candidate)}",
+        f"{sides[0]:<{width}} TSR {tsr(comparison.baseline)}",
+        f"{sides[1]:<{width}} TSR {tsr(comparison.candidate)}",
         f"drop {comparison.drop * 100:+.1f} points (allowed {max_drop * 100:.1f}); "
         f"P(candidate worse) {comparison.p_worse:.3f}: {verdict}",
     ]

@@ -1,101 +1,114 @@
-"""A suite's results from scored files: attempts per case, TSR and SSR, pass@k, similarity.
+"""A suite's summary from its scored attempts: TSR and SSR, pass@k per case, similarity.
 
-Reads scored OTLP/JSON (what `spanscore score` or a live `file` exporter writes with the
-`ground_truth` processor on). An attempt is a span that carries `eval.case.id` and a
-`success` result: a session's `evaluate_session` carrier, or the root span of a one-trace
-attempt. Its traces (the carrier's links, or the trace itself) give its tool calls:
+Over the attempts of `suite_attempts` (one group of them with `--by`):
 
 - TSR: successful attempts / attempts, interval by the Bayesian recipe of SUITES.md;
 - SSR: steps are tool calls; a step is correct when it did not fail and, where the case
-  lists expected calls (`--dataset`), is one of them; correct steps / steps over all
-  attempts with steps, the same interval on the pooled counts;
+  lists expected calls (`--dataset`), is one of them; the mean over attempts with steps
+  of correct steps / steps, with `mean_rate_interval` (the recipe with each attempt one
+  try that succeeded by its step rate); beside it the per-step error
+  (1 - SSR) and the mean steps per attempt, the two inputs of the error budget;
 - per case: attempts, successes, pass@k and pass^k for each requested k up to the
-  attempts (the unbiased estimator, with the interval on p), and the mean pairwise
-  trajectory similarity of its attempts (multiset Jaccard over tool names).
+  attempts (the unbiased estimator, with the interval on p), the mean `progress_auc`,
+  the mean pairwise trajectory similarity (multiset Jaccard over tool names), and the
+  failed attempts with their failed or errored results;
+- the suite's pass@k and pass^k: the mean over cases of each case's, for k up to the
+  fewest attempts of any case (at most 20), with `mean_rate_interval` over the cases'
+  estimates.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.otlp_files import read_requests
-from spanscore.core.attributes import any_value_to_python
-from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.collector.suite_attempts import Attempt, ScoredRun
 from spanscore.processors.ground_truth.dataset import Dataset
-from spanscore.processors.metrics.intervals import pass_at_k_interval, pass_pow_k_interval, success_rate_interval
+from spanscore.processors.metrics.intervals import (
+    mean_rate_interval,
+    pass_at_k_interval,
+    pass_pow_k_interval,
+    success_rate_interval,
+)
 from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_k_unbiased
-from spanscore.processors.metrics.reliability import mean_pairwise_similarity
+from spanscore.processors.metrics.reliability import mean_pairwise_similarity, step_success_rate
 
 DEFAULT_K = (1, 3, 5)
+MAX_CURVE_K = 20
 
 
-@dataclass
-class AttemptRecord:
-    case_id: str
-    success: bool
-    steps: list[tuple[str, bool]] = field(default_factory=list)  # (tool name, did not fail)
+def summarize_groups(run: ScoredRun, ks: Sequence[int] = DEFAULT_K,
+                     dataset: Dataset | None = None) -> dict[str, Any]:
+    """`{"by": key, "groups": {value: summary}}` for a run read with `by`; else one summary."""
+    if run.by is None:
+        return summarize(run, ks, dataset)
+    if not run.attempts:
+        raise ValueError(_nothing_graded(run))
+    return {"by": run.by, "outcome": run.outcome,
+            "groups": {group: summarize(run.only(group), ks, dataset) for group in run.groups()
+                       if any(a.group == group for a in run.attempts)}}
 
 
-@dataclass
-class SuiteReport:
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-
-def read_attempts(paths: Sequence[Path]) -> SuiteReport:
-    report = SuiteReport()
-    assembler = Assembler(AssemblerConfig(forwarded_trace_memory=0))
-    for path in paths:
-        for _, request in read_requests(path, report.problems):
-            assembler.add(request, 0.0)
-    traces = {trace.trace_id: trace for trace in assembler.pop_all()}
-    for trace in traces.values():
-        anchor = trace.anchor
-        if anchor is None:
-            continue
-        attributes = {kv.key: any_value_to_python(kv.value) for kv in anchor.attributes}
-        case_id, success = attributes.get("eval.case.id"), attributes.get("eval.success.score")
-        if case_id is None or success is None:
-            continue
-        linked = [traces[link.trace_id] for link in anchor.links if link.trace_id in traces] or [trace]
-        steps = [(step.name, step.error is None) for t in linked for step in agent_trace_of(t).tool_steps]
-        report.attempts.append(AttemptRecord(str(case_id), success == 1.0, steps))
-    return report
-
-
-def summarize(report: SuiteReport, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
-    if not report.attempts:
-        raise ValueError("no graded attempts found: score the files with the ground_truth processor first")
-    successes = sum(a.success for a in report.attempts)
-    summary: dict[str, Any] = {"attempts": len(report.attempts), "successes": successes,
-                               "tsr": _rate(successes, len(report.attempts)), "ssr": None, "cases": []}
-    correct = total = 0
-    for attempt in report.attempts:
-        expected = _expected_tools(dataset, attempt.case_id)
-        for name, ok in attempt.steps:
-            total += 1
-            correct += ok and (expected is None or name in expected)
-    if total:
-        summary["ssr"] = _rate(correct, total)
-    by_case: dict[str, list[AttemptRecord]] = defaultdict(list)
-    for attempt in report.attempts:
+def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
+    if not run.attempts:
+        raise ValueError(_nothing_graded(run))
+    attempts = run.attempts
+    successes = sum(a.success for a in attempts)
+    summary: dict[str, Any] = {
+        "outcome": run.outcome, "attempts": len(attempts), "successes": successes,
+        "ungraded": len(run.ungraded), "tsr": _rate(successes, len(attempts)), "ssr": None, "steps": None,
+        "suite": {}, "cases": [],
+    }
+    episodes = [[ok and (expected is None or name in expected) for name, ok in a.steps]
+                for a in attempts if a.steps for expected in [_expected_tools(dataset, a.case_id)]]
+    if episodes:
+        ssr = step_success_rate(episodes)
+        interval = mean_rate_interval([sum(e) / len(e) for e in episodes])
+        summary["ssr"] = {"estimate": ssr, "low": interval.low, "high": interval.high}
+        summary["steps"] = {"attempts_with_steps": len(episodes), "mean_steps": sum(map(len, episodes)) / len(episodes),
+                            "step_error": 1 - ssr}
+    by_case: dict[str, list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
         by_case[attempt.case_id].append(attempt)
-    for case_id, attempts in sorted(by_case.items()):
-        n, c = len(attempts), sum(a.success for a in attempts)
+    counts = [(len(a), sum(x.success for x in a)) for _, a in sorted(by_case.items())]
+    fewest = min(MAX_CURVE_K, *(n for n, _ in counts))
+    summary["suite"] = {
+        "pass_at_k": {str(k): _suite_rate([pass_at_k_unbiased(n, c, k) for n, c in counts])
+                      for k in range(1, fewest + 1)},
+        "pass_pow_k": {str(k): _suite_rate([pass_pow_k_unbiased(n, c, k) for n, c in counts])
+                       for k in range(1, fewest + 1)},
+    }
+    for case_id, case_attempts in sorted(by_case.items()):
+        n, c = len(case_attempts), sum(a.success for a in case_attempts)
+        aucs = [a.progress_auc for a in case_attempts if a.progress_auc is not None]
         summary["cases"].append({
             "case_id": case_id, "attempts": n, "successes": c,
             "pass_at_k": {str(k): _with_interval(pass_at_k_unbiased(n, c, k), pass_at_k_interval(n, c, k))
                           for k in ks if k <= n},
             "pass_pow_k": {str(k): _with_interval(pass_pow_k_unbiased(n, c, k), pass_pow_k_interval(n, c, k))
                            for k in ks if k <= n},
-            "trajectory_similarity": mean_pairwise_similarity([[name for name, _ in a.steps] for a in attempts]),
+            "progress_auc": sum(aucs) / len(aucs) if aucs else None,
+            "trajectory_similarity": mean_pairwise_similarity([[name for name, _ in a.steps] for a in case_attempts]),
+            "failures": [{"trace_id": a.trace_id,
+                          "findings": [{"metric": f.metric, "where": f.where, "score": f.score, "text": f.text}
+                                       for f in a.findings]}
+                         for a in case_attempts if not a.success],
         })
     return summary
+
+
+def _nothing_graded(run: ScoredRun) -> str:
+    if run.ungraded:
+        return (f"no graded attempts found: all {len(run.ungraded)} carry eval.{run.outcome}.error "
+                f"(first: {run.ungraded[0].error})")
+    if run.outcome == "success":
+        return "no graded attempts found: score the files with the ground_truth processor first"
+    return f"no graded attempts found: no span carries eval.{run.outcome}.score"
+
+
+def _suite_rate(rates: list[float]) -> dict[str, float]:
+    return _with_interval(sum(rates) / len(rates), mean_rate_interval(rates))
 
 
 def _expected_tools(dataset: Dataset | None, case_id: str) -> set[str] | None:
@@ -114,8 +127,12 @@ def _with_interval(estimate: float, interval) -> dict[str, float]:
 
 
 def text(summary: dict[str, Any]) -> str:
-    """The summary as a few readable lines."""
-    lines = [f"TSR {_show(summary['tsr'])}", f"SSR {_show(summary['ssr']) if summary['ssr'] else '- (no steps)'}"]
+    """The summary (or each group's) as a few readable lines."""
+    if "groups" in summary:
+        return "\n\n".join(f"{summary['by']} = {group}\n{text(part)}" for group, part in summary["groups"].items())
+    lines = [f"TSR {_show(summary['tsr'])} ({summary['successes']}/{summary['attempts']} {summary['outcome']})"
+             + (f", {summary['ungraded']} ungraded" if summary["ungraded"] else ""),
+             f"SSR {_show(summary['ssr']) if summary['ssr'] else '- (no steps)'}"]
     for case in summary["cases"]:
         rates = "  ".join(f"pass@{k} {_show(v)}" for k, v in case["pass_at_k"].items())
         similarity = case["trajectory_similarity"]

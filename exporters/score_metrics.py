@@ -21,6 +21,7 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
 from spanscore.core.result import MetricResult
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 
@@ -40,8 +41,9 @@ class ScoreMetrics:
     stops them. Recording before `start` or after `shutdown` is a no-op.
     """
 
-    def __init__(self, readers: Sequence[Callable[[], MetricReader]]):
+    def __init__(self, readers: Sequence[Callable[[], MetricReader]], span_attributes: Sequence[str] = ()):
         self._create_readers = list(readers)
+        self.span_attributes = frozenset(span_attributes)
         self.provider: MeterProvider | None = None
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
 
@@ -68,18 +70,21 @@ class ScoreMetrics:
         )
         self._meter = meter
 
-    def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None) -> None:
+    def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None,
+               span_attributes: Iterable[SpanAttribute] = ()) -> None:
         if self.provider is None:
             return
+        common = {a.key: a.value for a in span_attributes if a.key in self.span_attributes}
+        if service_name:
+            common["service.name"] = service_name
+        if agent_name:
+            common["gen_ai.agent.name"] = agent_name
         for result in results:
             attributes = {
                 "gen_ai.evaluation.name": result.name,
                 "gen_ai.evaluation.score.label": result.label or "error",
+                **common,
             }
-            if service_name:
-                attributes["service.name"] = service_name
-            if agent_name:
-                attributes["gen_ai.agent.name"] = agent_name
             if result.score is not None:
                 self._scores.record(result.score, attributes)
             self._results.add(1, attributes)

@@ -24,6 +24,7 @@ from spanscore.processors.metrics.expected_calls import (
 )
 from spanscore.processors.metrics.intervals import (
     Interval,
+    mean_rate_interval,
     pass_at_k_interval,
     pass_pow_k_interval,
     success_rate_interval,
@@ -81,6 +82,7 @@ __all__ = [
     "loop_detection_from_vectors",
     "match_expected_calls",
     "mean_pairwise_similarity",
+    "mean_rate_interval",
     "pad_progress",
     "pass_at_k",
     "pass_at_k_interval",

@@ -24,7 +24,7 @@ the point estimates and these functions for their uncertainty.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
@@ -77,7 +77,7 @@ def _check_sampling(ci_level: float, samples: int) -> None:
 
 def _interval(
     n: int,
-    c: int,
+    c: float,
     statistic: Callable[[np.ndarray], np.ndarray],
     ci_level: float,
     samples: int,
@@ -86,11 +86,15 @@ def _interval(
     rng = np.random.default_rng(seed)
     p = rng.beta(1 + c, 1 + n - c, size=samples)
     s = statistic(p)
+    low, high = np.quantile(s, _tails(ci_level))
+    return Interval(mean=float(np.mean(s)), low=float(low), high=float(high))
+
+
+def _tails(ci_level: float) -> list[float]:
     # In decimal, so 0.95 gives SUITES.md's quantiles [0.025, 0.975] exactly rather than
     # the binary float arithmetic's 0.025000000000000022.
     tail = Fraction(1 - Fraction(str(ci_level))) / 2
-    low, high = np.quantile(s, [float(tail), float(1 - tail)])
-    return Interval(mean=float(np.mean(s)), low=float(low), high=float(high))
+    return [float(tail), float(1 - tail)]
 
 
 def success_rate_interval(
@@ -153,4 +157,37 @@ def pass_pow_k_interval(
     return _interval(n, c, lambda p: p**k, ci_level, samples, seed)
 
 
-__all__ = ["Interval", "pass_at_k_interval", "pass_pow_k_interval", "success_rate_interval"]
+def mean_rate_interval(
+    values: Sequence[float],
+    ci_level: float = DEFAULT_CI_LEVEL,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Interval:
+    """The interval of a mean of per-unit rates in [0, 1], by the same recipe.
+
+    For the SSR (each episode's share of correct steps) and a suite's pass@k (each
+    case's estimate): every unit is one try that succeeded by its rate, so the m units
+    give p ~ Beta(1 + S, 1 + m - S) with S the sum of the rates (fractional successes).
+    With rates of 0 and 1 this is exactly `success_rate_interval`. The width follows the
+    number of units, as it should for a mean over them: averaging each unit's own
+    posterior instead would pull every rate toward 1/2 by its prior and give a narrow
+    interval around a value far from the mean.
+
+    >>> i = mean_rate_interval([1.0, 0.5, 1.0, 1.0])
+    >>> i.low < 0.875 < i.high
+    True
+    """
+    rates = [_checked_rate(v) for v in values]
+    if not rates:
+        raise ValueError("mean_rate_interval needs at least one rate")
+    _check_sampling(ci_level, samples)
+    return _interval(len(rates), math.fsum(rates), lambda p: p, ci_level, samples, seed)
+
+
+def _checked_rate(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not (math.isfinite(value) and 0 <= value <= 1):
+        raise ValueError(f"a rate must be a number within [0, 1], got {value!r}")
+    return float(value)
+
+
+__all__ = ["Interval", "mean_rate_interval", "pass_at_k_interval", "pass_pow_k_interval", "success_rate_interval"]
