@@ -190,7 +190,8 @@ def _cases(summary: dict[str, Any], key: str) -> str:
     header = "".join(f'<th data-col={i} tabindex=0>{escape(h)}</th>' for i, h in enumerate(head))
     return ('<section><h2>Cases</h2><p class=note>Click a column to sort, a case to see its pass@k curves and '
             'the failed checks and explanations of each failed attempt. Hover a pass@k cell for its interval.</p>'
-            f'<table class=cases><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
+            f'<div class=scroll><table class=cases><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            '</table></div></section>')
 
 
 def _case_detail(case: dict[str, Any], key: str) -> str:
@@ -254,7 +255,7 @@ button.open{border:0;background:none;cursor:pointer;font-size:12px;padding:0 4px
 .failures{flex:1;min-width:320px;max-height:420px;overflow:auto}.failure{border-left:3px solid var(--fail);
 padding:2px 10px;margin:0 0 10px}.failure ul{margin:4px 0;padding-left:18px}.failure li{margin:4px 0;
 overflow-wrap:anywhere}code{font-size:12px;background:#f3f4f6;padding:1px 4px;border-radius:3px}
-.groups td,.groups th{cursor:default}
+.groups td,.groups th{cursor:default}.scroll{overflow-x:auto}
 """
 
 SCRIPT = """

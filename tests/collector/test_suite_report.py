@@ -11,68 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spanscore.collector.config import parse_config
-from spanscore.collector.score_files import score_files
-from spanscore.core.otlp_json import encode_request
-from tests.support.factories import TEST_FACTORIES
-from tests.support.spans import new_span_id, new_trace_id, request_of, span
+from tests.support.scored_suite import attempt, recipe, score_suite
 
 ROOT = Path(__file__).resolve().parents[2]
-
-DATASET = """
-cases:
-  - id: oslo
-    user_instruction: Weather in Oslo
-    expected_tool_calls: [{tool: get_weather, parameters: [{name: city, value: Oslo}]}]
-  - id: paris
-    user_instruction: Weather in Paris
-    expected_tool_calls: [{tool: get_weather, parameters: [{name: city, value: Paris}]}]
-"""
 
 # (case, the city the agent asked for, another tool it called too)
 ATTEMPTS = [("oslo", "Oslo", None)] * 4 + [("oslo", "Bergen", None)] + \
            [("paris", "Paris", "search"), ("paris", "Lyon", None), ("paris", "Nice", None)]
 
 
-def attempt(case_id: str, city: str, extra: str | None):
-    trace_id, root = new_trace_id(), new_span_id()
-    spans = [span(trace_id, "invoke_agent weather", span_id=root, attributes={
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]'})]
-    for tool, arguments in (("get_weather", f'{{"city": "{city}"}}'), (extra, "{}")):
-        if tool:
-            spans.append(span(trace_id, f"execute_tool {tool}", parent=root, attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
-                "gen_ai.tool.call.arguments": arguments, "gen_ai.tool.call.result": "ok"}))
-    return request_of(spans, resource_attributes={"eval.case.id": case_id})
-
-
-def recipe(successes: int, total: int, statistic=lambda p: p) -> tuple[float, float]:
-    """SUITES.md's Bayesian interval, computed here the way it is written there."""
-    rng = np.random.default_rng(42)
-    samples = statistic(rng.beta(1 + successes, 1 + total - successes, size=5000))
-    low, high = np.quantile(samples, [0.025, 0.975])
-    return float(low), float(high)
-
-
 @pytest.fixture
 def scored(tmp_path) -> tuple[Path, Path]:
-    dataset = tmp_path / "suite.yaml"
-    dataset.write_text(DATASET)
-    recorded = tmp_path / "recorded.jsonl"
-    recorded.write_text("".join(encode_request(attempt(*a)) + "\n" for a in ATTEMPTS))
-    config = parse_config(f"""
-receivers: {{otlp: {{}}}}
-processors: {{ground_truth: {{dataset: {dataset}}}}}
-exporters: {{debug: {{}}}}
-service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler, ground_truth], exporters: [debug]}}}}}}
-""", factories=TEST_FACTORIES)
-    import asyncio
-
-    out = tmp_path / "scored.jsonl"
-    summary = asyncio.run(score_files([recorded], config, out))
-    assert summary.problems == []
-    return out, dataset
+    return score_suite(tmp_path, [attempt(*a) for a in ATTEMPTS])
 
 
 def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_path):
@@ -162,3 +112,154 @@ def test_bad_input_exits_two(tmp_path):
     result = compare(tmp_path, bad, bad)
     assert result.returncode == 2
     assert "bad.json" in result.stderr
+
+
+def report(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spanscore", "report", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_path):
+    out, dataset = scored
+    summary_path = tmp_path / "summary.json"
+    assert report(str(out), "--dataset", str(dataset), "--json", str(summary_path)).returncode == 0
+    summary = json.loads(summary_path.read_text())
+    # SSR: 8 attempts as 8 tries, their step rates summing to 7.5.
+    assert (summary["ssr"]["low"], summary["ssr"]["high"]) == recipe(7.5, 8)
+    assert summary["steps"] == {"attempts_with_steps": 8, "mean_steps": 9 / 8, "step_error": 1 - 7.5 / 8}
+    # The suite's curves go up to Paris's 3 attempts: the mean of the two cases' estimates,
+    # pass@1 (4/5 + 1/3) / 2 over 2 tries; pass^3 (C(4,3)/C(5,3) + 0) / 2.
+    suite = summary["suite"]
+    assert set(suite["pass_at_k"]) == {"1", "2", "3"}
+    assert suite["pass_at_k"]["1"]["estimate"] == pytest.approx((4 / 5 + 1 / 3) / 2)
+    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(
+        recipe(4 / 5 + 1 / 3, 2))
+    assert suite["pass_pow_k"]["3"]["estimate"] == pytest.approx(0.2)
+    oslo, paris = summary["cases"]
+    assert oslo["progress_auc"] is None  # the dataset has no subgoals
+    assert len(oslo["failures"]) == 1 and len(paris["failures"]) == 2
+    findings = {f["metric"]: f for f in paris["failures"][0]["findings"]}
+    assert "missed get_weather" in findings["tool_call_accuracy"]["text"]
+    assert findings["success"]["text"] == "Failed: every expected tool call made"
+    assert findings["success"]["score"] == 0.0
+
+
+def test_an_outcome_recorded_as_an_error_is_ungraded_not_failed(tmp_path):
+    from spanscore.core.otlp_json import encode_request
+    from tests.support.spans import new_trace_id, request_of, span
+
+    def graded(case: str, **evals):
+        return encode_request(request_of([span(new_trace_id(), "invoke_agent", attributes={
+            "eval.case.id": case, **evals})])) + "\n"
+
+    path = tmp_path / "scored.jsonl"
+    path.write_text(graded("a", **{"eval.success.score": 1.0, "eval.success.label": "pass"})
+                    + graded("a", **{"eval.success.error": "judge unreachable"}))
+    summary_path = tmp_path / "summary.json"
+    result = report(str(path), "--json", str(summary_path))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(summary_path.read_text())
+    assert (summary["attempts"], summary["successes"], summary["ungraded"]) == (1, 1, 1)
+    assert "1 ungraded" in result.stdout
+    path.write_text(graded("a", **{"eval.success.error": "judge unreachable"}))
+    result = report(str(path))
+    assert result.returncode == 2
+    assert "all 1 carry eval.success.error (first: judge unreachable)" in result.stderr
+
+
+def shadow_file(tmp_path: Path) -> tuple[Path, Path]:
+    """v1: Oslo 5/5, Paris 3/5; v2: Oslo 5/5, Paris 2/5: a 10-point TSR drop."""
+    runs = [("v1", "oslo", "Oslo")] * 5 + [("v1", "paris", "Paris")] * 3 + [("v1", "paris", "Lyon")] * 2 + \
+           [("v2", "oslo", "Oslo")] * 5 + [("v2", "paris", "Paris")] * 2 + [("v2", "paris", "Lyon")] * 3
+    return score_suite(tmp_path, [attempt(case, city, resource={"service.version": version})
+                                  for version, case, city in runs])
+
+
+def test_report_by_an_attribute_splits_the_attempts(tmp_path):
+    out, _ = shadow_file(tmp_path)
+    summary_path = tmp_path / "summary.json"
+    result = report(str(out), "--by", "service.version", "--json", str(summary_path))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(summary_path.read_text())
+    assert summary["by"] == "service.version" and list(summary["groups"]) == ["v1", "v2"]
+    v1, v2 = summary["groups"]["v1"], summary["groups"]["v2"]
+    assert (v1["attempts"], v1["successes"], v2["attempts"], v2["successes"]) == (10, 8, 10, 7)
+    assert v2["cases"][1]["case_id"] == "paris" and v2["cases"][1]["successes"] == 2
+    assert "service.version = v1\nTSR 0.800" in result.stdout
+
+
+def test_compare_in_shadow_mode_reads_both_versions_from_one_file(tmp_path):
+    out, _ = shadow_file(tmp_path)
+    shadow = ("--by", "service.version", "--baseline", "v1", "--candidate", "v2")
+    result = compare_one(out, *shadow)
+    assert result.returncode == 1, result.stderr
+    assert "baseline service.version=v1  TSR 0.800" in result.stdout
+    assert "candidate service.version=v2 TSR 0.700" in result.stdout
+    assert "regressed: paris 0.60 -> 0.40" in result.stdout
+    # The same from a grouped summary; and an unchanged pair passes.
+    summary_path = tmp_path / "grouped.json"
+    assert report(str(out), "--by", "service.version", "--json", str(summary_path)).returncode == 0
+    assert compare_one(summary_path, *shadow).stdout == result.stdout
+    same = compare_one(out, "--by", "service.version", "--baseline", "v1", "--candidate", "v1")
+    assert same.returncode == 0 and "drop +0.0 points" in same.stdout
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("--by", "service.version", "--baseline", "v1", "--candidate", "v3"),
+     "no attempts with service.version = 'v3'; found 'v1', 'v2'"),
+    (("--by", "service.version", "--baseline", "v1"), "with --by give one file, --baseline and --candidate"),
+    (("--baseline", "v1", "--candidate", "v2"), "give BASELINE and CANDIDATE files"),
+])
+def test_shadow_mode_misuse_exits_two(tmp_path, arguments, message):
+    out, _ = shadow_file(tmp_path)
+    result = compare_one(out, *arguments)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_a_grouped_summary_needs_by_and_a_plain_one_refuses_it(tmp_path, scored):
+    out, _ = scored
+    plain, grouped = tmp_path / "plain.json", tmp_path / "grouped.json"
+    assert report(str(out), "--json", str(plain)).returncode == 0
+    assert report(str(out), "--by", "service.name", "--json", str(grouped)).returncode == 0
+    result = compare(tmp_path, grouped, grouped)
+    assert result.returncode == 2 and "a summary grouped by service.name" in result.stderr
+    result = compare_one(plain, "--by", "service.name", "--baseline", "a", "--candidate", "b")
+    assert result.returncode == 2 and "not grouped by service.name" in result.stderr
+
+
+def judged(version: str, label: str) -> str:
+    from spanscore.core.otlp_json import encode_request
+    from tests.support.spans import new_trace_id, request_of, span
+
+    score = 0.9 if label == "pass" else 0.2
+    return encode_request(request_of([span(new_trace_id(), "invoke_agent", attributes={
+        "eval.task_completion.score": score, "eval.task_completion.label": label,
+        "eval.task_completion.explanation": f"scored {score}"})],
+        resource_attributes={"service.version": version})) + "\n"
+
+
+def test_without_ground_truth_a_metric_pass_label_is_the_outcome(tmp_path):
+    path = tmp_path / "live.jsonl"
+    runs = [("v1", "pass")] * 18 + [("v1", "fail")] * 2 + [("v2", "pass")] * 14 + [("v2", "fail")] * 6
+    path.write_text("".join(judged(version, label) for version, label in runs))
+    summary_path = tmp_path / "summary.json"
+    result = report(str(path), "--metric", "task_completion", "--by", "service.version", "--json", str(summary_path))
+    assert result.returncode == 0, result.stderr
+    groups = json.loads(summary_path.read_text())["groups"]
+    assert (groups["v1"]["successes"], groups["v1"]["attempts"]) == (18, 20)
+    assert groups["v1"]["outcome"] == "task_completion"
+    assert groups["v2"]["cases"][0]["case_id"] == "(no case)"
+    failure = groups["v2"]["cases"][0]["failures"][0]["findings"][0]
+    assert failure == {"metric": "task_completion", "where": "invoke_agent", "score": 0.2, "text": "scored 0.2"}
+    gate = compare_one(path, "--metric", "task_completion", "--by", "service.version",
+                       "--baseline", "v1", "--candidate", "v2")
+    assert gate.returncode == 1, gate.stderr
+    assert "drop +20.0 points" in gate.stdout
+    # Without --metric the same file holds no ground-truth verdicts.
+    assert compare_one(path, "--by", "service.version", "--baseline", "v1", "--candidate", "v2").returncode == 2
+
+
+def compare_one(path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spanscore", "compare", str(path), *extra], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)

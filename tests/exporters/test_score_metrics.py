@@ -12,6 +12,7 @@ from spanscore.collector.config import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.running import wait_until
+from tests.support.scored_suite import DATASET, attempt
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
 
 
@@ -95,3 +96,47 @@ def test_metric_pipeline_exporters_are_checked():
     with pytest.raises(ConfigError) as error:
         parse_config(config(sink_like, "[prometheus]").replace("metrics: {", "metrics: {receivers: [otlp], "), environ={})
     assert any("takes no receivers" in p for p in error.value.problems)
+
+
+def suite_config(sink, dataset, span_attributes: str) -> str:
+    return f"""
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
+processors:
+  assembler: {{trace_wait: 20ms}}
+  ground_truth: {{dataset: {dataset}}}
+exporters:
+  otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}, tls: {{insecure: true}}}}
+service:
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, ground_truth], exporters: [otlp]}}
+    metrics: {{exporters: [otlp], export_interval: 200ms{span_attributes}}}
+"""
+
+
+@pytest.mark.parametrize("per_case", [True, False])
+def test_suite_success_counts_per_case_are_opt_in(per_case, sink, start_collector, tmp_path):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET)
+    collector = start_collector(suite_config(sink, dataset, ", span_attributes: [eval.case.id]" if per_case else ""))
+    for case, city in (("oslo", "Oslo"), ("oslo", "Oslo"), ("oslo", "Bergen"), ("paris", "Paris")):
+        send(collector.grpc_port, attempt(case, city))
+    assert wait_until(lambda: len(sink.spans()) == 8)
+    collector.stop()
+    counts = {}
+    for point in sink.metric_points("gen_ai.evaluation.results"):
+        attributes = attributes_to_dict(point.attributes)
+        if attributes["gen_ai.evaluation.name"] == "success":
+            key = (attributes.get("eval.case.id"), attributes["gen_ai.evaluation.score.label"])
+            counts[key] = max(counts.get(key, 0), point.as_int)  # cumulative: the last export's total
+    if per_case:
+        assert counts == {("oslo", "pass"): 2, ("oslo", "fail"): 1, ("paris", "pass"): 1}
+    else:  # the suite's rolling TSR: one series per label
+        assert counts == {(None, "pass"): 3, (None, "fail"): 1}
+
+
+@pytest.mark.parametrize("key", ["service.name", "eval.success.score", "eval.case.id.label"])
+def test_only_processor_attributes_can_label_the_score_metrics(key, tmp_path):
+    sink_like = type("S", (), {"grpc_port": 1, "http_port": 2})()
+    with pytest.raises(ConfigError) as error:
+        parse_config(suite_config(sink_like, tmp_path / "suite.yaml", f", span_attributes: [{key}]"), environ={})
+    assert any("not an attribute a processor writes" in p for p in error.value.problems)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import re
 from dataclasses import FrozenInstanceError
 from itertools import combinations
 
@@ -12,6 +13,7 @@ import pytest
 
 from spanscore.processors.metrics import (
     Interval,
+    mean_rate_interval,
     pass_at_k,
     pass_at_k_interval,
     pass_at_k_unbiased,
@@ -215,3 +217,41 @@ def test_samples_is_validated(samples):
         pass_at_k_interval(2, 1, 1, samples=samples)
     with pytest.raises(ValueError, match="samples"):
         pass_pow_k_interval(2, 1, 1, samples=samples)
+
+
+# --- a mean of per-unit rates: SSR over attempts, a suite's pass@k over cases -----------
+
+
+@pytest.mark.parametrize(("n", "c"), CASES)
+def test_mean_rate_interval_of_zeros_and_ones_is_the_success_rate_interval(n, c):
+    rates = [1.0] * c + [0.0] * (n - c)
+    assert mean_rate_interval(rates) == success_rate_interval(c, n)
+
+
+def test_mean_rate_interval_counts_each_rate_as_fractional_successes():
+    # Per-attempt step rates 1, 1/2, 1, 3/4: S = 3.25 over 4 tries -> Beta(4.25, 1.75).
+    interval = mean_rate_interval([1.0, 0.5, 1.0, 0.75])
+    rng = np.random.default_rng(42)
+    p = rng.beta(1 + 3.25, 1 + 4 - 3.25, size=5000)
+    low, high = np.quantile(p, [0.025, 0.975])
+    assert (interval.mean, interval.low, interval.high) == (float(np.mean(p)), float(low), float(high))
+    assert interval.low < 3.25 / 4 < interval.high
+
+
+def test_mean_rate_interval_is_order_free_and_brackets_a_large_mean():
+    rates = [i / 7 for i in range(8)] * 50
+    assert mean_rate_interval(rates) == mean_rate_interval(list(reversed(rates)))
+    interval = mean_rate_interval(rates)
+    assert interval.low < 0.5 < interval.high and interval.high - interval.low < 0.1
+
+
+@pytest.mark.parametrize(("rates", "message"), [
+    ([], "at least one rate"),
+    ([0.5, 1.2], "within [0, 1]"),
+    ([float("nan")], "within [0, 1]"),
+    ([True], "a number"),
+    (["0.5"], "a number"),
+])
+def test_mean_rate_interval_rates_are_validated(rates, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mean_rate_interval(rates)
