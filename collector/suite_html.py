@@ -26,6 +26,7 @@ from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_
 from spanscore.processors.metrics.reliability import episode_success
 
 BUDGET_ERRORS = (0.001, 0.01, 0.05, 0.1)
+FAILURES_SHOWN = 20  # per case; the rest are in the JSON summary
 AT_K, POW_K = "#2563eb", "#dc2626"
 
 
@@ -207,7 +208,7 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
     failures = case["failures"]
     if failures:
         items = []
-        for number, failure in enumerate(failures, 1):
+        for number, failure in enumerate(failures[:FAILURES_SHOWN], 1):
             findings = "".join(
                 f'<li><b>{escape(f["metric"])}</b>'
                 + (f' {f["score"]:.2f}' if f["score"] is not None else ' <span class=warn>error</span>')
@@ -215,6 +216,9 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
                 for f in failure["findings"]) or "<li>No failed result was recorded on its spans.</li>"
             items.append(f'<div class=failure><p>Failed attempt {number} of {len(failures)} · trace '
                          f'<code>{escape(failure["trace_id"])}</code></p><ul>{findings}</ul></div>')
+        if len(failures) > FAILURES_SHOWN:
+            items.append(f"<p class=note>{len(failures) - FAILURES_SHOWN} more failed attempts are listed in the "
+                         f"JSON summary (--json).</p>")
         failed = "".join(items)
     else:
         failed = "<p>Every attempt succeeded.</p>"

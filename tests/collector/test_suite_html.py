@@ -141,3 +141,14 @@ def test_in_chromium_the_cases_sort_and_open(tmp_path):
     dom = render_in_browser(browser, html, actions, tmp_path)
     assert Page(dom).cases == [("oslo", True), ("paris", True)]
     assert 'data-sorted="descending"' in dom
+
+
+def test_a_case_shows_its_first_twenty_failures_and_points_to_the_rest(tmp_path):
+    scored, dataset = score_suite(tmp_path, [attempt("oslo", "Bergen") for _ in range(23)])
+    html = tmp_path / "report.html"
+    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(scored), "-o", str(html)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    text = html.read_text()
+    assert text.count("Failed attempt ") == 20 and "Failed attempt 20 of 23" in text
+    assert "3 more failed attempts are listed in the JSON summary" in text
