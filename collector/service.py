@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from spanscore.collector.assembler import Assembler
 from spanscore.collector.config import Config
 from spanscore.collector.pipeline import Pipeline
+from spanscore.collector.self_telemetry import pipeline_readings
 from spanscore.core.component import Component, PipelineWatcher
 from spanscore.exporters.score_metrics import ScoreMetrics
 
@@ -39,6 +40,8 @@ class Service:
                 _reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters
             ], config.service.pipelines.metrics.span_attributes)
         self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics)
+        if self.score_metrics is not None:
+            self.score_metrics.observe(pipeline_readings(self.pipeline))
         self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]
         self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
 

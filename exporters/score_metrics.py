@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
-from opentelemetry.metrics import Counter
+from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
@@ -33,6 +34,17 @@ USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """A figure spanscore reports about itself, read when the metrics are collected."""
+
+    name: str
+    unit: str
+    description: str
+    read: Callable[[], float]
+    monotonic: bool = True  # a count that only grows (a counter); else a gauge
+
+
 class ScoreMetrics:
     """Records metric results; thread-safe (the SDK instruments are).
 
@@ -44,6 +56,7 @@ class ScoreMetrics:
     def __init__(self, readers: Sequence[Callable[[], MetricReader]], span_attributes: Sequence[str] = ()):
         self._create_readers = list(readers)
         self.span_attributes = frozenset(span_attributes)
+        self._readings: list[Reading] = []
         self.provider: MeterProvider | None = None
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
 
@@ -69,6 +82,13 @@ class ScoreMetrics:
             RESULT_COUNTER, unit="{result}", description="Evaluation results by label: pass, fail or error",
         )
         self._meter = meter
+        for reading in self._readings:
+            create = meter.create_observable_counter if reading.monotonic else meter.create_observable_gauge
+            create(reading.name, callbacks=[_observe(reading)], unit=reading.unit, description=reading.description)
+
+    def observe(self, readings: Iterable[Reading]) -> None:
+        """Report these figures beside the scores; call before `start`."""
+        self._readings.extend(readings)
 
     def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None,
                span_attributes: Iterable[SpanAttribute] = ()) -> None:
@@ -122,6 +142,10 @@ class ScoreMetrics:
         provider, self.provider = self.provider, None
         if provider is not None:
             await asyncio.to_thread(_flush_and_stop, provider, max(0.0, deadline - time.monotonic()))
+
+
+def _observe(reading: Reading) -> Callable[[CallbackOptions], list[Observation]]:
+    return lambda options: [Observation(reading.read())]
 
 
 def _flush_and_stop(provider: MeterProvider, timeout_s: float) -> None:

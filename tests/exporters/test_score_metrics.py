@@ -140,3 +140,25 @@ def test_only_processor_attributes_can_label_the_score_metrics(key, tmp_path):
     with pytest.raises(ConfigError) as error:
         parse_config(suite_config(sink_like, tmp_path / "suite.yaml", f", span_attributes: [{key}]"), environ={})
     assert any("not an attribute a processor writes" in p for p in error.value.problems)
+
+
+def test_spanscore_reports_its_own_throughput_refusals_and_queue_depth(sink, start_collector):
+    port = free_port()
+    collector = start_collector(config(sink, "[prometheus]", port))
+    send_scored_traces(collector)
+    assert wait_until(lambda: len(sink.spans()) == 5)
+
+    def samples() -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return {sample.name: sample.value for family in text_string_to_metric_families(text)
+                for sample in family.samples}
+
+    assert wait_until(lambda: samples().get("spanscore_pipeline_exported_traces_total") == 2.0)
+    found = samples()
+    assert found["otelcol_receiver_accepted_spans_total"] == 5.0
+    assert found["spanscore_receiver_rejected_spans_total"] == 0.0
+    assert found["spanscore_receiver_refused_requests_total"] == 0.0
+    assert found["otelcol_exporter_send_failed_spans_total"] == 0.0
+    assert found["spanscore_pipeline_held_spans"] == 0.0
+    assert found["spanscore_pipeline_held_spans_limit"] == collector.pipeline.max_held_spans

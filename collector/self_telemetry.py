@@ -1,0 +1,33 @@
+"""spanscore's own figures, reported beside the scores through the metrics pipeline.
+
+Named after the OpenTelemetry Collector's `otelcol_*` metrics where one means the same,
+`spanscore_*` otherwise, so a dashboard can chart throughput, refusals and queue depth
+next to the scores. Each is read from the pipeline's counters when metrics are collected.
+"""
+
+from __future__ import annotations
+
+from spanscore.collector.pipeline import Pipeline
+from spanscore.exporters.score_metrics import Reading
+
+
+def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
+    return [
+        Reading("otelcol_receiver_accepted_spans", "{span}", "Spans accepted by the receivers",
+                lambda: pipeline.received_spans),
+        Reading("spanscore_receiver_rejected_spans", "{span}",
+                "Malformed spans dropped from otherwise valid requests", lambda: pipeline.rejected_spans),
+        Reading("spanscore_receiver_refused_requests", "{request}",
+                "Requests turned away while the pipeline was full, for the client to retry",
+                lambda: pipeline.refused_requests),
+        Reading("spanscore_pipeline_exported_traces", "{trace}", "Traces handed to every exporter",
+                lambda: pipeline.exported_traces),
+        Reading("spanscore_pipeline_unscored_traces", "{trace}", "Traces forwarded outside the scoring scope",
+                lambda: pipeline.unscored_traces),
+        Reading("otelcol_exporter_send_failed_spans", "{span}", "Spans the exporters gave up on",
+                lambda: sum(e.dropped_spans for e in pipeline.exporters)),
+        Reading("spanscore_pipeline_held_spans", "{span}", "Spans held: assembling, scoring or exporting",
+                lambda: pipeline.held_spans, monotonic=False),
+        Reading("spanscore_pipeline_held_spans_limit", "{span}", "The held-spans bound past which requests are refused",
+                lambda: pipeline.max_held_spans, monotonic=False),
+    ]
