@@ -39,6 +39,9 @@ class TracesPipeline(BaseModel):
     receivers: list[str] = Field(min_length=1)
     processors: list[str] = Field(default_factory=list)
     exporters: list[str] = Field(min_length=1)
+    # A `gen_ai.evaluation.result` span event per score, for backends that read only spans;
+    # the logs pipeline carries the same events as log records.
+    span_events: bool = True
 
 
 DEFAULT_METRICS_INTERVAL_S = 15.0

@@ -31,6 +31,7 @@ from spanscore.collector.score_scope import NOT_AGENT_TRACE, ScoreScope
 from spanscore.core.attributes import find_attribute
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.core.once import FirstSeen
+from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
@@ -57,12 +58,15 @@ class Pipeline:
         exporters: list[TraceExporter],
         clock: Callable[[], float] = time.monotonic,
         score_metrics: ScoreMetrics | None = None,
+        span_events: bool = True,
     ):
         self.assembler = assembler
         self.processors = processors
         self.exporters = exporters
         self.clock = clock
         self.score_metrics = score_metrics
+        self.span_events = span_events
+        self.provenance: dict[str, Provenance] = {}  # by metric name, once the processors started
         config = assembler.config
         self.max_held_spans = config.max_buffered_spans
         self.session_idle_s = config.session_idle
@@ -94,6 +98,8 @@ class Pipeline:
 
     async def start(self) -> None:
         """Start scoring and releasing; the processors and exporters are already started."""
+        self.provenance = {name: processor.provenance(name)
+                           for _, processor in self.processors for name in processor.metric_names}
         if self.processors:
             self._workers = [
                 asyncio.create_task(self._score_forever(), name=f"scoring-{i}") for i in range(self.scoring_concurrency)
@@ -297,14 +303,14 @@ class Pipeline:
         anchor = trace.anchor
         if anchor is not None:
             if results:
-                attach_results(anchor, results)
+                attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
             for usage in usages:
                 attach_usage(anchor, usage)
             attach_attributes(anchor, attributes)
         if self.score_metrics is not None and (results or usages):
             service, agent = trace.service_name, agent_name_of(trace)
             if results:
-                self.score_metrics.record(results, service, agent, attributes)
+                self.score_metrics.record(results, service, agent, attributes, self.provenance)
             for usage in usages:
                 self.score_metrics.record_usage(usage, service, agent)
 
@@ -337,10 +343,11 @@ class Pipeline:
                 return
             if self.score_metrics is not None:
                 service = find_attribute(session.resource.attributes, "service.name")
-                self.score_metrics.record(session.results, service, None, attributes)
+                self.score_metrics.record(session.results, service, None, attributes, self.provenance)
                 for usage in usages:
                     self.score_metrics.record_usage(usage, service, None)
-            resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION)
+            resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION, self.provenance,
+                                             self.span_events)
             scope_spans = resource_spans.scope_spans[0]
             span = scope_spans.spans[0]
             attach_attributes(span, attributes)

@@ -110,7 +110,8 @@ async def score_files(paths: Sequence[Path], config: Config, output: Path, progr
     step = config.assembler.trace_wait / REQUESTS_PER_TRACE_WAIT
     processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
     writer = FileExporter("file/score", FileExporterConfig(path=str(output), append=False))
-    pipeline = Pipeline(Assembler(config.assembler), processors, [writer, ResultTally(summary)], clock=clock)
+    pipeline = Pipeline(Assembler(config.assembler), processors, [writer, ResultTally(summary)], clock=clock,
+                        span_events=config.service.pipelines.traces.span_events)
     receiver = MemoryReceiver(pipeline, "score")
     components = [processor for _, processor in processors] + [writer]
     shown = time.monotonic()

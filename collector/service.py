@@ -39,7 +39,8 @@ class Service:
             self.score_metrics = ScoreMetrics([
                 _reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters
             ], config.service.pipelines.metrics.span_attributes)
-        self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics)
+        self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics,
+                                 span_events=config.service.pipelines.traces.span_events)
         if self.score_metrics is not None:
             self.score_metrics.observe(pipeline_readings(self.pipeline))
         self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]

@@ -4,7 +4,8 @@ Every metric result becomes one observation of the histogram `gen_ai.evaluation.
 (buckets of 0.1 over [0, 1]) and one increment of the counter
 `gen_ai.evaluation.results`, both with `gen_ai.evaluation.name`,
 `gen_ai.evaluation.score.label` (`pass`, `fail`, or `error` for a result without a
-score), `service.name` (the agent's) and `gen_ai.agent.name` when known. They leave
+score), `eval.evaluator` and `eval.revision` (who scored it by which definition, so a
+judge or rubric change starts new series), `service.name` (the agent's) and `gen_ai.agent.name` when known. They leave
 through the exporters listed in `service.pipelines.metrics` (Prometheus scrape
 endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Counter, Observation
@@ -21,6 +22,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
@@ -91,7 +93,8 @@ class ScoreMetrics:
         self._readings.extend(readings)
 
     def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None,
-               span_attributes: Iterable[SpanAttribute] = ()) -> None:
+               span_attributes: Iterable[SpanAttribute] = (),
+               provenance: Mapping[str, Provenance] | None = None) -> None:
         if self.provider is None:
             return
         common = {a.key: a.value for a in span_attributes if a.key in self.span_attributes}
@@ -99,10 +102,14 @@ class ScoreMetrics:
             common["service.name"] = service_name
         if agent_name:
             common["gen_ai.agent.name"] = agent_name
+        provenance = provenance or {}
         for result in results:
+            source = provenance.get(result.name, CODE_PROVENANCE)
             attributes = {
                 "gen_ai.evaluation.name": result.name,
                 "gen_ai.evaluation.score.label": result.label or "error",
+                "eval.evaluator": source.evaluator,
+                "eval.revision": source.revision,
                 **common,
             }
             if result.score is not None:

@@ -2,9 +2,10 @@
 
 Per trace, on its root span (the earliest span when no root arrived):
 - attributes `eval.<metric>.score` (double), `.label` (`pass`/`fail`), `.explanation`,
-  or `.error` without a score, searchable in Jaeger tags and Tempo TraceQL;
+  or `.error` without a score, searchable in Jaeger tags and Tempo TraceQL, and
+  `.evaluator` and `.revision`, who scored it by which definition (core.provenance);
 - one span event `gen_ai.evaluation.result` per result with the OTel GenAI evaluation
-  attributes (`error.type` on failure).
+  attributes (`error.type` on failure), unless span events are switched off.
 Session results go on a new `evaluate_session` carrier span in a trace of its own,
 linked to the scored span of every trace of the session.
 """
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
@@ -29,17 +31,22 @@ SESSION_SPAN_NAME = "evaluate_session"
 SCOPE_NAME = "spanscore"
 
 
-def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | None = None) -> None:
-    """Add score attributes and evaluation events for `results` to `span` in place.
+def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | None = None,
+                   provenance: Mapping[str, Provenance] | None = None, span_events: bool = True) -> None:
+    """Add score attributes (and, with `span_events`, evaluation events) for `results` to
+    `span` in place; `provenance` by metric name (code when a metric is not in it).
 
     An attribute that already exists on the span (a trace scored twice) is overwritten
     rather than duplicated, since OTLP attribute keys must be unique.
     """
     now_ns = time.time_ns() if now_ns is None else now_ns
     existing = {kv.key: kv for kv in span.attributes}
+    provenance = provenance or {}
     for result in results:
         prefix = f"eval.{result.name}."
-        values: list[tuple[str, AnyValue]] = []
+        source = provenance.get(result.name, CODE_PROVENANCE)
+        values: list[tuple[str, AnyValue]] = [(prefix + "evaluator", AnyValue(string_value=source.evaluator)),
+                                              (prefix + "revision", AnyValue(string_value=source.revision))]
         if result.score is not None:
             values.append((prefix + "score", AnyValue(double_value=result.score)))
             values.append((prefix + "label", AnyValue(string_value=result.label)))
@@ -53,7 +60,8 @@ def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | No
                 kv = span.attributes.add(key=key)
                 existing[key] = kv
             kv.value.CopyFrom(value)
-        span.events.append(evaluation_event(result, now_ns))
+        if span_events:
+            span.events.append(evaluation_event(result, now_ns))
 
 
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
@@ -100,7 +108,8 @@ def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:
     return Span.Event(time_unix_nano=time_unix_nano, name=EVALUATION_EVENT, attributes=attributes)
 
 
-def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version: str) -> ResourceSpans:
+def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version: str,
+                    provenance: Mapping[str, Provenance] | None = None, span_events: bool = True) -> ResourceSpans:
     """A one-span trace carrying the session's results, linked to each of its traces."""
     span = Span(
         trace_id=_random_nonzero(16),
@@ -122,7 +131,7 @@ def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version:
             if t.anchor_span_id
         ],
     )
-    attach_results(span, session.results, now_ns=end_ns)
+    attach_results(span, session.results, now_ns=end_ns, provenance=provenance, span_events=span_events)
     resource_spans = ResourceSpans()
     resource_spans.resource.CopyFrom(session.resource)
     scope_spans = resource_spans.scope_spans.add()

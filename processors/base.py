@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
@@ -57,6 +58,13 @@ class Processor:
 
     async def start(self) -> None:
         return None
+
+    def provenance(self, metric_name: str) -> Provenance:
+        """Who scores `metric_name` and the revision of its definition; asked after `start`.
+
+        Code by default; a processor whose scores come from a model or a dataset says so.
+        """
+        return CODE_PROVENANCE
 
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         return []

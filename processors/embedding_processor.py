@@ -15,6 +15,7 @@ from collections import deque
 from pydantic import Field
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
@@ -70,6 +71,11 @@ class EmbeddingMetrics(Processor):
             await self.embedder.warm_up()
         except Exception as exc:  # the first embed will raise it again, per trace, as an error result
             log.error("embedder %s failed to load: %s", self.embedder.name, exc)
+
+    def provenance(self, metric_name: str) -> Provenance:
+        name = self.embedder.name if self.embedder is not None else "none"
+        settings = self.config.coherence if metric_name == COHERENCE else self.config.loop_detection
+        return Provenance(name, revision_of(metric_name, name, settings.model_dump()))
 
     async def shutdown(self, deadline: float) -> None:
         if self._warm_up is not None:

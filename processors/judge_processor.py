@@ -19,6 +19,7 @@ otherwise grade an empty transcript and return a confident, meaningless number.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any, Literal
 
@@ -26,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.once import FirstSeen
+from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
@@ -36,7 +38,7 @@ from spanscore.processors.judge.base import Judge
 from spanscore.processors.judge.config import JudgeConfig, build_judge, judge_configured, unset_empty_strings
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge.rubrics import METRIC_NAMES, RUBRICS
 
 log = logging.getLogger("spanscore.judge_metrics")
 
@@ -127,6 +129,13 @@ class JudgeMetrics(Processor):
         self.judge = build_judge(self.config.judge)
         log.info("LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
                  ", ".join(self.plan.metrics), self.config.judge.model, self.config.mode, self.plan.max_calls())
+
+    def provenance(self, metric_name: str) -> Provenance:
+        # The rubric's wording and code, and every setting that changes how it is asked.
+        rubric = RUBRICS[metric_name]
+        return Provenance(self.config.judge.model, revision_of(
+            metric_name, inspect.getsource(type(rubric)), vars(rubric), self.config.mode, self.config.trials,
+            self.config.settings(metric_name).threshold, self.config.max_field_chars))
 
     async def shutdown(self, deadline: float) -> None:
         judge, self.judge = self.judge, None

@@ -23,6 +23,7 @@ checks that need one (subgoals, `check` items, expected answers) record an error
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections import Counter
@@ -31,6 +32,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
@@ -38,6 +40,7 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, SessionOutput, TraceOutput
+from spanscore.processors.ground_truth import prompts
 from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import GroundTruthJudge
@@ -144,6 +147,14 @@ class GroundTruth(Processor):
                                             early_stop=self.config.early_stop, batched=self.config.batched)
         log.info("%s: %d cases from %s; judge: %s", self.id, len(self.dataset.cases), self.config.dataset,
                  self.config.judge.model if self.judging else "none (subgoals, checks and answers are not graded)")
+
+    def provenance(self, metric_name: str) -> Provenance:
+        # The cases are the rubric here: a changed dataset is a new revision.
+        judged = self.judging is not None and metric_name != "tool_usage"
+        settings = self.config.model_dump(exclude={"judge", "dataset"})
+        return Provenance(self.config.judge.model if judged else CODE, revision_of(
+            metric_name, self.config.loaded.model_dump(mode="json"), settings,
+            inspect.getsource(prompts) if judged else None))
 
     async def shutdown(self, deadline: float) -> None:
         judging, self.judging = self.judging, None

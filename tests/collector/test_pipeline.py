@@ -14,6 +14,7 @@ import pytest
 from spanscore.collector.assembler import Assembler, AssemblerConfig
 from spanscore.collector.pipeline import Pipeline
 from spanscore.core.consumer import ConsumerFull
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
@@ -58,12 +59,13 @@ async def rig_for():
     """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig."""
     rigs: list[Rig] = []
 
-    async def build(*processors: Processor, exporters: list[MemoryExporter] | None = None, **settings) -> Rig:
+    async def build(*processors: Processor, exporters: list[MemoryExporter] | None = None, span_events: bool = True,
+                    **settings) -> Rig:
         clock = Clock()
         config = AssemblerConfig(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
         exporters = exporters or [MemoryExporter()]
         pipeline = Pipeline(Assembler(config), [(f"processor/{i}", p) for i, p in enumerate(processors)],
-                            exporters, clock=clock)
+                            exporters, clock=clock, span_events=span_events)
         await pipeline.start()
         rig = Rig(clock, pipeline, MemoryReceiver(pipeline), exporters[0])
         rigs.append(rig)
@@ -108,6 +110,23 @@ class CaseTagger(Processor):
                 SpanAttribute("eval.attempt.turns", len(session.traces))]
 
 
+class ModelJudged(Processor):
+    """Scores every trace as a judge model would, under a rubric revision of its own."""
+
+    metric_names = ("judged",)
+
+    def provenance(self, metric_name):
+        return Provenance("gpt-test", "rubric-7")
+
+    async def process_trace(self, trace, session):
+        return [MetricResult(name="judged", score=0.75)]
+
+
+def by_code(metric: str) -> dict[str, str]:
+    """The provenance attributes of a metric computed by code."""
+    return {f"eval.{metric}.evaluator": "code", f"eval.{metric}.revision": CODE_PROVENANCE.revision}
+
+
 def evaluation_events(exported) -> list[dict]:
     return [{kv.key: kv.value for kv in event.attributes} for event in exported.anchor.events
             if event.name == EVALUATION_EVENT]
@@ -131,7 +150,7 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
     assert sorted(exported.span_names) == ["child", "root"]
     assert exported.anchor.name == "root"
     assert exported.anchor_attributes == {"eval.toy.score": 0.5, "eval.toy.label": "pass",
-                                          "eval.toy.explanation": "2 spans"}
+                                          "eval.toy.explanation": "2 spans", **by_code("toy")}
     assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 1
 
 
@@ -201,7 +220,7 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
     assert carrier.anchor_attributes == {
         "session.id": "s1", "gen_ai.conversation.id": "s1", "openinference.span.kind": "EVALUATOR",
         "eval.session.trace_count": 2, "eval.toy_session.score": 1.0, "eval.toy_session.label": "pass",
-        "eval.toy_session.explanation": "2 of 2 traces complete",
+        "eval.toy_session.explanation": "2 of 2 traces complete", **by_code("toy_session"),
     }
     assert {(link.trace_id, link.span_id) for link in carrier.anchor.links} == set(traces)
     [resource_spans] = carrier.request.resource_spans
@@ -351,7 +370,8 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
     assert exported.scores == {"toy": None, "other": 0.25}
     assert exported.results[0].error == "cannot score boom" and exported.results[0].error_type == "RuntimeError"
     assert exported.anchor_attributes == {"eval.toy.error": "cannot score boom", "eval.other.score": 0.25,
-                                          "eval.other.label": "fail", "eval.other.explanation": "1 spans"}
+                                          "eval.other.label": "fail", "eval.other.explanation": "1 spans",
+                                          **by_code("toy"), **by_code("other")}
     events = evaluation_events(exported)
     assert [e["gen_ai.evaluation.name"].string_value for e in events] == ["toy", "other"]
     assert events[0]["error.type"].string_value == "RuntimeError"
@@ -366,7 +386,7 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     exported = rig.exporter.only(trace_id)
     assert exported.scores == {"judged": 0.75}  # usage is not a result
     assert exported.anchor_attributes == {
-        "eval.judged.score": 0.75, "eval.judged.label": "pass",
+        "eval.judged.score": 0.75, "eval.judged.label": "pass", **by_code("judged"),
         "eval.judge.calls": 2, "eval.judge.input_tokens": 120, "eval.judge.output_tokens": 30,
     }
     child = next(s for s in exported.spans if s.name == "llm call")
@@ -385,6 +405,26 @@ async def test_span_attributes_from_a_processor_land_on_the_root_and_the_carrier
     attributes = carrier.anchor_attributes
     assert (attributes["eval.case.id"], attributes["eval.attempt.turns"]) == ("oslo-weather", 2)
     assert carrier.scores == {"graded_session": 0.5}
+
+
+async def test_every_score_says_who_scored_it_and_by_which_revision(rig_for):
+    rig = await rig_for(ModelJudged(), toy(), score=EVERY_TRACE)
+    trace_id = new_trace_id()
+    rig.receiver.send(request_of([span(trace_id, "root")]))
+    await rig.at(1.0)
+    attributes = rig.exporter.only(trace_id).anchor_attributes
+    assert (attributes["eval.judged.evaluator"], attributes["eval.judged.revision"]) == ("gpt-test", "rubric-7")
+    assert (attributes["eval.toy.evaluator"], attributes["eval.toy.revision"]) == ("code", CODE_PROVENANCE.revision)
+
+
+async def test_span_events_can_be_switched_off_and_the_attributes_stay(rig_for):
+    rig = await rig_for(toy(), score=EVERY_TRACE, span_events=False)
+    trace_id = new_trace_id()
+    rig.receiver.send(request_of([span(trace_id, "root")]))
+    await rig.at(1.0)
+    exported = rig.exporter.only(trace_id)
+    assert evaluation_events(exported) == []
+    assert exported.anchor_attributes["eval.toy.score"] == 0.25
 
 
 def test_a_span_attribute_outside_eval_is_refused():

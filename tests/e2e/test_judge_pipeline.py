@@ -147,8 +147,13 @@ def test_a_trace_without_content_gets_error_results_and_the_judge_is_not_called(
     message = "no user input or final output found in the spans (conventions seen: genai)"
     for root in (s for s in sink.spans() if s.name == "invoke_agent helper"):
         attributes = attributes_to_dict(root.attributes)
-        assert {k: v for k, v in attributes.items() if k.startswith("eval.")} == {
+        provenance = {k: v for k, v in attributes.items() if k.endswith((".evaluator", ".revision"))}
+        assert {k: v for k, v in attributes.items() if k.startswith("eval.") and k not in provenance} == {
             f"eval.{name}.error": message for name in METRIC_NAMES}  # no score, no label, no judge usage
+        # Who would have judged, and by which rubric: one revision per metric.
+        assert {provenance[f"eval.{name}.evaluator"] for name in METRIC_NAMES} == {"judge-test"}
+        revisions = [provenance[f"eval.{name}.revision"] for name in METRIC_NAMES]
+        assert len(set(revisions)) == len(METRIC_NAMES) and all(len(r) == 12 for r in revisions)
         events = [attributes_to_dict(e.attributes) for e in root.events]
         assert events == [{"gen_ai.evaluation.name": name, "gen_ai.evaluation.explanation": message,
                            "error.type": "no_content"} for name in METRIC_NAMES]

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.collector.config import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.provenance import CODE_PROVENANCE
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.running import wait_until
 from tests.support.scored_suite import DATASET, attempt
@@ -62,7 +63,8 @@ def test_prometheus_endpoint_serves_score_histogram_and_result_counter(sink, sta
                for family in text_string_to_metric_families(scrape()) for sample in family.samples}
 
     def value(name: str, label: str, **extra: str) -> float:
-        labels = {"gen_ai_agent_name": "helper", "gen_ai_evaluation_name": "toy",
+        labels = {"gen_ai_agent_name": "helper", "gen_ai_evaluation_name": "toy", "eval_evaluator": "code",
+                  "eval_revision": CODE_PROVENANCE.revision,
                   "gen_ai_evaluation_score_label": label, "service_name": "shop-agent", **extra}
         return samples[(name, tuple(sorted(labels.items())))]
 
@@ -85,6 +87,7 @@ def test_otlp_metrics_carry_scores_with_their_attributes(exporter, sink, start_c
     assert by_label["pass"].sum == 1.0 and list(by_label["pass"].explicit_bounds)[:3] == [0.1, 0.2, 0.3]
     attributes = attributes_to_dict(by_label["pass"].attributes)
     assert attributes == {"gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.label": "pass",
+                          "eval.evaluator": "code", "eval.revision": CODE_PROVENANCE.revision,
                           "service.name": "shop-agent", "gen_ai.agent.name": "helper"}
 
 

@@ -1,0 +1,35 @@
+"""Who produced a score, and by which revision of its definition.
+
+Every score carries `eval.<metric>.evaluator` (the judge model, the embedder, or `code`)
+and `eval.<metric>.revision` (a hash of what defines it: the judge's rubric and
+settings, a dataset's content, or the metric code's version), so scores from different
+judges or rubric revisions are never averaged together silently: the score metrics carry
+both as attributes too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from spanscore.core.version import VERSION
+
+CODE = "code"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    evaluator: str
+    revision: str
+
+
+def revision_of(*parts: object) -> str:
+    """A short stable hash of everything that defines a metric's scores."""
+    digest = hashlib.sha256()
+    for part in (VERSION, *parts):
+        digest.update(repr(part).encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+CODE_PROVENANCE = Provenance(CODE, revision_of(CODE))
