@@ -74,10 +74,25 @@ class MetricsPipeline(BaseModel):
         return data
 
 
+class LogsPipeline(BaseModel):
+    """Where the evaluation events go as OTLP log records; like metrics, no receivers."""
+
+    model_config = ConfigDict(extra="forbid")
+    exporters: list[str] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_receivers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "receivers" in data:
+            raise ValueError("the logs pipeline carries the evaluation events spanscore emits; it takes no receivers")
+        return data
+
+
 class Pipelines(BaseModel):
     model_config = ConfigDict(extra="forbid")
     traces: TracesPipeline
     metrics: MetricsPipeline | None = None
+    logs: LogsPipeline | None = None
 
 
 class LogsTelemetry(BaseModel):
@@ -116,6 +131,7 @@ class Config:
     exporters: list[Component]
     extensions: list[Component]
     metric_exporters: list[Component] = field(default_factory=list)
+    log_exporters: list[Component] = field(default_factory=list)
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
 
@@ -133,6 +149,8 @@ class Config:
         )
         if self.metric_exporters:
             summary += f"; score metrics: {ids(self.metric_exporters)}"
+        if self.log_exporters:
+            summary += f"; evaluation events: {ids(self.log_exporters)}"
         return summary
 
 
@@ -186,13 +204,14 @@ def parse_config(
         raise ConfigError(problems)
 
     pipeline = service.pipelines.traces
-    metrics = service.pipelines.metrics
+    metrics, logs = service.pipelines.metrics, service.pipelines.logs
     chosen: dict[str, list[Component]] = {}
     for key, section, ids, where in (
         ("receivers", "receivers", pipeline.receivers, "service.pipelines.traces.receivers"),
         ("processors", "processors", pipeline.processors, "service.pipelines.traces.processors"),
         ("exporters", "exporters", pipeline.exporters, "service.pipelines.traces.exporters"),
         ("metric_exporters", "exporters", metrics.exporters if metrics else [], "service.pipelines.metrics.exporters"),
+        ("log_exporters", "exporters", logs.exporters if logs else [], "service.pipelines.logs.exporters"),
         ("extensions", "extensions", service.extensions, "service.extensions"),
     ):
         chosen[key] = []
@@ -213,6 +232,9 @@ def parse_config(
                 continue
             if key == "metric_exporters" and factory.create_metric_reader is None:
                 problems.append(f"{where}[{i}]: {component_id!r} cannot export metrics; use prometheus, otlp or otlphttp")
+                continue
+            if key == "log_exporters" and factory.create_log_exporter is None:
+                problems.append(f"{where}[{i}]: {component_id!r} cannot export logs; use otlp, otlphttp or file")
                 continue
             chosen[key].append(component)
 
@@ -236,6 +258,7 @@ def parse_config(
         exporters=chosen["exporters"],
         extensions=chosen["extensions"],
         metric_exporters=chosen["metric_exporters"],
+        log_exporters=chosen["log_exporters"],
         source=source,
         unused=unused,
     )

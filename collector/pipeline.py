@@ -39,6 +39,7 @@ from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.trace_exporter import TraceExporter
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
+from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.processors.agent_trace import agent_name_of
 from spanscore.processors.attacher import attach_attributes, attach_results, attach_usage, session_carrier
@@ -59,6 +60,7 @@ class Pipeline:
         clock: Callable[[], float] = time.monotonic,
         score_metrics: ScoreMetrics | None = None,
         span_events: bool = True,
+        evaluation_logs: EvaluationLogs | None = None,
     ):
         self.assembler = assembler
         self.processors = processors
@@ -66,6 +68,7 @@ class Pipeline:
         self.clock = clock
         self.score_metrics = score_metrics
         self.span_events = span_events
+        self.evaluation_logs = evaluation_logs
         self.provenance: dict[str, Provenance] = {}  # by metric name, once the processors started
         config = assembler.config
         self.max_held_spans = config.max_buffered_spans
@@ -304,6 +307,8 @@ class Pipeline:
         if anchor is not None:
             if results:
                 attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
+                if self.evaluation_logs is not None:
+                    self.evaluation_logs.emit(anchor, results)
             for usage in usages:
                 attach_usage(anchor, usage)
             attach_attributes(anchor, attributes)
@@ -351,6 +356,8 @@ class Pipeline:
             scope_spans = resource_spans.scope_spans[0]
             span = scope_spans.spans[0]
             attach_attributes(span, attributes)
+            if self.evaluation_logs is not None:
+                self.evaluation_logs.emit(span, session.results)
             for usage in usages:
                 attach_usage(span, usage)
             carrier = Trace(span.trace_id, self.clock())

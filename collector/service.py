@@ -20,6 +20,7 @@ from spanscore.collector.config import Config
 from spanscore.collector.pipeline import Pipeline
 from spanscore.collector.self_telemetry import pipeline_readings
 from spanscore.core.component import Component, PipelineWatcher
+from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 
 log = logging.getLogger("spanscore")
@@ -39,8 +40,12 @@ class Service:
             self.score_metrics = ScoreMetrics([
                 _reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters
             ], config.service.pipelines.metrics.span_attributes)
+        self.evaluation_logs: EvaluationLogs | None = None
+        if config.log_exporters:
+            self.evaluation_logs = EvaluationLogs([_log_exporter(c) for c in config.log_exporters])
         self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics,
-                                 span_events=config.service.pipelines.traces.span_events)
+                                 span_events=config.service.pipelines.traces.span_events,
+                                 evaluation_logs=self.evaluation_logs)
         if self.score_metrics is not None:
             self.score_metrics.observe(pipeline_readings(self.pipeline))
         self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]
@@ -80,7 +85,7 @@ class Service:
         await _shut_down(self.receivers, deadline)
         await self.pipeline.drain(deadline)
         await _shut_down([*self.exporters, *self.processors], deadline)
-        await _shut_down([c for c in (self.score_metrics,) if c is not None], deadline)
+        await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
         await _shut_down(self.extensions, deadline)
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
         log.info(
@@ -89,8 +94,8 @@ class Service:
         )
 
     def _before_receivers(self) -> list[Component]:
-        metrics = [self.score_metrics] if self.score_metrics is not None else []
-        return [*self.extensions, *metrics, *self.processors, *self.exporters]
+        telemetry = [c for c in (self.score_metrics, self.evaluation_logs) if c is not None]
+        return [*self.extensions, *telemetry, *self.processors, *self.exporters]
 
     def _watchers(self) -> list[PipelineWatcher]:
         return [e for e in self.extensions if isinstance(e, PipelineWatcher)]
@@ -107,6 +112,10 @@ async def _shut_down(components: Iterable[Component], deadline: float) -> None:
 
 def _reader(create, component_id: str, config, interval_s: float):
     return lambda: create(component_id, config, interval_s)
+
+
+def _log_exporter(component):
+    return lambda: component.factory.create_log_exporter(component.id, component.config)
 
 
 async def run_until_signalled(service: Service, stop: asyncio.Event) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs.export import LogRecordExporter
     from opentelemetry.sdk.metrics.export import MetricReader
 
     from spanscore.core.consumer import TracesConsumer
@@ -62,6 +63,8 @@ ReceiverCreate = Callable[[str, Any, "TracesConsumer"], Component]  # (id, confi
 ComponentCreate = Callable[[str, Any], Component]  # (id, config): processors, exporters, extensions
 # (id, config, export interval in seconds) -> a reader for the score metrics.
 MetricReaderCreate = Callable[[str, Any, float], "MetricReader"]
+# (id, config) -> an exporter of the evaluation events as log records.
+LogExporterCreate = Callable[[str, Any], "LogRecordExporter"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,9 @@ class ComponentFactory:
 
     `create` is None for a type with no traces role (an exporter of metrics only, or
     the assembler, which the service builds itself). `create_metric_reader` is set for
-    exporters that can also carry the score metrics (`service.pipelines.metrics`).
+    exporters that can also carry the score metrics (`service.pipelines.metrics`),
+    `create_log_exporter` for those that can carry the evaluation events
+    (`service.pipelines.logs`).
     """
 
     kind: Kind
@@ -78,6 +83,7 @@ class ComponentFactory:
     config_model: type[ComponentConfig]
     create: ReceiverCreate | ComponentCreate | None
     create_metric_reader: MetricReaderCreate | None = None
+    create_log_exporter: LogExporterCreate | None = None
 
 
 def component_type(component_id: str) -> str:

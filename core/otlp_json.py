@@ -54,6 +54,18 @@ def encode_request(request: ExportTraceServiceRequest) -> str:
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
+def encode_logs_request(request: Any) -> str:
+    """An ExportLogsServiceRequest as one line of OTLP/JSON, ids as hex."""
+    document = json_format.MessageToDict(request, use_integers_for_enums=True)
+    for resource_logs in _list(document, "resourceLogs"):
+        for scope_logs in _list(resource_logs, "scopeLogs"):
+            for record in _list(scope_logs, "logRecords"):
+                for key in ("traceId", "spanId"):
+                    if isinstance(record, dict) and key in record:
+                        record[key] = base64.b64decode(record[key]).hex()
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_message(message: Any) -> str:
     """Any other protobuf message (responses, rpc status) in protobuf's JSON mapping."""
     return json.dumps(json_format.MessageToDict(message, use_integers_for_enums=True), separators=(",", ":"))

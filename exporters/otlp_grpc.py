@@ -118,6 +118,18 @@ def metric_reader(component_id: str, config: OtlpGrpcExporterConfig, interval_s:
     from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
+    exporter = OTLPMetricExporter(**_sdk_exporter_settings(config))
+    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
+
+
+def log_exporter(component_id: str, config: OtlpGrpcExporterConfig):
+    """The evaluation events over OTLP/gRPC to the same endpoint, with the same TLS and headers."""
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+
+    return OTLPLogExporter(**_sdk_exporter_settings(config))
+
+
+def _sdk_exporter_settings(config: OtlpGrpcExporterConfig) -> dict:
     credentials = None
     if not config.plaintext:
         credentials = grpc.ssl_channel_credentials(
@@ -125,12 +137,9 @@ def metric_reader(component_id: str, config: OtlpGrpcExporterConfig, interval_s:
             private_key=config.tls.read("key_file"),
             certificate_chain=config.tls.read("cert_file"),
         )
-    exporter = OTLPMetricExporter(
-        endpoint=config.target, insecure=config.plaintext, credentials=credentials, headers=dict(config.headers),
-        timeout=config.timeout,
-        compression=grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression,
-    )
-    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
+    return {"endpoint": config.target, "insecure": config.plaintext, "credentials": credentials,
+            "headers": dict(config.headers), "timeout": config.timeout,
+            "compression": grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression}
 
 
-FACTORY = ComponentFactory("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter, metric_reader)
+FACTORY = ComponentFactory("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter, metric_reader, log_exporter)

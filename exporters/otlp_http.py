@@ -23,6 +23,7 @@ log = logging.getLogger("spanscore.exporters.otlphttp")
 
 TRACES_PATH = "/v1/traces"
 METRICS_PATH = "/v1/metrics"
+LOGS_PATH = "/v1/logs"
 _RETRYABLE_STATUS = {429, 502, 503, 504}
 
 
@@ -30,6 +31,7 @@ class OtlpHttpExporterConfig(ExporterConfig):
     endpoint: str | None = None  # base URL; `/v1/traces` is appended
     traces_endpoint: str | None = None  # full URL, used as is
     metrics_endpoint: str | None = None  # full URL for the score metrics; default <endpoint>/v1/metrics
+    logs_endpoint: str | None = None  # full URL for the evaluation events; default <endpoint>/v1/logs
     encoding: Literal["proto", "json"] = "proto"
     compression: Literal["gzip", "none"] = "gzip"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -126,4 +128,21 @@ def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s:
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
-FACTORY = ComponentFactory("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader)
+def log_exporter(component_id: str, config: OtlpHttpExporterConfig):
+    """The evaluation events over OTLP/HTTP (protobuf) with the same headers and TLS files."""
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+    url = config.logs_endpoint or (config.endpoint.rstrip("/") + LOGS_PATH if config.endpoint else None)
+    if url is None:
+        raise ValueError(f"exporter {component_id}: set logs_endpoint (or endpoint) to send logs")
+    return OTLPLogExporter(
+        endpoint=url, headers=dict(config.headers), timeout=config.timeout,
+        compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
+        certificate_file=config.tls.ca_file if config.tls.ca_file else None,
+        client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
+    )
+
+
+FACTORY = ComponentFactory("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader,
+                           log_exporter)

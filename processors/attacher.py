@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
+from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
@@ -26,7 +27,6 @@ from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 
-EVALUATION_EVENT = "gen_ai.evaluation.result"
 SESSION_SPAN_NAME = "evaluate_session"
 SCOPE_NAME = "spanscore"
 
@@ -96,15 +96,8 @@ def _any_value(value: str | int | float | bool) -> AnyValue:
 
 
 def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:
-    attributes = [_kv("gen_ai.evaluation.name", AnyValue(string_value=result.name))]
-    if result.score is not None:
-        attributes.append(_kv("gen_ai.evaluation.score.value", AnyValue(double_value=result.score)))
-        attributes.append(_kv("gen_ai.evaluation.score.label", AnyValue(string_value=result.label)))
-    explanation = result.explanation if result.error is None else result.error
-    if explanation:
-        attributes.append(_kv("gen_ai.evaluation.explanation", AnyValue(string_value=explanation)))
-    if result.error is not None:
-        attributes.append(_kv("error.type", AnyValue(string_value=result.error_type or "error")))
+    attributes = [_kv(key, AnyValue(string_value=value) if isinstance(value, str) else AnyValue(double_value=value))
+                  for key, value in evaluation_attributes(result).items()]
     return Span.Event(time_unix_nano=time_unix_nano, name=EVALUATION_EVENT, attributes=attributes)
 
 

@@ -10,6 +10,10 @@ import grpc
 from aiohttp import web
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -40,6 +44,7 @@ class OtlpSink:
     arrived: asyncio.Event | None = None
     headers: list[dict[str, str]] = field(default_factory=list)  # per accepted request, lowercased keys
     metrics: list[ExportMetricsServiceRequest] = field(default_factory=list)
+    logs: list[tuple[str, ExportLogsServiceRequest]] = field(default_factory=list)  # (transport, request)
 
     async def start(self, certificate: tuple[bytes, bytes] | None = None) -> OtlpSink:
         """Listen on loopback; with `certificate` (PEM key, PEM chain) both servers use TLS."""
@@ -53,7 +58,13 @@ class OtlpSink:
             self._grpc_export_metrics, request_deserializer=ExportMetricsServiceRequest.FromString,
             response_serializer=ExportMetricsServiceResponse.SerializeToString,
         )
+        logs_handler = grpc.unary_unary_rpc_method_handler(
+            self._grpc_export_logs, request_deserializer=ExportLogsServiceRequest.FromString,
+            response_serializer=ExportLogsServiceResponse.SerializeToString,
+        )
         self._grpc.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler("opentelemetry.proto.collector.logs.v1.LogsService",
+                                                 {"Export": logs_handler}),
             grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),
             grpc.method_handlers_generic_handler("opentelemetry.proto.collector.metrics.v1.MetricsService",
                                                  {"Export": metrics_handler}),
@@ -66,6 +77,7 @@ class OtlpSink:
         app = web.Application(client_max_size=256 * 2**20)
         app.router.add_post("/v1/traces", self._http_export)
         app.router.add_post("/v1/metrics", self._http_export_metrics)
+        app.router.add_post("/v1/logs", self._http_export_logs)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         ssl_context = None
@@ -108,6 +120,19 @@ class OtlpSink:
     async def _http_export_metrics(self, request: web.Request) -> web.Response:
         self.metrics.append(ExportMetricsServiceRequest.FromString(await request.read()))
         return web.Response(body=ExportMetricsServiceResponse().SerializeToString(), content_type="application/x-protobuf")
+
+    async def _grpc_export_logs(self, request: ExportLogsServiceRequest, context) -> ExportLogsServiceResponse:
+        self.logs.append(("grpc", request))
+        return ExportLogsServiceResponse()
+
+    async def _http_export_logs(self, request: web.Request) -> web.Response:
+        self.logs.append(("http", ExportLogsServiceRequest.FromString(await request.read())))
+        return web.Response(body=ExportLogsServiceResponse().SerializeToString(), content_type="application/x-protobuf")
+
+    def log_records(self, transport: str | None = None) -> list:
+        return [record for via, request in self.logs if transport in (None, via)
+                for resource_logs in request.resource_logs for scope_logs in resource_logs.scope_logs
+                for record in scope_logs.log_records]
 
     def metric_points(self, name: str) -> list:
         """Every data point of metric `name` across the metric exports received."""

@@ -1,0 +1,80 @@
+"""The evaluation events as OTLP log records: `service.pipelines.logs`.
+
+One log record per metric result, event name `gen_ai.evaluation.result` with the OTel
+GenAI evaluation attributes (core.evaluation_event), correlated with the scored span by
+its trace and span id, plus `gen_ai.response.id` when the scored span has one. They
+leave through the SDK's LoggerProvider, one batch processor per exporter listed in the
+logs pipeline (`otlp`, `otlphttp`, `file`), with spanscore as the emitting resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from opentelemetry._logs import LogRecord
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.trace import TraceFlags
+
+from spanscore.core.attributes import find_attribute
+from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
+from spanscore.core.result import MetricResult
+from spanscore.core.version import VERSION
+
+RESPONSE_ID = "gen_ai.response.id"
+
+
+class EvaluationLogs:
+    """Emits evaluation events; thread-safe. A component: `start()` builds the exporters
+    and the provider, `shutdown(deadline)` exports what is pending. Emitting before
+    `start` or after `shutdown` is a no-op."""
+
+    def __init__(self, exporters: Sequence[Callable[[], LogRecordExporter]]):
+        self._create_exporters = list(exporters)
+        self.provider: LoggerProvider | None = None
+        self.emitted = 0
+
+    async def start(self) -> None:
+        exporters: list[LogRecordExporter] = []
+        try:
+            for create in self._create_exporters:
+                exporters.append(create())
+        except BaseException:
+            for exporter in exporters:
+                exporter.shutdown()
+            raise
+        provider = LoggerProvider(resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}))
+        for exporter in exporters:
+            provider.add_log_record_processor(BatchLogRecordProcessor(exporter, schedule_delay_millis=1000))
+        self._logger = provider.get_logger("spanscore", VERSION)
+        self.provider = provider
+
+    def emit(self, span: Span, results: Iterable[MetricResult], now_ns: int | None = None) -> None:
+        """One record per result, correlated with `span`, the span the results are on."""
+        if self.provider is None:
+            return
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        trace_id, span_id = int.from_bytes(span.trace_id, "big"), int.from_bytes(span.span_id, "big")
+        response_id = find_attribute(span.attributes, RESPONSE_ID)
+        for result in results:
+            attributes = evaluation_attributes(result)
+            if response_id is not None:
+                attributes[RESPONSE_ID] = str(response_id)
+            self._logger.emit(LogRecord(timestamp=now_ns, observed_timestamp=now_ns, trace_id=trace_id,
+                                        span_id=span_id, trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                                        event_name=EVALUATION_EVENT, attributes=attributes))
+            self.emitted += 1
+
+    async def shutdown(self, deadline: float) -> None:
+        provider, self.provider = self.provider, None
+        if provider is not None:
+            await asyncio.to_thread(_flush_and_stop, provider, max(0.0, deadline - time.monotonic()))
+
+
+def _flush_and_stop(provider: LoggerProvider, timeout_s: float) -> None:
+    provider.force_flush(int(timeout_s * 1000))
+    provider.shutdown()
