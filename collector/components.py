@@ -22,7 +22,7 @@ from spanscore.collector import assembler
 from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, prometheus
 from spanscore.extensions import health_check
-from spanscore.processors import embedding_processor, judge_processor, session_processor
+from spanscore.processors import embedding_processor, judge_processor, score_router, session_processor
 from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.receivers import otlp
 
@@ -37,6 +37,7 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     judge_processor.FACTORY,
     session_processor.FACTORY,
     ground_truth.FACTORY,
+    score_router.FACTORY,
     otlp_grpc.FACTORY,
     otlp_http.FACTORY,
     file.FACTORY,

@@ -239,6 +239,7 @@ def parse_config(
             chosen[key].append(component)
 
     processors = chosen["processors"]
+    problems.extend(_routing_problems(processors, pipeline.exporters))
     assemblers = [i for i, c in enumerate(processors) if c.type == ASSEMBLER_TYPE]
     if len(assemblers) > 1:
         problems.append("service.pipelines.traces.processors: only one assembler may run")
@@ -295,6 +296,18 @@ def _validate_section(
             continue
         components[component_id] = Component(component_id, type_name, config, factory)
     return components
+
+
+def _routing_problems(processors: list[Component], exporters: list[str]) -> list[str]:
+    """A router may name only exporters of the traces pipeline, and there is one at most."""
+    routers = [c for c in processors if hasattr(c.config, "exporter_ids")]
+    problems = []
+    if len(routers) > 1:
+        problems.append(f"service.pipelines.traces.processors: one router at most, got {', '.join(c.id for c in routers)}")
+    for router in routers:
+        for exporter in sorted(router.config.exporter_ids() - set(exporters)):
+            problems.append(f"processors.{router.id}: exporter {exporter!r} is not in service.pipelines.traces.exporters")
+    return problems
 
 
 def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:

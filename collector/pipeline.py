@@ -33,6 +33,7 @@ from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
+from spanscore.core.routing import ROUTE_ATTRIBUTE, TraceRouter
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import ScopeOrigin, Trace
@@ -68,6 +69,8 @@ class Pipeline:
         self.clock = clock
         self.score_metrics = score_metrics
         self.span_events = span_events
+        self.router = next((p for _, p in processors if isinstance(p, TraceRouter)), None)
+        self.routed_out_traces = 0  # routed to no exporter by the router
         self.evaluation_logs = evaluation_logs
         self.provenance: dict[str, Provenance] = {}  # by metric name, once the processors started
         config = assembler.config
@@ -370,11 +373,21 @@ class Pipeline:
     # Output ----------------------------------------------------------------------------
 
     def _export(self, trace: Trace) -> None:
-        if not self.exporters:
+        exporters = self.exporters
+        if self.router is not None:
+            route = self.router.route(trace.results, trace.trace_id)
+            anchor = trace.anchor
+            if route.matched and anchor is not None:
+                attach_attributes(anchor, [SpanAttribute(ROUTE_ATTRIBUTE, ",".join(route.matched))])
+            if route.exporters is not None:
+                exporters = [e for e in exporters if e.id in route.exporters]
+                if not exporters:
+                    self.routed_out_traces += 1
+        if not exporters:
             self._exported(trace)
             return
-        trace.expect_exports(len(self.exporters), self._exported)
-        for exporter in self.exporters:
+        trace.expect_exports(len(exporters), self._exported)
+        for exporter in exporters:
             exporter.enqueue(trace)
 
     def _exported(self, trace: Trace) -> None:

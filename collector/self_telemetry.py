@@ -24,6 +24,8 @@ def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
                 lambda: pipeline.exported_traces),
         Reading("spanscore_pipeline_unscored_traces", "{trace}", "Traces forwarded outside the scoring scope",
                 lambda: pipeline.unscored_traces),
+        Reading("spanscore_router_dropped_traces", "{trace}", "Traces the score_router sent to no exporter",
+                lambda: pipeline.routed_out_traces),
         Reading("otelcol_exporter_send_failed_spans", "{span}", "Spans the exporters gave up on",
                 lambda: sum(e.dropped_spans for e in pipeline.exporters)),
         Reading("spanscore_pipeline_held_spans", "{span}", "Spans held: assembling, scoring or exporting",

@@ -19,6 +19,7 @@ class TraceExporter(Component, Protocol):
     block; after `shutdown` began it raises.
     """
 
+    id: str  # the component id, which routes name
     dropped_spans: int
 
     def enqueue(self, trace: Trace) -> None: ...

@@ -29,6 +29,7 @@ from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.sampling import trace_id_sampled
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
@@ -167,8 +168,7 @@ class JudgeMetrics(Processor):
                 for name in plan.metrics]
 
     def _sampled(self, trace_id: bytes) -> bool:
-        ratio = self.config.sample_ratio
-        return ratio >= 1.0 or int.from_bytes(trace_id[8:], "big") < ratio * 2**64
+        return trace_id_sampled(trace_id, self.config.sample_ratio)
 
 
 FACTORY = ComponentFactory("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)

@@ -21,6 +21,7 @@ SETTINGS = {
     ("receiver", "otlp"): {"protocols": {"grpc": {"endpoint": "127.0.0.1:0"}, "http": {"endpoint": "127.0.0.1:0"}}},
     ("processor", "embedding_metrics"): {"embedder": {"type": "hashing"}},
     ("processor", "ground_truth"): {"dataset": str(Path(__file__).resolve().parents[2] / "examples" / "weather-suite.yaml")},
+    ("processor", "score_router"): {"table": [{"when": {"label": "fail"}, "exporters": ["debug"]}]},
     ("exporter", "otlp"): {"endpoint": "127.0.0.1:9", "tls": {"insecure": True}},
     ("exporter", "otlphttp"): {"endpoint": "http://127.0.0.1:9"},
     ("extension", "health_check"): {"endpoint": "127.0.0.1:0"},
@@ -53,7 +54,7 @@ def soon() -> float:
 def test_every_builtin_type_but_the_assembler_and_prometheus_can_be_built():
     # The assembler is built by the service itself; prometheus exports metrics only.
     assert {f.type for f in BUILTIN_FACTORIES if f.create is None} == {"assembler", "prometheus"}
-    assert len(BUILDABLE) == 10
+    assert len(BUILDABLE) == 11
 
 
 @pytest.mark.parametrize("factory", BUILDABLE, ids=lambda f: f"{f.kind}-{f.type}")
