@@ -20,7 +20,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 from spanscore.collector import assembler
 from spanscore.core.component import ComponentFactory, Kind
-from spanscore.exporters import debug, file, otlp_grpc, otlp_http, prometheus
+from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import health_check
 from spanscore.processors import embedding_processor, judge_processor, score_router, session_processor
 from spanscore.processors.ground_truth import processor as ground_truth
@@ -43,6 +43,7 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     file.FACTORY,
     debug.FACTORY,
     prometheus.FACTORY,
+    phoenix.FACTORY,
     health_check.FACTORY,
 )
 

@@ -18,7 +18,7 @@ def test_builtins_are_known_by_kind():
     assert factories.known("receiver") == ["otlp"]
     assert factories.known("processor") == ["assembler", "embedding_metrics", "ground_truth", "judge_metrics", "score_router",
                                             "session_metrics"]
-    assert factories.known("exporter") == ["debug", "file", "otlp", "otlphttp", "prometheus"]
+    assert factories.known("exporter") == ["debug", "file", "otlp", "otlphttp", "phoenix", "prometheus"]
     assert factories.known("extension") == ["health_check"]
     assert sorted(f.type for f in factories) == sorted(f.type for f in BUILTIN_FACTORIES)
 

@@ -24,6 +24,7 @@ SETTINGS = {
     ("processor", "score_router"): {"table": [{"when": {"label": "fail"}, "exporters": ["debug"]}]},
     ("exporter", "otlp"): {"endpoint": "127.0.0.1:9", "tls": {"insecure": True}},
     ("exporter", "otlphttp"): {"endpoint": "http://127.0.0.1:9"},
+    ("exporter", "phoenix"): {"endpoint": "http://127.0.0.1:9"},
     ("extension", "health_check"): {"endpoint": "127.0.0.1:0"},
 }
 BUILDABLE = [f for f in BUILTIN_FACTORIES if f.create is not None]
@@ -54,7 +55,7 @@ def soon() -> float:
 def test_every_builtin_type_but_the_assembler_and_prometheus_can_be_built():
     # The assembler is built by the service itself; prometheus exports metrics only.
     assert {f.type for f in BUILTIN_FACTORIES if f.create is None} == {"assembler", "prometheus"}
-    assert len(BUILDABLE) == 11
+    assert len(BUILDABLE) == 12
 
 
 @pytest.mark.parametrize("factory", BUILDABLE, ids=lambda f: f"{f.kind}-{f.type}")

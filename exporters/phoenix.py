@@ -1,0 +1,177 @@
+"""`phoenix` exporter: scores as Arize Phoenix annotations.
+
+Phoenix keeps evaluations as annotations, records beside a span or a session that its UI
+lists, charts and filters on (`annotations['coherence'].score < 0.5`), apart from the
+span's attributes. The scores already travel as `eval.<metric>.*` attributes with the
+spans an `otlphttp` exporter sends to Phoenix's `/v1/traces`; this exporter adds them as
+annotations. It sends no spans, so it is paired with that `otlphttp` exporter.
+
+Per batch, one `POST <endpoint>/v1/span_annotations` holds an annotation per result of
+every trace, on the trace's scored span (its root): name = metric, result = {label,
+score, explanation}, annotator_kind LLM or CODE, metadata = evaluator, revision and
+threshold. Session results (an `evaluate_session` carrier) go in one
+`POST <endpoint>/v1/session_annotations` on the session id, or with
+`annotate_sessions: false` on the carrier span as span annotations.
+
+Phoenix ingests spans asynchronously, and the spans come through another exporter, so
+an annotation may reach Phoenix before its span: the requests are asynchronous
+(Phoenix's default, no `sync=true`), so Phoenix holds such an annotation and retries it
+(Phoenix 20: every 10 s, for up to 10 minutes) rather than answering 404. Each annotation has
+the identifier `spanscore`, so a resent batch updates the annotations it wrote instead
+of adding copies, and leaves alone annotations of the same name from anyone else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.parse
+from typing import Any
+
+import aiohttp
+from pydantic import Field, model_validator
+
+from spanscore.core.attributes import find_attribute
+from spanscore.core.component import ComponentFactory
+from spanscore.core.result import MetricResult
+from spanscore.core.trace import Trace
+from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
+from spanscore.exporters.otlp_http import _retry_after
+from spanscore.exporters.tls import TlsClientConfig
+
+log = logging.getLogger("spanscore.exporters.phoenix")
+
+SPAN_ANNOTATIONS_PATH = "/v1/span_annotations"
+SESSION_ANNOTATIONS_PATH = "/v1/session_annotations"
+IDENTIFIER = "spanscore"
+ERROR_LABEL = "error"  # the label of a result with no score, so errors can be filtered on
+# Exporters may not import processors (pyproject's layers), so the carrier's name and
+# scope (processors/attacher.py), the judge's metric names (processors/judge/rubrics.py)
+# and the embedding metrics' names (processors/embedding_processor.py) are repeated
+# here; tests/e2e/test_phoenix.py checks they match.
+SESSION_SPAN_NAME = "evaluate_session"
+SCOPE_NAME = "spanscore"
+JUDGE_METRICS = frozenset({"task_completion", "tool_correctness", "argument_correctness", "step_efficiency",
+                           "confidence", "plan_adherence", "plan_quality"})
+EMBEDDING_METRICS = frozenset({"coherence", "loop_detection"})
+CODE_EVALUATOR = "code"  # spanscore.core.provenance.CODE
+
+
+class PhoenixExporterConfig(ExporterConfig):
+    endpoint: str  # Phoenix's base URL, e.g. http://127.0.0.1:6006
+    # e.g. authorization: Bearer <api key>; kept out of the config's repr, as the judge's api_key is.
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    annotate_sessions: bool = True
+    tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
+
+    @model_validator(mode="after")
+    def _http_url(self) -> PhoenixExporterConfig:
+        # Checked on the whole section, not the field: a field's errors quote its value,
+        # and credentials in a URL would be quoted with it.
+        parts = urllib.parse.urlsplit(self.endpoint)
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("endpoint: credentials go in headers (e.g. authorization), not in the URL")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"endpoint: {self.endpoint!r} must be an http:// or https:// URL")
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.rstrip("/")
+
+
+def annotator_kind(metric: str, evaluator: str | None) -> str:
+    """LLM when a language model gave the score, CODE otherwise.
+
+    `eval.<metric>.evaluator` names the judge model, the embedder or `code`; an embedder
+    is a model but not a judge, so the embedding metrics are CODE. Spans scored before
+    the evaluator was recorded fall back to the judge's metric names.
+    """
+    if evaluator is None:
+        return "LLM" if metric in JUDGE_METRICS else "CODE"
+    return "CODE" if evaluator == CODE_EVALUATOR or metric in EMBEDDING_METRICS else "LLM"
+
+
+def is_session_carrier(trace: Trace) -> bool:
+    root, origin = trace.root, trace.root_origin
+    return (trace.session_id is not None and root is not None and origin is not None
+            and root.name == SESSION_SPAN_NAME and origin.scope_spans.scope.name == SCOPE_NAME)
+
+
+def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
+    """The fields Phoenix's span and session annotations share, for one result."""
+    prefix = f"eval.{result.name}."
+    evaluator = find_attribute(span_attributes, prefix + "evaluator")
+    metadata: dict[str, Any] = {"threshold": result.threshold}
+    if evaluator is not None:
+        metadata["evaluator"] = evaluator
+    revision = find_attribute(span_attributes, prefix + "revision")
+    if revision is not None:
+        metadata["revision"] = revision
+    if result.error is not None:
+        metadata["error_type"] = result.error_type or "error"
+        outcome = {"label": ERROR_LABEL, "score": None, "explanation": result.error}
+    else:
+        outcome = {"label": result.label, "score": result.score, "explanation": result.explanation}
+    return {"name": result.name, "annotator_kind": annotator_kind(result.name, evaluator), "result": outcome,
+            "metadata": metadata, "identifier": IDENTIFIER}
+
+
+class PhoenixExporter(Exporter):
+    config: PhoenixExporterConfig
+
+    async def open(self) -> None:
+        config = self.config
+        ssl = config.tls.ssl_context() if config.base_url.startswith("https://") else None
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ssl if ssl is not None else True, limit=config.sending_queue.num_consumers),
+            timeout=aiohttp.ClientTimeout(total=config.timeout),
+        )
+        self._headers = {**config.headers, "Content-Type": "application/json"}
+
+    def annotations(self, traces: list[Trace]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The span and the session annotations for `traces`."""
+        spans: list[dict[str, Any]] = []
+        sessions: list[dict[str, Any]] = []
+        for trace in traces:
+            anchor = trace.anchor
+            if not trace.results or anchor is None:
+                continue
+            if self.config.annotate_sessions and is_session_carrier(trace):
+                sessions.extend({**annotation(r, anchor.attributes), "session_id": trace.session_id}
+                                for r in trace.results)
+            else:
+                span_id = anchor.span_id.hex()
+                spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
+        return spans, sessions
+
+    async def send(self, traces: list[Trace]) -> None:
+        spans, sessions = self.annotations(traces)
+        # A retried batch sends both again: annotations are updated in place by identifier.
+        if spans:
+            await self._post(SPAN_ANNOTATIONS_PATH, spans)
+        if sessions:
+            await self._post(SESSION_ANNOTATIONS_PATH, sessions)
+
+    async def _post(self, path: str, data: list[dict[str, Any]]) -> None:
+        url = self.config.base_url + path
+        body = json.dumps({"data": data}).encode()
+        try:
+            async with self._session.post(url, data=body, headers=self._headers) as response:
+                payload = await response.read()
+                if response.status == 429 or response.status >= 500:
+                    raise ExportError(f"{url}: HTTP {response.status}", True,
+                                      _retry_after(response.headers.get("Retry-After")))
+                if response.status >= 300:
+                    raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ExportError(f"{url}: {type(exc).__name__}: {exc}", True) from None
+        log.debug("exporter %s: %d annotations to %s", self.id, len(data), url)
+
+    async def close(self) -> None:
+        session = getattr(self, "_session", None)
+        if session is not None:
+            await session.close()
+
+
+FACTORY = ComponentFactory("exporter", "phoenix", PhoenixExporterConfig, PhoenixExporter)
