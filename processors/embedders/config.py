@@ -4,7 +4,7 @@ A processor that embeds takes an `embedder` key:
 
 ```yaml
 embedder:
-  type: openai                 # hashing | minilm | openai | auto (the default)
+  type: openai                 # static | hashing | minilm | openai | auto (the default)
   base_url: http://127.0.0.1:8000/v1
   model: text-embedding-3-small
   timeout: 10s
@@ -12,8 +12,8 @@ embedder:
 ```
 
 `EmbedderConfig` is a union discriminated by `type`. A mapping without `type` means
-`auto`: MiniLM when the `spanscore[minilm]` extra is installed, else hashing; the choice
-is logged at INFO once per process. Validation errors carry the key path without the
+`auto`: MiniLM when the `spanscore[minilm]` extra is installed, else the static table
+distilled from it (semantic, built in); the choice is logged at INFO once per process. Validation errors carry the key path without the
 union's branch name (`embedder.batch_size`, not `embedder.openai.batch_size`), so the
 Collector config's messages point at keys the user actually wrote.
 """
@@ -29,7 +29,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
-from spanscore.processors.embedders import hashing, minilm, openai_embedder
+from spanscore.processors.embedders import hashing, minilm, openai_embedder, static
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
 from spanscore.processors.openai_retry import RetrySettings
@@ -39,6 +39,11 @@ _log = logging.getLogger(__name__)
 
 class CacheConfig(ComponentConfig):
     max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=0)  # 0: no cache
+
+
+class StaticEmbedderConfig(ComponentConfig):
+    type: Literal["static"] = "static"
+    cache: CacheConfig = CacheConfig()
 
 
 class HashingEmbedderConfig(ComponentConfig):
@@ -74,6 +79,7 @@ class AutoEmbedderConfig(ComponentConfig):
 
 
 _MODELS: dict[str, type[ComponentConfig]] = {
+    "static": StaticEmbedderConfig,
     "hashing": HashingEmbedderConfig,
     "minilm": MiniLMEmbedderConfig,
     "openai": OpenAIEmbedderConfig,
@@ -98,7 +104,8 @@ def _by_type(value: Any, handler: Any) -> Any:
 
 
 EmbedderConfig = Annotated[
-    Union[HashingEmbedderConfig, MiniLMEmbedderConfig, OpenAIEmbedderConfig, AutoEmbedderConfig],
+    Union[StaticEmbedderConfig, HashingEmbedderConfig, MiniLMEmbedderConfig, OpenAIEmbedderConfig,
+          AutoEmbedderConfig],
     Field(discriminator="type"),
     WrapValidator(_by_type),
 ]
@@ -122,15 +129,15 @@ _auto_lock = threading.Lock()
 
 
 def resolve_auto() -> str:
-    """`minilm` when its extra is installed, else `hashing`; logged at INFO the first time."""
+    """`minilm` when its extra is installed, else `static`; logged at INFO the first time."""
     global _auto_choice
     with _auto_lock:
         if _auto_choice is None:
             missing = minilm.missing_modules()
-            _auto_choice = "hashing" if missing else "minilm"
+            _auto_choice = "static" if missing else "minilm"
             if missing:
-                _log.info("embedder auto: using hashing (lexical); for semantic embeddings install "
-                          "spanscore[minilm] (missing %s)", ", ".join(missing))
+                _log.info("embedder auto: using static (MiniLM's distilled token table); for the full model "
+                          "install spanscore[minilm] (missing %s)", ", ".join(missing))
             else:
                 _log.info("embedder auto: using minilm (%s)", minilm.MODEL_ID)
         return _auto_choice
@@ -140,7 +147,9 @@ def build_uncached(config: Any) -> Embedder:
     """The embedder a config describes, without its cache."""
     if isinstance(config, AutoEmbedderConfig):
         kind = resolve_auto()
-        config = (MiniLMEmbedderConfig if kind == "minilm" else HashingEmbedderConfig)(cache=config.cache)
+        config = (MiniLMEmbedderConfig if kind == "minilm" else StaticEmbedderConfig)(cache=config.cache)
+    if isinstance(config, StaticEmbedderConfig):
+        return static.StaticEmbedder()
     if isinstance(config, HashingEmbedderConfig):
         return hashing.HashingEmbedder(dimension=config.dimension)
     if isinstance(config, MiniLMEmbedderConfig):
@@ -178,6 +187,7 @@ __all__ = [
     "HashingEmbedderConfig",
     "MiniLMEmbedderConfig",
     "OpenAIEmbedderConfig",
+    "StaticEmbedderConfig",
     "build_embedder",
     "build_uncached",
     "parse_embedder_config",

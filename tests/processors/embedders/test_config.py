@@ -19,6 +19,7 @@ from spanscore.processors.embedders.config import (
 from spanscore.processors.embedders.hashing import HashingEmbedder
 from spanscore.processors.embedders.minilm import MissingExtraError
 from spanscore.processors.embedders.openai_embedder import MissingAPIKeyError, OpenAIEmbedder
+from spanscore.processors.embedders.static import StaticEmbedder
 
 
 class MetricSettings(ComponentConfig):
@@ -65,7 +66,7 @@ def test_an_unknown_key_is_named():
 def test_an_unknown_type_is_named():
     [problem] = problems({"embedder": {"type": "word2vec"}})
     assert problem.startswith("processors.coherence.embedder.type: unknown embedder type")
-    assert "'hashing', 'minilm', 'openai', 'auto'" in problem and "word2vec" in problem
+    assert "'static', 'hashing', 'minilm', 'openai', 'auto'" in problem and "word2vec" in problem
 
 
 def test_bad_durations_and_cache_sizes_are_named():
@@ -99,14 +100,14 @@ def test_openai_without_a_key_fails_at_build(monkeypatch):
         build_embedder({"type": "openai"})
 
 
-def test_auto_picks_hashing_without_the_extra_and_logs_it_once(monkeypatch, fresh_auto, caplog):
+def test_auto_picks_the_static_table_without_the_extra_and_logs_it_once(monkeypatch, fresh_auto, caplog):
     monkeypatch.setattr(minilm, "REQUIRED_MODULES", ("spanscore_no_such_module",))
     with caplog.at_level(logging.INFO, logger=embedder_config.__name__):
         first = build_embedder({"type": "auto"})
         second = build_embedder({})
-    assert isinstance(first.inner, HashingEmbedder) and isinstance(second.inner, HashingEmbedder)
+    assert isinstance(first.inner, StaticEmbedder) and isinstance(second.inner, StaticEmbedder)
     messages = [r.getMessage() for r in caplog.records if r.name == embedder_config.__name__]
-    assert len(messages) == 1 and "hashing" in messages[0] and "spanscore[minilm]" in messages[0]
+    assert len(messages) == 1 and "static" in messages[0] and "spanscore[minilm]" in messages[0]
 
 
 def test_auto_picks_minilm_when_the_extra_is_installed(fresh_auto, caplog):
