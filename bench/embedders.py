@@ -4,7 +4,7 @@
 
 A trace is two texts, its input and its output, of ~60 words each, drawn from an
 agent-support vocabulary with Zipf-like word frequencies (so words repeat the way they
-do in real traffic). For each embedder (hashing always; MiniLM when the
+do in real traffic). For each embedder (static and hashing always; MiniLM when the
 `spanscore[minilm]` extra is installed), in one process:
 - cold: a new embedder's first trace, including everything it does once (MiniLM:
   importing torch and sentence-transformers and loading the weights);
@@ -32,6 +32,7 @@ from spanscore.processors.embedders.base import Embedder  # noqa: E402
 from spanscore.processors.embedders.cache import CachedEmbedder  # noqa: E402
 from spanscore.processors.embedders.hashing import HashingEmbedder  # noqa: E402
 from spanscore.processors.embedders.minilm import MiniLMEmbedder, missing_modules  # noqa: E402
+from spanscore.processors.embedders.static import StaticEmbedder  # noqa: E402
 
 WORDS_PER_TEXT = 60
 _VOCABULARY = """
@@ -124,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     traces = corpus(args.traces)
     words = np.mean([len(text.split()) for pair in traces for text in pair])
     print(f"{len(traces)} traces of 2 texts, {words:.0f} words per text\n")
+    run("static (MiniLM's distilled token table, 128 dimensions)", StaticEmbedder, traces, args.rounds, args.batch)
+    print()
     run("hashing (lexical, 1024 dimensions)", HashingEmbedder, traces, args.rounds, args.batch)
     missing = missing_modules()
     if missing:

@@ -6,7 +6,7 @@ Phases, each against a fresh `spanscore run` process (default assembler settings
 trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
    flight); sustained spans/s is what reached the sink per second after warm-up; run
-   twice, the collector core alone and with the no-LLM metrics (hashing embedder);
+   twice, the collector core alone and with the no-LLM metrics (static embedder);
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
@@ -82,7 +82,7 @@ receivers:
       grpc: {{endpoint: '127.0.0.1:{self.grpc_port}'}}
 processors:
   assembler: {{trace_wait: {trace_wait}{extra}}}
-  embedding_metrics: {{embedder: {{type: hashing}}}}
+  embedding_metrics: {{embedder: {{type: static}}}}
   session_metrics: {{}}
 exporters:
   otlp: {{endpoint: '127.0.0.1:{self.sink_port}', tls: {{insecure: true}}, compression: {compression}}}
@@ -197,7 +197,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        for label, metrics in (("collector core", False), ("with coherence, loop_detection, session metrics (hashing)", True)):
+        for label, metrics in (("collector core", False), ("with coherence, loop_detection, session metrics (static embedder)", True)):
             stack = Stack(workdir, args.compression, metrics=metrics)
             sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
             time.sleep(TRACE_WAIT_S + 1.5)

@@ -2,7 +2,7 @@
 
     python bench/metrics.py [--traces 2000]
 
-For each embedder (hashing, and minilm when `spanscore[minilm]` is installed) it runs
+For each embedder (static, hashing, and minilm when `spanscore[minilm]` is installed) it runs
 the `embedding_metrics` processor over agent-like traces (8 spans, GenAI conventions,
 4 traces per session), every trace with fresh texts so the embedding cache does not
 hide the embedder's cost, and reports milliseconds per trace: building the normalized
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--minilm-traces", type=int, default=200)
     args = parser.parse_args()
-    embedders = [("hashing", args.traces)]
+    embedders = [("static", args.traces), ("hashing", args.traces)]
     if minilm_available() and args.minilm_traces > 0:
         embedders.append(("minilm", args.minilm_traces))
     for embedder, count in embedders:

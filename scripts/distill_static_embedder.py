@@ -1,9 +1,10 @@
 """Distill a torch-free static embedding table from the packaged all-MiniLM-L6-v2, offline.
 
     python scripts/distill_static_embedder.py [OUT_DIR] [--route own|model2vec] [--variant abtt|m2v]
-                                              [--dims 256] [--drop 4] [--sif 1e-4] [--sif-power 1.5]
+                                              [--dims 128] [--drop 4] [--sif 1e-4] [--sif-power 1.5]
 
-OUT_DIR (default /tmp/static-minilm/) receives two files:
+OUT_DIR (default: processors/embedders/static_minilm/, the table the package ships; the
+defaults remake it) receives two files:
 - `static_minilm.npz`: `embeddings`, float16 [vocab_size, dims], one row per token id of the
   tokenizer below (rows of special and [unusedN] tokens are zero), and `meta`, a JSON string
   with the recipe (how it was made and how to use it);
@@ -51,7 +52,8 @@ import numpy as np
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers/huggingface_hub import
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-DEFAULT_OUT = "/tmp/static-minilm/"
+# The table the package ships: rerunning with the defaults remakes it.
+DEFAULT_OUT = str(Path(__file__).resolve().parents[1] / "processors" / "embedders" / "static_minilm")
 TABLE_FILE = "static_minilm.npz"
 TOKENIZER_FILE = "tokenizer.json"
 MAX_CONTENT_TOKENS = 254  # all-MiniLM-L6-v2's max_seq_length 256, less [CLS] and [SEP]
@@ -193,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variant", choices=sorted(VARIANTS), default="abtt", help="route own: preset of --drop/--sif-power"
     )
-    parser.add_argument("--dims", type=int, default=256)
+    parser.add_argument("--dims", type=int, default=128)
     parser.add_argument("--drop", type=int, default=None, help="top principal components removed (route own)")
     parser.add_argument("--sif", type=float, default=1e-4, help="SIF coefficient a in a/(a+p)")
     parser.add_argument("--sif-power", type=float, default=None, help="exponent on the SIF weight (route own)")

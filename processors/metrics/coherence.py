@@ -12,6 +12,7 @@ compares embeddings the same way.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,14 +29,15 @@ NAME = "coherence"
 METADATA_DECIMALS = 4
 
 
+@functools.cache
 def default_embedder() -> Embedder:
-    """The offline lexical embedder used when the caller does not pass one.
+    """The base install's embedder (static, semantic, offline) when the caller passes none.
 
-    Imported on first use so that importing the metrics never pulls in an embedder.
+    Loaded on first use, once, so that importing the metrics never pulls in an embedder.
     """
-    from spanscore.processors.embedders.hashing import HashingEmbedder
+    from spanscore.processors.embedders.static import StaticEmbedder
 
-    return HashingEmbedder()
+    return StaticEmbedder()
 
 
 def as_vector(vector: np.ndarray | list[float], what: str) -> np.ndarray:

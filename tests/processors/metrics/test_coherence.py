@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from spanscore.processors.metrics import coherence, coherence_from_vectors, cosine_similarity
+from spanscore.processors.metrics.coherence import default_embedder
 from tests.processors.metrics import TableEmbedder
 
 QUESTION = "What is the weather in Tokyo?"
@@ -144,17 +145,25 @@ def test_cosine_similarity_never_leaves_minus_one_to_one():
         assert -1.0 <= cosine_similarity(vector, -vector) <= -1.0 + 1e-6
 
 
-def test_default_embedder_is_imported_only_when_needed(monkeypatch):
+@pytest.fixture
+def fresh_default_embedder():
+    """The default embedder is loaded once per process: forget it before and after."""
+    default_embedder.cache_clear()
+    yield
+    default_embedder.cache_clear()
+
+
+def test_default_embedder_is_imported_only_when_needed(monkeypatch, fresh_default_embedder):
     created = []
 
-    class FakeHashingEmbedder(TableEmbedder):
+    class FakeStaticEmbedder(TableEmbedder):
         def __init__(self):
             super().__init__(EMBEDDER_TABLE)
             created.append(self)
 
-    module = types.ModuleType("spanscore.processors.embedders.hashing")
-    module.HashingEmbedder = FakeHashingEmbedder
-    monkeypatch.setitem(sys.modules, "spanscore.processors.embedders.hashing", module)
+    module = types.ModuleType("spanscore.processors.embedders.static")
+    module.StaticEmbedder = FakeStaticEmbedder
+    monkeypatch.setitem(sys.modules, "spanscore.processors.embedders.static", module)
 
     assert coherence("", ANSWER).score == 1.0
     assert created == []  # an empty side needs no embedder

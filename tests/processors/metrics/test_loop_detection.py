@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from spanscore.processors.metrics import PreviousOutput, loop_detection, loop_detection_from_vectors, word_set
+from spanscore.processors.metrics.coherence import default_embedder
 from tests.processors.metrics import TableEmbedder
 
 CURRENT = "Check the weather in Tokyo."     # {check, weather, tokyo}
@@ -197,17 +198,25 @@ def test_vectors_of_different_dimensions_are_rejected():
         loop_detection_from_vectors(CURRENT, np.array([1.0, 0.0]), previous)
 
 
-def test_default_embedder_is_imported_only_when_needed(monkeypatch):
+@pytest.fixture
+def fresh_default_embedder():
+    """The default embedder is loaded once per process: forget it before and after."""
+    default_embedder.cache_clear()
+    yield
+    default_embedder.cache_clear()
+
+
+def test_default_embedder_is_imported_only_when_needed(monkeypatch, fresh_default_embedder):
     created = []
 
-    class FakeHashingEmbedder(TableEmbedder):
+    class FakeStaticEmbedder(TableEmbedder):
         def __init__(self):
             super().__init__(TABLE)
             created.append(self)
 
-    module = types.ModuleType("spanscore.processors.embedders.hashing")
-    module.HashingEmbedder = FakeHashingEmbedder
-    monkeypatch.setitem(sys.modules, "spanscore.processors.embedders.hashing", module)
+    module = types.ModuleType("spanscore.processors.embedders.static")
+    module.StaticEmbedder = FakeStaticEmbedder
+    monkeypatch.setitem(sys.modules, "spanscore.processors.embedders.static", module)
 
     assert loop_detection(CURRENT, []).score == 1.0
     assert created == []
