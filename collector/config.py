@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -47,11 +47,23 @@ class TracesPipeline(BaseModel):
 DEFAULT_METRICS_INTERVAL_S = 15.0
 
 
-class MetricsPipeline(BaseModel):
-    """Where the score metrics go; their source is the scoring itself, so no receivers."""
+class _OwnSourcePipeline(BaseModel):
+    """A pipeline whose source is spanscore itself (scores, events): exporters, no receivers."""
 
     model_config = ConfigDict(extra="forbid")
     exporters: list[str] = Field(min_length=1)
+    carries: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_receivers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "receivers" in data:
+            raise ValueError(f"the {cls.carries}; it takes no receivers")
+        return data
+
+
+class MetricsPipeline(_OwnSourcePipeline):
+    carries: ClassVar[str] = "metrics pipeline carries the score metrics spanscore computes"
     export_interval: Duration = DEFAULT_METRICS_INTERVAL_S  # push exporters; Prometheus is scraped
     # Processors' span attributes (`eval.case.id`) copied onto the score metrics: one
     # series per value, so opt-in.
@@ -60,32 +72,16 @@ class MetricsPipeline(BaseModel):
     @field_validator("span_attributes")
     @classmethod
     def _processor_attributes(cls, keys: list[str]) -> list[str]:
+        result_keys = (".score", ".label", ".explanation", ".error", ".evaluator", ".revision")
         for key in keys:
-            if not key.startswith("eval.") or key.endswith((".score", ".label", ".explanation", ".error")):
+            if not key.startswith("eval.") or key.endswith(result_keys):
                 raise ValueError(f"{key!r} is not an attribute a processor writes beside its scores, "
                                  "such as eval.case.id")
         return keys
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_receivers(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "receivers" in data:
-            raise ValueError("the metrics pipeline carries the score metrics spanscore computes; it takes no receivers")
-        return data
 
-
-class LogsPipeline(BaseModel):
-    """Where the evaluation events go as OTLP log records; like metrics, no receivers."""
-
-    model_config = ConfigDict(extra="forbid")
-    exporters: list[str] = Field(min_length=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_receivers(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "receivers" in data:
-            raise ValueError("the logs pipeline carries the evaluation events spanscore emits; it takes no receivers")
-        return data
+class LogsPipeline(_OwnSourcePipeline):
+    carries: ClassVar[str] = "logs pipeline carries the evaluation events spanscore emits"
 
 
 class Pipelines(BaseModel):

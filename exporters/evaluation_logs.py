@@ -24,6 +24,7 @@ from spanscore.core.attributes import find_attribute
 from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
 from spanscore.core.result import MetricResult
 from spanscore.core.version import VERSION
+from spanscore.exporters.sdk_parts import create_all
 
 RESPONSE_ID = "gen_ai.response.id"
 
@@ -39,14 +40,7 @@ class EvaluationLogs:
         self.emitted = 0
 
     async def start(self) -> None:
-        exporters: list[LogRecordExporter] = []
-        try:
-            for create in self._create_exporters:
-                exporters.append(create())
-        except BaseException:
-            for exporter in exporters:
-                exporter.shutdown()
-            raise
+        exporters = create_all(self._create_exporters)
         provider = LoggerProvider(resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}))
         for exporter in exporters:
             provider.add_log_record_processor(BatchLogRecordProcessor(exporter, schedule_delay_millis=1000))

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import email.utils
 import gzip
 import logging
-import time
 from typing import Literal
 
 import aiohttp
@@ -17,6 +15,7 @@ from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
+from spanscore.exporters.http_client import client_session, retry_after
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.otlphttp")
@@ -60,11 +59,7 @@ class OtlpHttpExporter(Exporter):
 
     async def open(self) -> None:
         config = self.config
-        ssl = config.tls.ssl_context() if config.url.startswith("https://") else None
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=ssl if ssl is not None else True, limit=config.sending_queue.num_consumers),
-            timeout=aiohttp.ClientTimeout(total=config.timeout),
-        )
+        self._session = client_session(config.url, config.tls, config.sending_queue.num_consumers, config.timeout)
         self._content_type = "application/json" if config.encoding == "json" else "application/x-protobuf"
         self._headers = {**config.headers, "Content-Type": self._content_type}
         if config.compression == "gzip":
@@ -80,7 +75,7 @@ class OtlpHttpExporter(Exporter):
             async with self._session.post(url, data=body, headers=self._headers) as response:
                 payload = await response.read()
                 if response.status in _RETRYABLE_STATUS:
-                    raise ExportError(f"{url}: HTTP {response.status}", True, _retry_after(response.headers.get("Retry-After")))
+                    raise ExportError(f"{url}: HTTP {response.status}", True, retry_after(response.headers.get("Retry-After")))
                 if response.status >= 300:
                     raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -94,20 +89,6 @@ class OtlpHttpExporter(Exporter):
         session = getattr(self, "_session", None)
         if session is not None:
             await session.close()
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s: float):

@@ -36,7 +36,7 @@ from spanscore.core.component import ComponentFactory
 from spanscore.core.result import MetricResult
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
-from spanscore.exporters.otlp_http import _retry_after
+from spanscore.exporters.http_client import client_session, retry_after
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.phoenix")
@@ -122,11 +122,8 @@ class PhoenixExporter(Exporter):
 
     async def open(self) -> None:
         config = self.config
-        ssl = config.tls.ssl_context() if config.base_url.startswith("https://") else None
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=ssl if ssl is not None else True, limit=config.sending_queue.num_consumers),
-            timeout=aiohttp.ClientTimeout(total=config.timeout),
-        )
+        self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers,
+                                       config.timeout)
         self._headers = {**config.headers, "Content-Type": "application/json"}
 
     def annotations(self, traces: list[Trace]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -161,7 +158,7 @@ class PhoenixExporter(Exporter):
                 payload = await response.read()
                 if response.status == 429 or response.status >= 500:
                     raise ExportError(f"{url}: HTTP {response.status}", True,
-                                      _retry_after(response.headers.get("Retry-After")))
+                                      retry_after(response.headers.get("Retry-After")))
                 if response.status >= 300:
                     raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -27,6 +27,7 @@ from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
+from spanscore.exporters.sdk_parts import create_all
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
@@ -63,14 +64,7 @@ class ScoreMetrics:
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
 
     async def start(self) -> None:
-        readers: list[MetricReader] = []
-        try:
-            for create in self._create_readers:
-                readers.append(create())
-        except BaseException:
-            for reader in readers:
-                reader.shutdown()
-            raise
+        readers = create_all(self._create_readers)
         self.provider = MeterProvider(
             metric_readers=readers,
             resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}),

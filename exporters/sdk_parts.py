@@ -1,0 +1,20 @@
+"""Building the SDK parts (metric readers, log exporters) the telemetry pipelines hold."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def create_all(creators: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Each creator's part; when one fails, those already made are shut down first, so
+    no reader keeps a port or a thread open after a failed start."""
+    parts: list[Any] = []
+    try:
+        for create in creators:
+            parts.append(create())
+    except BaseException:
+        for part in parts:
+            part.shutdown()
+        raise
+    return parts
