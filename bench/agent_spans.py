@@ -2,8 +2,10 @@
 
 A template request (traces of one `invoke_agent` root, LLM and tool children, 6
 attributes, ~440 bytes per span) is serialized once; each new request is the template
-with fresh trace ids, span ids, parent ids and session numbers written in at byte
-offsets found once, so generating a 512-span request costs tens of microseconds.
+with fresh trace ids, span ids, parent ids, session numbers and order numbers written in
+at byte offsets found once, so generating a 512-span request costs tens of microseconds.
+The order number appears in each trace's question and answer, so their texts differ
+from trace to trace as live traffic's do (an embedding cache cannot hide the embedder).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 SESSION_DIGITS = 8
-_INPUT = '[{"role":"user","parts":[{"type":"text","content":"Where is my order 1234? It was due yesterday."}]}]'
-_OUTPUT = ('[{"role":"assistant","parts":[{"type":"text","content":"Your order 1234 shipped on Monday and left '
+ORDER_DIGITS = 8
+_INPUT = '[{"role":"user","parts":[{"type":"text","content":"Where is my order ORDER? It was due yesterday."}]}]'
+_OUTPUT = ('[{"role":"assistant","parts":[{"type":"text","content":"Your order ORDER shipped on Monday and left '
            'the Lyon depot this morning; DPD expects to deliver it on Thursday."}],"finish_reason":"stop"}]')
 
 
@@ -43,9 +46,12 @@ class AgentRequests:
         scope_spans = resource_spans.scope_spans.add()
         scope_spans.scope.name = "bench.agent"
         layout = []  # per span: (trace marker, span marker, parent marker or None, session marker or None)
+        order_markers = []
         for t in range(self.traces_per_request):
             trace_marker, root_marker = markers.new(16), markers.new(8)
             session_marker = markers.new_digits(SESSION_DIGITS)
+            order_marker = markers.new_digits(ORDER_DIGITS)
+            order_markers.append(order_marker)
             for i in range(spans_per_trace):
                 span_marker = root_marker if i == 0 else markers.new(8)
                 root = i == 0
@@ -56,8 +62,8 @@ class AgentRequests:
                         _kv("gen_ai.operation.name", "invoke_agent"),
                         _kv("gen_ai.agent.name", "support"),
                         _kv("session.id", "session-" + session_marker.decode()),
-                        _kv("gen_ai.input.messages", _INPUT),
-                        _kv("gen_ai.output.messages", _OUTPUT),
+                        _kv("gen_ai.input.messages", _INPUT.replace("ORDER", order_marker.decode())),
+                        _kv("gen_ai.output.messages", _OUTPUT.replace("ORDER", order_marker.decode())),
                         _kv("gen_ai.usage.input_tokens", 1200),
                     ]
                 elif tool:
@@ -108,6 +114,14 @@ class AgentRequests:
         self._child_idx = np.add.outer(np.array(child_span_offsets), np.arange(8)).ravel()
         self._parent_idx = np.add.outer(np.array(parent_offsets), np.arange(8)).ravel()
         self._session_idx = np.add.outer(np.array(session_offsets), np.arange(SESSION_DIGITS)).ravel()
+        order_offsets = []  # per trace: its question's and its answer's order number
+        position = 0
+        for marker in order_markers:
+            first = template.index(marker, position)
+            second = template.index(marker, first + ORDER_DIGITS)
+            order_offsets.append((first, second))
+            position = second
+        self._order_idx = np.add.outer(np.array(order_offsets).ravel(), np.arange(ORDER_DIGITS)).ravel()
         self._digit_powers = 10 ** np.arange(SESSION_DIGITS - 1, -1, -1)
 
     def make(self) -> tuple[bytes, np.ndarray]:
@@ -124,6 +138,8 @@ class AgentRequests:
         sessions = (self._traces_made + np.arange(n_traces)) // self.traces_per_session
         digits = (sessions[:, None] // self._digit_powers) % 10 + ord("0")
         buffer[self._session_idx] = digits.astype(np.uint8).ravel()
+        orders = self._rng.integers(ord("0"), ord("9") + 1, size=(n_traces, 1, ORDER_DIGITS), dtype=np.uint8)
+        buffer[self._order_idx] = np.repeat(orders, 2, axis=1).ravel()
         self._traces_made += n_traces
         return buffer.tobytes(), trace_ids
 

@@ -247,6 +247,10 @@ class Pipeline:
                 await self._score(trace)
             finally:
                 queue.task_done()
+            # A processor that never suspends (an inline embedder) and a backlog in the
+            # queue would otherwise keep the loop from the receivers, the exporters and
+            # the ticker until the backlog is gone: clients time out, nothing leaves.
+            await asyncio.sleep(0)
 
     async def _score(self, trace: Trace) -> None:
         try:

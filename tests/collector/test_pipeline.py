@@ -6,6 +6,7 @@ and time moves only when a test sets the clock and ticks the pipeline.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -405,6 +406,26 @@ async def test_span_attributes_from_a_processor_land_on_the_root_and_the_carrier
     attributes = carrier.anchor_attributes
     assert (attributes["eval.case.id"], attributes["eval.attempt.turns"]) == ("oslo-weather", 2)
     assert carrier.scores == {"graded_session": 0.5}
+
+
+async def test_scoring_a_backlog_leaves_the_event_loop_to_everything_else(rig_for):
+    rig = await rig_for(toy(), score=EVERY_TRACE)  # the toy metric never suspends
+    for _ in range(600):
+        rig.receiver.send(request_of([span(new_trace_id(), "root")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # 600 traces ready at once
+    seen: list[int] = []
+
+    async def receiver():
+        for _ in range(3):
+            seen.append(rig.pipeline.exported_traces)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(receiver(), rig.pipeline.settle())
+    # Each scoring worker yields after a trace: the other task runs after every round of
+    # the 128 workers, not only once all 600 are done.
+    assert seen == [128, 256, 384]
+    assert rig.pipeline.exported_traces == 600
 
 
 async def test_every_score_says_who_scored_it_and_by_which_revision(rig_for):
