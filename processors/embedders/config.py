@@ -32,6 +32,7 @@ from spanscore.core.durations import Duration
 from spanscore.processors.embedders import hashing, minilm, openai_embedder, static
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
+from spanscore.processors.embedders.coalescing import CoalescingEmbedder
 from spanscore.processors.openai_retry import RetrySettings
 
 _log = logging.getLogger(__name__)
@@ -169,11 +170,12 @@ def build_uncached(config: Any) -> Embedder:
 
 
 def build_embedder(config: Any = None) -> Embedder:
-    """The embedder a config (a model or a mapping; None means `auto`) describes, behind
-    its LRU cache unless `cache.max_entries` is 0."""
+    """The embedder a config (a model or a mapping; None means `auto`) describes: its
+    concurrent calls coalesced into batches, behind its LRU cache unless
+    `cache.max_entries` is 0 (so only misses are batched)."""
     if config is None or isinstance(config, dict):
         config = parse_embedder_config(config)
-    inner = build_uncached(config)
+    inner = CoalescingEmbedder(build_uncached(config))
     if config.cache.max_entries == 0:
         return inner
     return CachedEmbedder(inner, max_entries=config.cache.max_entries)

@@ -8,6 +8,7 @@ from spanscore.core.component import ComponentConfig
 from spanscore.processors.embedders import config as embedder_config
 from spanscore.processors.embedders import minilm
 from spanscore.processors.embedders.cache import CachedEmbedder
+from spanscore.processors.embedders.coalescing import CoalescingEmbedder
 from spanscore.processors.embedders.config import (
     AutoEmbedderConfig,
     EmbedderConfig,
@@ -75,20 +76,29 @@ def test_bad_durations_and_cache_sizes_are_named():
     assert any(p.startswith("processors.coherence.embedder.cache.max_entries:") for p in found)
 
 
-def test_build_embedder_wraps_the_embedder_in_its_cache():
+def base(embedder):
+    """The embedder under the cache and the batching."""
+    while hasattr(embedder, "inner"):
+        embedder = embedder.inner
+    return embedder
+
+
+def test_build_embedder_batches_the_misses_of_its_cache():
     embedder = build_embedder({"type": "hashing", "dimension": 256, "cache": {"max_entries": 5}})
     assert isinstance(embedder, CachedEmbedder) and embedder.max_entries == 5
-    assert isinstance(embedder.inner, HashingEmbedder) and embedder.inner.dimension == 256
+    assert isinstance(embedder.inner, CoalescingEmbedder)
+    assert isinstance(base(embedder), HashingEmbedder) and base(embedder).dimension == 256
 
 
 def test_a_zero_sized_cache_means_no_cache():
-    assert isinstance(build_embedder({"type": "hashing", "cache": {"max_entries": 0}}), HashingEmbedder)
+    embedder = build_embedder({"type": "hashing", "cache": {"max_entries": 0}})
+    assert isinstance(embedder, CoalescingEmbedder) and isinstance(base(embedder), HashingEmbedder)
 
 
 def test_build_embedder_builds_openai_from_config(openai_server):
     embedder = build_embedder({"type": "openai", "base_url": openai_server.base_url, "api_key": "k",
                                "timeout": "2s", "max_retries": 1, "batch_size": 2})
-    inner = embedder.inner
+    inner = base(embedder)
     assert isinstance(inner, OpenAIEmbedder)
     assert (inner.timeout_s, inner.retry.max_retries, inner.batch_size) == (2.0, 1, 2)
     assert embedder.embed_sync(["a", "b", "c"]).shape == (3, 8)
@@ -105,7 +115,7 @@ def test_auto_picks_the_static_table_without_the_extra_and_logs_it_once(monkeypa
     with caplog.at_level(logging.INFO, logger=embedder_config.__name__):
         first = build_embedder({"type": "auto"})
         second = build_embedder({})
-    assert isinstance(first.inner, StaticEmbedder) and isinstance(second.inner, StaticEmbedder)
+    assert isinstance(base(first), StaticEmbedder) and isinstance(base(second), StaticEmbedder)
     messages = [r.getMessage() for r in caplog.records if r.name == embedder_config.__name__]
     assert len(messages) == 1 and "static" in messages[0] and "spanscore[minilm]" in messages[0]
 
@@ -115,8 +125,8 @@ def test_auto_picks_minilm_when_the_extra_is_installed(fresh_auto, caplog):
         pytest.skip("the minilm extra is not installed")
     with caplog.at_level(logging.INFO, logger=embedder_config.__name__):
         embedder = build_embedder({"type": "auto", "cache": {"max_entries": 3}})
-    assert isinstance(embedder.inner, minilm.MiniLMEmbedder) and embedder.max_entries == 3
-    assert not embedder.inner.loaded  # choosing it does not load it
+    assert isinstance(base(embedder), minilm.MiniLMEmbedder) and embedder.max_entries == 3
+    assert not base(embedder).loaded  # choosing it does not load it
     assert any("minilm" in r.getMessage() for r in caplog.records)
 
 
