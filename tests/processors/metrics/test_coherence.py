@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from spanscore.processors.metrics import coherence, coherence_from_vectors, cosine_similarity
-from spanscore.processors.metrics.coherence import default_embedder
 from tests.processors.metrics import TableEmbedder
 
 QUESTION = "What is the weather in Tokyo?"
@@ -143,14 +142,6 @@ def test_cosine_similarity_never_leaves_minus_one_to_one():
     for vector in rng.normal(size=(200, 384)).astype(np.float32):
         assert 1.0 - 1e-6 <= cosine_similarity(vector, vector) <= 1.0
         assert -1.0 <= cosine_similarity(vector, -vector) <= -1.0 + 1e-6
-
-
-@pytest.fixture
-def fresh_default_embedder():
-    """The default embedder is loaded once per process: forget it before and after."""
-    default_embedder.cache_clear()
-    yield
-    default_embedder.cache_clear()
 
 
 def test_default_embedder_is_imported_only_when_needed(monkeypatch, fresh_default_embedder):

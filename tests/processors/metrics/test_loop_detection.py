@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from spanscore.processors.metrics import PreviousOutput, loop_detection, loop_detection_from_vectors, word_set
-from spanscore.processors.metrics.coherence import default_embedder
 from tests.processors.metrics import TableEmbedder
 
 CURRENT = "Check the weather in Tokyo."     # {check, weather, tokyo}
@@ -196,14 +195,6 @@ def test_vectors_of_different_dimensions_are_rejected():
     previous = [PreviousOutput.of(0, SIMILAR, np.array([1.0, 0.0, 0.0]))]
     with pytest.raises(ValueError, match="differ in dimension"):
         loop_detection_from_vectors(CURRENT, np.array([1.0, 0.0]), previous)
-
-
-@pytest.fixture
-def fresh_default_embedder():
-    """The default embedder is loaded once per process: forget it before and after."""
-    default_embedder.cache_clear()
-    yield
-    default_embedder.cache_clear()
 
 
 def test_default_embedder_is_imported_only_when_needed(monkeypatch, fresh_default_embedder):
