@@ -10,7 +10,8 @@ trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
-   collector's RSS with them held, and its peak RSS over all phases.
+   collector's RSS with them held, the core alone and with the metrics loaded (each
+   session's traces then wait with their state; everything is scored at shutdown).
 Client, collector and sink share this machine's cores; figures are for one run.
 """
 
@@ -216,19 +217,22 @@ def main() -> None:
               f"added beyond trace_wait p50 {np.percentile(latency, 50):.0f} ms, p99 {np.percentile(latency, 99):.0f} ms, "
               f"max {latency.max():.0f} ms; refused {refused}; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
 
-        stack = Stack(workdir, args.compression, trace_wait="10m", extra=", trace_timeout: 20m")
-        idle = memory_kib(stack.collector.pid)["VmRSS"]
-        n_requests = -(-args.buffered // requests.spans_per_request)
-        asyncio.run(closed_loop_count(stack.grpc_port, requests, n_requests))
-        time.sleep(2.0)
-        held = memory_kib(stack.collector.pid)
-        stack.collector.terminate()  # flushes all buffered spans to the sink on the way out
-        stack.collector.wait(120)
-        stack.sink.stdin.close()
-        stack.sink.wait(60)
-        flushed = int(np.load(stack.sink_output)["request_spans"].sum())
-        print(f"memory: {n_requests * requests.spans_per_request} spans buffered: RSS {held['VmRSS'] / 1024:.0f} MiB "
-              f"(idle {idle / 1024:.0f} MiB, peak {held['VmHWM'] / 1024:.0f} MiB); all {flushed} flushed at shutdown")
+        for label, metrics in (("collector core", False), ("metrics on (static embedder)", True)):
+            stack = Stack(workdir, args.compression, trace_wait="10m", extra=", trace_timeout: 20m", metrics=metrics)
+            time.sleep(1.0)  # the embedder loads in the background at start
+            idle = memory_kib(stack.collector.pid)["VmRSS"]
+            n_requests = -(-args.buffered // requests.spans_per_request)
+            asyncio.run(closed_loop_count(stack.grpc_port, requests, n_requests))
+            time.sleep(2.0)
+            held = memory_kib(stack.collector.pid)
+            stack.collector.terminate()  # flushes (and with metrics scores) all buffered spans on the way out
+            stack.collector.wait(120)
+            stack.sink.stdin.close()
+            stack.sink.wait(60)
+            flushed = int(np.load(stack.sink_output)["request_spans"].sum())
+            print(f"memory, {label}: {n_requests * requests.spans_per_request} spans buffered: RSS "
+                  f"{held['VmRSS'] / 1024:.0f} MiB (idle {idle / 1024:.0f} MiB, peak {held['VmHWM'] / 1024:.0f} MiB); "
+                  f"{flushed} spans flushed at shutdown")
 
 
 async def closed_loop_count(port: int, requests: AgentRequests, n_requests: int) -> None:
