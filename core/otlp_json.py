@@ -16,6 +16,8 @@ from typing import Any
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.core.quoting import excerpt
+
 _SPAN_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _LINK_ID_FIELDS = ("traceId", "spanId", "trace_id", "span_id")
 
@@ -28,7 +30,9 @@ def decode_request(body: bytes | str) -> ExportTraceServiceRequest:
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise OtlpJsonError(f"invalid JSON: {exc}") from None
+        raise OtlpJsonError(f"invalid JSON: {excerpt(str(exc))}") from None
+    except RecursionError:
+        raise OtlpJsonError("invalid JSON: nested too deeply") from None
     if not isinstance(document, dict):
         raise OtlpJsonError(f"expected a JSON object, got {type(document).__name__}")
     _ids_hex_to_base64(document)
@@ -36,7 +40,9 @@ def decode_request(body: bytes | str) -> ExportTraceServiceRequest:
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        raise OtlpJsonError(f"not an OTLP trace export request: {exc}") from None
+        # Its message repeats the path once per level: the innermost cause says what is wrong.
+        cause = str(exc).rsplit("field: ", 1)[-1]
+        raise OtlpJsonError(f"not an OTLP trace export request: {excerpt(cause)}") from None
     return request
 
 
@@ -109,4 +115,4 @@ def _convert(node: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
         try:
             node[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
         except (ValueError, binascii.Error):
-            raise OtlpJsonError(f"{where}: {key} {value!r} is not hex") from None
+            raise OtlpJsonError(f"{where}: {key} {excerpt(repr(value))} is not hex") from None

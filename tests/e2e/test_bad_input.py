@@ -167,3 +167,36 @@ def test_other_paths_and_methods(collector):
     with pytest.raises(urllib.error.HTTPError) as error:
         urllib.request.urlopen(f"http://127.0.0.1:{collector.http_port}/v1/traces", timeout=5)
     assert error.value.code == 405
+
+
+def test_deeply_nested_json_is_400_and_the_answer_stays_short(collector, sink):
+    # json's own recursion limit: 30,000 nested arrays (60 KB, under the body limit).
+    status, _, payload = post(collector.http_port, b"[" * 30_000 + b"]" * 30_000, "application/json")
+    assert status == 400 and rpc_status(payload, "application/json").message == "invalid JSON: nested too deeply"
+    # Within json's limit but deeper than OTLP's 100 levels of messages.
+    value = {"stringValue": "x"}
+    for _ in range(150):
+        value = {"arrayValue": {"values": [value]}}
+    document = json.loads(encode_request(good_request("deep")))
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = [{"key": "k", "value": value}]
+    status, _, payload = post(collector.http_port, json.dumps(document).encode(), "application/json")
+    message = rpc_status(payload, "application/json").message
+    assert status == 400 and "Message too deep" in message and len(message) < 300
+    assert_still_serving(collector, sink, "after deep json")
+
+
+def test_a_long_malformed_id_is_not_echoed_whole(collector, sink, caplog):
+    long_id = "z" * 1000
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": long_id}]}]}]}).encode()
+    status, _, payload = post(collector.http_port, body, "application/json")
+    message = rpc_status(payload, "application/json").message
+    assert status == 400 and "is not hex" in message and "(1002 characters)" in message
+    assert len(message) < 300
+    assert long_id not in caplog.text
+    # The same over protobuf: a 1,000-byte trace id is quoted cut short when rejected.
+    request = request_of([span(b"\x07" * 1000, "huge id")])
+    status, _, payload = post(collector.http_port, request.SerializeToString(), "application/x-protobuf")
+    message = rpc_status(payload, "application/x-protobuf").message
+    assert status == 400 and "invalid trace_id" in message and "(2000 characters)" in message
+    assert len(message) < 400 and "07" * 1000 not in caplog.text
+    assert_still_serving(collector, sink, "after long ids")
