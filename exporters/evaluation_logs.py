@@ -37,7 +37,6 @@ class EvaluationLogs:
     def __init__(self, exporters: Sequence[Callable[[], LogRecordExporter]]):
         self._create_exporters = list(exporters)
         self.provider: LoggerProvider | None = None
-        self.emitted = 0
 
     async def start(self) -> None:
         exporters = create_all(self._create_exporters)
@@ -61,7 +60,6 @@ class EvaluationLogs:
             self._logger.emit(LogRecord(timestamp=now_ns, observed_timestamp=now_ns, trace_id=trace_id,
                                         span_id=span_id, trace_flags=TraceFlags(TraceFlags.SAMPLED),
                                         event_name=EVALUATION_EVENT, attributes=attributes))
-            self.emitted += 1
 
     async def shutdown(self, deadline: float) -> None:
         provider, self.provider = self.provider, None

@@ -36,7 +36,13 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.judge.base import Judge
-from spanscore.processors.judge.config import JudgeConfig, build_judge, judge_configured, unset_empty_strings
+from spanscore.processors.judge.config import (
+    JudgeConfig,
+    JudgeTrials,
+    build_judge,
+    judge_configured,
+    unset_empty_strings,
+)
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
 from spanscore.processors.judge.rubrics import METRIC_NAMES, RUBRICS
@@ -69,7 +75,7 @@ class JudgeMetricsConfig(ComponentConfig):
     # Share of traces judged, chosen by trace id as the TraceIdRatioBased sampler does,
     # so the same traces are judged on every replica; the rest get no judge results.
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
-    trials: int = Field(default=1, ge=1, le=15)
+    trials: JudgeTrials = 1
     early_stop: bool = True
     redact: RedactConfig = Field(default_factory=RedactConfig)
     max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
@@ -85,13 +91,6 @@ class JudgeMetricsConfig(ComponentConfig):
         unknown = sorted(set(value) - set(METRIC_NAMES))
         if unknown:
             raise ValueError(f"unknown judge metrics {unknown}; known: {', '.join(METRIC_NAMES)}")
-        return value
-
-    @field_validator("trials")
-    @classmethod
-    def _odd(cls, value: int) -> int:
-        if value % 2 == 0:
-            raise ValueError("trials must be odd, so yes/no verdicts have a majority")
         return value
 
     @property

@@ -45,7 +45,13 @@ from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import GroundTruthJudge
 from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.config import JudgeConfig, build_judge, judge_configured, unset_empty_strings
+from spanscore.processors.judge.config import (
+    JudgeConfig,
+    JudgeTrials,
+    build_judge,
+    judge_configured,
+    unset_empty_strings,
+)
 from spanscore.processors.metrics.expected_calls import as_expected_call, match_expected_calls, tool_call_accuracy
 from spanscore.processors.metrics.pass_at_k import pass_at_k, pass_pow_k
 from spanscore.processors.metrics.progress import (
@@ -80,7 +86,7 @@ class GroundTruthConfig(ComponentConfig):
     dataset: str = Field(min_length=1)  # YAML or JSON Lines, see `dataset`
     case_key: str = Field(default=DEFAULT_CASE_KEY, min_length=1)
     judge: JudgeConfig | None = None
-    trials: int = Field(default=5, ge=1, le=15)
+    trials: JudgeTrials = 5
     early_stop: bool = True
     batched: bool = True
     max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1)
@@ -95,13 +101,6 @@ class GroundTruthConfig(ComponentConfig):
     @classmethod
     def _empty_strings_unset(cls, value: Any) -> Any:
         return unset_empty_strings(value)
-
-    @field_validator("trials")
-    @classmethod
-    def _odd(cls, value: int) -> int:
-        if value % 2 == 0:
-            raise ValueError("trials must be odd, so verdicts have a majority")
-        return value
 
     @field_validator("k")
     @classmethod

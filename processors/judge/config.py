@@ -24,9 +24,9 @@ judge:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
@@ -51,6 +51,16 @@ class JudgeConfig(RetrySettings):
     temperature: float = Field(client.DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
     cache: JudgeCacheConfig = JudgeCacheConfig()
+
+
+def _odd(value: int) -> int:
+    if value % 2 == 0:
+        raise ValueError("trials must be odd, so yes/no verdicts have a majority")
+    return value
+
+
+# How many times each verdict is asked, for a majority vote: the same rule wherever a judge votes.
+JudgeTrials = Annotated[int, Field(ge=1, le=15), AfterValidator(_odd)]
 
 
 def unset_empty_strings(value: Any) -> Any:
