@@ -1,12 +1,15 @@
 """Ingest benchmark: agent-like spans over loopback gRPC through spanscore into a sink.
 
     python bench/ingest.py [--seconds 20] [--rate 50000] [--compression none|gzip]
+                           [--workers 1 2] [--only-throughput]
 
 Phases, each against a fresh `spanscore run` process (default assembler settings:
 trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
    flight); sustained spans/s is what reached the sink per second after warm-up; run
-   twice, the collector core alone and with the no-LLM metrics (static embedder);
+   for the collector core alone, with the no-LLM metrics (static embedder) scored in
+   the collector process, and with them in each `--workers` count of scoring worker
+   processes (`scoring_workers`);
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
@@ -63,10 +66,17 @@ def memory_kib(pid: int) -> dict[str, int]:
     return fields
 
 
+def child_pids(pid: int) -> list[int]:
+    """The collector's scoring worker processes."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
 class Stack:
     """A sink process and a collector process wired to it."""
 
-    def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = "", metrics: bool = False):
+    def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = "", metrics: bool = False,
+                 workers: int = 0):
         self.sink_port, self.grpc_port = free_port(), free_port()
         self.sink_output = workdir / f"sink-{self.sink_port}.npz"
         self.sink = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
@@ -76,6 +86,8 @@ class Stack:
         processors = "[assembler, embedding_metrics, session_metrics]" if metrics else "[assembler]"
         if metrics:
             extra += ", session_idle: 2s"  # sessions close, and are scored, during the run
+        if workers:
+            extra += f", scoring_workers: {workers}"
         config.write_text(f"""
 receivers:
   otlp:
@@ -97,12 +109,14 @@ service:
 
     def stop(self) -> dict[str, np.ndarray]:
         memory = memory_kib(self.collector.pid)
+        workers = [memory_kib(pid) for pid in child_pids(self.collector.pid)]
         self.collector.terminate()
         self.collector.wait(60)
         self.sink.stdin.close()
         self.sink.wait(60)
         data = dict(np.load(self.sink_output))
         data["memory"] = memory
+        data["workers_memory"] = workers
         return data
 
 
@@ -190,6 +204,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50_000.0, help="offered spans/s in the latency phase")
     parser.add_argument("--compression", choices=["none", "gzip"], default="none")
     parser.add_argument("--buffered", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
+                        help="scoring_workers settings to measure the metrics phase with")
+    parser.add_argument("--only-throughput", action="store_true", help="skip the latency and memory phases")
     args = parser.parse_args()
     requests = AgentRequests()
     print(f"spans: {requests.bytes_per_span:.0f} bytes, 6 attributes, {requests.spans_per_request} per request, "
@@ -198,16 +215,22 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        for label, metrics in (("collector core", False), ("with coherence, loop_detection, session metrics (static embedder)", True)):
-            stack = Stack(workdir, args.compression, metrics=metrics)
+        phases = [("collector core", False, 0),
+                  ("with coherence, loop_detection, session metrics (static embedder)", True, 0)]
+        phases += [(f"the same metrics, scoring_workers: {n}", True, n) for n in args.workers]
+        for label, metrics, workers in phases:
+            stack = Stack(workdir, args.compression, metrics=metrics, workers=workers)
             sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
             time.sleep(TRACE_WAIT_S + 1.5)
             data = stack.stop()
             received = int(data["request_spans"].sum())
             print(f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
                   f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
-                  f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
+                  f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
+                  + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"]))
 
+        if args.only_throughput:
+            return
         stack = Stack(workdir, args.compression)
         keys, times, refused, offered = asyncio.run(open_loop(stack.grpc_port, requests, args.rate, args.seconds))
         time.sleep(TRACE_WAIT_S + 1.5)

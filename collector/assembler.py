@@ -53,6 +53,9 @@ class AssemblerConfig(ComponentConfig):
     # Traces scored at once; judge calls wait on the network, so this is what lets many
     # overlap, while CPU-bound metrics are kept from monopolizing the event loop.
     scoring_concurrency: int = Field(default=DEFAULT_SCORING_CONCURRENCY, ge=1, le=10_000)
+    # Worker processes the processors run in (0: in the collector process). CPU-bound
+    # metrics then use that many more cores; only the spans of each ready trace cross.
+    scoring_workers: int = Field(default=0, ge=0, le=256)
     # Past it the least recently active session closes early, bounding session memory.
     max_open_sessions: int = Field(default=DEFAULT_MAX_OPEN_SESSIONS, gt=0)
     # How many released trace ids are remembered to recognise late spans.

@@ -23,28 +23,31 @@ import math
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.collector.assembler import Assembler
 from spanscore.collector.score_scope import NOT_AGENT_TRACE, ScoreScope
+from spanscore.collector.trace_scoring import LocalScoring, Scored
 from spanscore.core.attributes import find_attribute
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance
-from spanscore.core.result import MetricResult
 from spanscore.core.routing import ROUTE_ATTRIBUTE, TraceRouter
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.trace_exporter import TraceExporter
-from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.processors.agent_trace import agent_name_of
 from spanscore.processors.attacher import attach_attributes, attach_results, attach_usage, session_carrier
 from spanscore.processors.base import Processor
+
+if TYPE_CHECKING:
+    from spanscore.collector.scoring_workers import WorkerScoring
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -62,9 +65,10 @@ class Pipeline:
         score_metrics: ScoreMetrics | None = None,
         span_events: bool = True,
         evaluation_logs: EvaluationLogs | None = None,
+        workers: WorkerScoring | None = None,
     ):
         self.assembler = assembler
-        self.processors = processors
+        self.processors = processors  # those running in this process
         self.exporters = exporters
         self.clock = clock
         self.score_metrics = score_metrics
@@ -77,10 +81,12 @@ class Pipeline:
         self.max_held_spans = config.max_buffered_spans
         self.session_idle_s = config.session_idle
         self.max_open_sessions = config.max_open_sessions
-        # Sessions cost memory for as long as `session_idle`; keep them only when a
-        # processor reads them.
-        self.tracks_sessions = any(p.uses_sessions for _, p in processors)
-        self.scope = ScoreScope(config.score)
+        # Scoring runs here, or in worker processes (`scoring_workers`) that run the
+        # same processors on copies of the traces and hand their outputs back.
+        self.local = LocalScoring(processors, ScoreScope(config.score))
+        self.workers = workers
+        self._scoring: LocalScoring | WorkerScoring = workers or self.local
+        self.tracks_sessions = self._scoring.tracks_sessions
         self._unscored_services = FirstSeen()
         # Ready traces wait in a queue for one of `scoring_concurrency` workers: waiting
         # costs no task per trace, and CPU-bound metrics cannot keep the receivers and
@@ -104,9 +110,8 @@ class Pipeline:
 
     async def start(self) -> None:
         """Start scoring and releasing; the processors and exporters are already started."""
-        self.provenance = {name: processor.provenance(name)
-                           for _, processor in self.processors for name in processor.metric_names}
-        if self.processors:
+        self.provenance = self._scoring.provenance()
+        if self._scores:
             self._workers = [
                 asyncio.create_task(self._score_forever(), name=f"scoring-{i}") for i in range(self.scoring_concurrency)
             ]
@@ -214,7 +219,7 @@ class Pipeline:
             self._export(trace)
             return
         trace.session_id = self.assembler.session_id_of(trace)
-        if not self.processors:
+        if not self._scores:
             self._export(trace)
             return
         # Whether it is scored, and its session, are settled by a scoring worker: the
@@ -252,26 +257,34 @@ class Pipeline:
             # the ticker until the backlog is gone: clients time out, nothing leaves.
             await asyncio.sleep(0)
 
+    @property
+    def _scores(self) -> bool:
+        return bool(self.processors) or self.workers is not None
+
     async def _score(self, trace: Trace) -> None:
         try:
-            try:
-                skip = self.scope.skip_reason(trace)
-            except Exception:  # a bug deciding must not cost the worker or the trace its scores
-                log.exception("could not decide whether to score trace %s; scoring it", trace.trace_id_hex)
-                skip = None
-            if skip is not None:
-                self._leave_unscored(trace, skip)
-                return
+            if self.workers is None:
+                # Settled here, before a session is opened for it; workers settle it themselves.
+                skip = self.local.skip_reason(trace)
+                if skip is not None:
+                    self._leave_unscored(trace, skip)
+                    return
             session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
             if session is None:
-                await self._run_processors(trace, None)
+                scored = await self._scoring.score_trace(trace, None)
             else:
                 # The scope, the session and a free lock are all settled without
                 # yielding, right after the queue hands the trace over, and lock waiters
                 # are served in order: a session keeps the order its traces became ready.
                 async with session.lock:
-                    await self._run_processors(trace, session)
-                    session.traces.append(TraceSummary.of(trace))
+                    scored = await self._scoring.score_trace(trace, session)
+                    if scored.skip_reason is None:
+                        trace.results = scored.results
+                        session.traces.append(TraceSummary.of(trace))
+            if scored.skip_reason is not None:
+                self._leave_unscored(trace, scored.skip_reason)
+            else:
+                self._attach(trace, scored)
         finally:
             # The views derived for the processors are not kept while exporting.
             trace.release_derived()
@@ -281,32 +294,14 @@ class Pipeline:
     def _leave_unscored(self, trace: Trace, reason: str) -> None:
         self.unscored_traces += 1
         service = trace.service_name
-        if reason is NOT_AGENT_TRACE and self._unscored_services.first(service):
+        if reason == NOT_AGENT_TRACE and self._unscored_services.first(service):
             log.info("service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
                      "processors.assembler.score.agent_traces_only: false scores every trace)", service, reason)
         else:
             log.debug("trace %s forwarded unscored: %s", trace.trace_id_hex, reason)
 
-    async def _run_processors(self, trace: Trace, session: Session | None) -> None:
-        results: list[MetricResult] = []
-        usages: list[EvaluatorUsage] = []
-        attributes: list[SpanAttribute] = []
-        for processor_id, processor in self.processors:
-            try:
-                outputs = await processor.process_trace(trace, session)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("processor %s failed on trace %s: %s", processor_id, trace.trace_id_hex, exc)
-                results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
-                continue
-            for output in outputs:
-                if isinstance(output, EvaluatorUsage):
-                    usages.append(output)
-                elif isinstance(output, SpanAttribute):
-                    attributes.append(output)
-                else:
-                    results.append(output)
+    def _attach(self, trace: Trace, scored: Scored) -> None:
+        results, usages, attributes = scored.results, scored.usages, scored.attributes
         for usage in usages:
             self.evaluator_calls[usage.evaluator] += usage.calls
         trace.results = results
@@ -333,24 +328,14 @@ class Pipeline:
 
     async def _score_session(self, session: Session) -> None:
         async with session.lock:
+            if not session.traces:  # none of its traces was scored: nothing to close on
+                return
             start_ns = time.time_ns()
-            attributes: list[SpanAttribute] = []
-            usages: list[EvaluatorUsage] = []
-            for processor_id, processor in self.processors:
-                try:
-                    for output in await processor.process_session(session):
-                        if isinstance(output, SpanAttribute):
-                            attributes.append(output)
-                        elif isinstance(output, EvaluatorUsage):
-                            usages.append(output)
-                            self.evaluator_calls[output.evaluator] += output.calls
-                        else:
-                            session.results.append(output)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("processor %s failed on session %s: %s", processor_id, session.session_id, exc)
-                    session.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+            scored = await self._scoring.score_session(session)
+            attributes, usages = scored.attributes, scored.usages
+            for usage in usages:
+                self.evaluator_calls[usage.evaluator] += usage.calls
+            session.results.extend(scored.results)
             if not session.results:
                 return
             if self.score_metrics is not None:

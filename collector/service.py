@@ -18,8 +18,10 @@ from collections.abc import Iterable
 from spanscore.collector.assembler import Assembler
 from spanscore.collector.config import Config
 from spanscore.collector.pipeline import Pipeline
+from spanscore.collector.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.collector.self_telemetry import pipeline_readings
 from spanscore.core.component import Component, PipelineWatcher
+from spanscore.core.routing import TraceRouter
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 
@@ -33,6 +35,9 @@ class Service:
         self.config = config
         self.assembler = Assembler(config.assembler)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
+        self.workers = _workers(config, processors)
+        if self.workers is not None:  # the router decides exports, so it stays here
+            processors = [(i, p) for i, p in processors if isinstance(p, TraceRouter)]
         exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
         self.score_metrics: ScoreMetrics | None = None
         if config.metric_exporters:
@@ -45,7 +50,7 @@ class Service:
             self.evaluation_logs = EvaluationLogs([_log_exporter(c) for c in config.log_exporters])
         self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics,
                                  span_events=config.service.pipelines.traces.span_events,
-                                 evaluation_logs=self.evaluation_logs)
+                                 evaluation_logs=self.evaluation_logs, workers=self.workers)
         if self.score_metrics is not None:
             self.score_metrics.observe(pipeline_readings(self.pipeline))
         self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]
@@ -53,7 +58,8 @@ class Service:
 
     @property
     def processors(self) -> list[Component]:
-        return [processor for _, processor in self.pipeline.processors]
+        local = [processor for _, processor in self.pipeline.processors]
+        return local if self.workers is None else [*local, self.workers]
 
     @property
     def exporters(self) -> list[Component]:
@@ -108,6 +114,17 @@ async def _shut_down(components: Iterable[Component], deadline: float) -> None:
             await component.shutdown(deadline)
         except Exception:
             log.exception("%s failed to shut down", getattr(component, "id", type(component).__name__))
+
+
+def _workers(config: Config, processors: list) -> WorkerScoring | None:
+    count = config.assembler.scoring_workers
+    scoring = [(c, p) for c, (_, p) in zip(config.processors[1:], processors) if not isinstance(p, TraceRouter)]
+    if count == 0 or not scoring:
+        return None
+    setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.assembler.score,
+                        logging.getLogger("spanscore").getEffectiveLevel())
+    return WorkerScoring(setup, count, tuple(n for _, p in scoring for n in p.metric_names),
+                         any(p.uses_sessions for _, p in scoring))
 
 
 def _reader(create, component_id: str, config, interval_s: float):

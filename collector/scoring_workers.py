@@ -1,0 +1,358 @@
+"""`scoring_workers: N`: the processors run in N worker processes, so scoring uses N cores.
+
+The collector process keeps receiving, assembling, attaching and exporting; each ready
+trace goes to a worker as its spans' protobuf bytes (not Python objects, and only the
+spans of that trace with their resource and scope), and the worker's processors'
+outputs come back as `Scored`. Per message pair that is one pickle each way, batched per
+round of the event loop.
+
+A session's traces all go to one worker (by a hash of the session id), where its
+processors keep their per-session state; the pipeline still holds the session's lock
+while one of its traces is out, so a session's traces are scored in order. A trace
+without a session goes to a worker by its trace id.
+
+A worker that dies (killed, out of memory) costs the traces it held their scores, not
+the traces: each gets an error result per metric saying so and is exported. The worker
+is started again; the sessions it held start over there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import queue
+import signal
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+
+from spanscore.collector.score_scope import ScoreScope, ScoreScopeConfig
+from spanscore.collector.trace_scoring import LocalScoring, Scored
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.provenance import Provenance
+from spanscore.core.session import Session, TraceSummary
+from spanscore.core.trace import ScopeOrigin, Trace
+
+log = logging.getLogger("spanscore.scoring_workers")
+
+READY_TIMEOUT_S = 120.0  # imports and processor start in a fresh interpreter
+_STOP = ("stop",)
+
+
+class WorkerLost(RuntimeError):
+    """The worker process scoring a trace exited before answering."""
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker process needs to build the same processors as the collector."""
+
+    processors: list[tuple[str, ComponentFactory, ComponentConfig]]
+    scope: ScoreScopeConfig
+    log_level: int
+
+
+class WorkerScoring:
+    """Scores traces and sessions in worker processes; the pipeline's `LocalScoring` twin."""
+
+    def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool):
+        if count < 1:
+            raise ValueError("scoring_workers must be at least 1")
+        self.id = "scoring_workers"
+        self.setup = setup
+        self.count = count
+        self.metric_names = metric_names
+        self.tracks_sessions = tracks_sessions
+        self._workers: list[_WorkerHandle] = []
+        self._provenance: dict[str, Provenance] = {}
+        self._stopping = False
+        self.restarts = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._workers = [_WorkerHandle(i, self.setup, loop, self._lost) for i in range(self.count)]
+        ready = await asyncio.gather(*(w.ready for w in self._workers), return_exceptions=True)
+        problems = [str(r) for r in ready if isinstance(r, BaseException)]
+        if problems:
+            raise RuntimeError(f"scoring workers failed to start: {problems[0]}")
+        self._provenance = ready[0]
+        log.info("scoring in %d worker processes (pids %s)", self.count, ", ".join(str(w.pid) for w in self._workers))
+
+    def provenance(self) -> dict[str, Provenance]:
+        return dict(self._provenance)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.pid for w in self._workers]
+
+    @property
+    def in_flight(self) -> int:
+        """Traces and sessions sent to a worker and not answered yet."""
+        return sum(len(w.pending) for w in self._workers)
+
+    async def score_trace(self, trace: Trace, session: Session | None) -> Scored:
+        key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
+        worker = self._workers[zlib.crc32(key) % len(self._workers)]
+        message = ("trace", trace.trace_id, trace.session_id if session is not None else None, _origins_of(trace))
+        try:
+            return await worker.ask(message)
+        except WorkerLost as exc:
+            return Scored.failed(self.metric_names, exc)
+
+    async def score_session(self, session: Session) -> Scored:
+        worker = self._workers[zlib.crc32(session.session_id.encode("utf-8")) % len(self._workers)]
+        try:
+            return await worker.ask(("session", session.session_id))
+        except WorkerLost as exc:
+            return Scored.failed(self.metric_names, exc)
+
+    def _lost(self, handle: _WorkerHandle) -> None:
+        if self._stopping:
+            return
+        self.restarts += 1
+        log.error("scoring worker %d (pid %s) exited with code %s; starting it again", handle.index, handle.pid,
+                  handle.exitcode)
+        self._workers[handle.index] = _WorkerHandle(handle.index, self.setup, asyncio.get_running_loop(), self._lost)
+
+    async def shutdown(self, deadline: float) -> None:
+        self._stopping = True
+        for worker in self._workers:
+            worker.stop()
+        for worker in self._workers:
+            await worker.join(deadline)
+
+
+def _origins_of(trace: Trace) -> list[tuple[bytes, bytes, list[bytes]]]:
+    """The trace's spans as bytes, grouped by the resource and scope they came with."""
+    return [
+        (origin.resource.SerializeToString(), origin.scope_spans.scope.SerializeToString(),
+         [origin.scope_spans.spans[p].SerializeToString() for p in positions])
+        for origin, positions in trace.spans_by_origin.items()
+    ]
+
+
+def _trace_of(trace_id: bytes, session_id: str | None, origins: list[tuple[bytes, bytes, list[bytes]]]) -> Trace:
+    trace = Trace(trace_id, time.monotonic())
+    trace.session_id = session_id
+    for resource, scope, spans in origins:
+        resource_spans = ResourceSpans()
+        resource_spans.resource.ParseFromString(resource)
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.ParseFromString(scope)
+        origin = ScopeOrigin(resource_spans, scope_spans)
+        for position, data in enumerate(spans):
+            span = scope_spans.spans.add()
+            span.ParseFromString(data)
+            trace.add(position, span, origin)
+    return trace
+
+
+class _WorkerHandle:
+    """One worker process as the collector sees it: a pipe, a sender and a reader thread."""
+
+    def __init__(self, index: int, setup: WorkerSetup, loop: asyncio.AbstractEventLoop, on_lost):
+        self.index = index
+        self._loop = loop
+        self._on_lost = on_lost
+        self.pending: dict[int, asyncio.Future] = {}
+        self._next_id = 0
+        self.ready: asyncio.Future = loop.create_future()
+        context = multiprocessing.get_context("spawn")  # never fork the gRPC server's threads
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(target=worker_main, args=(child_conn, setup), daemon=True,
+                                        name=f"spanscore-scoring-{index}")
+        self._process.start()
+        child_conn.close()
+        self.pid = self._process.pid
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._send_forever, name=f"scoring-{index}-send", daemon=True).start()
+        threading.Thread(target=self._receive_forever, name=f"scoring-{index}-receive", daemon=True).start()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._process.exitcode
+
+    async def ask(self, message: tuple) -> Any:
+        request_id = self._next_id
+        self._next_id += 1
+        future = self._loop.create_future()
+        self.pending[request_id] = future
+        self._outbox.put((request_id, *message))
+        try:
+            return await future
+        finally:
+            self.pending.pop(request_id, None)
+
+    def stop(self) -> None:
+        self._outbox.put(_STOP)
+
+    async def join(self, deadline: float) -> None:
+        process = self._process
+        while process.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if process.is_alive():
+            log.error("scoring worker %d did not stop by the shutdown deadline; killing it", self.index)
+            process.kill()
+            await asyncio.to_thread(process.join, 1.0)
+        self._conn.close()
+
+    # Threads -------------------------------------------------------------------------
+
+    def _send_forever(self) -> None:
+        outbox, conn = self._outbox, self._conn
+        while True:
+            batch = [outbox.get()]
+            while not outbox.empty() and len(batch) < 512:
+                batch.append(outbox.get_nowait())
+            try:
+                conn.send(batch)
+            except (OSError, ValueError):  # the worker is gone; the reader reports it
+                return
+            if batch[-1] is _STOP:
+                return
+
+    def _receive_forever(self) -> None:
+        while True:
+            try:
+                batch = self._conn.recv()
+            except (EOFError, OSError, ValueError):
+                self._process.join(5.0)
+                self._loop.call_soon_threadsafe(self._lost)
+                return
+            self._loop.call_soon_threadsafe(self._deliver, batch)
+
+    # Event loop ----------------------------------------------------------------------
+
+    def _deliver(self, batch: list[tuple]) -> None:
+        for kind, request_id, payload in batch:
+            if kind == "ready":
+                if not self.ready.done():
+                    self.ready.set_result(payload)
+            elif kind == "failed":
+                if not self.ready.done():
+                    self.ready.set_exception(RuntimeError(payload))
+            else:
+                future = self.pending.get(request_id)
+                if future is not None and not future.done():
+                    future.set_result(payload)
+
+    def _lost(self) -> None:
+        error = WorkerLost(f"scoring worker process exited (code {self._process.exitcode}) while scoring")
+        if not self.ready.done():
+            self.ready.set_exception(RuntimeError(f"worker exited with code {self._process.exitcode} before it was ready"))
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._on_lost(self)
+
+
+# The worker process ------------------------------------------------------------------
+
+
+def worker_main(conn, setup: WorkerSetup) -> None:
+    # Ctrl-C reaches the whole process group; the collector decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=setup.log_level, format="%(asctime)s %(levelname)s %(name)s [%(processName)s]: %(message)s")
+    asyncio.run(_Worker(conn, setup).serve())
+
+
+class _Worker:
+    def __init__(self, conn, setup: WorkerSetup):
+        self.conn = conn
+        self.setup = setup
+        self.sessions: dict[str, Session] = {}
+        self._replies: list[tuple] = []
+        self._tasks: set[asyncio.Task] = set()
+
+    async def serve(self) -> None:
+        processors = []
+        try:
+            for component_id, factory, config in self.setup.processors:
+                processor = factory.create(component_id, config)
+                processors.append((component_id, processor))
+                await processor.start()
+            self.scoring = LocalScoring(processors, ScoreScope(self.setup.scope))
+            provenance = self.scoring.provenance()
+        except Exception as exc:
+            log.exception("scoring worker failed to start")
+            self.conn.send([("failed", None, f"{type(exc).__name__}: {exc}")])
+            return
+        self.conn.send([("ready", None, provenance)])
+        inbox: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._receive_forever, args=(loop, inbox), daemon=True).start()
+        while True:
+            batch = await inbox.get()
+            if batch is None or batch[-1] == _STOP:
+                for message in (batch or [])[:-1]:
+                    self._spawn(message)
+                break
+            for message in batch:
+                self._spawn(message)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
+        for _, processor in processors:
+            try:
+                await processor.shutdown(time.monotonic() + 5.0)
+            except Exception:
+                log.exception("processor failed to shut down")
+        self._flush()
+
+    def _receive_forever(self, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue) -> None:
+        while True:
+            try:
+                batch = self.conn.recv()
+            except (EOFError, OSError):  # the collector is gone: finish and exit
+                loop.call_soon_threadsafe(inbox.put_nowait, None)
+                return
+            loop.call_soon_threadsafe(inbox.put_nowait, batch)
+            if batch[-1] == _STOP:
+                return
+
+    def _spawn(self, message: tuple) -> None:
+        task = asyncio.create_task(self._answer(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, message: tuple) -> None:
+        request_id, kind, *args = message
+        try:
+            scored = await (self._score_trace(*args) if kind == "trace" else self._close_session(*args))
+        except Exception as exc:  # the processors' own failures are results already
+            log.exception("scoring worker failed on a %s", kind)
+            scored = Scored.failed(self.scoring.metric_names, exc)
+        if not self._replies:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._replies.append(("scored", request_id, scored))
+
+    async def _score_trace(self, trace_id: bytes, session_id: str | None, origins) -> Scored:
+        trace = _trace_of(trace_id, session_id, origins)
+        skip = self.scoring.skip_reason(trace)
+        if skip is not None:
+            return Scored(skip_reason=skip)
+        if session_id is None:
+            return await self.scoring.score_trace(trace, None)
+        session = self.sessions.get(session_id)
+        if session is None:
+            origin = trace.root_origin or next(iter(trace.spans_by_origin))
+            session = self.sessions[session_id] = Session(session_id, origin.resource, 0.0)
+        scored = await self.scoring.score_trace(trace, session)
+        trace.results = scored.results
+        session.traces.append(TraceSummary.of(trace))
+        return scored
+
+    async def _close_session(self, session_id: str) -> Scored:
+        session = self.sessions.pop(session_id, None)
+        if session is None:  # none of its traces reached this worker (or it restarted)
+            return Scored()
+        return await self.scoring.score_session(session)
+
+    def _flush(self) -> None:
+        replies, self._replies = self._replies, []
+        if replies:
+            self.conn.send(replies)

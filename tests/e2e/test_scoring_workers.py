@@ -1,0 +1,99 @@
+"""`scoring_workers`: the processors in worker processes score exactly as in the collector.
+
+The same seeded agent traffic (12 sessions x 3 turns, the second turn repeating the
+first's answer so loop detection depends on the order of a session's turns) goes to a
+`spanscore run` scoring in its own process and to one scoring in two worker processes;
+every trace's and every session's scores must match. A worker killed while it holds
+traces costs those traces their scores, never the traces, and is started again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spanscore.collector.assembler import AssemblerConfig
+from spanscore.core.attributes import attributes_to_dict
+from tests.e2e.test_scale_out import CONFIG, Replica, scores, send_sessions
+from tests.exporters.test_score_metrics import free_port
+from tests.processors.test_score_encoding import TOY, send
+from tests.support.running import sink_config, wait_until
+from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSIONS = [f"session-{n}" for n in range(12)]
+
+
+class WorkersReplica(Replica):
+    """`spanscore run` with the scale-out test's config, the static embedder and `scoring_workers: N`."""
+
+    def __init__(self, tmp_path: Path, name: str, workers: int):
+        self.grpc, self.health = free_port(), free_port()
+        self.output = tmp_path / f"{name}.jsonl"
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(CONFIG.format(grpc=self.grpc, health=self.health, output=self.output).replace(
+            "session_idle: 5m", f"session_idle: 5m, scoring_workers: {workers}").replace("hashing", "static"))
+        self.process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_two_worker_processes_score_as_the_collector_process_does(tmp_path):
+    single, workers = WorkersReplica(tmp_path, "single", 0), WorkersReplica(tmp_path, "workers", 2)
+    try:
+        assert wait_until(lambda: single.healthy() and workers.healthy(), timeout_s=60), "spanscore did not come up"
+        worker_pids = subprocess.run(["pgrep", "-P", str(workers.process.pid), "-f", "multiprocessing"],
+                                     capture_output=True, text=True).stdout.split()
+        assert len(worker_pids) >= 2, worker_pids  # two scoring workers (and the resource tracker)
+        send_sessions(SESSIONS, single.grpc)
+        send_sessions(SESSIONS, workers.grpc)
+    finally:
+        stderr = [r.stop() for r in (single, workers) if r.process.poll() is None]
+    by_trace, by_session = scores([workers.output])
+    expected_traces, expected_sessions = scores([single.output])
+    assert len(expected_traces) == 36 and len(expected_sessions) == 12
+    assert by_trace == expected_traces
+    assert by_session == expected_sessions
+    # The order-dependent result came out the same: each session's repeated turn is a loop.
+    assert sum(found["eval.loop_detection.label"] == "fail" for found in by_trace.values()) == 12
+    assert all("Traceback" not in text for text in stderr), stderr
+
+
+def test_a_killed_worker_costs_its_traces_their_scores_not_the_traces(sink, start_collector):
+    toy = TOY.replace("toy_metric: {", "toy_metric: {delay_s: 3, ")
+    assert toy != TOY
+    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=toy,
+                                            assembler="trace_wait: 50ms, scoring_workers: 1"))
+    [worker_pid] = collector.service.workers.pids
+    held = []
+    for i in range(3):
+        trace_id, root_id = new_trace_id(), new_span_id()
+        held.append(trace_id)
+        send(collector.grpc_port, request_of([span(trace_id, f"turn {i}", span_id=root_id, attributes=AGENT_ROOT)]))
+    assert wait_until(lambda: collector.service.workers.in_flight == 3, timeout_s=5)
+    os.kill(worker_pid, signal.SIGKILL)
+    assert wait_until(lambda: {s.trace_id for s in sink.spans()} >= set(held), timeout_s=10)
+    for trace_id in held:
+        [root] = [s for s in sink.spans() if s.trace_id == trace_id]
+        attributes = attributes_to_dict(root.attributes)
+        assert "eval.toy.score" not in attributes
+        assert attributes["eval.toy.error"].startswith("scoring worker process exited (code -9)")
+    # The worker was started again and scores what comes next.
+    assert wait_until(lambda: collector.service.workers.pids != [worker_pid], timeout_s=5)
+    trace_id = new_trace_id()
+    send(collector.grpc_port, request_of([span(trace_id, "after", attributes=AGENT_ROOT)]))
+    assert wait_until(lambda: any(s.trace_id == trace_id for s in sink.spans()), timeout_s=30)
+    [root] = [s for s in sink.spans() if s.trace_id == trace_id]
+    assert attributes_to_dict(root.attributes)["eval.toy.score"] == 0.25
+    assert collector.service.workers.restarts == 1
+
+
+@pytest.mark.parametrize("value", [-1, 257, "two"])
+def test_scoring_workers_out_of_range_is_a_config_error(value):
+    with pytest.raises(ValueError, match="scoring_workers"):
+        AssemblerConfig(scoring_workers=value)
