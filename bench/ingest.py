@@ -9,7 +9,9 @@ trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
    flight); sustained spans/s is what reached the sink per second after warm-up; run
    for the collector core alone, with the no-LLM metrics (static embedder) scored in
    the collector process, and with them in each `--workers` count of scoring worker
-   processes (`scoring_workers`);
+   processes (`scoring_workers`; then also the CPU each process spent per span, and
+   the throughput that implies with a free core per process); the metrics phases
+   run with `max_buffered_spans: 20000`, so little is accepted that is not scored;
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
@@ -67,16 +69,23 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 
 def child_pids(pid: int) -> list[int]:
-    """The collector's scoring worker processes."""
+    """The collector's scoring worker processes (not multiprocessing's resource tracker)."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
+    children = [int(p) for p in path.read_text().split()] if path.exists() else []
+    return [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Stack:
     """A sink process and a collector process wired to it."""
 
     def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = "", metrics: bool = False,
-                 workers: int = 0):
+                 workers: int = 0, backlog: int = 0):
         self.sink_port, self.grpc_port = free_port(), free_port()
         self.sink_output = workdir / f"sink-{self.sink_port}.npz"
         self.sink = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
@@ -88,6 +97,8 @@ class Stack:
             extra += ", session_idle: 2s"  # sessions close, and are scored, during the run
         if workers:
             extra += f", scoring_workers: {workers}"
+        if backlog:
+            extra += f", max_buffered_spans: {backlog}"
         config.write_text(f"""
 receivers:
   otlp:
@@ -219,15 +230,32 @@ def main() -> None:
                   ("with coherence, loop_detection, session metrics (static embedder)", True, 0)]
         phases += [(f"the same metrics, scoring_workers: {n}", True, n) for n in args.workers]
         for label, metrics, workers in phases:
-            stack = Stack(workdir, args.compression, metrics=metrics, workers=workers)
+            # With metrics the collector accepts spans faster than it scores them; a small
+            # bound keeps that backlog (received, not yet exported) from skewing CPU per span.
+            stack = Stack(workdir, args.compression, metrics=metrics, workers=workers, backlog=20_000 if metrics else 0)
+            time.sleep(1.0)  # workers start and the embedder loads
+            workers_pids = child_pids(stack.collector.pid)
+            cpu_before = [cpu_seconds(pid) for pid in (stack.collector.pid, *workers_pids)]
             sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
             time.sleep(TRACE_WAIT_S + 1.5)
+            cpu = [cpu_seconds(pid) - before for pid, before in zip((stack.collector.pid, *workers_pids), cpu_before)]
+            cpu_read_ns = time.monotonic_ns()
             data = stack.stop()
             received = int(data["request_spans"].sum())
             print(f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
                   f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
                   f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
                   + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"]))
+            if workers:
+                # CPU per span that reached the sink by the time CPU was read (the backlog
+                # scored at shutdown afterwards is left out of both).
+                by_then = int(data["request_spans"][data["request_times"] <= cpu_read_ns].sum())
+                collector_us = cpu[0] / by_then * 1e6
+                worker_us = sum(cpu[1:]) / by_then * 1e6
+                bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
+                print(f"  CPU per span received at the sink: collector process {collector_us:.1f} us, workers "
+                      f"{worker_us:.1f} us; on paper, with a free core each: "
+                      + ", ".join(f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)))
 
         if args.only_throughput:
             return

@@ -169,7 +169,8 @@ class _WorkerHandle:
         self._process.start()
         child_conn.close()
         self.pid = self._process.pid
-        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()  # lists of messages, one per loop round
+        self._batch: list[tuple] = []
         threading.Thread(target=self._send_forever, name=f"scoring-{index}-send", daemon=True).start()
         threading.Thread(target=self._receive_forever, name=f"scoring-{index}-receive", daemon=True).start()
 
@@ -182,14 +183,22 @@ class _WorkerHandle:
         self._next_id += 1
         future = self._loop.create_future()
         self.pending[request_id] = future
-        self._outbox.put((request_id, *message))
+        if not self._batch:
+            self._loop.call_soon(self._flush)
+        self._batch.append((request_id, *message))
         try:
             return await future
         finally:
             self.pending.pop(request_id, None)
 
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if batch:
+            self._outbox.put(batch)
+
     def stop(self) -> None:
-        self._outbox.put(_STOP)
+        self._flush()
+        self._outbox.put([_STOP])
 
     async def join(self, deadline: float) -> None:
         process = self._process
@@ -206,9 +215,9 @@ class _WorkerHandle:
     def _send_forever(self) -> None:
         outbox, conn = self._outbox, self._conn
         while True:
-            batch = [outbox.get()]
+            batch = outbox.get()
             while not outbox.empty() and len(batch) < 512:
-                batch.append(outbox.get_nowait())
+                batch += outbox.get_nowait()
             try:
                 conn.send(batch)
             except (OSError, ValueError):  # the worker is gone; the reader reports it
