@@ -85,7 +85,7 @@ class Stack:
     """A sink process and a collector process wired to it."""
 
     def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = "", metrics: bool = False,
-                 workers: int = 0, backlog: int = 0):
+                 workers: int = 0, backlog: int = 0, storage: str = ""):
         self.sink_port, self.grpc_port = free_port(), free_port()
         self.sink_output = workdir / f"sink-{self.sink_port}.npz"
         self.sink = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
@@ -110,7 +110,9 @@ processors:
   session_metrics: {{}}
 exporters:
   otlp: {{endpoint: '127.0.0.1:{self.sink_port}', tls: {{insecure: true}}, compression: {compression}}}
+{storage}
 service:
+  extensions: [{"file_storage" if storage else ""}]
   telemetry: {{logs: {{level: warn}}}}
   pipelines:
     traces: {{receivers: [otlp], processors: {processors}, exporters: [otlp]}}

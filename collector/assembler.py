@@ -85,15 +85,18 @@ class Assembler:
     def __len__(self) -> int:
         return len(self._traces)
 
-    def add(self, request: ExportTraceServiceRequest, now: float) -> ConsumeOutcome:
-        """Take every valid span of `request`; spans with invalid ids are rejected."""
+    def add(self, request: ExportTraceServiceRequest, now: float, record: int | None = None) -> ConsumeOutcome:
+        """Take every valid span of `request`; spans with invalid ids are rejected.
+
+        `record` is the request's sequence number in the write-ahead log, if one is kept.
+        """
         traces = self._traces
         touched: dict[bytes, Trace] = {}
         accepted = rejected = 0
         error = None
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
-                origin = ScopeOrigin(resource_spans, scope_spans)
+                origin = ScopeOrigin(resource_spans, scope_spans, record)
                 for position, span in enumerate(scope_spans.spans):
                     trace_id = span.trace_id
                     problem = _id_problem(trace_id, span.span_id, span.parent_span_id)

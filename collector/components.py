@@ -21,8 +21,8 @@ from importlib.metadata import EntryPoint, entry_points
 from spanscore.collector import assembler
 from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
-from spanscore.extensions import health_check
-from spanscore.processors import embedding_processor, judge_processor, score_router, session_processor
+from spanscore.extensions import bearer_token_auth, file_storage, health_check
+from spanscore.processors import embedding_processor, judge_processor, memory_limiter, score_router, session_processor
 from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.receivers import otlp
 
@@ -33,6 +33,7 @@ ENTRY_POINT_GROUP = "spanscore.components"
 BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     otlp.FACTORY,
     assembler.FACTORY,
+    memory_limiter.FACTORY,
     embedding_processor.FACTORY,
     judge_processor.FACTORY,
     session_processor.FACTORY,
@@ -45,6 +46,8 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     prometheus.FACTORY,
     phoenix.FACTORY,
     health_check.FACTORY,
+    file_storage.FACTORY,
+    bearer_token_auth.FACTORY,
 )
 
 

@@ -17,13 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spanscore.collector.components import Factories, build_factories
 from spanscore.collector.envsubst import expand_env
+from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, auth_references
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration
 from spanscore.core.key_path import key_path
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"
+MEMORY_LIMITER_TYPE = "memory_limiter"
 _SECTIONS = {"receivers": "receiver", "processors": "processor", "exporters": "exporter", "extensions": "extension"}
+# (pipeline role, config section, what its `auth` must name): receivers check, exporters send.
+_AUTH_SIDES = (
+    ("receivers", "receivers", ServerAuthenticator),
+    ("exporters", "exporters", ClientAuthenticator),
+    ("metric_exporters", "exporters", ClientAuthenticator),
+    ("log_exporters", "exporters", ClientAuthenticator),
+)
 
 
 class ConfigError(Exception):
@@ -123,11 +132,12 @@ class Config:
 
     service: Service
     receivers: list[Component]
-    processors: list[Component]  # the assembler first, always present
+    processors: list[Component]  # the assembler first, always present; the memory limiter is not among them
     exporters: list[Component]
     extensions: list[Component]
     metric_exporters: list[Component] = field(default_factory=list)
     log_exporters: list[Component] = field(default_factory=list)
+    memory_limiter: Component | None = None  # guards the receivers, wherever it is listed
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
 
@@ -147,6 +157,8 @@ class Config:
             summary += f"; score metrics: {ids(self.metric_exporters)}"
         if self.log_exporters:
             summary += f"; evaluation events: {ids(self.log_exporters)}"
+        if self.memory_limiter is not None:
+            summary += f"; memory limiter: {self.memory_limiter.id}"
         return summary
 
 
@@ -234,7 +246,13 @@ def parse_config(
                 continue
             chosen[key].append(component)
 
-    processors = chosen["processors"]
+    problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), service))
+    # The memory limiter refuses requests at the receivers, before assembly, so its place
+    # in the list does not matter and the processors that score never see it.
+    limiters = [c for c in chosen["processors"] if c.type == MEMORY_LIMITER_TYPE]
+    if len(limiters) > 1:
+        problems.append("service.pipelines.traces.processors: only one memory_limiter may run")
+    processors = [c for c in chosen["processors"] if c.type != MEMORY_LIMITER_TYPE]
     problems.extend(_routing_problems(processors, pipeline.exporters))
     assemblers = [i for i, c in enumerate(processors) if c.type == ASSEMBLER_TYPE]
     if len(assemblers) > 1:
@@ -256,6 +274,7 @@ def parse_config(
         extensions=chosen["extensions"],
         metric_exporters=chosen["metric_exporters"],
         log_exporters=chosen["log_exporters"],
+        memory_limiter=limiters[0] if limiters else None,
         source=source,
         unused=unused,
     )
@@ -292,6 +311,32 @@ def _validate_section(
             continue
         components[component_id] = Component(component_id, type_name, config, factory)
     return components
+
+
+def _authenticator_problems(
+    chosen: dict[str, list[Component]], extensions: dict[str, Component], written: Any, service: Service,
+) -> list[str]:
+    """Each `auth.authenticator` must name an extension that is defined, started by
+    `service.extensions`, and authenticates the side it is used on."""
+    problems = []
+    seen: set[tuple[str, str]] = set()
+    for key, section, side in _AUTH_SIDES:
+        for component in chosen[key]:
+            if (section, component.id) in seen:
+                continue
+            seen.add((section, component.id))
+            for where, settings in auth_references(component.config, f"{section}.{component.id}"):
+                extension_id = settings.authenticator
+                extension = extensions.get(extension_id)
+                if extension is None:
+                    if not (isinstance(written, dict) and extension_id in written):  # else its settings were reported
+                        problems.append(f"{where}: {extension_id!r} is not defined under extensions")
+                elif extension_id not in service.extensions:
+                    problems.append(f"{where}: {extension_id!r} is not listed in service.extensions")
+                elif not (isinstance(create := extension.factory.create, type) and issubclass(create, side)):
+                    role = "checks requests received" if side is ServerAuthenticator else "authenticates requests sent"
+                    problems.append(f"{where}: {extension_id!r} is not an authenticator that {role}")
+    return problems
 
 
 def _routing_problems(processors: list[Component], exporters: list[str]) -> list[str]:

@@ -23,6 +23,7 @@ import math
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -42,6 +43,7 @@ from spanscore.core.trace_exporter import TraceExporter
 from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.extensions.write_ahead_log import Replayed, WriteAheadLog
 from spanscore.processors.agent_trace import agent_name_of
 from spanscore.processors.attacher import attach_attributes, attach_results, attach_usage, session_carrier
 from spanscore.processors.base import Processor
@@ -66,6 +68,7 @@ class Pipeline:
         span_events: bool = True,
         evaluation_logs: EvaluationLogs | None = None,
         workers: WorkerScoring | None = None,
+        write_ahead: WriteAheadLog | None = None,
     ):
         self.assembler = assembler
         self.processors = processors  # those running in this process
@@ -85,6 +88,8 @@ class Pipeline:
         # same processors on copies of the traces and hand their outputs back.
         self.local = LocalScoring(processors, ScoreScope(config.score))
         self.workers = workers
+        self.write_ahead = write_ahead
+        self.replayed_spans = 0
         self._scoring: LocalScoring | WorkerScoring = workers or self.local
         self.tracks_sessions = self._scoring.tracks_sessions
         self._unscored_services = FirstSeen()
@@ -176,15 +181,48 @@ class Pipeline:
             self.refused_requests += 1
             raise ConsumerFull(f"spanscore is holding {self.held_spans} spans, its limit; retry later",
                                self.retry_after_s)
+        if self.write_ahead is not None and self.write_ahead.full:
+            self.refused_requests += 1
+            raise ConsumerFull(f"the write-ahead log holds {self.write_ahead.bytes_on_disk >> 20} MiB, its limit, "
+                               "until exports catch up; retry later", self.retry_after_s)
 
-    def consume(self, request: ExportTraceServiceRequest) -> ConsumeOutcome:
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
         """Take a parsed request (called on the event loop); raises ConsumerFull."""
         self.check_capacity()
-        outcome = self.assembler.add(request, self.clock())
+        wal = self.write_ahead
+        record = None if wal is None else wal.next_sequence
+        outcome = self.assembler.add(request, self.clock(), record)
+        if wal is not None and outcome.accepted:
+            wal.append(data if data is not None else request.SerializeToString(), outcome.accepted)
+            outcome = replace(outcome, record=record)
         self.held_spans += outcome.accepted
         self.received_spans += outcome.accepted
         self.rejected_spans += outcome.rejected
         return outcome
+
+    async def durable(self, outcome: ConsumeOutcome) -> None:
+        if outcome.record is not None:
+            await self.write_ahead.durable(outcome.record)
+
+    def replay(self, requests: list[Replayed]) -> None:
+        """Take back what the write-ahead log held at start, without the traces already exported."""
+        wal = self.write_ahead
+        now = self.clock()
+        for replayed in requests:
+            request = ExportTraceServiceRequest.FromString(replayed.data)
+            if replayed.exported_traces:
+                for resource_spans in request.resource_spans:
+                    for scope_spans in resource_spans.scope_spans:
+                        keep = [s for s in scope_spans.spans if s.trace_id not in replayed.exported_traces]
+                        if len(keep) < len(scope_spans.spans):
+                            del scope_spans.spans[:]
+                            scope_spans.spans.extend(keep)
+            outcome = self.assembler.add(request, now, replayed.sequence)
+            wal.adopt(replayed.sequence, outcome.accepted)
+            self.held_spans += outcome.accepted
+            self.replayed_spans += outcome.accepted
+        if requests:
+            log.warning("replayed %d spans of %d requests from the write-ahead log", self.replayed_spans, len(requests))
 
     # Readiness -------------------------------------------------------------------------
 
@@ -382,6 +420,11 @@ class Pipeline:
     def _exported(self, trace: Trace) -> None:
         self.held_spans -= trace.span_count
         self.exported_traces += 1
+        wal = self.write_ahead
+        if wal is not None and not trace.undelivered:
+            for origin, positions in trace.spans_by_origin.items():
+                if origin.record is not None:
+                    wal.exported(origin.record, trace.trace_id, len(positions))
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.create_task(coroutine)

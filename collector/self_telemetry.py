@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from spanscore.collector.pipeline import Pipeline
 from spanscore.exporters.score_metrics import Reading
+from spanscore.processors.memory_limiter import MemoryLimiter
 
 
 def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
@@ -32,4 +33,45 @@ def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
                 lambda: pipeline.held_spans, monotonic=False),
         Reading("spanscore_pipeline_held_spans_limit", "{span}", "The held-spans bound past which requests are refused",
                 lambda: pipeline.max_held_spans, monotonic=False),
+        *write_ahead_readings(pipeline),
+        *scoring_worker_readings(pipeline),
+    ]
+
+
+def memory_limiter_readings(limiter: MemoryLimiter) -> list[Reading]:
+    return [
+        Reading("spanscore_memory_limiter_refused_requests", "{request}",
+                "Requests turned away while memory use was above the memory_limiter's soft limit, for the client "
+                "to retry", lambda: limiter.refused_requests),
+    ]
+
+
+def write_ahead_readings(pipeline: Pipeline) -> list[Reading]:
+    wal = pipeline.write_ahead
+    if wal is None:
+        return []
+    return [
+        Reading("spanscore_write_ahead_requests", "{request}", "Requests written to the write-ahead log before "
+                "their answer", lambda: wal.written_requests),
+        Reading("spanscore_write_ahead_replayed_spans", "{span}", "Spans replayed from the write-ahead log at start",
+                lambda: pipeline.replayed_spans),
+        Reading("spanscore_write_ahead_pending_requests", "{request}",
+                "Requests in the write-ahead log not yet exported by every exporter",
+                lambda: wal.pending_requests, monotonic=False),
+        Reading("spanscore_write_ahead_size", "By", "Bytes of write-ahead log on disk", lambda: wal.bytes_on_disk,
+                monotonic=False),
+        Reading("spanscore_write_ahead_size_limit", "By", "The write-ahead log size past which requests are refused",
+                lambda: wal.max_bytes, monotonic=False),
+    ]
+
+
+def scoring_worker_readings(pipeline: Pipeline) -> list[Reading]:
+    workers = pipeline.workers
+    if workers is None:
+        return []
+    return [
+        Reading("spanscore_scoring_workers_in_flight", "{trace}", "Traces and sessions out with a scoring worker",
+                lambda: workers.in_flight, monotonic=False),
+        Reading("spanscore_scoring_workers_restarts", "{process}", "Scoring worker processes started again after "
+                "they exited", lambda: workers.restarts),
     ]

@@ -16,14 +16,16 @@ import time
 from collections.abc import Iterable
 
 from spanscore.collector.assembler import Assembler
+from spanscore.collector.authenticators import create_receiver, with_client_auth
 from spanscore.collector.config import Config
 from spanscore.collector.pipeline import Pipeline
 from spanscore.collector.scoring_workers import WorkerScoring, WorkerSetup
-from spanscore.collector.self_telemetry import pipeline_readings
+from spanscore.collector.self_telemetry import memory_limiter_readings, pipeline_readings
 from spanscore.core.component import Component, PipelineWatcher
 from spanscore.core.routing import TraceRouter
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.extensions.file_storage import FileStorage
 
 log = logging.getLogger("spanscore")
 
@@ -33,6 +35,12 @@ FAILED_START_SHUTDOWN_S = 1.0
 class Service:
     def __init__(self, config: Config):
         self.config = config
+        # Extensions first: the authenticators among them are handed to exporters and receivers.
+        self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
+        authenticators = dict(zip((c.id for c in config.extensions), self.extensions))
+        # Listed in service.extensions, file_storage turns on the write-ahead log.
+        self.storage = next((e for e in self.extensions if isinstance(e, FileStorage)), None)
+        config = with_client_auth(config, authenticators)
         self.assembler = Assembler(config.assembler)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
         self.workers = _workers(config, processors)
@@ -50,11 +58,18 @@ class Service:
             self.evaluation_logs = EvaluationLogs([_log_exporter(c) for c in config.log_exporters])
         self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics,
                                  span_events=config.service.pipelines.traces.span_events,
-                                 evaluation_logs=self.evaluation_logs, workers=self.workers)
+                                 evaluation_logs=self.evaluation_logs, workers=self.workers,
+                                 write_ahead=self.storage.log if self.storage is not None else None)
         if self.score_metrics is not None:
             self.score_metrics.observe(pipeline_readings(self.pipeline))
-        self.receivers = [c.factory.create(c.id, c.config, self.pipeline) for c in config.receivers]
-        self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
+        self.memory_limiter = None  # between the receivers and the pipeline, when configured
+        if config.memory_limiter is not None:
+            limiter = config.memory_limiter
+            self.memory_limiter = limiter.factory.create(limiter.id, limiter.config, self.pipeline)
+            if self.score_metrics is not None:
+                self.score_metrics.observe(memory_limiter_readings(self.memory_limiter))
+        intake = self.memory_limiter or self.pipeline
+        self.receivers = [create_receiver(c, intake, authenticators) for c in config.receivers]
 
     @property
     def processors(self) -> list[Component]:
@@ -70,6 +85,9 @@ class Service:
             for component in self._before_receivers():
                 await component.start()
             await self.pipeline.start()
+            if self.storage is not None:  # what was acknowledged before the last stop, before anything new
+                self.pipeline.replay(self.storage.replay)
+                self.storage.replay = []
             for receiver in self.receivers:
                 await receiver.start()
         except BaseException:
@@ -88,7 +106,7 @@ class Service:
         deadline = time.monotonic() + self.config.service.shutdown_timeout
         for watcher in self._watchers():
             watcher.pipeline_not_ready()
-        await _shut_down(self.receivers, deadline)
+        await _shut_down([*self.receivers, *self._guards()], deadline)
         await self.pipeline.drain(deadline)
         await _shut_down([*self.exporters, *self.processors], deadline)
         await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
@@ -101,7 +119,10 @@ class Service:
 
     def _before_receivers(self) -> list[Component]:
         telemetry = [c for c in (self.score_metrics, self.evaluation_logs) if c is not None]
-        return [*self.extensions, *telemetry, *self.processors, *self.exporters]
+        return [*self.extensions, *telemetry, *self.processors, *self.exporters, *self._guards()]
+
+    def _guards(self) -> list[Component]:
+        return [self.memory_limiter] if self.memory_limiter is not None else []
 
     def _watchers(self) -> list[PipelineWatcher]:
         return [e for e in self.extensions if isinstance(e, PipelineWatcher)]

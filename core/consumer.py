@@ -18,6 +18,7 @@ class ConsumeOutcome:
     accepted: int
     rejected: int
     error: str | None = None  # the first reason a span was rejected
+    record: int | None = None  # sequence number in the write-ahead log
 
 
 class ConsumerFull(Exception):
@@ -41,5 +42,13 @@ class TracesConsumer(Protocol):
     def check_capacity(self) -> None:
         """Raise ConsumerFull when nothing more can be taken now."""
 
-    def consume(self, request: ExportTraceServiceRequest) -> ConsumeOutcome:
-        """Take every valid span of `request`; raises ConsumerFull."""
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+        """Take every valid span of `request`; raises ConsumerFull.
+
+        `data` is the request's protobuf encoding when the receiver has it (kept by a
+        write-ahead log rather than encoding the request again).
+        """
+
+    async def durable(self, outcome: ConsumeOutcome) -> None:
+        """Return once what `consume` took is stored as the write-ahead policy promises;
+        receivers acknowledge the client only then."""

@@ -26,13 +26,15 @@ _PARENT_IS_REMOTE = 0x100 | 0x200
 
 
 class ScopeOrigin:
-    """The ResourceSpans and ScopeSpans a group of spans arrived in (read-only)."""
+    """The ResourceSpans and ScopeSpans a group of spans arrived in (read-only), and the
+    write-ahead log's sequence number of the request they came in, when it is on."""
 
-    __slots__ = ("resource_spans", "scope_spans")
+    __slots__ = ("resource_spans", "scope_spans", "record")
 
-    def __init__(self, resource_spans: ResourceSpans, scope_spans: ScopeSpans):
+    def __init__(self, resource_spans: ResourceSpans, scope_spans: ScopeSpans, record: int | None = None):
         self.resource_spans = resource_spans
         self.scope_spans = scope_spans
+        self.record = record
 
     @property
     def resource(self) -> Resource:
@@ -55,7 +57,7 @@ class Trace:
 
     __slots__ = (
         "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "derived", "_pending_exports", "_on_exported",
+        "session_id", "late", "results", "derived", "undelivered", "_pending_exports", "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):
@@ -74,6 +76,9 @@ class Trace:
         # Views computed from the spans (the normalized agent trace) and shared by the
         # processors while the trace is scored; emptied before it is exported.
         self.derived: dict[str, Any] | None = None
+        # An exporter gave up on it while its backend could still take it (down past the
+        # retry budget or the shutdown deadline): a write-ahead log keeps it for replay.
+        self.undelivered = False
         self._pending_exports = 0
         self._on_exported: Any = None
 
@@ -155,7 +160,9 @@ class Trace:
         self._pending_exports = count
         self._on_exported = on_exported
 
-    def export_done(self) -> None:
+    def export_done(self, undelivered: bool = False) -> None:
+        if undelivered:
+            self.undelivered = True
         self._pending_exports -= 1
         if self._pending_exports == 0 and self._on_exported is not None:
             callback, self._on_exported = self._on_exported, None

@@ -107,7 +107,7 @@ class Exporter:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         while self._queue:
-            self._give_up([self._queue.popleft()], "shutdown deadline passed")
+            self._give_up([self._queue.popleft()], "shutdown deadline passed", undelivered=True)
         await self.close()
 
     # Subclass hooks.
@@ -130,12 +130,12 @@ class Exporter:
                 await self._ready.wait()
                 continue
             try:
-                await self._send_with_retry(batch)
+                delivered = await self._send_with_retry(batch)
             except asyncio.CancelledError:
-                self._give_up(batch, "shutdown deadline passed")
+                self._give_up(batch, "shutdown deadline passed", undelivered=True)
                 raise
             for trace in batch:
-                trace.export_done()
+                trace.export_done(undelivered=not delivered)
 
     def _take_batch(self) -> list[Trace]:
         batch: list[Trace] = []
@@ -147,7 +147,8 @@ class Exporter:
             spans += trace.span_count
         return batch
 
-    async def _send_with_retry(self, batch: list[Trace]) -> None:
+    async def _send_with_retry(self, batch: list[Trace]) -> bool:
+        """Send with retries; False when given up on while the backend could still take it."""
         retry = self.config.retry_on_failure
         started = time.monotonic()
         interval = retry.initial_interval
@@ -156,13 +157,13 @@ class Exporter:
             try:
                 await self.send(batch)
                 self.sent_spans += span_count
-                return
+                return True
             except ExportError as exc:
                 error = exc
             except Exception:  # a bug or an unexpected client error: do not retry blindly
                 log.exception("exporter %s: unexpected error sending %d spans", self.id, span_count)
                 self.dropped_spans += span_count
-                return
+                return True
             now = time.monotonic()
             delay = error.retry_after_s
             if delay is None:
@@ -178,13 +179,13 @@ class Exporter:
                 self.dropped_spans += span_count
                 log.error("exporter %s: dropping %d spans after %.1fs: %s%s", self.id, span_count, now - started,
                           error, "" if error.retryable else " (not retryable)")
-                return
+                return not error.retryable
             log.warning("exporter %s: %s; retrying in %.2fs", self.id, error, delay)
             await asyncio.sleep(delay)
 
-    def _give_up(self, batch: list[Trace], reason: str) -> None:
+    def _give_up(self, batch: list[Trace], reason: str, undelivered: bool) -> None:
         count = sum(t.span_count for t in batch)
         self.dropped_spans += count
         log.error("exporter %s: dropping %d spans: %s", self.id, count, reason)
         for trace in batch:
-            trace.export_done()
+            trace.export_done(undelivered)

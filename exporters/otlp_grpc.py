@@ -10,6 +10,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from pydantic import Field, model_validator
 
+from spanscore.core.auth import AuthSettings
 from spanscore.core.component import ComponentFactory
 from spanscore.core.export_request import build_request
 from spanscore.core.trace import Trace
@@ -34,7 +35,8 @@ _MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 class OtlpGrpcExporterConfig(ExporterConfig):
     endpoint: str = Field(min_length=1)
     tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # credentials, often
+    auth: AuthSettings | None = None  # the service adds the authenticator's headers to `headers`
     compression: Literal["gzip", "none"] = "gzip"
 
     @model_validator(mode="after")

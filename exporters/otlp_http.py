@@ -10,6 +10,7 @@ import aiohttp
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from pydantic import Field, model_validator
 
+from spanscore.core.auth import AuthSettings
 from spanscore.core.component import ComponentFactory
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
@@ -33,7 +34,8 @@ class OtlpHttpExporterConfig(ExporterConfig):
     logs_endpoint: str | None = None  # full URL for the evaluation events; default <endpoint>/v1/logs
     encoding: Literal["proto", "json"] = "proto"
     compression: Literal["gzip", "none"] = "gzip"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # credentials, often
+    auth: AuthSettings | None = None  # the service adds the authenticator's headers to `headers`
     tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
 
     @model_validator(mode="after")

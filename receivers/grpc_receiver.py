@@ -3,6 +3,11 @@
 Requests arrive as raw bytes and are parsed here, so malformed protobuf is answered
 with INVALID_ARGUMENT and a message rather than grpc's generic deserialization error.
 gRPC itself enforces the size limit (after decompression) with RESOURCE_EXHAUSTED.
+
+The method is unary on the wire but served as stream-unary, so the handler runs before
+the message is received: a client without valid credentials (UNAUTHENTICATED) or
+arriving while the pipeline is full (UNAVAILABLE) is answered without its message being
+read, let alone parsed.
 """
 
 from __future__ import annotations
@@ -15,19 +20,25 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.core.auth import ServerAuthenticator
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.receivers.tls import TlsServerConfig, security
 
 log = logging.getLogger("spanscore.receivers.grpc")
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+UNAUTHENTICATED = "missing or invalid credentials"
 
 
 class GrpcReceiver:
-    def __init__(self, endpoint: str, max_message_bytes: int, consumer: TracesConsumer):
+    def __init__(self, endpoint: str, max_message_bytes: int, consumer: TracesConsumer,
+                 tls: TlsServerConfig | None = None, authenticator: ServerAuthenticator | None = None):
         self.endpoint = endpoint
         self.max_message_bytes = max_message_bytes
         self.consumer = consumer
+        self.tls = tls
+        self.authenticator = authenticator
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
 
@@ -38,31 +49,44 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None, response_serializer=None)
+        handler = grpc.stream_unary_rpc_method_handler(self._export, request_deserializer=None,
+                                                       response_serializer=None)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
+        credentials = self.tls.grpc_credentials() if self.tls is not None else None
         try:
-            self.port = server.add_insecure_port(self.endpoint)
+            if credentials is None:
+                self.port = server.add_insecure_port(self.endpoint)
+            else:
+                self.port = server.add_secure_port(self.endpoint, credentials)
         except RuntimeError as exc:
             raise OSError(f"OTLP/gRPC receiver cannot listen on {self.endpoint}: {exc}") from None
         await server.start()
         self._server = server
-        log.info("OTLP/gRPC receiver listening on %s", self.endpoint.rsplit(":", 1)[0] + f":{self.port}")
+        log.info("OTLP/gRPC receiver listening on %s (%s)", self.endpoint.rsplit(":", 1)[0] + f":{self.port}",
+                 security(self.tls))
 
     async def stop(self, grace_s: float) -> None:
         server, self._server = self._server, None
         if server is not None:
             await server.stop(grace_s)
 
-    async def _export(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def _export(self, _messages, context: grpc.aio.ServicerContext) -> bytes:
+        authenticator = self.authenticator
+        if authenticator is not None and not authenticator.authenticate(dict(context.invocation_metadata())):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
         try:
-            self.consumer.check_capacity()  # refuse before paying for the parse
-            request = ExportTraceServiceRequest.FromString(body)
+            self.consumer.check_capacity()  # refuse before paying for the receive and the parse
         except ConsumerFull as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
+        body = await context.read()
+        if body is grpc.aio.EOF:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no ExportTraceServiceRequest was sent")
+        try:
+            request = ExportTraceServiceRequest.FromString(body)
         except DecodeError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
         try:
-            response = ingest(self.consumer, request)
+            response = await ingest(self.consumer, request, body)
         except InvalidRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except ConsumerFull as exc:

@@ -3,7 +3,9 @@
 Status codes follow the OTLP specification: 400 for data that cannot be decoded, 415
 for another content type, 413 when the body exceeds the limit after decompression (a
 gzip bomb stops at the limit, it is never inflated in full), 503 with `Retry-After` when
-the pipeline is full. Responses, errors included, use the request's content type.
+the pipeline is full, 401 with `WWW-Authenticate` when an authenticator is configured
+and the headers do not satisfy it (decided first, before the body is read). Responses,
+errors included, use the request's content type.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.core.auth import ServerAuthenticator
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
 from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.receivers.tls import TlsServerConfig, security
 
 log = logging.getLogger("spanscore.receivers.http")
 
@@ -33,22 +37,26 @@ class _TooLarge(Exception):
 
 
 class HttpReceiver:
-    def __init__(self, host: str, port: int, path: str, max_body_bytes: int, consumer: TracesConsumer):
+    def __init__(self, host: str, port: int, path: str, max_body_bytes: int, consumer: TracesConsumer,
+                 tls: TlsServerConfig | None = None, authenticator: ServerAuthenticator | None = None):
         self.host = host
         self.port = port
         self.path = path
         self.max_body_bytes = max_body_bytes
         self.consumer = consumer
+        self.tls = tls
+        self.authenticator = authenticator
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
+        ssl_context = self.tls.ssl_context() if self.tls is not None else None
         # The body is streamed and inflated by hand against the limit (see _read_body),
         # so aiohttp's own decompression is turned off.
         app = web.Application()
         app.router.add_post(self.path, self._export)
         runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
+        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as exc:
@@ -56,7 +64,8 @@ class HttpReceiver:
             raise OSError(f"OTLP/HTTP receiver cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self._runner = runner
         self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
-        log.info("OTLP/HTTP receiver listening on http://%s:%d%s", self.host or "0.0.0.0", self.port, self.path)
+        log.info("OTLP/HTTP receiver listening on %s://%s:%d%s (%s)", "http" if self.tls is None else "https",
+                 self.host or "0.0.0.0", self.port, self.path, security(self.tls))
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
@@ -65,6 +74,10 @@ class HttpReceiver:
 
     async def _export(self, request: web.Request) -> web.Response:
         content_type = _CONTENT_TYPES.get(request.content_type)
+        authenticator = self.authenticator
+        if authenticator is not None and not authenticator.authenticate(request.headers):
+            return _error(content_type or JSON, 401, code_pb2.UNAUTHENTICATED, "missing or invalid credentials",
+                          headers={"WWW-Authenticate": authenticator.challenge()})
         if content_type is None:
             return web.Response(
                 status=415,
@@ -94,7 +107,7 @@ class HttpReceiver:
         except OtlpJsonError as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         try:
-            response = ingest(self.consumer, export_request)
+            response = await ingest(self.consumer, export_request, body if content_type == PROTOBUF else None)
         except InvalidRequest as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         except ConsumerFull as exc:

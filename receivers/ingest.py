@@ -8,19 +8,32 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from spanscore.core.consumer import TracesConsumer
+from spanscore.core.consumer import ConsumeOutcome, ConsumerFull, TracesConsumer
 
 
 class InvalidRequest(Exception):
     """The request cannot be used: HTTP 400 / gRPC INVALID_ARGUMENT; the client must not retry."""
 
 
-def ingest(consumer: TracesConsumer, request: ExportTraceServiceRequest) -> ExportTraceServiceResponse:
-    """Hand `request` to the consumer; spans with invalid ids are reported as partial success.
+async def ingest(consumer: TracesConsumer, request: ExportTraceServiceRequest,
+                 data: bytes | None = None) -> ExportTraceServiceResponse:
+    """Hand `request` (encoded as `data`, when protobuf) to the consumer and wait until it
+    is stored as durably as configured: the answer to send the client.
 
     Raises ConsumerFull (retryable) or InvalidRequest when every span was invalid.
     """
-    outcome = consumer.consume(request)
+    response, outcome = accept(consumer, request, data)
+    try:
+        await consumer.durable(outcome)
+    except OSError as exc:  # taken, but not known to be on disk: the client must send it again
+        raise ConsumerFull(f"could not write the request to the write-ahead log: {exc}", 1) from exc
+    return response
+
+
+def accept(consumer: TracesConsumer, request: ExportTraceServiceRequest,
+           data: bytes | None = None) -> tuple[ExportTraceServiceResponse, ConsumeOutcome]:
+    """`ingest` without waiting for durability: the answer, and what was taken."""
+    outcome = consumer.consume(request, data)
     if outcome.rejected and not outcome.accepted:
         raise InvalidRequest(f"all {outcome.rejected} spans rejected; first problem: {outcome.error}")
     response = ExportTraceServiceResponse()
@@ -31,4 +44,4 @@ def ingest(consumer: TracesConsumer, request: ExportTraceServiceRequest) -> Expo
                 error_message=f"{outcome.rejected} spans rejected; first problem: {outcome.error}",
             )
         )
-    return response
+    return response, outcome

@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from spanscore.core.consumer import TracesConsumer
-from spanscore.receivers.ingest import ingest
+from spanscore.receivers.ingest import accept
 
 
 class MemoryReceiver:
@@ -54,6 +54,6 @@ class MemoryReceiver:
         if self._shut_down:
             raise RuntimeError(f"receiver {self.id} is shut down and takes no more requests")
         self.consumer.check_capacity()  # before the parse, as the socket receivers do
-        response = ingest(self.consumer, request)
+        response, _ = accept(self.consumer, request)
         self.accepted_requests += 1
         return response

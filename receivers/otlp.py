@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
+from spanscore.core.auth import AuthSettings, ServerAuthenticator
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.consumer import TracesConsumer
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 from spanscore.receivers.grpc_receiver import GrpcReceiver
 from spanscore.receivers.http_receiver import HttpReceiver
+from spanscore.receivers.tls import TlsServerConfig
 
 DEFAULT_GRPC_ENDPOINT = "127.0.0.1:4317"
 DEFAULT_HTTP_ENDPOINT = "127.0.0.1:4318"
@@ -22,6 +25,8 @@ SHUTDOWN_GRACE_S = 1.0
 class GrpcProtocolConfig(ComponentConfig):
     endpoint: str = DEFAULT_GRPC_ENDPOINT
     max_recv_msg_size_mib: float = Field(default=DEFAULT_MAX_BODY_BYTES / 2**20, gt=0, le=2047)
+    tls: TlsServerConfig | None = None
+    auth: AuthSettings | None = None
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
@@ -30,6 +35,8 @@ class HttpProtocolConfig(ComponentConfig):
     endpoint: str = DEFAULT_HTTP_ENDPOINT
     traces_url_path: str = Field(default="/v1/traces", pattern=r"^/")
     max_request_body_size: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    tls: TlsServerConfig | None = None
+    auth: AuthSettings | None = None
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
@@ -58,12 +65,18 @@ class OtlpReceiverConfig(ComponentConfig):
 
 
 class OtlpReceiver:
-    """Starts the configured protocol servers feeding one consumer."""
+    """Starts the configured protocol servers feeding one consumer.
 
-    def __init__(self, component_id: str, config: OtlpReceiverConfig, consumer: TracesConsumer):
+    `authenticators` maps extension ids to the running extensions, for the protocols
+    whose `auth` names one (the config checked that each is there).
+    """
+
+    def __init__(self, component_id: str, config: OtlpReceiverConfig, consumer: TracesConsumer,
+                 authenticators: Mapping[str, ServerAuthenticator] | None = None):
         self.id = component_id
         self.config = config
         self.consumer = consumer
+        self.authenticators = authenticators or {}
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
 
@@ -71,13 +84,15 @@ class OtlpReceiver:
         protocols = self.config.protocols
         if protocols.grpc is not None:
             self.grpc = GrpcReceiver(
-                protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), self.consumer
+                protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), self.consumer,
+                protocols.grpc.tls, self._authenticator(protocols.grpc.auth),
             )
             await self.grpc.start()
         if protocols.http is not None:
             host, port = split_host_port(protocols.http.endpoint)
             self.http = HttpReceiver(
-                host, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, self.consumer
+                host, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, self.consumer,
+                protocols.http.tls, self._authenticator(protocols.http.auth),
             )
             try:
                 await self.http.start()
@@ -91,6 +106,9 @@ class OtlpReceiver:
             await self.http.stop()
         if self.grpc is not None:
             await self.grpc.stop(max(0.0, min(SHUTDOWN_GRACE_S, deadline - time.monotonic())))
+
+    def _authenticator(self, auth: AuthSettings | None) -> ServerAuthenticator | None:
+        return None if auth is None else self.authenticators[auth.authenticator]
 
 
 FACTORY = ComponentFactory("receiver", "otlp", OtlpReceiverConfig, OtlpReceiver)

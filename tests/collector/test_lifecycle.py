@@ -26,6 +26,8 @@ SETTINGS = {
     ("exporter", "otlphttp"): {"endpoint": "http://127.0.0.1:9"},
     ("exporter", "phoenix"): {"endpoint": "http://127.0.0.1:9"},
     ("extension", "health_check"): {"endpoint": "127.0.0.1:0"},
+    ("extension", "bearertokenauth"): {"token": "t0k3n"},
+    ("processor", "memory_limiter"): {"limit_mib": 4096},
 }
 BUILDABLE = [f for f in BUILTIN_FACTORIES if f.create is not None]
 
@@ -34,16 +36,21 @@ class NullConsumer:
     def check_capacity(self) -> None:
         return None
 
-    def consume(self, request: ExportTraceServiceRequest) -> ConsumeOutcome:
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
         return ConsumeOutcome(accepted=0, rejected=0)
+
+    async def durable(self, outcome: ConsumeOutcome) -> None:
+        return None
 
 
 def build(factory: ComponentFactory, tmp_path) -> Component:
     settings = SETTINGS.get((factory.kind, factory.type), {})
     if factory.type == "file":
         settings = {"path": str(tmp_path / "out.jsonl")}
+    if factory.type == "file_storage":
+        settings = {"directory": str(tmp_path / "storage")}
     config = factory.config_model.model_validate(settings)
-    if factory.kind == "receiver":
+    if factory.kind == "receiver" or factory.type == "memory_limiter":  # it stands before the pipeline
         return factory.create(f"{factory.type}/test", config, NullConsumer())
     return factory.create(f"{factory.type}/test", config)
 
@@ -55,7 +62,7 @@ def soon() -> float:
 def test_every_builtin_type_but_the_assembler_and_prometheus_can_be_built():
     # The assembler is built by the service itself; prometheus exports metrics only.
     assert {f.type for f in BUILTIN_FACTORIES if f.create is None} == {"assembler", "prometheus"}
-    assert len(BUILDABLE) == 12
+    assert len(BUILDABLE) == 15
 
 
 @pytest.mark.parametrize("factory", BUILDABLE, ids=lambda f: f"{f.kind}-{f.type}")

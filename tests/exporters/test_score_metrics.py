@@ -165,3 +165,32 @@ def test_spanscore_reports_its_own_throughput_refusals_and_queue_depth(sink, sta
     assert found["otelcol_exporter_send_failed_spans_total"] == 0.0
     assert found["spanscore_pipeline_held_spans"] == 0.0
     assert found["spanscore_pipeline_held_spans_limit"] == collector.pipeline.max_held_spans
+
+
+def test_write_ahead_log_and_scoring_workers_report_their_figures(sink, start_collector, tmp_path):
+    port = free_port()
+    durable = config(sink, "[prometheus]", port).replace(
+        "assembler: {trace_wait: 20ms}", "assembler: {trace_wait: 20ms, scoring_workers: 1}").replace(
+        "service:\n", f"extensions: {{file_storage: {{directory: '{tmp_path / 'wal'}'}}}}\n"
+                      "service:\n  extensions: [file_storage]\n")
+    assert "scoring_workers" in durable and "file_storage" in durable
+    collector = start_collector(durable)
+    send_scored_traces(collector)  # two requests, five spans
+    assert wait_until(lambda: len(sink.spans()) == 5, timeout_s=20)
+
+    def samples() -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return {sample.name: sample.value for family in text_string_to_metric_families(text)
+                for sample in family.samples}
+
+    assert wait_until(lambda: samples().get("spanscore_write_ahead_pending_requests") == 0.0)
+    found = samples()
+    assert found["spanscore_write_ahead_requests_total"] == 2.0
+    assert found["spanscore_write_ahead_replayed_spans_total"] == 0.0
+    assert 0 < found["spanscore_write_ahead_size_bytes"] < found["spanscore_write_ahead_size_limit_bytes"] == 1 << 30
+    assert found["spanscore_scoring_workers_in_flight"] == 0.0
+    assert found["spanscore_scoring_workers_restarts_total"] == 0.0
+    # Scored in the worker, attached here: the toy scores are on the spans.
+    assert sorted(attributes_to_dict(s.attributes).get("eval.toy.score") for s in sink.spans()
+                  if s.name.startswith("agent")) == [0.25, 1.0]

@@ -1,0 +1,56 @@
+"""Authentication in the Collector's shape: `auth: {authenticator: <extension id>}`.
+
+A receiver's protocol or an exporter names an extension (`bearertokenauth/agents`) that
+does the work; the config checks that it is defined, listed in `service.extensions` and
+of the right side. The service hands it over: a receiver whose config holds
+`AuthSettings` is created with `authenticators=`, a mapping from extension id to the
+running extension; an exporter's `auth` has the authenticator's headers added to its
+`headers`, so every signal it sends (traces, score metrics, evaluation events) carries
+them. An authenticator's component factory must build it from a class implementing
+`ServerAuthenticator` or `ClientAuthenticator`, which the config checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from spanscore.core.component import ComponentConfig
+
+
+class AuthSettings(ComponentConfig):
+    authenticator: str = Field(min_length=1)  # an extension id, `type[/name]`
+
+
+@runtime_checkable
+class ServerAuthenticator(Protocol):
+    """Decides from a request's headers alone, before its body is read.
+
+    Threading: called on the collector's event loop for every request; must not block.
+    """
+
+    def authenticate(self, headers: Mapping[str, str]) -> bool:
+        """Whether the request may go on; `headers` are looked up by lowercase name."""
+
+    def challenge(self) -> str:
+        """The `WWW-Authenticate` value an HTTP client that failed gets."""
+
+
+@runtime_checkable
+class ClientAuthenticator(Protocol):
+    def client_headers(self) -> dict[str, str]:
+        """Headers (gRPC metadata) to send with every request, lowercase names."""
+
+
+def auth_references(config: BaseModel, where: str) -> list[tuple[str, AuthSettings]]:
+    """Every `AuthSettings` in `config`, at any depth, with its key path."""
+    found = []
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if isinstance(value, AuthSettings):
+            found.append((f"{where}.{name}.authenticator", value))
+        elif isinstance(value, BaseModel):
+            found.extend(auth_references(value, f"{where}.{name}"))
+    return found

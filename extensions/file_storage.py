@@ -1,0 +1,60 @@
+"""`file_storage` extension: where spanscore keeps what it must not lose, as in the Collector.
+
+Listed in `service.extensions`, it turns on the write-ahead log: every accepted request
+is on disk before the client is acknowledged, and whatever was acknowledged but not yet
+exported by every exporter is replayed on the next start (see `write_ahead_log`). At
+`max_size_mib` on disk, receivers answer "retry later" until exports catch up.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.extensions.write_ahead_log import Replayed, WriteAheadLog
+
+log = logging.getLogger("spanscore.file_storage")
+
+
+class FileStorageConfig(ComponentConfig):
+    directory: Path
+    fsync: Literal["batch", "always", "never"] = "batch"
+    max_size_mib: int = Field(default=1024, ge=1)
+    segment_size_mib: int = Field(default=16, ge=1)
+
+    @field_validator("fsync", mode="before")
+    @classmethod
+    def _collector_boolean(cls, value):
+        # The Collector's file_storage takes `fsync: true|false` (every write, or never).
+        if isinstance(value, bool):
+            return "always" if value else "never"
+        return value
+
+
+class FileStorage:
+    def __init__(self, component_id: str, config: FileStorageConfig):
+        self.id = component_id
+        self.config = config
+        self.log = WriteAheadLog(config.directory, config.fsync, config.max_size_mib << 20,
+                                 config.segment_size_mib << 20)
+        self.replay: list[Replayed] = []
+
+    async def start(self) -> None:
+        try:
+            self.replay = self.log.open()
+        except OSError as exc:
+            raise OSError(f"file_storage cannot use {self.config.directory}: {exc}") from exc
+        if self.replay:
+            log.warning("write-ahead log %s: %d acknowledged requests were not exported by every exporter before "
+                        "the last stop; replaying them (%d spans of theirs already exported are not sent again)",
+                        self.config.directory, len(self.replay), self.log.skipped_exported_spans)
+
+    async def shutdown(self, deadline: float) -> None:
+        self.log.close()
+
+
+FACTORY = ComponentFactory("extension", "file_storage", FileStorageConfig, FileStorage)

@@ -1,0 +1,259 @@
+"""A segmented write-ahead log of received OTLP requests, and of what left for good.
+
+Each accepted request is appended as a data record (its sequence number and protobuf
+bytes) before the client is acknowledged; when every exporter is done with a trace, a
+mark record says so (the request's sequence number, the trace id and how many of its
+spans that was). On start, `replay` yields what was acknowledged and is not marked:
+those requests without the traces already exported, so a crash repeats as little as
+the marks allow.
+
+Records: kind (1 byte) | payload length (4) | CRC-32 of the payload (4) | payload.
+Segments are files `NNNNNNNNNNNNNNNNNNNN.wal` named by their first sequence number; one
+is written to, the others are deleted once every request in them is done. A torn record
+at the end of the last segment (the crash came mid-write) is cut off on start.
+
+Durability of an acknowledged request, by `fsync` policy: `batch` (one fsync covers
+every request written before it started: group commit), `always` (one fsync per
+request), `never` (written to the operating system before acknowledging: survives the
+process being killed, not the machine losing power).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("spanscore.file_storage")
+
+DATA, MARK = b"D", b"M"
+_HEADER = struct.Struct("<cII")  # kind, payload length, crc32
+_DATA = struct.Struct("<QI")  # sequence number, accepted spans
+_MARK = struct.Struct("<QI16s")  # request sequence number, spans, trace id
+SUFFIX = ".wal"
+
+
+@dataclass
+class _Request:
+    segment: int  # first sequence number of its segment
+    spans: int  # accepted spans not yet exported for good
+
+
+@dataclass
+class Replayed:
+    sequence: int
+    data: bytes
+    exported_traces: set[bytes]  # trace ids of this request already exported: skip their spans
+
+
+class WriteAheadLog:
+    """Not thread-safe: used from the collector's event loop (fsync runs in a thread)."""
+
+    def __init__(self, directory: Path, fsync: str = "batch", max_bytes: int = 1 << 30,
+                 segment_bytes: int = 16 << 20):
+        self.directory = Path(directory)
+        self.fsync = fsync
+        self.max_bytes = max_bytes
+        self.segment_bytes = segment_bytes
+        self._requests: dict[int, _Request] = {}
+        self._segment_pending: dict[int, int] = {}  # segment -> requests not done
+        self._segment_sizes: dict[int, int] = {}
+        self._next = 0
+        self._segment = -1
+        self._fd = -1
+        self._synced_through = -1  # highest sequence number known durable
+        self._sync_task: asyncio.Task | None = None
+        self._sync_waiters: list[tuple[int, asyncio.Future]] = []
+        self.bytes_on_disk = 0
+        self.written_requests = 0
+        self.replayed_requests = 0
+        self.replayed_spans = 0
+        self.skipped_exported_spans = 0
+
+    # Start -----------------------------------------------------------------------------
+
+    def open(self) -> list[Replayed]:
+        """Read what is on disk; return the requests to replay, in order. Then ready to append."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        data: dict[int, tuple[int, int, bytes]] = {}
+        marks: dict[int, list[tuple[int, bytes]]] = {}
+        segments = sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
+        for index, segment in enumerate(segments):
+            path = self._path(segment)
+            size = self._read_segment(path, data, marks, last=index == len(segments) - 1)
+            self._segment_sizes[segment] = size
+            self._segment_pending[segment] = 0
+            self.bytes_on_disk += size
+        replay: list[Replayed] = []
+        for sequence in sorted(data):
+            segment, spans_total, payload = data[sequence]
+            exported = marks.get(sequence, [])
+            done = sum(n for n, _ in exported)
+            if done >= spans_total:
+                continue
+            exported_ids = {trace_id for _, trace_id in exported}
+            self._requests[sequence] = _Request(segment, spans_total - done)
+            self._segment_pending[segment] += 1
+            replay.append(Replayed(sequence, payload, exported_ids))
+            self.skipped_exported_spans += done
+        self._next = max([*data, *marks, -1]) + 1
+        for segment in segments:
+            if self._segment_pending[segment] == 0:
+                self._delete(segment)
+        self._open_segment()
+        self.replayed_requests = len(replay)
+        return replay
+
+    def _read_segment(self, path: Path, data, marks, last: bool) -> int:
+        blob = path.read_bytes()
+        offset, segment = 0, int(path.stem)
+        while offset + _HEADER.size <= len(blob):
+            kind, length, crc = _HEADER.unpack_from(blob, offset)
+            end = offset + _HEADER.size + length
+            payload = blob[offset + _HEADER.size:end]
+            if end > len(blob) or zlib.crc32(payload) != crc or kind not in (DATA, MARK):
+                break
+            if kind == DATA:
+                sequence, spans = _DATA.unpack_from(payload)
+                data[sequence] = (segment, spans, payload[_DATA.size:])
+            else:
+                sequence, spans, trace_id = _MARK.unpack(payload)
+                marks.setdefault(sequence, []).append((spans, trace_id))
+            offset = end
+        if offset < len(blob):
+            where = "cut off at the end" if last else "corrupt"
+            log.warning("write-ahead log %s: %d bytes after offset %d are %s; ignoring them",
+                        path.name, len(blob) - offset, offset, where)
+            if last:
+                with open(path, "r+b") as f:
+                    f.truncate(offset)
+                return offset
+        return len(blob)
+
+    # Appending -------------------------------------------------------------------------
+
+    @property
+    def full(self) -> bool:
+        return self.bytes_on_disk >= self.max_bytes
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number the next `append` writes under."""
+        return self._next
+
+    def append(self, data: bytes, spans: int) -> int:
+        """Write one accepted request of `spans` spans; its sequence number."""
+        sequence = self._next
+        self._next += 1
+        if self._segment_sizes[self._segment] >= self.segment_bytes:
+            self._rotate()
+        payload = _DATA.pack(sequence, spans) + data
+        self._write(DATA, payload)
+        self._requests[sequence] = _Request(self._segment, spans)
+        self._segment_pending[self._segment] += 1
+        self.written_requests += 1
+        return sequence
+
+    def adopt(self, sequence: int, spans: int) -> None:
+        """A replayed request holds `spans` spans again (some may have been rejected)."""
+        request = self._requests.get(sequence)
+        if request is not None:
+            request.spans = spans
+            if spans == 0:
+                self._finish(sequence, request)
+
+    async def durable(self, sequence: int) -> None:
+        """Return once request `sequence` is as durable as the fsync policy promises."""
+        if self.fsync == "never" or sequence <= self._synced_through:
+            return
+        if self.fsync == "always":
+            await asyncio.to_thread(os.fsync, self._fd)
+            self._synced_through = max(self._synced_through, sequence)
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._sync_waiters.append((sequence, future))
+        if self._sync_task is None:
+            self._sync_task = asyncio.create_task(self._sync_forever())
+        await future
+
+    async def _sync_forever(self) -> None:
+        try:
+            while self._sync_waiters:
+                waiters, self._sync_waiters = self._sync_waiters, []
+                through = max(s for s, _ in waiters)
+                try:
+                    await asyncio.to_thread(os.fsync, self._fd)
+                except OSError as exc:
+                    for _, future in waiters:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                self._synced_through = max(self._synced_through, through)
+                for _, future in waiters:
+                    if not future.done():
+                        future.set_result(None)
+        finally:
+            self._sync_task = None
+
+    def exported(self, sequence: int, trace_id: bytes, spans: int) -> None:
+        """Every exporter is done with `spans` spans of trace `trace_id` from request `sequence`."""
+        request = self._requests.get(sequence)
+        if request is None:
+            return
+        self._write(MARK, _MARK.pack(sequence, spans, trace_id))
+        request.spans -= spans
+        if request.spans <= 0:
+            self._finish(sequence, request)
+
+    def _finish(self, sequence: int, request: _Request) -> None:
+        del self._requests[sequence]
+        segment = request.segment
+        self._segment_pending[segment] -= 1
+        if self._segment_pending[segment] == 0 and segment != self._segment:
+            self._delete(segment)
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self._requests)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            if self.fsync != "never":
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    # Files -----------------------------------------------------------------------------
+
+    def _path(self, segment: int) -> Path:
+        return self.directory / f"{segment:020d}{SUFFIX}"
+
+    def _write(self, kind: bytes, payload: bytes) -> None:
+        record = _HEADER.pack(kind, len(payload), zlib.crc32(payload)) + payload
+        os.write(self._fd, record)
+        self._segment_sizes[self._segment] += len(record)
+        self.bytes_on_disk += len(record)
+
+    def _open_segment(self) -> None:
+        self._segment = self._next
+        self._fd = os.open(self._path(self._segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._segment_sizes.setdefault(self._segment, 0)
+        self._segment_pending.setdefault(self._segment, 0)
+
+    def _rotate(self) -> None:
+        previous = self._segment
+        if self.fsync != "never":
+            os.fsync(self._fd)
+        os.close(self._fd)
+        self._open_segment()
+        if self._segment_pending[previous] == 0:
+            self._delete(previous)
+
+    def _delete(self, segment: int) -> None:
+        self._path(segment).unlink(missing_ok=True)
+        self.bytes_on_disk -= self._segment_sizes.pop(segment, 0)
+        self._segment_pending.pop(segment, None)

@@ -1,0 +1,135 @@
+"""`memory_limiter` processor: refuse new data while the process uses too much memory.
+
+The Collector's memory_limiter, in its config shape: above the soft limit (`limit_mib -
+spike_limit_mib`) requests are refused with the answer the receivers give when the
+pipeline is full (HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo), so clients
+retry later instead of losing data; above the hard limit (`limit_mib`) too, and the
+crossing is logged as an error. The resident set size is read from /proc/self/statm at
+most once per `check_interval`, when a request asks.
+
+It stands between the receivers and the pipeline, wherever it is listed among the
+processors: spanscore's processors see assembled traces long after a request was
+answered, so only at the door can a refusal still tell the client to retry. It scores
+nothing. The service builds it with the pipeline as its next consumer, as it builds the
+assembler itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from pydantic import Field, model_validator
+
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.consumer import ConsumeOutcome, ConsumerFull, TracesConsumer
+from spanscore.core.durations import Duration
+
+log = logging.getLogger("spanscore.memory_limiter")
+
+MIB = 2**20
+DEFAULT_CHECK_INTERVAL_S = 1.0
+DEFAULT_SPIKE_SHARE = 0.2  # the Collector's default spike limit: a fifth of the limit
+STATM = "/proc/self/statm"
+
+
+class MemoryLimiterConfig(ComponentConfig):
+    check_interval: Duration = DEFAULT_CHECK_INTERVAL_S
+    limit_mib: int = Field(gt=0)
+    spike_limit_mib: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _limits(self) -> MemoryLimiterConfig:
+        if self.check_interval <= 0:
+            raise ValueError("check_interval must be greater than 0")
+        if self.spike_limit_mib is not None and self.spike_limit_mib >= self.limit_mib:
+            raise ValueError(f"spike_limit_mib ({self.spike_limit_mib}) must be below limit_mib ({self.limit_mib})")
+        return self
+
+    @property
+    def soft_limit_mib(self) -> float:
+        spike = self.spike_limit_mib if self.spike_limit_mib is not None else self.limit_mib * DEFAULT_SPIKE_SHARE
+        return self.limit_mib - spike
+
+
+def resident_bytes() -> int:
+    """This process's resident set size, from /proc (Linux); raises OSError elsewhere."""
+    with open(STATM, "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class MemoryLimiter:
+    """A `TracesConsumer` that refuses while memory is high and hands the rest to `consumer`.
+
+    Threading: called on the collector's event loop. `read_rss` and `clock` are seams
+    for tests. Lifecycle: `start` reads the memory once, so a system without
+    /proc/self/statm fails at start rather than never refusing; nothing to release.
+    """
+
+    def __init__(self, component_id: str, config: MemoryLimiterConfig, consumer: TracesConsumer,
+                 read_rss: Callable[[], int] = resident_bytes, clock: Callable[[], float] = time.monotonic):
+        self.id = component_id
+        self.config = config
+        self.consumer = consumer
+        self.read_rss = read_rss
+        self.clock = clock
+        self.retry_after_s = max(1, math.ceil(config.check_interval))
+        self.refused_requests = 0
+        self.rss_bytes = 0
+        self._checked_at: float | None = None
+        self._above_soft = False
+        self._above_hard = False
+
+    async def start(self) -> None:
+        try:
+            self.rss_bytes = self.read_rss()
+        except OSError as exc:
+            raise OSError(f"memory_limiter {self.id} cannot read this process's memory use from {STATM}: "
+                          f"{exc.strerror or exc}") from None
+
+    async def shutdown(self, deadline: float) -> None:
+        return None
+
+    def check_capacity(self) -> None:
+        self._refuse_when_high()
+        self.consumer.check_capacity()
+
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+        self._refuse_when_high()
+        return self.consumer.consume(request, data)
+
+    async def durable(self, outcome: ConsumeOutcome) -> None:
+        await self.consumer.durable(outcome)
+
+    def _refuse_when_high(self) -> None:
+        now = self.clock()
+        if self._checked_at is None or now - self._checked_at >= self.config.check_interval:
+            self._checked_at = now
+            self._measure()
+        if self._above_soft:
+            self.refused_requests += 1
+            raise ConsumerFull(f"memory use {self.rss_bytes / MIB:.0f} MiB is above the memory_limiter's soft limit "
+                               f"of {self.config.soft_limit_mib:.0f} MiB; retry later", self.retry_after_s)
+
+    def _measure(self) -> None:
+        self.rss_bytes = self.read_rss()
+        rss_mib = self.rss_bytes / MIB
+        above_soft = rss_mib > self.config.soft_limit_mib
+        above_hard = rss_mib > self.config.limit_mib
+        if above_hard and not self._above_hard:
+            log.error("memory use %.0f MiB is above the hard limit of %d MiB; refusing data", rss_mib,
+                      self.config.limit_mib)
+        elif above_soft and not self._above_soft and not above_hard:
+            log.warning("memory use %.0f MiB is above the soft limit of %.0f MiB; refusing data", rss_mib,
+                        self.config.soft_limit_mib)
+        elif self._above_soft and not above_soft:
+            log.info("memory use %.0f MiB is back below the soft limit of %.0f MiB; taking data again", rss_mib,
+                     self.config.soft_limit_mib)
+        self._above_soft, self._above_hard = above_soft, above_hard
+
+
+FACTORY = ComponentFactory("processor", "memory_limiter", MemoryLimiterConfig, MemoryLimiter)

@@ -1,0 +1,174 @@
+"""`memory_limiter`: refuses at the receivers' door above the soft limit, reads memory at
+most once per check interval, logs each crossing once, and takes data again once memory
+falls. Memory and time are passed in."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from pydantic import ValidationError
+
+from spanscore.collector.config import ConfigError, parse_config
+from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
+from spanscore.processors.memory_limiter import MIB, MemoryLimiter, MemoryLimiterConfig, resident_bytes
+from tests.support.factories import TEST_FACTORIES
+
+
+class Downstream:
+    def __init__(self):
+        self.checks = 0
+        self.consumed = 0
+
+    def check_capacity(self) -> None:
+        self.checks += 1
+
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+        self.consumed += 1
+        return ConsumeOutcome(accepted=1, rejected=0)
+
+    async def durable(self, outcome: ConsumeOutcome) -> None:
+        return None
+
+
+class Rig:
+    """A limiter over a downstream consumer, with memory and time set by the test."""
+
+    def __init__(self, limit_mib: int = 100, spike_limit_mib: int | None = None, check_interval: float = 1.0):
+        self.rss_mib = 10.0
+        self.now = 0.0
+        self.reads = 0
+        self.downstream = Downstream()
+        config = MemoryLimiterConfig(limit_mib=limit_mib, spike_limit_mib=spike_limit_mib,
+                                     check_interval=check_interval)
+        self.limiter = MemoryLimiter("memory_limiter", config, self.downstream, read_rss=self._read,
+                                     clock=lambda: self.now)
+
+    def _read(self) -> int:
+        self.reads += 1
+        return int(self.rss_mib * MIB)
+
+    def admitted(self) -> bool:
+        try:
+            self.limiter.check_capacity()
+        except ConsumerFull:
+            return False
+        return True
+
+    def at(self, rss_mib: float, after_s: float = 1.0) -> bool:
+        """Memory becomes `rss_mib`, `after_s` pass, a request asks: was it admitted?"""
+        self.rss_mib = rss_mib
+        self.now += after_s
+        return self.admitted()
+
+
+@pytest.mark.parametrize("spike, soft", [(None, 80), (30, 70), (0, 100)])
+def test_the_soft_limit_is_the_limit_less_the_spike_a_fifth_by_default(spike, soft):
+    assert MemoryLimiterConfig(limit_mib=100, spike_limit_mib=spike).soft_limit_mib == soft
+
+
+def test_below_the_soft_limit_requests_go_on_to_the_pipeline():
+    rig = Rig()
+    assert rig.at(79)
+    assert rig.limiter.consume(ExportTraceServiceRequest()) == ConsumeOutcome(accepted=1, rejected=0)
+    assert (rig.downstream.checks, rig.downstream.consumed, rig.limiter.refused_requests) == (1, 1, 0)
+
+
+def test_above_the_soft_limit_requests_are_refused_with_a_retry_delay_and_counted():
+    rig = Rig(check_interval=2.5)
+    rig.at(81)
+    with pytest.raises(ConsumerFull) as refusal:
+        rig.limiter.check_capacity()
+    assert refusal.value.retry_after_s == 3  # the check interval, rounded up
+    assert "above the memory_limiter's soft limit of 80 MiB" in str(refusal.value)
+    with pytest.raises(ConsumerFull):
+        rig.limiter.consume(ExportTraceServiceRequest())
+    assert (rig.downstream.checks, rig.downstream.consumed, rig.limiter.refused_requests) == (0, 0, 3)
+
+
+def test_memory_is_read_at_most_once_per_check_interval():
+    rig = Rig(check_interval=1.0)
+    for _ in range(50):
+        rig.at(10, after_s=0.01)
+    assert rig.reads == 1
+    rig.at(10, after_s=0.6)
+    assert rig.reads == 2
+
+
+def test_requests_are_taken_again_once_memory_falls():
+    rig = Rig(check_interval=1.0)
+    assert not rig.at(90)
+    assert not rig.at(10, after_s=0.5)  # not read again yet
+    assert rig.at(10, after_s=0.5)
+
+
+def test_each_crossing_is_logged_once(caplog):
+    caplog.set_level(logging.INFO, logger="spanscore.memory_limiter")
+    rig = Rig()
+    for rss_mib in (85, 85, 85, 120, 120, 120, 90, 50, 50, 120, 120):
+        rig.at(rss_mib)
+    assert [(r.levelname, r.getMessage().split(";")[0]) for r in caplog.records] == [
+        ("WARNING", "memory use 85 MiB is above the soft limit of 80 MiB"),
+        ("ERROR", "memory use 120 MiB is above the hard limit of 100 MiB"),
+        ("INFO", "memory use 50 MiB is back below the soft limit of 80 MiB"),
+        ("ERROR", "memory use 120 MiB is above the hard limit of 100 MiB"),
+    ]
+    assert rig.limiter.refused_requests == 9  # every reading above 80 MiB
+
+
+async def test_start_fails_where_memory_cannot_be_read():
+    def unreadable() -> int:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    limiter = MemoryLimiter("memory_limiter", MemoryLimiterConfig(limit_mib=100), Downstream(), read_rss=unreadable)
+    with pytest.raises(OSError, match="cannot read this process's memory use from /proc/self/statm"):
+        await limiter.start()
+
+
+def test_the_reading_is_this_process_resident_set():
+    rss = resident_bytes()
+    assert rss > 10 * MIB
+    with open(f"/proc/{os.getpid()}/status") as status:
+        vm_rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    assert abs(rss - vm_rss) < 8 * MIB
+
+
+@pytest.mark.parametrize("settings, problem", [
+    ({}, "limit_mib"),
+    ({"limit_mib": 0}, "greater than 0"),
+    ({"limit_mib": 100, "spike_limit_mib": 100}, "spike_limit_mib (100) must be below limit_mib (100)"),
+    ({"limit_mib": 100, "check_interval": "0s"}, "check_interval must be greater than 0"),
+])
+def test_settings_that_cannot_work_are_refused(settings, problem):
+    with pytest.raises(ValidationError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        MemoryLimiterConfig.model_validate(settings)
+
+
+def pipeline_config(processors: str, limiters: str = "  memory_limiter: {limit_mib: 512}") -> str:
+    return f"""
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
+processors:
+{limiters}
+  toy_metric: {{}}
+exporters: {{debug: {{}}}}
+service: {{pipelines: {{traces: {{receivers: [otlp], processors: {processors}, exporters: [debug]}}}}}}
+"""
+
+
+@pytest.mark.parametrize("processors", ["[memory_limiter, assembler, toy_metric]", "[toy_metric, memory_limiter]"])
+def test_it_may_be_listed_anywhere_and_is_not_among_the_processors_that_score(processors):
+    config = parse_config(pipeline_config(processors), factories=TEST_FACTORIES)
+    assert [c.id for c in config.processors] == ["assembler", "toy_metric"]
+    assert config.memory_limiter.id == "memory_limiter"
+    assert config.unused == []
+    assert config.summary().endswith("; memory limiter: memory_limiter")
+
+
+def test_only_one_memory_limiter_may_run():
+    text = pipeline_config("[memory_limiter, memory_limiter/b]",
+                           "  memory_limiter: {limit_mib: 512}\n  memory_limiter/b: {limit_mib: 256}")
+    with pytest.raises(ConfigError) as error:
+        parse_config(text, factories=TEST_FACTORIES)
+    assert error.value.problems == ["service.pipelines.traces.processors: only one memory_limiter may run"]
