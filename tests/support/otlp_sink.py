@@ -4,6 +4,7 @@ request they accept and can be told to fail the next requests (status, Retry-Aft
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -38,6 +39,7 @@ class Fault:
 class OtlpSink:
     requests: list[ExportTraceServiceRequest] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)  # consumed one per request
+    down_until: float = 0.0  # time.monotonic() before which gRPC exports answer UNAVAILABLE: an outage
     attempts: int = 0
     grpc_port: int = 0
     http_port: int = 0
@@ -101,6 +103,8 @@ class OtlpSink:
 
     async def _grpc_export(self, request: ExportTraceServiceRequest, context) -> ExportTraceServiceResponse:
         self.attempts += 1
+        if time.monotonic() < self.down_until:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "backend down")
         if self.faults:
             fault = self.faults.pop(0)
             metadata = ()
