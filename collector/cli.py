@@ -255,7 +255,11 @@ def _run(path: str) -> int:
         _report(f"spanscore: cannot start, {path} is invalid:", exc.problems)
         return EXIT_CONFIG
     level = _LOG_LEVELS[config.service.telemetry.logs.level.lower()]
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # The level is spanscore's own. The HTTP clients under the judge and the embedder log
+    # every request at INFO, with its URL (which can carry credentials): they stay at WARNING.
+    logging.basicConfig(level=max(level, logging.WARNING), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("spanscore").setLevel(level)
     for unused in config.unused:
         logging.getLogger("spanscore").info("%s is defined but not used by the pipeline", unused)
     try:

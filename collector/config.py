@@ -195,7 +195,7 @@ def parse_config(
     sections: dict[str, dict[str, Component]] = {}
     for section, kind in _SECTIONS.items():
         sections[section] = _validate_section(section, kind, raw.get(section), factories, problems)
-    if ASSEMBLER_TYPE not in (raw.get("processors") or {}):
+    if ASSEMBLER_TYPE not in _mapping(raw.get("processors")):
         # Every pipeline assembles traces: the assembler needs no section of its own.
         factory = factories.lookup("processor", ASSEMBLER_TYPE)
         sections["processors"][ASSEMBLER_TYPE] = Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory)
@@ -231,7 +231,7 @@ def parse_config(
             seen.add(component_id)
             component = sections[section].get(component_id)
             if component is None:
-                if component_id not in (raw.get(section) or {}):
+                if component_id not in _mapping(raw.get(section)):
                     problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
                 continue
             factory = component.factory
@@ -362,3 +362,8 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
             message += f" (got {error['input']!r})"
         out.append(f"{path}: {message}")
     return out
+
+
+def _mapping(section: object) -> dict:
+    """A section as written, or nothing when it is not a mapping (already a problem)."""
+    return section if isinstance(section, dict) else {}

@@ -35,6 +35,7 @@ from spanscore.core.attributes import find_attribute
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance
+from spanscore.core.quoting import excerpt
 from spanscore.core.routing import ROUTE_ATTRIBUTE, TraceRouter
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
@@ -332,6 +333,8 @@ class Pipeline:
     def _leave_unscored(self, trace: Trace, reason: str) -> None:
         self.unscored_traces += 1
         service = trace.service_name
+        if isinstance(service, str):  # the client's text: quoted, and remembered, cut short
+            service = excerpt(service)
         if reason == NOT_AGENT_TRACE and self._unscored_services.first(service):
             log.info("service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
                      "processors.assembler.score.agent_traces_only: false scores every trace)", service, reason)

@@ -266,7 +266,10 @@ class _WorkerHandle:
 def worker_main(conn, setup: WorkerSetup) -> None:
     # Ctrl-C reaches the whole process group; the collector decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=setup.log_level, format="%(asctime)s %(levelname)s %(name)s [%(processName)s]: %(message)s")
+    # As in the collector process: the judge's HTTP clients log request URLs at INFO.
+    logging.basicConfig(level=max(setup.log_level, logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s [%(processName)s]: %(message)s")
+    logging.getLogger("spanscore").setLevel(setup.log_level)
     asyncio.run(_Worker(conn, setup).serve())
 
 

@@ -3,13 +3,24 @@
 Named after the OpenTelemetry Collector's `otelcol_*` metrics where one means the same,
 `spanscore_*` otherwise, so a dashboard can chart throughput, refusals and queue depth
 next to the scores. Each is read from the pipeline's counters when metrics are collected.
+
+The judges' figures (`spanscore_judge_*`) are summed over every judge the processors
+built; the breaker state is the worst of them (open, then half-open, then closed) and the
+budget left the least. They cover the judges of this process.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from spanscore.collector.pipeline import Pipeline
 from spanscore.exporters.score_metrics import Reading
+from spanscore.processors.circuit_breaker import BreakerState
+from spanscore.processors.judge.base import UsesJudges
+from spanscore.processors.judge.client import OpenAIJudge
 from spanscore.processors.memory_limiter import MemoryLimiter
+
+_SEVERITY = (BreakerState.CLOSED, BreakerState.HALF_OPEN, BreakerState.OPEN)  # least to most severe
 
 
 def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
@@ -33,8 +44,52 @@ def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
                 lambda: pipeline.held_spans, monotonic=False),
         Reading("spanscore_pipeline_held_spans_limit", "{span}", "The held-spans bound past which requests are refused",
                 lambda: pipeline.max_held_spans, monotonic=False),
+        *judge_readings(processor for _, processor in pipeline.processors),
         *write_ahead_readings(pipeline),
         *scoring_worker_readings(pipeline),
+    ]
+
+
+def judge_readings(processors: Iterable[object]) -> list[Reading]:
+    """What the judges spent and how they are, when a processor calls judges."""
+    users = [p for p in processors if isinstance(p, UsesJudges)]
+    if not users:
+        return []
+
+    def judges() -> list[OpenAIJudge]:
+        return [j for user in users for j in user.judges() if isinstance(j, OpenAIJudge)]
+
+    def total(field: str) -> Callable[[], float]:
+        return lambda: sum(getattr(j.stats(), field) for j in judges())
+
+    def least(remaining: Callable[[OpenAIJudge], int | None]) -> Callable[[], int | None]:
+        def read() -> int | None:
+            values = [v for v in (remaining(j) for j in judges() if j.budget is not None) if v is not None]
+            return min(values, default=None)
+        return read
+
+    def breaker_state() -> int:
+        return max((j.breaker.state for j in judges()), key=_SEVERITY.index, default=BreakerState.CLOSED)
+
+    return [
+        Reading("spanscore_judge_requests", "{request}", "HTTP requests sent to the judge, retries and probes included",
+                total("requests")),
+        Reading("spanscore_judge_input_tokens", "{token}", "Input tokens the judge reported", total("input_tokens")),
+        Reading("spanscore_judge_output_tokens", "{token}", "Output tokens the judge reported", total("output_tokens")),
+        Reading("spanscore_judge_request_duration", "s",
+                "Time spent in judge requests; over spanscore_judge_requests, the mean latency",
+                total("request_seconds")),
+        Reading("spanscore_judge_breaker_state", "1", "The judge's circuit breaker: 0 closed, 1 open, 2 half-open",
+                breaker_state, monotonic=False),
+        Reading("spanscore_judge_held_calls", "{call}", "Judge calls held while the judge is unreachable",
+                lambda: sum(j.breaker.held for j in judges()), monotonic=False),
+        Reading("spanscore_judge_budget_refused_requests", "{request}",
+                "Judge requests not sent because the hourly budget was spent",
+                lambda: sum(j.budget.refused for j in judges() if j.budget is not None)),
+        Reading("spanscore_judge_budget_remaining_requests", "{request}", "Requests left in the judge's hourly budget",
+                least(lambda j: j.budget.remaining_requests()), monotonic=False),
+        Reading("spanscore_judge_budget_remaining_tokens", "{token}", "Tokens left in the judge's hourly budget",
+                least(lambda j: j.budget.remaining_tokens()), monotonic=False),
     ]
 
 

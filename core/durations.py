@@ -40,3 +40,14 @@ def parse_duration(value: object) -> float:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 """A config field holding seconds, accepting `1s`/`500ms`/numbers."""
+
+
+def format_duration(seconds: float) -> str:
+    """A duration the way config writes it (`10m`, `1m30s`, `2.5s`, `500ms`), for messages."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 60:
+        return f"{round(seconds, 1):g}s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)

@@ -29,10 +29,12 @@ class OtlpJsonError(ValueError):
 def decode_request(body: bytes | str) -> ExportTraceServiceRequest:
     try:
         document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise OtlpJsonError(f"invalid JSON: {excerpt(str(exc))}") from None
     except RecursionError:
         raise OtlpJsonError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:
+        # JSONDecodeError and UnicodeDecodeError, and the plain ValueError of a number
+        # literal longer than Python's int conversion limit (4,300 digits by default).
+        raise OtlpJsonError(f"invalid JSON: {excerpt(str(exc))}") from None
     if not isinstance(document, dict):
         raise OtlpJsonError(f"expected a JSON object, got {type(document).__name__}")
     _ids_hex_to_base64(document)

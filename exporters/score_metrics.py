@@ -44,7 +44,7 @@ class Reading:
     name: str
     unit: str
     description: str
-    read: Callable[[], float]
+    read: Callable[[], float | None]  # None: nothing to report now (no observation)
     monotonic: bool = True  # a count that only grows (a counter); else a gauge
 
 
@@ -146,7 +146,11 @@ class ScoreMetrics:
 
 
 def _observe(reading: Reading) -> Callable[[CallbackOptions], list[Observation]]:
-    return lambda options: [Observation(reading.read())]
+    def observe(options: CallbackOptions) -> list[Observation]:
+        value = reading.read()
+        return [] if value is None else [Observation(value)]
+
+    return observe
 
 
 def _flush_and_stop(provider: MeterProvider, timeout_s: float) -> None:

@@ -15,6 +15,11 @@ Nothing to judge is not a score: a trace whose spans hold neither the user's inp
 the agent's final output (instrumentation that records spans but not message content)
 gets an error result per metric, `no_content`, without asking the judge, which would
 otherwise grade an empty transcript and return a confident, meaningless number.
+
+Past the judge's `budget`, a metric is skipped, not failed: it gets no result (no score,
+no error, nothing counted in the score metrics), only `eval.<metric>.skipped` on the
+span saying why. A judge outage longer than `max_judge_wait` is a failure: the metric's
+error says how long the judge was unreachable and why.
 """
 
 from __future__ import annotations
@@ -28,14 +33,17 @@ from pydantic import Field, field_validator, model_validator
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance, revision_of
+from spanscore.core.redaction import Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.sampling import trace_id_sampled
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.judge.base import Judge
+from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import (
     JudgeConfig,
     JudgeTrials,
@@ -44,7 +52,7 @@ from spanscore.processors.judge.config import (
     unset_empty_strings,
 )
 from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, Redaction
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS
 from spanscore.processors.judge.rubrics import METRIC_NAMES, RUBRICS
 
 log = logging.getLogger("spanscore.judge_metrics")
@@ -59,13 +67,23 @@ class JudgeMetricSettings(ComponentConfig):
 
 
 class RedactConfig(ComponentConfig):
+    builtin: bool = True  # API keys, tokens, e-mail addresses (core.redaction)
     patterns: list[str] = Field(default_factory=list)  # regexes; matches become [REDACTED]
     keys: list[str] = Field(default_factory=list)  # values under these keys become [REDACTED]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        # `redact: false` sends trace content as recorded; `redact: true` is the default.
+        return {"builtin": value} if isinstance(value, bool) else value
+
     @model_validator(mode="after")
     def _compiles(self) -> RedactConfig:
-        Redaction(patterns=tuple(self.patterns), keys=tuple(self.keys))  # raises on a bad regex
+        self.redaction()  # raises on a bad regex
         return self
+
+    def redaction(self) -> Redaction:
+        return Redaction(patterns=tuple(self.patterns), keys=tuple(self.keys), builtin=self.builtin)
 
 
 class JudgeMetricsConfig(ComponentConfig):
@@ -115,7 +133,7 @@ class JudgeMetrics(Processor):
                 metrics=enabled, mode=config.mode,
                 thresholds={name: config.settings(name).threshold for name in enabled},
                 trials=config.trials, early_stop=config.early_stop,
-                redact={"patterns": config.redact.patterns, "keys": config.redact.keys},
+                redact=config.redact.redaction(),
                 max_field_chars=config.max_field_chars,
             )
 
@@ -130,12 +148,15 @@ class JudgeMetrics(Processor):
         log.info("LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
                  ", ".join(self.plan.metrics), self.config.judge.model, self.config.mode, self.plan.max_calls())
 
+    def judges(self) -> tuple[Judge, ...]:
+        return () if self.judge is None else (self.judge,)
+
     def provenance(self, metric_name: str) -> Provenance:
         # The rubric's wording and code, and every setting that changes how it is asked.
         rubric = RUBRICS[metric_name]
         return Provenance(self.config.judge.model, revision_of(
             metric_name, inspect.getsource(type(rubric)), vars(rubric), self.config.mode, self.config.trials,
-            self.config.settings(metric_name).threshold, self.config.max_field_chars))
+            self.config.settings(metric_name).threshold, self.config.max_field_chars, self.config.redact.model_dump()))
 
     async def shutdown(self, deadline: float) -> None:
         judge, self.judge = self.judge, None
@@ -149,7 +170,8 @@ class JudgeMetrics(Processor):
         if not agent.has_content:
             return self._nothing_to_judge(trace, agent)
         results, usage = await self.plan.run(agent, self.judge)
-        return [*results, EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"])]
+        return [*map(_skipped_when_over_budget, results),
+                EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"])]
 
     def _nothing_to_judge(self, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
         conventions = ", ".join(sorted(agent.conventions)) or "none"
@@ -168,6 +190,12 @@ class JudgeMetrics(Processor):
 
     def _sampled(self, trace_id: bytes) -> bool:
         return trace_id_sampled(trace_id, self.config.sample_ratio)
+
+
+def _skipped_when_over_budget(result: MetricResult) -> TraceOutput:
+    if result.error_type == BUDGET_EXHAUSTED:
+        return SpanAttribute(f"eval.{result.name}.skipped", result.error)
+    return result
 
 
 FACTORY = ComponentFactory("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)

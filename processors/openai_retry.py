@@ -1,9 +1,14 @@
-"""Retry timing shared by the clients of OpenAI-compatible servers (embedder, judge).
+"""Retry timing and outage detection shared by the clients of OpenAI-compatible servers
+(embedder, judge).
 
 Exponential backoff with full jitter (uniform in [0, min(max_backoff, initial * 2**n)]),
 so clients that failed together do not retry together; a server's `Retry-After` or
 `retry-after-ms` wins, with a little jitter, unless it asks for more than
 `max_retry_after_s`, in which case waiting would only park work: fail at once.
+
+An outage is a failure that says the server is not there to answer: no connection, no
+answer in time, or HTTP 5xx. Anything else (a 4xx, a reply that does not parse) is the
+server answering, and says nothing about whether it is up.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import random
 import time
 from dataclasses import dataclass
 
+import openai
 from pydantic import Field, model_validator
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
+from spanscore.core.redaction import scrub
 
 RETRY_AFTER_JITTER = 0.1  # up to 10% on top of what the server asked for
 
@@ -42,6 +49,14 @@ class RetryPolicy:
             return self.backoff_s(retry, rng)
         if retry_after > self.max_retry_after_s:
             return None
+        return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
+
+
+    def outage_wait_s(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retrying after an outage failure: what the server asked
+        for, else the backoff. Never "give up": the circuit breaker bounds the wait."""
+        if retry_after is None:
+            return self.backoff_s(retry, rng)
         return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
 
 
@@ -90,3 +105,31 @@ def retry_after_s(error: BaseException) -> float | None:
             return None
         return max(0.0, when.timestamp() - time.time())
     return value if math.isfinite(value) and value >= 0 else None
+
+
+def outage_reason(error: BaseException, timeout_s: float | None = None) -> str | None:
+    """Why the server looks down ("connection refused", "timed out after 30s", "HTTP 503:
+    Loading model"), or None when the error is an answer from a server that is up."""
+    if isinstance(error, openai.APITimeoutError):
+        return "timed out" if timeout_s is None else f"timed out after {timeout_s:g}s"
+    if isinstance(error, openai.APIConnectionError):
+        return _connection_reason(error)
+    if isinstance(error, openai.APIStatusError) and error.status_code >= 500:
+        return f"HTTP {error.status_code}: {scrub(error.message)}"
+    return None
+
+
+def _connection_reason(error: BaseException) -> str:
+    """The socket-level cause of a connection error (the client's own message is only
+    "Connection error.")."""
+    deepest, seen = error, set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset"
+        deepest = cause
+        cause = cause.__cause__ or cause.__context__
+    return f"connection failed: {scrub(str(deepest) or type(deepest).__name__)}"

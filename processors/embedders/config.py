@@ -29,6 +29,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
+from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S
 from spanscore.processors.embedders import hashing, minilm, openai_embedder, static
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
@@ -71,6 +72,7 @@ class OpenAIEmbedderConfig(RetrySettings):
     timeout: Duration = Field(openai_embedder.DEFAULT_TIMEOUT_S, gt=0)
     max_retries: int = Field(openai_embedder.DEFAULT_MAX_RETRIES, ge=0)
     max_backoff: Duration = Field(openai_embedder.DEFAULT_MAX_BACKOFF_S, gt=0)
+    max_embedder_wait: Duration = Field(DEFAULT_MAX_WAIT_S, gt=0)  # how long an outage may hold a call
     cache: CacheConfig = CacheConfig()
 
 
@@ -165,6 +167,7 @@ def build_uncached(config: Any) -> Embedder:
             max_concurrency=config.max_concurrency,
             timeout_s=config.timeout,
             retry=config.retry_policy(),
+            max_wait_s=config.max_embedder_wait,
         )
     raise TypeError(f"not an embedder config: {config!r}")
 

@@ -15,6 +15,12 @@ minutes. Retried: connection errors, timeouts, 408, 409, 429 and 5xx. A server's
 `Retry-After`/`retry-after-ms` is honoured, otherwise the delay is exponential with full
 jitter; the timing is `processors.openai_retry`, shared with the judge client.
 
+Outages (connection errors, timeouts, 5xx) go through a `CircuitBreaker`, as the judge's
+do: retried without counting against `max_retries`, five in a row open the breaker, which
+holds every call and probes the server until it answers; a call fails only after
+`max_wait_s` (`max_embedder_wait`). Server messages in errors and logs are scrubbed of
+secret shapes and cut short (`core.redaction.scrub`).
+
 When no vector's width is known yet and every text of a call is empty, one probe text is
 embedded to learn it (set `dimensions` to avoid that request).
 
@@ -40,8 +46,11 @@ from typing import Any
 import numpy as np
 import openai
 
+from spanscore.core.durations import format_duration
+from spanscore.core.redaction import safe_url, scrub
+from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S, BreakerState, CircuitBreaker, Hold, Unreachable
 from spanscore.processors.embedders.base import Embedder, l2_normalize
-from spanscore.processors.openai_retry import RetryPolicy, retry_after_s
+from spanscore.processors.openai_retry import RetryPolicy, outage_reason, retry_after_s
 
 DEFAULT_MODEL = "text-embedding-3-small"
 DEFAULT_BATCH_SIZE = 128
@@ -85,10 +94,10 @@ def _status(error: BaseException) -> int | None:
 
 def _describe(error: BaseException) -> str:
     if isinstance(error, openai.APIStatusError):
-        return f"HTTP {error.status_code}: {error.message}"
+        return f"HTTP {error.status_code}: {scrub(error.message)}"
     if isinstance(error, openai.APITimeoutError):
         return "timed out"
-    return f"{type(error).__name__}: {error}"
+    return scrub(f"{type(error).__name__}: {error}")
 
 
 class OpenAIEmbedder(Embedder):
@@ -106,6 +115,7 @@ class OpenAIEmbedder(Embedder):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         seed: int | None = None,
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
     ):
         api_key = api_key or os.environ.get(API_KEY_ENV)
         if not api_key:
@@ -125,6 +135,10 @@ class OpenAIEmbedder(Embedder):
         self.timeout_s = timeout_s
         self.retry = retry or DEFAULT_RETRY
         self.name = f"openai/{model}" + (f"/d{dimensions}" if dimensions else "")
+        self._where = safe_url(base_url) if base_url else "the OpenAI API"
+        self.breaker = CircuitBreaker(f"embedder {model!r} at {self._where}",
+                                      probe_delay_s=self.retry.initial_backoff_s,
+                                      max_probe_delay_s=self.retry.max_backoff_s, max_wait_s=max_wait_s)
         self.requests_made = 0  # every HTTP attempt, retries included
         self._api_key = api_key
         self._width: int | None = dimensions
@@ -205,33 +219,64 @@ class OpenAIEmbedder(Embedder):
     async def _request_async(self, batch: list[str]) -> np.ndarray:
         client, semaphore = self._async_state()
         retry = 0
+        hold = Hold()
         while True:
-            async with semaphore:  # a backoff sleep does not hold a slot
-                with self._lock:
-                    self.requests_made += 1
-                try:
-                    response = await client.embeddings.create(**self._params(batch))
-                except openai.OpenAIError as error:
-                    failure = error
-                else:
-                    return self._vectors(response, len(batch))
-            delay = self._next_delay(retry, failure, len(batch))
-            await asyncio.sleep(delay)
+            try:
+                probe = await self.breaker.admit(hold)
+            except Unreachable as outage:
+                raise self._unreachable(outage, len(batch), retry) from None
+            try:
+                async with semaphore:  # a backoff sleep does not hold a slot
+                    if not probe and self.breaker.state is not BreakerState.CLOSED:
+                        continue  # it opened while this call waited for a slot: wait for it instead
+                    with self._lock:
+                        self.requests_made += 1
+                    try:
+                        response = await client.embeddings.create(**self._params(batch))
+                    except openai.OpenAIError as error:
+                        failure = error
+                        self._report(probe, error)
+                    else:
+                        self.breaker.answered()
+                        return self._vectors(response, len(batch))
+            finally:
+                self.breaker.abandon(probe)  # a probe stopped before it reported (cancelled); else a no-op
+            delay = self._next_delay(retry, failure, len(batch), hold)
+            if delay > 0:
+                await asyncio.sleep(delay)
             retry += 1
 
     def _request_sync(self, batch: list[str]) -> np.ndarray:
         client = self._client()
         retry = 0
+        hold = Hold()
         while True:
-            with self._lock:
-                self.requests_made += 1
             try:
-                response = client.embeddings.create(**self._params(batch))
-            except openai.OpenAIError as error:
-                time.sleep(self._next_delay(retry, error, len(batch)))
-                retry += 1
-            else:
-                return self._vectors(response, len(batch))
+                probe = self.breaker.admit_sync(hold)
+            except Unreachable as outage:
+                raise self._unreachable(outage, len(batch), retry) from None
+            try:
+                with self._lock:
+                    self.requests_made += 1
+                try:
+                    response = client.embeddings.create(**self._params(batch))
+                except openai.OpenAIError as error:
+                    failure = error
+                    self._report(probe, error)
+                else:
+                    self.breaker.answered()
+                    return self._vectors(response, len(batch))
+            finally:
+                self.breaker.abandon(probe)
+            time.sleep(self._next_delay(retry, failure, len(batch), hold))
+            retry += 1
+
+    def _report(self, probe: bool, error: BaseException) -> None:
+        reason = outage_reason(error, self.timeout_s)
+        if reason is None:
+            self.breaker.answered()
+        else:
+            self.breaker.failed(probe, reason, retry_after_s(error))
 
     def _params(self, batch: list[str]) -> dict[str, Any]:
         # base64 is a quarter of the JSON float text; servers that ignore it send floats.
@@ -240,11 +285,24 @@ class OpenAIEmbedder(Embedder):
             params["dimensions"] = self.dimensions
         return params
 
-    def _next_delay(self, retry: int, error: BaseException, size: int) -> float:
-        """The wait before the next attempt, or raise EmbeddingRequestError."""
-        with self._lock:
-            delay = self.retry.wait_s(retry, retry_after_s(error), self._rng) if is_retryable(error) else None
+    def _next_delay(self, retry: int, error: BaseException, size: int, hold: Hold) -> float:
+        """The wait before the next attempt (0: the breaker decides), or raise
+        EmbeddingRequestError. An outage holds the call unless the server answered others
+        since it began and this call's retries are used up: then the failures are its own."""
         attempts = retry + 1
+        if outage_reason(error) is not None and not (retry >= self.retry.max_retries
+                                                      and self.breaker.answered_since(hold)):
+            try:
+                left_s = self.breaker.remaining_s(hold)
+            except Unreachable as outage:
+                raise self._unreachable(outage, size, attempts) from error
+            if self.breaker.state is not BreakerState.CLOSED:
+                return 0.0
+            with self._lock:
+                delay = min(self.retry.outage_wait_s(retry, retry_after_s(error), self._rng), left_s)
+        else:
+            with self._lock:
+                delay = self.retry.wait_s(retry, retry_after_s(error), self._rng) if is_retryable(error) else None
         if delay is None:
             if not is_retryable(error):
                 why = "not retryable"
@@ -254,11 +312,16 @@ class OpenAIEmbedder(Embedder):
                 why = f"Retry-After exceeds max_retry_after_s={self.retry.max_retry_after_s:g}"
             raise EmbeddingRequestError(
                 f"embedding {size} text{'s' if size > 1 else ''} with {self.model!r} at "
-                f"{self.base_url or 'the OpenAI API'} failed ({why}): {_describe(error)}",
+                f"{self._where} failed ({why}): {_describe(error)}",
                 attempts=attempts, status=_status(error),
             ) from error
         _log.warning("embeddings request failed (%s); retry %d in %.2f s", _describe(error), attempts, delay)
         return delay
+
+    def _unreachable(self, outage: Unreachable, size: int, attempts: int) -> EmbeddingRequestError:
+        return EmbeddingRequestError(
+            f"embedding {size} text{'s' if size > 1 else ''}: {self.breaker.name} unreachable for "
+            f"{format_duration(outage.waited_s)} (max_embedder_wait): {outage.reason}", attempts=attempts)
 
     def _vectors(self, response: Any, expected: int) -> np.ndarray:
         items = sorted(response.data, key=lambda item: item.index)

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spanscore.core.redaction import Redaction
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.ground_truth.dataset import Case
 from spanscore.processors.ground_truth.prompts import (
@@ -54,7 +55,7 @@ from spanscore.processors.ground_truth.prompts import (
     value_block,
 )
 from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, Redaction
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder
 from spanscore.processors.judge.trials import TrialRun, closest_to, is_unit_score, median, run_trials, validate_trials
 
 MALFORMED = "malformed_answer"

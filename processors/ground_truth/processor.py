@@ -44,7 +44,7 @@ from spanscore.processors.ground_truth import prompts
 from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import GroundTruthJudge
-from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge.base import Judge, JudgeError
 from spanscore.processors.judge.config import (
     JudgeConfig,
     JudgeTrials,
@@ -146,6 +146,9 @@ class GroundTruth(Processor):
                                             early_stop=self.config.early_stop, batched=self.config.batched)
         log.info("%s: %d cases from %s; judge: %s", self.id, len(self.dataset.cases), self.config.dataset,
                  self.config.judge.model if self.judging else "none (subgoals, checks and answers are not graded)")
+
+    def judges(self) -> tuple[Judge, ...]:
+        return () if self.judging is None else (self.judging.judge,)
 
     def provenance(self, metric_name: str) -> Provenance:
         # The cases are the rubric here: a changed dataset is a new revision.

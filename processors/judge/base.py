@@ -9,8 +9,9 @@ text), retries, caching and concurrency are the implementation's business.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 
 class JudgeError(Exception):
@@ -51,3 +52,12 @@ class Judge(ABC):
 
     async def close(self) -> None:
         return None
+
+
+@runtime_checkable
+class UsesJudges(Protocol):
+    """A processor that calls judges, so that the service can report their spend and
+    health (`collector/self_telemetry.py`)."""
+
+    def judges(self) -> Sequence[Judge]:
+        """The judges built so far (none before `start`)."""

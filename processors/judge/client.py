@@ -24,6 +24,19 @@ backoff with full jitter (uniform in `[0, min(max_backoff_s, initial_backoff_s *
 A server asking for more than `max_retry_after_s` fails the call at once rather than park
 a scoring task; other 4xx (400, 401, 403, 404, 422, ...) fail at once too.
 
+Outages are not retries: connection errors, timeouts and 5xx go through the judge's
+`CircuitBreaker` (`processors/circuit_breaker.py`). They are retried with the same
+backoff without counting against `max_retries`; five in a row open the breaker, which
+holds every call and probes the server until it answers; a call gives up only after
+`max_wait_s` (`max_judge_wait`), with error type `judge_unavailable`. When the server
+answers others meanwhile, a call's own 5xx are its own: `max_retries` bounds them again.
+A `budget` (`JudgeBudget`) is checked before each request; past it the call raises
+`BudgetExhausted` without sending anything.
+
+Log lines and error messages never carry what a server echoed unfiltered: its messages
+go through `core.redaction.scrub` (secret shapes hidden, cut to 300 characters), and the
+base URL is shown without user info or query.
+
 Threading: `complete` may run concurrently; each event loop gets its own AsyncOpenAI
 client and semaphore of `max_concurrency` (asyncio objects cannot cross loops). A
 request holds a slot only while in flight, not during a backoff sleep.
@@ -39,16 +52,21 @@ import os
 import random
 import re
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
+from spanscore.core.durations import format_duration
+from spanscore.core.redaction import safe_url, scrub
+from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S, BreakerState, CircuitBreaker, Hold, Unreachable
 from spanscore.processors.judge.answers import MalformedAnswer, parse_answer
 from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
+from spanscore.processors.judge.budget import BudgetExhausted, JudgeBudget
 from spanscore.processors.judge.cache import JudgeCache, cache_key
-from spanscore.processors.openai_retry import RetryPolicy, retry_after_s
+from spanscore.processors.openai_retry import RetryPolicy, outage_reason, retry_after_s
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -66,6 +84,7 @@ _REJECTION_WORDS = re.compile(
 _SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  408: "timeout", 409: "conflict", 422: "bad_request", 429: "rate_limited"}
+UNAVAILABLE = "judge_unavailable"  # error_type of a call held past max_judge_wait
 SCHEMA_INSTRUCTION = ("Answer with a single JSON object and nothing else, matching this JSON schema:\n{schema}")
 
 _log = logging.getLogger(__name__)
@@ -119,25 +138,41 @@ def is_format_rejection(error: BaseException) -> bool:
 @dataclass(frozen=True)
 class _Failure:
     error_type: str
-    message: str
+    message: str  # scrubbed: it ends up in log lines and span attributes
     retryable: bool
     retry_after_s: float | None = None
     cause: BaseException | None = None
+    outage: str | None = None  # why the server looks down, when it does
 
 
-def _classify(error: BaseException) -> _Failure:
+def _classify(error: BaseException, timeout_s: float) -> _Failure:
+    outage = outage_reason(error, timeout_s)
     if isinstance(error, openai.APITimeoutError):
-        return _Failure("timeout", "timed out", True, cause=error)
+        return _Failure("timeout", "timed out", True, cause=error, outage=outage)
     if isinstance(error, openai.APIConnectionError):
-        return _Failure("connection_error", f"connection failed: {error}", True, cause=error)
+        return _Failure("connection_error", outage or "connection failed", True, cause=error, outage=outage)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         retryable = status in RETRYABLE_STATUS or status >= 500
         kind = _STATUS_TYPES.get(status, "server_error" if status >= 500 else "bad_request")
-        return _Failure(kind, f"HTTP {status}: {error.message}", retryable, retry_after_s(error), error)
+        return _Failure(kind, f"HTTP {status}: {scrub(error.message)}", retryable, retry_after_s(error), error,
+                        outage)
     if isinstance(error, openai.APIResponseValidationError):
-        return _Failure("malformed_answer", f"unreadable response: {error}", True, cause=error)
-    return _Failure("judge_error", f"{type(error).__name__}: {error}", False, cause=error)
+        return _Failure("malformed_answer", f"unreadable response: {scrub(str(error))}", True, cause=error)
+    return _Failure("judge_error", scrub(f"{type(error).__name__}: {error}"), False, cause=error)
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """A reply from the server: its tokens, and its validated data or why it is unusable."""
+
+    input_tokens: int
+    output_tokens: int
+    data: dict[str, Any] | None = None
+    failure: _Failure | None = None
+
+
+_DOWNGRADED = object()  # the server refused the response_format: ask again at once in the next mode
 
 
 @dataclass(frozen=True)
@@ -149,6 +184,7 @@ class JudgeStats:
     retries: int
     input_tokens: int
     output_tokens: int
+    request_seconds: float  # time spent in requests, any outcome: over `requests`, the mean latency
 
 
 class OpenAIJudge(Judge):
@@ -167,6 +203,8 @@ class OpenAIJudge(Judge):
         max_tokens: int | None = None,
         cache: JudgeCache | None = None,
         seed: int | None = None,
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        budget: JudgeBudget | None = None,
     ):
         if not model:
             raise ValueError("the judge needs a model")
@@ -180,6 +218,10 @@ class OpenAIJudge(Judge):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.cache = cache
+        self.budget = budget
+        self.breaker = CircuitBreaker(f"judge {model!r} at {safe_url(self.base_url)}",
+                                      probe_delay_s=self.retry.initial_backoff_s,
+                                      max_probe_delay_s=self.retry.max_backoff_s, max_wait_s=max_wait_s)
         self._api_key = api_key or os.environ.get(API_KEY_ENV) or PLACEHOLDER_API_KEY
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -189,7 +231,7 @@ class OpenAIJudge(Judge):
         ] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
-        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
 
     @property
     def mode(self) -> StructuredMode:
@@ -200,7 +242,7 @@ class OpenAIJudge(Judge):
         with self._lock:
             return JudgeStats(**self._counts)
 
-    def _count(self, **amounts: int) -> None:
+    def _count(self, **amounts: float) -> None:
         with self._lock:
             for name, amount in amounts.items():
                 self._counts[name] += amount
@@ -242,6 +284,8 @@ class OpenAIJudge(Judge):
                 return JudgeReply(data=hit, input_tokens=0, output_tokens=0, calls=0, cached=True)
         try:
             reply = await self._ask(messages, schema, schema_name)
+        except BudgetExhausted:
+            raise  # not a failure: the call was never made
         except JudgeError:
             self._count(failures=1)
             raise
@@ -252,42 +296,94 @@ class OpenAIJudge(Judge):
     async def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str) -> JudgeReply:
         client, semaphore = self._async_state()
         calls = input_tokens = output_tokens = retry = 0
+        hold = Hold()
         while True:
-            mode = self.mode
-            async with semaphore:
-                calls += 1
-                self._count(requests=1)
-                try:
-                    response = await client.chat.completions.create(
-                        **self._params(messages, schema, schema_name, mode))
-                except openai.APIStatusError as error:
-                    if mode is not StructuredMode.TEXT and is_format_rejection(error):
-                        chosen = _downgrade(self.base_url, self.model, mode)
-                        _log.info("judge %s at %s refused response_format %s (HTTP %d: %s); using %s",
-                                  self.model, self.base_url, mode.name.lower(), error.status_code,
-                                  error.message, chosen.name.lower())
-                        continue
-                    failure = _classify(error)
-                except openai.OpenAIError as error:
-                    failure = _classify(error)
-                else:
-                    used_in, used_out = _usage(response)
-                    input_tokens += used_in
-                    output_tokens += used_out
-                    self._count(completions=1, input_tokens=used_in, output_tokens=used_out)
-                    truncated = False
-                    try:
-                        text, truncated = _reply_text(response)
-                        data = parse_answer(text, schema)
-                    except MalformedAnswer as error:
-                        cut = " (cut off at max_tokens)" if truncated else ""
-                        failure = _Failure("malformed_answer", f"malformed answer{cut}: {error}", True, cause=error)
-                    else:
-                        return JudgeReply(data=data, input_tokens=input_tokens,
-                                          output_tokens=output_tokens, calls=calls)
-            await asyncio.sleep(self._delay_s(retry, failure, calls))
+            try:
+                probe = await self.breaker.admit(hold)
+            except Unreachable as outage:
+                raise self._unreachable(outage, calls) from None
+            try:
+                async with semaphore:
+                    if not probe and self.breaker.state is not BreakerState.CLOSED:
+                        continue  # it opened while this call waited for a slot: wait for it instead
+                    if self.budget is not None:
+                        self.budget.reserve(calls)
+                    calls += 1
+                    outcome = await self._attempt(client, messages, schema, schema_name, probe)
+            finally:
+                self.breaker.abandon(probe)  # a probe stopped before it reported (cancelled); else a no-op
+            if outcome is _DOWNGRADED:
+                continue
+            if isinstance(outcome, _Answered):
+                input_tokens += outcome.input_tokens
+                output_tokens += outcome.output_tokens
+                if outcome.data is not None:
+                    return JudgeReply(data=outcome.data, input_tokens=input_tokens,
+                                      output_tokens=output_tokens, calls=calls)
+                outcome = outcome.failure
+            await self._before_retry(outcome, retry, calls, hold)
             retry += 1
             self._count(retries=1)
+
+    async def _attempt(self, client: openai.AsyncOpenAI, messages: list[dict[str, str]], schema: dict[str, Any],
+                       schema_name: str, probe: bool) -> _Answered | _Failure | object:
+        """One request, its outcome reported to the breaker."""
+        mode = self.mode
+        self._count(requests=1)
+        started = time.monotonic()
+        try:
+            response = await client.chat.completions.create(**self._params(messages, schema, schema_name, mode))
+        except openai.OpenAIError as error:
+            self._count(request_seconds=time.monotonic() - started)
+            if isinstance(error, openai.APIStatusError) and mode is not StructuredMode.TEXT \
+                    and is_format_rejection(error):
+                self.breaker.answered()
+                chosen = _downgrade(self.base_url, self.model, mode)
+                _log.info("%s refused response_format %s (HTTP %d: %s); using %s", self.breaker.name,
+                          mode.name.lower(), error.status_code, scrub(error.message), chosen.name.lower())
+                return _DOWNGRADED
+            failure = _classify(error, self.timeout_s)
+            if failure.outage is None:
+                self.breaker.answered()
+            else:
+                self.breaker.failed(probe, failure.outage, failure.retry_after_s)
+            return failure
+        self._count(request_seconds=time.monotonic() - started)
+        self.breaker.answered()
+        used_in, used_out = _usage(response)
+        self._count(completions=1, input_tokens=used_in, output_tokens=used_out)
+        if self.budget is not None:
+            self.budget.spend(used_in + used_out)
+        truncated = False
+        try:
+            text, truncated = _reply_text(response)
+            return _Answered(used_in, used_out, data=parse_answer(text, schema))
+        except MalformedAnswer as error:
+            cut = " (cut off at max_tokens)" if truncated else ""
+            return _Answered(used_in, used_out, failure=_Failure(
+                "malformed_answer", f"malformed answer{cut}: {scrub(str(error))}", True, cause=error))
+
+    async def _before_retry(self, failure: _Failure, retry: int, attempts: int, hold: Hold) -> None:
+        """Wait before the next attempt, or raise JudgeError. An outage holds the call
+        (the breaker decides when it goes again) unless the server answered others since
+        it began and this call's retries are used up: then the failures are its own."""
+        if failure.outage is None or (retry >= self.retry.max_retries and self.breaker.answered_since(hold)):
+            await asyncio.sleep(self._delay_s(retry, failure, attempts))
+            return
+        try:
+            left_s = self.breaker.remaining_s(hold)
+        except Unreachable as outage:
+            raise self._unreachable(outage, attempts) from None
+        if self.breaker.state is not BreakerState.CLOSED:
+            return  # admit() waits for the probe
+        with self._lock:
+            delay = min(self.retry.outage_wait_s(retry, failure.retry_after_s, self._rng), left_s)
+        _log.warning("judge request failed (%s); retry %d in %.2f s", failure.message, retry + 1, delay)
+        await asyncio.sleep(delay)
+
+    def _unreachable(self, outage: Unreachable, attempts: int) -> JudgeError:
+        return JudgeError(f"{self.breaker.name} unreachable for {format_duration(outage.waited_s)} "
+                          f"(max_judge_wait): {outage.reason}", error_type=UNAVAILABLE, calls=attempts)
 
     def _params(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str,
                 mode: StructuredMode) -> dict[str, Any]:
@@ -317,7 +413,7 @@ class OpenAIJudge(Judge):
             why = (f"the server asked to wait {failure.retry_after_s:g} s, more than "
                    f"max_retry_after={self.retry.max_retry_after_s:g} s")
         if why is not None:
-            raise JudgeError(f"judge {self.model!r} at {self.base_url} failed ({why}): {failure.message}",
+            raise JudgeError(f"{self.breaker.name} failed ({why}): {failure.message}",
                              error_type=failure.error_type, calls=attempts) from failure.cause
         with self._lock:
             delay = self.retry.wait_s(retry, failure.retry_after_s, self._rng)
@@ -375,6 +471,7 @@ __all__ = [
     "OpenAIJudge",
     "RetryPolicy",
     "StructuredMode",
+    "UNAVAILABLE",
     "forget_modes",
     "is_format_rejection",
     "remembered_mode",

@@ -13,6 +13,10 @@ judge:
   initial_backoff: 500ms
   max_backoff: 20s
   max_retry_after: 60s             # a server asking to wait longer fails the call at once
+  max_judge_wait: 10m              # how long an outage may hold a call (circuit breaker)
+  budget:                          # a hard cap per sliding hour; past it metrics are skipped
+    requests_per_hour: 1000
+    tokens_per_hour: 2000000
   temperature: 0.0
   max_tokens: 512                  # default: the server's
   cache:
@@ -30,8 +34,10 @@ from pydantic import AfterValidator, Field
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
+from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S
 from spanscore.processors.judge import client
 from spanscore.processors.judge.base import Judge
+from spanscore.processors.judge.budget import JudgeBudget
 from spanscore.processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
 from spanscore.processors.openai_retry import RetrySettings
 
@@ -40,6 +46,11 @@ class JudgeCacheConfig(ComponentConfig):
     enabled: bool = True
     max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=0)  # 0: no memory layer
     sqlite_path: str | None = Field(None, min_length=1)
+
+
+class JudgeBudgetConfig(ComponentConfig):
+    requests_per_hour: int | None = Field(None, ge=1)  # None: no cap
+    tokens_per_hour: int | None = Field(None, ge=1)
 
 
 class JudgeConfig(RetrySettings):
@@ -51,6 +62,8 @@ class JudgeConfig(RetrySettings):
     temperature: float = Field(client.DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
     cache: JudgeCacheConfig = JudgeCacheConfig()
+    max_judge_wait: Duration = Field(DEFAULT_MAX_WAIT_S, gt=0)
+    budget: JudgeBudgetConfig = JudgeBudgetConfig()
 
 
 def _odd(value: int) -> int:
@@ -83,6 +96,13 @@ def build_cache(config: JudgeCacheConfig) -> JudgeCache | None:
     return JudgeCache(max_entries=config.max_entries, sqlite_path=config.sqlite_path)
 
 
+def build_budget(config: JudgeBudgetConfig) -> JudgeBudget | None:
+    """The budget a `budget:` section describes, or None when it caps nothing."""
+    if config.requests_per_hour is None and config.tokens_per_hour is None:
+        return None
+    return JudgeBudget(requests_per_hour=config.requests_per_hour, tokens_per_hour=config.tokens_per_hour)
+
+
 def build_judge(config: JudgeConfig | dict[str, Any]) -> Judge:
     """The judge a config (a `JudgeConfig` or the `judge:` mapping) describes."""
     if not isinstance(config, JudgeConfig):
@@ -97,7 +117,9 @@ def build_judge(config: JudgeConfig | dict[str, Any]) -> Judge:
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         cache=build_cache(config.cache),
+        max_wait_s=config.max_judge_wait,
+        budget=build_budget(config.budget),
     )
 
 
-__all__ = ["JudgeCacheConfig", "JudgeConfig", "build_cache", "build_judge"]
+__all__ = ["JudgeBudgetConfig", "JudgeCacheConfig", "JudgeConfig", "build_budget", "build_cache", "build_judge"]

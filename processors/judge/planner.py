@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spanscore.core.redaction import Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, Redaction
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder
 from spanscore.processors.judge.rubrics import (
     METRIC_NAMES,
     RUBRICS,
@@ -68,7 +69,7 @@ class JudgePlan:
     `metrics`: names from `METRIC_NAMES`, results come back in this order.
     `thresholds`: per metric, default 0.5. `trials`: odd; `early_stop` ends trials once
     the remaining ones cannot change any majority. `redact`: a `Redaction` or the
-    `{patterns, keys}` setting. `max_field_chars`: longer trace fields are truncated.
+    `redact:` setting (None: the built-in secret shapes). `max_field_chars`: longer trace fields are truncated.
 
     Threading: immutable; `run` may be awaited concurrently for different traces.
     """
@@ -78,7 +79,7 @@ class JudgePlan:
     thresholds: Mapping[str, float] = field(default_factory=dict)
     trials: int = 1
     early_stop: bool = False
-    redact: Redaction | Mapping[str, Any] | None = None
+    redact: Redaction | Mapping[str, Any] | bool | None = None
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
 
     def __post_init__(self) -> None:

@@ -9,7 +9,9 @@ message because some chat templates (Gemma's) reject two user turns in a row.
 Trace content is untrusted: an agent's input or a tool result may contain text aimed
 at the judge. It stays inside the delimiters (any delimiter inside it is defanged),
 and the system message tells the judge that the block is data to evaluate, never
-instructions to follow.
+instructions to follow. Each field is redacted first (`core.redaction`: API keys, tokens
+and e-mail addresses by default), then cut to `max_field_chars` with a marker saying how
+much was left out.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from spanscore.core.redaction import Redaction, cut
 from spanscore.processors.agent_trace import AgentTrace, Step
 
-DEFAULT_MAX_FIELD_CHARS = 2000
-REDACTED = "[REDACTED]"
+DEFAULT_MAX_FIELD_CHARS = 2000  # per field; longer text ends with "[… truncated 12,345 characters]"
 
 TRACE_OPEN, TRACE_CLOSE = "<trace_data>", "</trace_data>"
 EXTRACTED_OPEN, EXTRACTED_CLOSE = "<extracted_data>", "</extracted_data>"
@@ -43,108 +44,9 @@ SYSTEM_PROMPT = (
 )
 
 
-@dataclass(frozen=True)
-class Redaction:
-    """What to hide before any text reaches a prompt or a result's metadata.
-
-    `patterns`: regular expressions whose matches become `[REDACTED]`. `keys`: names
-    (case-insensitive) whose values are hidden wherever they appear: as keys of
-    structured tool arguments and results (also as the last segment of a dotted key,
-    `http.request.header.api_key`), and as `key=value` / `"key": value` inside text.
-    """
-
-    patterns: Sequence[str] = ()
-    keys: Sequence[str] = ()
-    _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
-    _key_names: frozenset[str] = field(init=False, repr=False, compare=False)
-    _key_in_text: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        compiled = []
-        for pattern in self.patterns:
-            try:
-                compiled.append(re.compile(pattern))
-            except re.error as exc:
-                raise ValueError(f"redact.patterns: invalid regular expression {pattern!r}: {exc}") from None
-        names = frozenset(key.lower() for key in self.keys if key)
-        key_in_text = None
-        if names:
-            alternatives = "|".join(sorted((re.escape(name) for name in names), key=len, reverse=True))
-            # The key, an optional closing quote, `:` or `=`, then a quoted or bare value.
-            key_in_text = re.compile(
-                rf"""(?i)(\b(?:{alternatives})\b["']?\s*[:=]\s*)("[^"]*"|'[^']*'|[^\s,;&}}\]]+)"""
-            )
-        object.__setattr__(self, "_compiled", tuple(compiled))
-        object.__setattr__(self, "_key_names", names)
-        object.__setattr__(self, "_key_in_text", key_in_text)
-
-    @classmethod
-    def from_config(cls, config: Redaction | Mapping[str, Any] | None) -> Redaction:
-        """Accepts the `redact: {patterns: [...], keys: [...]}` setting as parsed YAML."""
-        if config is None:
-            return cls()
-        if isinstance(config, Redaction):
-            return config
-        unknown = set(config) - {"patterns", "keys"}
-        if unknown:
-            raise ValueError(f"redact: unknown keys {sorted(unknown)} (expected patterns, keys)")
-        return cls(patterns=tuple(config.get("patterns") or ()), keys=tuple(config.get("keys") or ()))
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._compiled or self._key_names)
-
-    def is_secret_key(self, key: Any) -> bool:
-        name = str(key).lower()
-        return name in self._key_names or name.rsplit(".", 1)[-1] in self._key_names
-
-    def text(self, value: str) -> str:
-        if self._key_in_text is not None:
-            value = self._key_in_text.sub(lambda m: m.group(1) + REDACTED, value)
-        for pattern in self._compiled:
-            value = pattern.sub(REDACTED, value)
-        return value
-
-    def value(self, value: Any) -> Any:
-        """A copy of a JSON-like value with secret keys and pattern matches hidden.
-
-        A string holding a JSON object or array is redacted structurally, so that a
-        secret key inside serialized tool arguments is found whatever its formatting.
-        """
-        if not self.enabled:
-            return value
-        if isinstance(value, Mapping):
-            return {k: (REDACTED if self.is_secret_key(k) else self.value(v)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.value(item) for item in value]
-        if isinstance(value, str):
-            parsed = _json_container(value)
-            if parsed is not None:
-                return json.dumps(self.value(parsed), ensure_ascii=False)
-            return self.text(value)
-        return value
-
-
-def _json_container(text: str) -> dict | list | None:
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "[{":
-        return None
-    try:
-        parsed = json.loads(stripped)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, (dict, list)) else None
-
-
 def neutralize(text: str) -> str:
     """Defang our delimiters inside content: `</trace_data>` becomes `[/trace_data]`."""
     return _DELIMITER.sub(lambda m: f"[{m.group(1)}{m.group(2).lower()}]", text)
-
-
-def truncate(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    return f"{text[:max_chars]} [...truncated {len(text) - max_chars} chars]"
 
 
 def as_text(value: Any) -> str:
@@ -171,7 +73,7 @@ class PromptBuilder:
         """One field as prompt text: redacted, then truncated (so no secret is cut in
         half and left unmatched), then defanged; continuation lines indented."""
         text = as_text(self.redaction.value(value))
-        text = neutralize(truncate(text, self.max_field_chars))
+        text = neutralize(cut(text, self.max_field_chars))
         return text.replace("\n", "\n   ")
 
     def data_block(self, trace: AgentTrace) -> str:

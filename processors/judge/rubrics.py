@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from spanscore.core.redaction import Redaction
 from spanscore.core.result import MetricResult
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.prompts import Redaction
 from spanscore.processors.judge.trials import (
     TrialRun,
     closest_to,

@@ -25,9 +25,9 @@ def judge_server():
         yield server
 
 
-def judge_config(server: OpenAIServer, mode: str = "per_metric", extra: str = "") -> str:
+def judge_config(server: OpenAIServer, mode: str = "per_metric", extra: str = "", judge: str = "") -> str:
     return (f"  judge_metrics: {{mode: {mode}, judge: {{model: judge-test, base_url: '{server.base_url}', "
-            f"api_key: test-key, max_retries: 1, initial_backoff: 10ms, max_backoff: 20ms}}{extra}}}\n"
+            f"api_key: test-key, max_retries: 1, initial_backoff: 10ms, max_backoff: 20ms{judge}}}{extra}}}\n"
             "  session_metrics: {}")
 
 
@@ -112,12 +112,14 @@ def test_out_of_range_answer_is_rejected_and_the_trace_still_exported(judge_serv
 def test_judge_outage_records_errors_and_forwards_the_trace(judge_server, sink, start_collector):
     judge_server.handler = lambda request: ErrorReply(500, "down")
     collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]",
-                                            extra_processors=judge_config(judge_server).split("\n")[0],
+                                            extra_processors=judge_config(judge_server, judge=", max_judge_wait: 500ms"
+                                                                          ).split("\n")[0],
                                             assembler="trace_wait: 50ms"))
     injected_trace(collector, "Delivered.")
     assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=15)
     attributes = root_of(sink, "invoke_agent")
-    assert all(f"eval.{name}.error" in attributes for name in ("task_completion", "confidence"))
+    assert all(attributes[f"eval.{name}.error"] == f"judge 'judge-test' at {judge_server.base_url} unreachable for "
+               "500ms (max_judge_wait): HTTP 500: Error code: 500 - down" for name in ("task_completion", "confidence"))
     requests = len(judge_server.requests_to("/chat/completions"))
     assert requests >= 2 and attributes["eval.judge.calls"] == requests  # failed requests are counted too
 

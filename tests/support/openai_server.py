@@ -27,6 +27,10 @@ up and retried gets the queue in order), `chat_latency_s` delays every response,
 to `json_schema` while it accepts `{"type": "json_object", "schema": ...}`; a refused
 request consumes no scripted reply. A `Reply` may set its own token counts, or none.
 
+Outages: `OpenAIServer(port=free_port())` knows its address before it starts (clients
+get "connection refused" until then), and `stop()` then `start()` again serves on the
+same port, keeping the recorded requests.
+
 Threading: the server runs its own asyncio loop in a daemon thread, so it serves both
 synchronous clients and async clients running on another loop. `requests`, `enqueue`
 and `handler` may be used from any thread.
@@ -39,6 +43,7 @@ import hashlib
 import itertools
 import json
 import math
+import socket
 import threading
 import time
 from collections import deque
@@ -183,10 +188,18 @@ def _embedding(text: str, dimensions: int) -> list[float]:
     return [x / norm for x in raw]
 
 
-class OpenAIServer:
-    """Start with `start()` (returns base_url) or as a context manager; stop with `stop()`."""
+def free_port() -> int:
+    """A loopback port nothing listens on (until someone binds it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
-    def __init__(self, handler: Handler | None = None, model: str = DEFAULT_MODEL):
+
+class OpenAIServer:
+    """Start with `start()` (returns base_url) or as a context manager; stop with `stop()`.
+    `port`: 0 picks a free one at the first start; later starts reuse it."""
+
+    def __init__(self, handler: Handler | None = None, model: str = DEFAULT_MODEL, port: int = 0):
         self.handler: Handler = handler or weather_agent
         self.model = model
         self.requests: list[RecordedRequest] = []
@@ -207,7 +220,7 @@ class OpenAIServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
-        self.port: int | None = None
+        self.port: int | None = port or None
 
     # -- lifecycle -----------------------------------------------------------------
     @property
@@ -262,7 +275,7 @@ class OpenAIServer:
         app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 

@@ -97,10 +97,11 @@ def test_a_zero_sized_cache_means_no_cache():
 
 def test_build_embedder_builds_openai_from_config(openai_server):
     embedder = build_embedder({"type": "openai", "base_url": openai_server.base_url, "api_key": "k",
-                               "timeout": "2s", "max_retries": 1, "batch_size": 2})
+                               "timeout": "2s", "max_retries": 1, "batch_size": 2, "max_embedder_wait": "2m"})
     inner = base(embedder)
     assert isinstance(inner, OpenAIEmbedder)
     assert (inner.timeout_s, inner.retry.max_retries, inner.batch_size) == (2.0, 1, 2)
+    assert inner.breaker.max_wait_s == 120.0
     assert embedder.embed_sync(["a", "b", "c"]).shape == (3, 8)
 
 

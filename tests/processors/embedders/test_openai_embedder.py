@@ -12,7 +12,7 @@ from spanscore.processors.embedders.openai_embedder import (
     OpenAIEmbedder,
     RetryPolicy,
 )
-from tests.support.openai_server import Delay, ErrorReply, _embedding
+from tests.support.openai_server import Delay, ErrorReply, OpenAIServer, _embedding, free_port
 
 FAST_RETRY = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.05)
 
@@ -131,20 +131,28 @@ async def test_a_timeout_is_retried(openai_server):
 
 
 async def test_exhausted_retries_raise_a_clear_error(openai_server):
-    openai_server.enqueue_embeddings(*[ErrorReply(500, "boom")] * 4)
+    openai_server.enqueue_embeddings(*[ErrorReply(429, "slow down")] * 4)
     embedder = make(openai_server)
-    with pytest.raises(EmbeddingRequestError, match=r"gave up after 4 attempts.*HTTP 500") as caught:
+    with pytest.raises(EmbeddingRequestError, match=r"gave up after 4 attempts.*HTTP 429") as caught:
         await embedder.embed(["hello"])
-    assert caught.value.attempts == 4 and caught.value.status == 500
+    assert caught.value.attempts == 4 and caught.value.status == 429
     assert len(openai_server.requests_to("/embeddings")) == 4
 
 
 def test_exhausted_retries_raise_from_embed_sync_too(openai_server):
-    openai_server.enqueue_embeddings(*[ErrorReply(502)] * 2)
+    openai_server.enqueue_embeddings(*[ErrorReply(429)] * 2)
     embedder = make(openai_server, retry=RetryPolicy(max_retries=1, initial_backoff_s=0.01))
     with pytest.raises(EmbeddingRequestError, match="gave up after 2 attempts") as caught:
         embedder.embed_sync(["hello"])
-    assert caught.value.status == 502
+    assert caught.value.status == 429
+
+
+async def test_a_5xx_burst_longer_than_max_retries_is_waited_out(openai_server):
+    openai_server.enqueue_embeddings(*[ErrorReply(500, "boom")] * 4)
+    embedder = make(openai_server)  # max_retries=3: the old give-up point was the 4th failure
+    vectors = await embedder.embed(["hello"])
+    assert embedder.requests_made == 5 and embedder.breaker.opened == 0
+    np.testing.assert_allclose(vectors, expected(["hello"]), atol=1e-6)
 
 
 async def test_client_errors_are_not_retried(openai_server):
@@ -221,3 +229,29 @@ def test_the_api_key_comes_from_the_environment(monkeypatch, openai_server):
 def test_the_name_carries_model_and_dimensions(openai_server):
     assert make(openai_server).name == "openai/text-embedding-3-small"
     assert make(openai_server, model="m", dimensions=64).name == "openai/m/d64"
+
+
+async def test_an_embedder_down_then_back_is_waited_for_not_failed():
+    server = OpenAIServer(port=free_port())  # not started: connections are refused
+    embedder = OpenAIEmbedder(base_url=server.base_url, api_key="test-key", seed=7, max_wait_s=10.0,
+                              retry=RetryPolicy(max_retries=1, initial_backoff_s=0.05, max_backoff_s=0.2))
+    call = asyncio.create_task(embedder.embed(["hello", "world"]))
+    try:
+        await asyncio.sleep(1.0)
+        assert not call.done() and embedder.breaker.opened == 1
+        await asyncio.to_thread(server.start)
+        vectors = await asyncio.wait_for(call, 5)
+    finally:
+        await asyncio.to_thread(server.stop)
+    np.testing.assert_allclose(vectors, expected(["hello", "world"]), atol=1e-6)
+    assert len(server.requests_to("/embeddings")) == 1  # refused attempts never reached it
+
+
+def test_past_max_embedder_wait_the_error_says_how_long_and_why():
+    port = free_port()
+    embedder = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_wait_s=0.3,
+                              retry=FAST_RETRY)
+    with pytest.raises(EmbeddingRequestError) as caught:
+        embedder.embed_sync(["hello"])
+    assert str(caught.value) == (f"embedding 1 text: embedder 'text-embedding-3-small' at http://127.0.0.1:{port}/v1 "
+                                 "unreachable for 300ms (max_embedder_wait): connection refused")

@@ -166,20 +166,31 @@ async def test_a_slow_answer_past_the_timeout_is_retried(server):
     assert reply.calls == 2
 
 
-async def test_timeouts_on_every_attempt_give_a_timeout_error(server):
-    server.enqueue(*[Delay(2.0)] * 2)
-    judge = make(server, timeout_s=0.2, retry=RetryPolicy(max_retries=1, initial_backoff_s=0.01))
+async def test_timeouts_are_an_outage_the_call_is_held_then_says_so(server):
+    server.chat_latency_s = 2.0
+    judge = make(server, timeout_s=0.2, retry=RetryPolicy(max_retries=1, initial_backoff_s=0.01), max_wait_s=0.5)
     with pytest.raises(JudgeError) as caught:
         await judge.complete(MESSAGES, SCHEMA, "grade")
-    assert caught.value.error_type == "timeout"
+    assert caught.value.error_type == "judge_unavailable"
+    assert str(caught.value) == (f"judge 'judge-test' at {server.base_url} unreachable for 500ms (max_judge_wait): "
+                                 "timed out after 0.2s")
+    assert caught.value.calls >= 2  # held past max_retries=1: an outage is not a retry budget
+
+
+async def test_a_5xx_burst_longer_than_max_retries_is_waited_out(server):
+    server.enqueue(*[ErrorReply(503, "overloaded")] * 4)
+    judge = make(server)  # max_retries=3: the old give-up point was the 4th failure
+    reply = await judge.complete(MESSAGES, SCHEMA, "grade")
+    assert reply.data == {"score": 0.5, "reason": "fine"} and reply.calls == 5
+    assert judge.breaker.opened == 0  # 4 failures in a row: one short of opening it
 
 
 async def test_retries_exhausted_raise_judge_error_with_the_last_error_type(server):
-    server.enqueue(*[ErrorReply(503, "overloaded")] * 4)
+    server.enqueue(*[ErrorReply(429, "slow down")] * 4)
     judge = make(server)
     with pytest.raises(JudgeError, match="gave up after 4 requests") as caught:
         await judge.complete(MESSAGES, SCHEMA, "grade")
-    assert caught.value.error_type == "server_error"
+    assert caught.value.error_type == "rate_limited"
     assert len(chat_requests(server)) == FAST_RETRY.max_retries + 1
 
 
@@ -194,15 +205,18 @@ async def test_client_errors_fail_at_once(server, status, error_type):
     assert len(chat_requests(server)) == 1
 
 
-async def test_connection_errors_are_retried_then_reported():
+async def test_connection_errors_are_held_then_reported_as_the_judge_being_unreachable():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    judge = OpenAIJudge(model="m", base_url=f"http://127.0.0.1:{port}/v1", retry=FAST_RETRY)
+    judge = OpenAIJudge(model="m", base_url=f"http://127.0.0.1:{port}/v1", retry=FAST_RETRY, max_wait_s=0.3)
     with pytest.raises(JudgeError) as caught:
         await judge.complete(MESSAGES, SCHEMA, "grade")
-    assert caught.value.error_type == "connection_error"
-    assert judge.stats().requests == FAST_RETRY.max_retries + 1
+    assert caught.value.error_type == "judge_unavailable"
+    assert str(caught.value) == (f"judge 'm' at http://127.0.0.1:{port}/v1 unreachable for 300ms (max_judge_wait): "
+                                 "connection refused")
+    # Five refusals open the breaker, then it probes: more requests than max_retries allows.
+    assert judge.stats().requests > FAST_RETRY.max_retries + 1 and judge.breaker.opened == 1
 
 
 async def test_malformed_json_is_retried(server):

@@ -111,13 +111,13 @@ async def test_extracted_fields_are_delimited_and_neutralized_too():
 def test_long_fields_are_truncated_with_a_marker():
     builder = PromptBuilder(max_field_chars=40)
     block = builder.data_block(flight_trace(final_output="x" * 100))
-    assert f"final_output: {'x' * 40} [...truncated 60 chars]" in block
+    assert f"final_output: {'x' * 40} [… truncated 60 characters]" in block
 
 
 async def test_max_field_chars_is_configurable_through_the_plan():
     trace = flight_trace(user_input="y" * 5000)
     requests = await requests_for(trace, metrics=["confidence"], max_field_chars=100)
-    assert f"user_input: {'y' * 100} [...truncated 4900 chars]" in requests[0].user
+    assert f"user_input: {'y' * 100} [… truncated 4,900 characters]" in requests[0].user
 
 
 REDACT = {"patterns": [r"\b\d{16}\b", r"sk-[A-Za-z0-9]{20,}"], "keys": ["password", "api_key"]}
@@ -161,9 +161,9 @@ def test_redaction_matches_dotted_keys_and_rejects_bad_patterns():
         Redaction.from_config({"pattern": ["x"]})
 
 
-def test_without_redaction_text_is_left_as_is():
-    builder = PromptBuilder()
-    assert builder.field_text('{"password":"a"}') == '{"password":"a"}'
+def test_with_redaction_off_text_is_left_as_is():
+    builder = PromptBuilder(Redaction.from_config(False))
+    assert builder.field_text('{"password":"a"} bob@example.com') == '{"password":"a"} bob@example.com'
 
 
 async def test_trials_after_the_first_differ_only_at_the_end():

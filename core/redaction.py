@@ -1,0 +1,257 @@
+"""Secrets kept out of what leaves for a model server, and out of what spanscore logs.
+
+Trace content is sent to an LLM judge, often a third party's. Agents' spans carry what
+their tools saw: API keys in tool arguments, bearer tokens in HTTP headers, customers'
+e-mail addresses. Before a trace's text reaches a prompt, `Redaction` replaces:
+
+- built in (on unless turned off): the shapes of common secrets, each with a marker that
+  says what was there, so the judge still reads "the agent sent an API key":
+  provider API keys (`sk-...` of OpenAI and Anthropic, Stripe, AWS `AKIA...`, Google
+  `AIza...`) → `[redacted api key]`; tokens (GitHub `ghp_...`, GitLab, Slack, Hugging
+  Face, JWTs, `Bearer ...`) → `[redacted token]`; PEM private keys; e-mail addresses →
+  `[redacted email]`; and the value of a secret-named key (`api_key`, `password`,
+  `client_secret`, ... as a JSON key or as `key=value` / `key: value` in text) →
+  `[redacted secret]`;
+- the operator's own `patterns` (regular expressions) and `keys` → `[REDACTED]`.
+
+`scrub` applies the built-in shapes to texts spanscore did not write (a server's error
+message can echo the request, or the key it refused) and cuts them short, before they
+reach a log line or an `eval.<metric>.error` attribute.
+
+Every pattern starts with a literal (`sk-`, `eyJ`, `@`...) that the regex engine finds
+with a fast scan, and none can backtrack badly: redacting costs tens of milliseconds per
+megabyte of text, and text holding no secret shape is returned as it came.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+REDACTED = "[REDACTED]"  # what the operator's own patterns and keys become
+SECRET = "[redacted secret]"
+API_KEY = "[redacted api key]"
+TOKEN = "[redacted token]"
+EMAIL = "[redacted email]"
+PRIVATE_KEY = "[redacted private key]"
+
+# (pattern, marker), applied in this order. Each pattern starts with a literal, which the
+# regex engine finds with a fast scan; the word boundary before it is a lookbehind after it.
+SECRET_SHAPES: tuple[tuple[str, str], ...] = (
+    (r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----[\s\S]*?-----END [A-Z ]{0,40}PRIVATE KEY-----", PRIVATE_KEY),
+    # "Bearer <token>" keeps its first word: the judge should still see an Authorization was sent.
+    (r"Bearer(?<!\wBearer)[ \t]+[A-Za-z0-9._~+/-]{16,}=*", f"Bearer {TOKEN}"),
+    (r"bearer(?<!\wbearer)[ \t]+[A-Za-z0-9._~+/-]{16,}=*", f"bearer {TOKEN}"),
+    (r"eyJ(?<!\weyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", TOKEN),  # JWT
+    (r"sk-(?<![\w-]sk-)[A-Za-z0-9_-]{20,}", API_KEY),  # OpenAI (sk-proj-...), Anthropic (sk-ant-...), DeepSeek...
+    (r"sk_(?<!\wsk_)(?:live|test)_[A-Za-z0-9]{16,}", API_KEY),  # Stripe secret keys
+    (r"rk_(?<!\wrk_)(?:live|test)_[A-Za-z0-9]{16,}", API_KEY),  # Stripe restricted keys
+    (r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b", API_KEY),  # AWS access key ids
+    (r"ASIA(?<!\wASIA)[0-9A-Z]{16}\b", API_KEY),
+    (r"AIza(?<!\wAIza)[0-9A-Za-z_-]{35}", API_KEY),  # Google
+    (r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{36,}", TOKEN),  # GitHub
+    (r"github_pat_(?<!\wgithub_pat_)[A-Za-z0-9_]{22,}", TOKEN),
+    (r"glpat-(?<!\wglpat-)[A-Za-z0-9_-]{20,}", TOKEN),  # GitLab
+    (r"xox[abeoprs]-(?<!\wxox[abeoprs]-)[A-Za-z0-9-]{10,}", TOKEN),  # Slack
+    (r"hf_(?<!\whf_)[A-Za-z0-9]{30,}", TOKEN),  # Hugging Face
+)
+# An e-mail address is found from its "@" and domain; its local part is walked back to by hand.
+_EMAIL_DOMAIN = re.compile(r"@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b")
+_EMAIL_LOCAL = frozenset(string.ascii_letters + string.digits + "._%+-")
+MAX_EMAIL_LOCAL = 64
+SECRET_KEYS: tuple[str, ...] = (
+    "api_key", "apikey", "api-key", "x-api-key", "access_token", "refresh_token", "auth_token", "client_secret",
+    "secret_key", "aws_secret_access_key", "private_key", "password", "passwd",
+)
+MAX_MESSAGE_CHARS = 300  # a server's error message in a log line or an error attribute
+
+
+# After a key's name: a closing quote, `:` or `=`, then a quoted or bare value (group 1)
+# that is not already a marker.
+_KEY_VALUE = re.compile(r"""["']?\s*[:=]\s*(?!["']?\[(?:REDACTED\]|redacted ))("[^"]*"|'[^']*'|[^\s,;&}\]]+)""")
+_WORD = frozenset(string.ascii_letters + string.digits + "_")
+
+
+def _hide_key_values(text: str, names: frozenset[str], marker: str) -> str:
+    """`key=value`, `key: value`, `"key": "value"` with the value of each named key (any
+    case, as a whole word) replaced by `marker`, inside its quotes if it has any. Names
+    are found with `str.find` on the lowered text, which is much faster than a
+    case-insensitive regex."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters lower to two ("İ"): keep the positions aligned
+        lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+    values: list[tuple[int, int]] = []
+    for name in names:
+        start = lowered.find(name)
+        while start != -1:
+            end = start + len(name)
+            if (start == 0 or lowered[start - 1] not in _WORD) and (end == len(text) or lowered[end] not in _WORD):
+                match = _KEY_VALUE.match(text, end)
+                if match is not None:
+                    values.append(match.span(1))
+                    end = match.end()  # the name inside a value is part of the value: linear, not quadratic
+            start = lowered.find(name, end)
+    if not values:
+        return text
+    parts, done = [], 0
+    for start, end in sorted(values):
+        if start < done:
+            continue  # the same value under a longer name (`x-api-key`, `api-key`)
+        quote = text[start] if text[start] in "\"'" else ""
+        parts += [text[done:start], quote, marker, quote]
+        done = end
+    return "".join([*parts, text[done:]])
+
+
+_SHAPES = tuple((re.compile(pattern), marker) for pattern, marker in SECRET_SHAPES)
+_SECRET_KEY_NAMES = frozenset(SECRET_KEYS)
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """What to hide before any text reaches a prompt or a result's metadata.
+
+    `builtin`: the secret shapes and secret-named keys above. `patterns`: regular
+    expressions whose matches become `[REDACTED]`. `keys`: names (case-insensitive) whose
+    values become `[REDACTED]` wherever they appear: as keys of structured tool arguments
+    and results (also as the last segment of a dotted key, `http.request.header.api_key`),
+    and as `key=value` / `"key": value` inside text. The operator's rules run first.
+
+    Threading: immutable; share it freely.
+    """
+
+    patterns: Sequence[str] = ()
+    keys: Sequence[str] = ()
+    builtin: bool = True
+    _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _key_names: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        compiled = []
+        for pattern in self.patterns:
+            try:
+                compiled.append(re.compile(pattern))
+            except re.error as exc:
+                raise ValueError(f"redact.patterns: invalid regular expression {pattern!r}: {exc}") from None
+        names = frozenset(key.lower() for key in self.keys if key)
+        object.__setattr__(self, "_compiled", tuple(compiled))
+        object.__setattr__(self, "_key_names", names)
+
+    @classmethod
+    def from_config(cls, config: Redaction | Mapping[str, Any] | bool | None) -> Redaction:
+        """Accepts the `redact:` setting as parsed YAML: `false` (nothing hidden), `true`,
+        or `{builtin: true, patterns: [...], keys: [...]}`; None means the defaults."""
+        if config is None or config is True:
+            return cls()
+        if config is False:
+            return cls(builtin=False)
+        if isinstance(config, Redaction):
+            return config
+        unknown = set(config) - {"patterns", "keys", "builtin"}
+        if unknown:
+            raise ValueError(f"redact: unknown keys {sorted(unknown)} (expected builtin, patterns, keys)")
+        return cls(patterns=tuple(config.get("patterns") or ()), keys=tuple(config.get("keys") or ()),
+                   builtin=bool(config.get("builtin", True)))
+
+    @property
+    def enabled(self) -> bool:
+        return self.builtin or bool(self._compiled or self._key_names)
+
+    def key_marker(self, key: Any) -> str | None:
+        """What the value under `key` becomes, or None when the key is not a secret's."""
+        name = str(key).lower()
+        last = name.rsplit(".", 1)[-1]
+        if name in self._key_names or last in self._key_names:
+            return REDACTED
+        if self.builtin and (name in _SECRET_KEY_NAMES or last in _SECRET_KEY_NAMES):
+            return SECRET
+        return None
+
+    def text(self, value: str) -> str:
+        if self._key_names:
+            value = _hide_key_values(value, self._key_names, REDACTED)
+        for pattern in self._compiled:
+            value = pattern.sub(REDACTED, value)
+        if self.builtin:
+            value = _builtin_text(value)
+        return value
+
+    def value(self, value: Any) -> Any:
+        """A copy of a JSON-like value with secret keys and pattern matches hidden.
+
+        A string holding a JSON object or array is redacted structurally, so that a
+        secret key inside serialized tool arguments is found whatever its formatting.
+        """
+        if not self.enabled:
+            return value
+        if isinstance(value, Mapping):
+            redacted = {}
+            for key, item in value.items():
+                marker = self.key_marker(key)
+                redacted[key] = self.value(item) if marker is None else marker
+            return redacted
+        if isinstance(value, (list, tuple)):
+            return [self.value(item) for item in value]
+        if isinstance(value, str):
+            parsed = _json_container(value)
+            if parsed is not None:
+                return json.dumps(self.value(parsed), ensure_ascii=False)
+            return self.text(value)
+        return value
+
+
+def _builtin_text(value: str) -> str:
+    value = _hide_key_values(value, _SECRET_KEY_NAMES, SECRET)
+    for pattern, marker in _SHAPES:
+        value = pattern.sub(marker, value)
+    return _hide_emails(value) if "@" in value else value
+
+
+def _hide_emails(text: str) -> str:
+    parts: list[str] = []
+    done = 0
+    for match in _EMAIL_DOMAIN.finditer(text):
+        start = match.start()
+        while start > max(done, match.start() - MAX_EMAIL_LOCAL) and text[start - 1] in _EMAIL_LOCAL:
+            start -= 1
+        if start == match.start():
+            continue  # "@host.com" alone is not an address
+        parts += [text[done:start], EMAIL]
+        done = match.end()
+    return "".join([*parts, text[done:]]) if parts else text
+
+
+def _json_container(text: str) -> dict | list | None:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, (dict, list)) else None
+
+
+def scrub(text: str, max_chars: int = MAX_MESSAGE_CHARS) -> str:
+    """A text from outside (a server's error message) fit for a log line: the built-in
+    secret shapes hidden, then cut to `max_chars` with the length noted."""
+    return cut(_builtin_text(text), max_chars)
+
+
+def cut(text: str, max_chars: int) -> str:
+    """`text` shortened to `max_chars`, saying how much was left out."""
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]} [… truncated {len(text) - max_chars:,} characters]"
+
+
+def safe_url(url: str) -> str:
+    """`url` fit for a log line: without user info (`https://user:pass@host`) or query
+    (`?api-key=...`), where credentials are sometimes put."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
