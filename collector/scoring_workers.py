@@ -114,6 +114,10 @@ class WorkerScoring:
     def _lost(self, handle: _WorkerHandle) -> None:
         if self._stopping:
             return
+        if handle.ready.exception() is not None:  # it never started: another would fail the same way
+            log.error("scoring worker %d exited before it was ready; its traces are exported with an error result",
+                      handle.index)
+            return
         self.restarts += 1
         log.error("scoring worker %d (pid %s) exited with code %s; starting it again", handle.index, handle.pid,
                   handle.exitcode)
@@ -162,6 +166,7 @@ class _WorkerHandle:
         self.pending: dict[int, asyncio.Future] = {}
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
+        self.lost = False
         context = multiprocessing.get_context("spawn")  # never fork the gRPC server's threads
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=worker_main, args=(child_conn, setup), daemon=True,
@@ -179,6 +184,8 @@ class _WorkerHandle:
         return self._process.exitcode
 
     async def ask(self, message: tuple) -> Any:
+        if self.lost:
+            raise WorkerLost(f"scoring worker process exited (code {self._process.exitcode})")
         request_id = self._next_id
         self._next_id += 1
         future = self._loop.create_future()
@@ -251,6 +258,7 @@ class _WorkerHandle:
                     future.set_result(payload)
 
     def _lost(self) -> None:
+        self.lost = True
         error = WorkerLost(f"scoring worker process exited (code {self._process.exitcode}) while scoring")
         if not self.ready.done():
             self.ready.set_exception(RuntimeError(f"worker exited with code {self._process.exitcode} before it was ready"))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.ingest import child_pids
 from spanscore.collector.assembler import AssemblerConfig
 from spanscore.core.attributes import attributes_to_dict
 from tests.e2e.test_scale_out import CONFIG, Replica, scores, send_sessions
@@ -47,9 +48,7 @@ def test_two_worker_processes_score_as_the_collector_process_does(tmp_path):
     single, workers = WorkersReplica(tmp_path, "single", 0), WorkersReplica(tmp_path, "workers", 2)
     try:
         assert wait_until(lambda: single.healthy() and workers.healthy(), timeout_s=60), "spanscore did not come up"
-        worker_pids = subprocess.run(["pgrep", "-P", str(workers.process.pid), "-f", "multiprocessing"],
-                                     capture_output=True, text=True).stdout.split()
-        assert len(worker_pids) >= 2, worker_pids  # two scoring workers (and the resource tracker)
+        assert len(child_pids(workers.process.pid)) == 2  # the scoring workers, not the resource tracker
         send_sessions(SESSIONS, single.grpc)
         send_sessions(SESSIONS, workers.grpc)
     finally:

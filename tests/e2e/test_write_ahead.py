@@ -19,6 +19,9 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.collector.pipeline import Pipeline
+from spanscore.core.consumer import ConsumerFull
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from tests.exporters.test_score_metrics import free_port
 from tests.support.running import wait_until
@@ -163,10 +166,6 @@ def test_exported_traces_are_not_replayed_and_done_segments_go(tmp_path):
 
 
 def test_at_its_size_bound_the_log_refuses_with_retry_later(tmp_path):
-    from spanscore.collector.assembler import Assembler, AssemblerConfig
-    from spanscore.collector.pipeline import Pipeline
-    from spanscore.core.consumer import ConsumerFull
-
     wal = WriteAheadLog(tmp_path, max_bytes=2_000)
     wal.open()
     pipeline = Pipeline(Assembler(AssemblerConfig()), [], [], write_ahead=wal)

@@ -145,20 +145,21 @@ def test_only_processor_attributes_can_label_the_score_metrics(key, tmp_path):
     assert any("not an attribute a processor writes" in p for p in error.value.problems)
 
 
+def prometheus_samples(port: int) -> dict[str, float]:
+    """Every sample the Prometheus endpoint on `port` serves now, by name."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
 def test_spanscore_reports_its_own_throughput_refusals_and_queue_depth(sink, start_collector):
     port = free_port()
     collector = start_collector(config(sink, "[prometheus]", port))
     send_scored_traces(collector)
     assert wait_until(lambda: len(sink.spans()) == 5)
 
-    def samples() -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        return {sample.name: sample.value for family in text_string_to_metric_families(text)
-                for sample in family.samples}
-
-    assert wait_until(lambda: samples().get("spanscore_pipeline_exported_traces_total") == 2.0)
-    found = samples()
+    assert wait_until(lambda: prometheus_samples(port).get("spanscore_pipeline_exported_traces_total") == 2.0)
+    found = prometheus_samples(port)
     assert found["otelcol_receiver_accepted_spans_total"] == 5.0
     assert found["spanscore_receiver_rejected_spans_total"] == 0.0
     assert found["spanscore_receiver_refused_requests_total"] == 0.0
@@ -178,14 +179,8 @@ def test_write_ahead_log_and_scoring_workers_report_their_figures(sink, start_co
     send_scored_traces(collector)  # two requests, five spans
     assert wait_until(lambda: len(sink.spans()) == 5, timeout_s=20)
 
-    def samples() -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        return {sample.name: sample.value for family in text_string_to_metric_families(text)
-                for sample in family.samples}
-
-    assert wait_until(lambda: samples().get("spanscore_write_ahead_pending_requests") == 0.0)
-    found = samples()
+    assert wait_until(lambda: prometheus_samples(port).get("spanscore_write_ahead_pending_requests") == 0.0)
+    found = prometheus_samples(port)
     assert found["spanscore_write_ahead_requests_total"] == 2.0
     assert found["spanscore_write_ahead_replayed_spans_total"] == 0.0
     assert 0 < found["spanscore_write_ahead_size_bytes"] < found["spanscore_write_ahead_size_limit_bytes"] == 1 << 30
