@@ -117,11 +117,7 @@ class HttpReceiver:
 
     async def _read_body(self, request: web.Request, encoding: str) -> bytes:
         limit = self.max_body_bytes
-        inflater = None
-        if encoding == "gzip":
-            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            inflater = zlib.decompressobj()
+        inflater = _Inflater(encoding) if encoding in ("gzip", "deflate") else None
         if request.content_length is not None and inflater is None and request.content_length > limit:
             raise _TooLarge
         parts: list[bytes] = []
@@ -135,23 +131,55 @@ class HttpReceiver:
             if raw_size > limit:
                 raise _TooLarge
             if inflater is not None:
-                # max_length caps what one compressed chunk may expand to.
                 chunk = inflater.decompress(chunk, limit - size + 1)
-                if inflater.unconsumed_tail:
-                    raise _TooLarge
             size += len(chunk)
             if size > limit:
                 raise _TooLarge
             parts.append(chunk)
         if inflater is not None:
-            tail = inflater.flush()
+            tail = inflater.finish()
             size += len(tail)
             if size > limit:
                 raise _TooLarge
             parts.append(tail)
-            if not inflater.eof:
-                raise zlib.error("truncated compressed stream")
         return b"".join(parts)
+
+
+class _Inflater:
+    """Inflates a body chunk by chunk; a gzip body may hold several members (RFC 1952),
+    read one after the other, and anything after the end of a stream is an error."""
+
+    def __init__(self, encoding: str):
+        self._gzip = encoding == "gzip"
+        self._stream = self._new()
+
+    def _new(self):
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS) if self._gzip else zlib.decompressobj()
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        """Up to `max_length` bytes from `data`; raises _TooLarge past it, zlib.error when damaged."""
+        out: list[bytes] = []
+        while data:
+            if self._stream.eof:
+                if not self._gzip:
+                    raise zlib.error("data after the end of the compressed stream")
+                self._stream = self._new()  # the next gzip member
+            if max_length <= 0:  # zlib reads 0 as "no limit"
+                raise _TooLarge
+            # max_length caps what the compressed bytes may expand to.
+            piece = self._stream.decompress(data, max_length)
+            if self._stream.unconsumed_tail:
+                raise _TooLarge
+            max_length -= len(piece)
+            out.append(piece)
+            data = self._stream.unused_data
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        tail = self._stream.flush()
+        if not self._stream.eof:
+            raise zlib.error("truncated compressed stream")
+        return tail
 
 
 def _encode(content_type: str, status: int, message, headers: dict[str, str] | None = None) -> web.Response:

@@ -108,8 +108,8 @@ def expected_http(body: bytes, content_type: str, encoding: str, limit: int) -> 
         return Expected(frozenset({413}))
     request, invalid = _decoded(data, kind)
     if trailing:
-        # The receiver does not read past the first member (see tests/fuzz/test_http_gzip_fuzz.py's
-        # xfail tests); Python's reader calls the rest an error. Either answer, never a 5xx.
+        # Bytes after the first member: the receiver reads them as further gzip members
+        # (200, with at least the first member's spans) or answers 400 when they are not.
         if request is None:
             return Expected(frozenset({400}))
         return Expected(frozenset({200, 400}), request, invalid)
