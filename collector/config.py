@@ -25,6 +25,7 @@ from spanscore.core.key_path import key_path
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"
 MEMORY_LIMITER_TYPE = "memory_limiter"
+FILE_STORAGE_TYPE = "file_storage"
 _SECTIONS = {"receivers": "receiver", "processors": "processor", "exporters": "exporter", "extensions": "extension"}
 # (pipeline role, config section, what its `auth` must name): receivers check, exporters send.
 _AUTH_SIDES = (
@@ -247,6 +248,7 @@ def parse_config(
             chosen[key].append(component)
 
     problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), service))
+    problems.extend(_storage_problems(chosen["exporters"], sections["extensions"], raw.get("extensions"), service))
     # The memory limiter refuses requests at the receivers, before assembly, so its place
     # in the list does not matter and the processors that score never see it.
     limiters = [c for c in chosen["processors"] if c.type == MEMORY_LIMITER_TYPE]
@@ -336,6 +338,31 @@ def _authenticator_problems(
                 elif not (isinstance(create := extension.factory.create, type) and issubclass(create, side)):
                     role = "checks requests received" if side is ServerAuthenticator else "authenticates requests sent"
                     problems.append(f"{where}: {extension_id!r} is not an authenticator that {role}")
+    return problems
+
+
+def _storage_problems(
+    exporters: list[Component], extensions: dict[str, Component], written: Any, service: Service,
+) -> list[str]:
+    """Each `sending_queue.storage` must name a file_storage extension that
+    `service.extensions` starts, on an exporter that can keep its queue there."""
+    problems = []
+    for exporter in exporters:
+        queue = getattr(exporter.config, "sending_queue", None)
+        storage_id = getattr(queue, "storage", None)
+        if storage_id is None:
+            continue
+        where = f"exporters.{exporter.id}.sending_queue.storage"
+        extension = extensions.get(storage_id)
+        if not getattr(exporter.factory.create, "stores_requests", False):
+            problems.append(f"{where}: exporter {exporter.id!r} cannot keep its queue in storage; otlp and otlphttp can")
+        elif extension is None:
+            if not (isinstance(written, dict) and storage_id in written):  # else its settings were reported
+                problems.append(f"{where}: {storage_id!r} is not defined under extensions")
+        elif storage_id not in service.extensions:
+            problems.append(f"{where}: {storage_id!r} is not listed in service.extensions")
+        elif extension.type != FILE_STORAGE_TYPE:
+            problems.append(f"{where}: {storage_id!r} is not a file_storage extension")
     return problems
 
 

@@ -37,16 +37,20 @@ class Service:
         self.config = config
         # Extensions first: the authenticators among them are handed to exporters and receivers.
         self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
-        authenticators = dict(zip((c.id for c in config.extensions), self.extensions))
+        extensions_by_id = dict(zip((c.id for c in config.extensions), self.extensions))
         # Listed in service.extensions, file_storage turns on the write-ahead log.
         self.storage = next((e for e in self.extensions if isinstance(e, FileStorage)), None)
-        config = with_client_auth(config, authenticators)
+        config = with_client_auth(config, extensions_by_id)
         self.assembler = Assembler(config.assembler)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
         self.workers = _workers(config, processors)
         if self.workers is not None:  # the router decides exports, so it stays here
             processors = [(i, p) for i, p in processors if isinstance(p, TraceRouter)]
         exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
+        for exporter in exporters:  # a persistent sending queue, where its config names a storage
+            storage_id = exporter.config.sending_queue.storage if hasattr(exporter.config, "sending_queue") else None
+            if storage_id is not None:
+                exporter.storage = extensions_by_id[storage_id].queue_for(exporter.id)
         self.score_metrics: ScoreMetrics | None = None
         if config.metric_exporters:
             interval_s = config.service.pipelines.metrics.export_interval
@@ -69,7 +73,7 @@ class Service:
             if self.score_metrics is not None:
                 self.score_metrics.observe(memory_limiter_readings(self.memory_limiter))
         intake = self.memory_limiter or self.pipeline
-        self.receivers = [create_receiver(c, intake, authenticators) for c in config.receivers]
+        self.receivers = [create_receiver(c, intake, extensions_by_id) for c in config.receivers]
 
     @property
     def processors(self) -> list[Component]:

@@ -5,6 +5,12 @@ waiting up to `sending_queue.batch_max_spans`, sends each batch, and retries ret
 failures with exponential backoff and jitter, honouring a server's requested delay, as
 the OTLP specification asks. Memory is bounded by the pipeline (`max_buffered_spans`
 counts spans until every exporter is done with them), so the queue itself is unbounded.
+
+With `sending_queue.storage` (exporters that send encoded requests: otlp, otlphttp) the
+queue is on disk: each trace is written there as an export request and leaves memory
+once stored, one consumer sends the stored requests oldest first and retries them for
+as long as the backend is down (`max_elapsed_time` does not apply), and what is unsent
+at a stop is sent after the next start. When the store is full, traces queue in memory.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 from pydantic import Field
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
+from spanscore.core.export_request import build_request
+from spanscore.core.sending_storage import SendingStorage
 from spanscore.core.trace import Trace
 
 log = logging.getLogger("spanscore.exporters")
@@ -26,6 +35,9 @@ log = logging.getLogger("spanscore.exporters")
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_BATCH_MAX_SPANS = 4096
 DEFAULT_NUM_CONSUMERS = 4
+
+# How a send ended.
+SENT, REFUSED, GAVE_UP = "sent", "refused", "gave up"
 
 
 class RetryConfig(ComponentConfig):
@@ -40,6 +52,7 @@ class RetryConfig(ComponentConfig):
 class QueueConfig(ComponentConfig):
     num_consumers: int = Field(default=DEFAULT_NUM_CONSUMERS, ge=1, le=256)
     batch_max_spans: int = Field(default=DEFAULT_BATCH_MAX_SPANS, ge=1)
+    storage: str | None = None  # a `file_storage` extension id: the queue is kept on disk there
 
 
 class ExporterConfig(ComponentConfig):
@@ -67,9 +80,16 @@ class Exporter:
     trace, after success or after giving up, and must not keep references afterwards.
     """
 
+    # Exporters that implement `send_encoded` can keep their queue in a storage extension.
+    stores_requests = False
+
     def __init__(self, component_id: str, config: ExporterConfig):
         self.id = component_id
         self.config = config
+        self.storage: SendingStorage | None = None  # handed over by the service, per sending_queue.storage
+        self._stored: list[tuple[int, Trace]] = []  # written to storage, waiting to be durable there
+        self._confirming: asyncio.Task | None = None
+        self._stored_ready = asyncio.Event()
         self._queue: deque[Trace] = deque()
         self._ready = asyncio.Event()
         self._closing = False
@@ -84,12 +104,46 @@ class Exporter:
             asyncio.create_task(self._work(), name=f"{self.id}-{i}")
             for i in range(self.config.sending_queue.num_consumers)
         ]
+        if self.storage is not None:
+            restored = self.storage.open()
+            if restored:
+                log.warning("exporter %s: %d spans stored unsent before the last stop; sending them first",
+                            self.id, restored)
+            self._workers.append(asyncio.create_task(self._work_stored(), name=f"{self.id}-stored"))
 
     def enqueue(self, trace: Trace) -> None:
         if self._closing:
             raise RuntimeError(f"exporter {self.id} is shut down")
+        storage = self.storage
+        if storage is not None and not storage.full:
+            number = storage.put(build_request([trace]).SerializeToString(), trace.span_count)
+            self._stored.append((number, trace))
+            if self._confirming is None:
+                self._confirming = asyncio.create_task(self._confirm_stored())
+            self._stored_ready.set()
+            return
         self._queue.append(trace)
         self._ready.set()
+
+    @property
+    def stored_spans(self) -> int:
+        return self.storage.queued_spans if self.storage is not None else 0
+
+    async def _confirm_stored(self) -> None:
+        """Traces leave memory (and the write-ahead log) once their stored copy is durable."""
+        try:
+            while self._stored:
+                stored, self._stored = self._stored, []
+                undelivered = False
+                try:
+                    await self.storage.durable(stored[-1][0])
+                except OSError as exc:  # not known to be on disk: the write-ahead log keeps the traces
+                    log.error("exporter %s: could not store %d traces: %s", self.id, len(stored), exc)
+                    undelivered = True
+                for _, trace in stored:
+                    trace.export_done(undelivered)
+        finally:
+            self._confirming = None
 
     async def shutdown(self, deadline: float) -> None:
         """Send what is queued, retrying until `deadline` (monotonic), then close.
@@ -101,6 +155,9 @@ class Exporter:
         self._closing = True
         self._deadline = deadline
         self._ready.set()
+        self._stored_ready.set()
+        if self._confirming is not None:
+            await self._confirming
         if self._workers:
             _, pending = await asyncio.wait(self._workers, timeout=max(0.0, deadline - time.monotonic()))
             for task in pending:
@@ -117,6 +174,10 @@ class Exporter:
     async def send(self, traces: list[Trace]) -> None:
         raise NotImplementedError
 
+    async def send_encoded(self, request: bytes) -> None:
+        """Send an encoded ExportTraceServiceRequest (exporters with `stores_requests`)."""
+        raise NotImplementedError
+
     async def close(self) -> None:
         return None
 
@@ -129,13 +190,43 @@ class Exporter:
                 self._ready.clear()
                 await self._ready.wait()
                 continue
+            span_count = sum(t.span_count for t in batch)
             try:
-                delivered = await self._send_with_retry(batch)
+                outcome = await self._send_with_retry(lambda: self.send(batch), span_count)
             except asyncio.CancelledError:
                 self._give_up(batch, "shutdown deadline passed", undelivered=True)
                 raise
+            if outcome is not SENT:
+                self.dropped_spans += span_count
             for trace in batch:
-                trace.export_done(undelivered=not delivered)
+                trace.export_done(undelivered=outcome is GAVE_UP)
+
+    async def _work_stored(self) -> None:
+        """Sends the stored requests, oldest first; what is not sent stays stored."""
+        storage = self.storage
+        while True:
+            items = storage.take(self.config.sending_queue.batch_max_spans)
+            if not items:
+                if self._closing:
+                    return
+                self._stored_ready.clear()
+                await self._stored_ready.wait()
+                continue
+            # Encoded requests concatenated are one request holding all their spans.
+            payload = b"".join(data for _, data, _ in items)
+            span_count = sum(spans for _, _, spans in items)
+            try:
+                outcome = await self._send_with_retry(lambda: self.send_encoded(payload), span_count, stored=True)
+            except asyncio.CancelledError:
+                storage.give_back(items)
+                raise
+            if outcome is GAVE_UP:  # the shutdown deadline: they are sent after the next start
+                storage.give_back(items)
+                return
+            if outcome is REFUSED:
+                self.dropped_spans += span_count
+            for number, _, spans in items:
+                storage.ack(number, spans)
 
     def _take_batch(self) -> list[Trace]:
         batch: list[Trace] = []
@@ -147,39 +238,47 @@ class Exporter:
             spans += trace.span_count
         return batch
 
-    async def _send_with_retry(self, batch: list[Trace]) -> bool:
-        """Send with retries; False when given up on while the backend could still take it."""
+    async def _send_with_retry(self, send: Callable[[], Awaitable[None]], span_count: int,
+                               stored: bool = False) -> str:
+        """SENT; REFUSED (for good, or an unexpected error: not retried); or GAVE_UP while the
+        backend could still take it: past `max_elapsed_time` (not for stored requests) or
+        the shutdown deadline."""
         retry = self.config.retry_on_failure
         started = time.monotonic()
         interval = retry.initial_interval
-        span_count = sum(t.span_count for t in batch)
         while True:
             try:
-                await self.send(batch)
+                await send()
                 self.sent_spans += span_count
-                return True
+                return SENT
             except ExportError as exc:
                 error = exc
             except Exception:  # a bug or an unexpected client error: do not retry blindly
                 log.exception("exporter %s: unexpected error sending %d spans", self.id, span_count)
-                self.dropped_spans += span_count
-                return True
+                return REFUSED
             now = time.monotonic()
             delay = error.retry_after_s
             if delay is None:
                 delay = interval * (1 + retry.randomization_factor * (2 * random.random() - 1))
                 interval = min(interval * retry.multiplier, retry.max_interval)
             limits = []
-            if retry.max_elapsed_time:
+            if retry.max_elapsed_time and not stored:
                 limits.append(started + retry.max_elapsed_time)
             if self._deadline is not None:
                 limits.append(self._deadline)
             give_up_at = min(limits, default=None)
-            if not error.retryable or not retry.enabled or (give_up_at is not None and now + delay > give_up_at):
-                self.dropped_spans += span_count
-                log.error("exporter %s: dropping %d spans after %.1fs: %s%s", self.id, span_count, now - started,
-                          error, "" if error.retryable else " (not retryable)")
-                return not error.retryable
+            if not error.retryable:
+                log.error("exporter %s: dropping %d spans after %.1fs: %s (not retryable)", self.id, span_count,
+                          now - started, error)
+                return REFUSED
+            if not retry.enabled or (give_up_at is not None and now + delay > give_up_at):
+                if stored:
+                    log.warning("exporter %s: %d stored spans not sent by the shutdown deadline (%s); they stay "
+                                "stored", self.id, span_count, error)
+                else:
+                    log.error("exporter %s: dropping %d spans after %.1fs: %s", self.id, span_count, now - started,
+                              error)
+                return GAVE_UP
             log.warning("exporter %s: %s; retrying in %.2fs", self.id, error, delay)
             await asyncio.sleep(delay)
 

@@ -58,6 +58,8 @@ class OtlpGrpcExporterConfig(ExporterConfig):
 
 
 class OtlpGrpcExporter(Exporter):
+    stores_requests = True  # can keep its sending queue in a storage extension
+
     config: OtlpGrpcExporterConfig
 
     async def open(self) -> None:
@@ -81,7 +83,9 @@ class OtlpGrpcExporter(Exporter):
         self._metadata = tuple((k.lower(), v) for k, v in config.headers.items())
 
     async def send(self, traces: list[Trace]) -> None:
-        payload = build_request(traces).SerializeToString()
+        await self.send_encoded(build_request(traces).SerializeToString())
+
+    async def send_encoded(self, payload: bytes) -> None:
         try:
             response = await self._export(payload, timeout=self.config.timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:

@@ -7,7 +7,10 @@ import logging
 from typing import Literal
 
 import aiohttp
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from pydantic import Field, model_validator
 
 from spanscore.core.auth import AuthSettings
@@ -57,6 +60,8 @@ class OtlpHttpExporterConfig(ExporterConfig):
 
 
 class OtlpHttpExporter(Exporter):
+    stores_requests = True  # can keep its sending queue in a storage extension
+
     config: OtlpHttpExporterConfig
 
     async def open(self) -> None:
@@ -69,7 +74,15 @@ class OtlpHttpExporter(Exporter):
 
     async def send(self, traces: list[Trace]) -> None:
         request = build_request(traces)
-        body = encode_request(request).encode() if self.config.encoding == "json" else request.SerializeToString()
+        await self._post(encode_request(request).encode() if self.config.encoding == "json"
+                         else request.SerializeToString())
+
+    async def send_encoded(self, request: bytes) -> None:
+        if self.config.encoding == "json":
+            request = encode_request(ExportTraceServiceRequest.FromString(request)).encode()
+        await self._post(request)
+
+    async def _post(self, body: bytes) -> None:
         if self.config.compression == "gzip":
             body = gzip.compress(body, compresslevel=1)
         url = self.config.url

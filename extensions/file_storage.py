@@ -4,17 +4,23 @@ Listed in `service.extensions`, it turns on the write-ahead log: every accepted 
 is on disk before the client is acknowledged, and whatever was acknowledged but not yet
 exported by every exporter is replayed on the next start (see `write_ahead_log`). At
 `max_size_mib` on disk, receivers answer "retry later" until exports catch up.
+
+Exporters that name it in `sending_queue.storage` get a persistent sending queue in a
+folder of their own under `directory/sending_queue/` (see `persistent_queue`), bounded
+by `max_size_mib` too.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.extensions.persistent_queue import PersistentQueue
 from spanscore.extensions.write_ahead_log import Replayed, WriteAheadLog
 
 log = logging.getLogger("spanscore.file_storage")
@@ -39,9 +45,20 @@ class FileStorage:
     def __init__(self, component_id: str, config: FileStorageConfig):
         self.id = component_id
         self.config = config
-        self.log = WriteAheadLog(config.directory, config.fsync, config.max_size_mib << 20,
-                                 config.segment_size_mib << 20)
+        self.log = self._log(config.directory)
         self.replay: list[Replayed] = []
+        self._queues: list[PersistentQueue] = []
+
+    def _log(self, directory: Path) -> WriteAheadLog:
+        config = self.config
+        return WriteAheadLog(directory, config.fsync, config.max_size_mib << 20, config.segment_size_mib << 20)
+
+    def queue_for(self, component_id: str) -> PersistentQueue:
+        """The persistent sending queue of exporter `component_id` (opened by the exporter)."""
+        folder = re.sub(r"[^A-Za-z0-9_.-]", "_", component_id)
+        queue = PersistentQueue(self._log(self.config.directory / "sending_queue" / folder))
+        self._queues.append(queue)
+        return queue
 
     async def start(self) -> None:
         try:
@@ -55,6 +72,8 @@ class FileStorage:
 
     async def shutdown(self, deadline: float) -> None:
         self.log.close()
+        for queue in self._queues:
+            queue.close()
 
 
 FACTORY = ComponentFactory("extension", "file_storage", FileStorageConfig, FileStorage)

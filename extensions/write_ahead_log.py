@@ -41,6 +41,8 @@ SUFFIX = ".wal"
 class _Request:
     segment: int  # first sequence number of its segment
     spans: int  # accepted spans not yet exported for good
+    offset: int  # where its protobuf bytes start in the segment file
+    length: int
 
 
 @dataclass
@@ -79,7 +81,7 @@ class WriteAheadLog:
     def open(self) -> list[Replayed]:
         """Read what is on disk; return the requests to replay, in order. Then ready to append."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        data: dict[int, tuple[int, int, bytes]] = {}
+        data: dict[int, tuple[int, int, bytes, int]] = {}
         marks: dict[int, list[tuple[int, bytes]]] = {}
         segments = sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
         for index, segment in enumerate(segments):
@@ -90,13 +92,13 @@ class WriteAheadLog:
             self.bytes_on_disk += size
         replay: list[Replayed] = []
         for sequence in sorted(data):
-            segment, spans_total, payload = data[sequence]
+            segment, spans_total, payload, offset = data[sequence]
             exported = marks.get(sequence, [])
             done = sum(n for n, _ in exported)
             if done >= spans_total:
                 continue
             exported_ids = {trace_id for _, trace_id in exported}
-            self._requests[sequence] = _Request(segment, spans_total - done)
+            self._requests[sequence] = _Request(segment, spans_total - done, offset, len(payload))
             self._segment_pending[segment] += 1
             replay.append(Replayed(sequence, payload, exported_ids))
             self.skipped_exported_spans += done
@@ -119,7 +121,8 @@ class WriteAheadLog:
                 break
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
-                data[sequence] = (segment, spans, payload[_DATA.size:])
+                start = offset + _HEADER.size + _DATA.size
+                data[sequence] = (segment, spans, payload[_DATA.size:], start)
             else:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 marks.setdefault(sequence, []).append((spans, trace_id))
@@ -152,8 +155,9 @@ class WriteAheadLog:
         if self._segment_sizes[self._segment] >= self.segment_bytes:
             self._rotate()
         payload = _DATA.pack(sequence, spans) + data
+        start = self._segment_sizes[self._segment] + _HEADER.size + _DATA.size
         self._write(DATA, payload)
-        self._requests[sequence] = _Request(self._segment, spans)
+        self._requests[sequence] = _Request(self._segment, spans, start, len(data))
         self._segment_pending[self._segment] += 1
         self.written_requests += 1
         return sequence
@@ -215,6 +219,19 @@ class WriteAheadLog:
         self._segment_pending[segment] -= 1
         if self._segment_pending[segment] == 0 and segment != self._segment:
             self._delete(segment)
+
+    def spans_pending(self, sequence: int) -> int:
+        """Spans of request `sequence` not yet exported."""
+        return self._requests[sequence].spans
+
+    def read(self, sequence: int) -> bytes:
+        """The protobuf bytes of pending request `sequence`, read back from its segment."""
+        request = self._requests[sequence]
+        fd = os.open(self._path(request.segment), os.O_RDONLY)
+        try:
+            return os.pread(fd, request.length, request.offset)
+        finally:
+            os.close(fd)
 
     @property
     def pending_requests(self) -> int:

@@ -160,3 +160,29 @@ def test_durations(text, seconds):
 def test_bad_durations(text):
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+STORED = """
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:4317}}}}}}}}
+exporters:
+  otlp: {{endpoint: 127.0.0.1:4319, tls: {{insecure: true}}, sending_queue: {{storage: {storage}}}}}
+  file: {{path: out.jsonl, sending_queue: {{storage: file_storage}}}}
+extensions: {{file_storage: {{directory: /tmp/x}}, health_check: {{}}}}
+service:
+  extensions: [{listed}]
+  pipelines: {{traces: {{receivers: [otlp], exporters: [otlp, file]}}}}
+"""
+
+
+@pytest.mark.parametrize(("storage", "listed", "problem"), [
+    ("file_storage/other", "file_storage, health_check", "'file_storage/other' is not defined under extensions"),
+    ("file_storage", "health_check", "'file_storage' is not listed in service.extensions"),
+    ("health_check", "file_storage, health_check", "'health_check' is not a file_storage extension"),
+])
+def test_a_sending_queue_storage_must_be_a_started_file_storage(storage, listed, problem):
+    with pytest.raises(ConfigError) as error:
+        parse_config(STORED.format(storage=storage, listed=listed), factories=TEST_FACTORIES, environ={})
+    assert f"exporters.otlp.sending_queue.storage: {problem}" in error.value.problems
+    # The file exporter writes files itself: it has no queue to keep in storage.
+    assert ("exporters.file.sending_queue.storage: exporter 'file' cannot keep its queue in storage; otlp and "
+            "otlphttp can") in error.value.problems
