@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from spanscore.collector.pipeline import Pipeline
+from spanscore.exporters.base import DROP_REASONS
 from spanscore.exporters.score_metrics import Reading
 from spanscore.processors.circuit_breaker import BreakerState
 from spanscore.processors.judge.base import UsesJudges
@@ -38,8 +39,12 @@ def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
                 lambda: pipeline.unscored_traces),
         Reading("spanscore_router_dropped_traces", "{trace}", "Traces the score_router sent to no exporter",
                 lambda: pipeline.routed_out_traces),
-        Reading("otelcol_exporter_send_failed_spans", "{span}", "Spans the exporters gave up on",
-                lambda: sum(e.dropped_spans for e in pipeline.exporters)),
+        Reading("otelcol_exporter_send_failed_spans", "{span}", "Spans the exporters gave up on, by exporter and "
+                "reason (refused for good, retries exhausted, shutdown deadline)",
+                lambda: [({"exporter": e.id, "reason": reason}, e.dropped_by_reason[reason])
+                         for e in pipeline.exporters for reason in DROP_REASONS]),
+        Reading("otelcol_exporter_sent_spans", "{span}", "Spans the exporters sent, by exporter",
+                lambda: [({"exporter": e.id}, e.sent_spans) for e in pipeline.exporters]),
         Reading("spanscore_exporter_stored_spans", "{span}",
                 "Spans waiting in the exporters' persistent sending queues (sending_queue.storage)",
                 lambda: sum(getattr(e, "stored_spans", 0) for e in pipeline.exporters), monotonic=False),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from spanscore.core.component import Component
@@ -20,6 +21,8 @@ class TraceExporter(Component, Protocol):
     """
 
     id: str  # the component id, which routes name
+    sent_spans: int
     dropped_spans: int
+    dropped_by_reason: Mapping[str, int]  # the same spans by why: refused, retries_exhausted, shutdown
 
     def enqueue(self, trace: Trace) -> None: ...

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
 from pydantic import Field
@@ -38,6 +38,8 @@ DEFAULT_NUM_CONSUMERS = 4
 
 # How a send ended.
 SENT, REFUSED, GAVE_UP = "sent", "refused", "gave up"
+# Why spans were dropped, as the `reason` of otelcol_exporter_send_failed_spans.
+DROP_REASONS = ("refused", "retries_exhausted", "shutdown")
 
 
 class RetryConfig(ComponentConfig):
@@ -97,6 +99,7 @@ class Exporter:
         self._workers: list[asyncio.Task] = []
         self.sent_spans = 0
         self.dropped_spans = 0
+        self.dropped_by_reason: Counter[str] = Counter()
 
     async def start(self) -> None:
         await self.open()
@@ -197,7 +200,7 @@ class Exporter:
                 self._give_up(batch, "shutdown deadline passed", undelivered=True)
                 raise
             if outcome is not SENT:
-                self.dropped_spans += span_count
+                self._dropped(span_count, outcome)
             for trace in batch:
                 trace.export_done(undelivered=outcome is GAVE_UP)
 
@@ -224,7 +227,7 @@ class Exporter:
                 storage.give_back(items)
                 return
             if outcome is REFUSED:
-                self.dropped_spans += span_count
+                self._dropped(span_count, outcome)
             for number, _, spans in items:
                 storage.ack(number, spans)
 
@@ -282,9 +285,14 @@ class Exporter:
             log.warning("exporter %s: %s; retrying in %.2fs", self.id, error, delay)
             await asyncio.sleep(delay)
 
+    def _dropped(self, count: int, outcome: str) -> None:
+        self.dropped_spans += count
+        reason = "refused" if outcome is REFUSED else "shutdown" if self._closing else "retries_exhausted"
+        self.dropped_by_reason[reason] += count
+
     def _give_up(self, batch: list[Trace], reason: str, undelivered: bool) -> None:
         count = sum(t.span_count for t in batch)
-        self.dropped_spans += count
+        self._dropped(count, GAVE_UP)
         log.error("exporter %s: dropping %d spans: %s", self.id, count, reason)
         for trace in batch:
             trace.export_done(undelivered)

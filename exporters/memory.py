@@ -16,6 +16,7 @@ Not in the config's component table: there is nothing to configure.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,7 @@ class MemoryExporter:
         self.exported: list[ExportedTrace] = []
         self.sent_spans = 0
         self.dropped_spans = 0
+        self.dropped_by_reason: Counter[str] = Counter()  # "shutdown" only: it never fails a send
         self.holding = hold
         self._held: list[Trace] = []
         self._shut_down = False
@@ -126,6 +128,7 @@ class MemoryExporter:
         held, self._held = self._held, []
         for trace in held:
             self.dropped_spans += trace.span_count
+            self.dropped_by_reason["shutdown"] += trace.span_count
             trace.export_done()
 
     # Queries for tests ---------------------------------------------------------------

@@ -44,7 +44,8 @@ class Reading:
     name: str
     unit: str
     description: str
-    read: Callable[[], float | None]  # None: nothing to report now (no observation)
+    # A value; None: nothing to report now; or (attributes, value) pairs, one series each.
+    read: Callable[[], float | None | list[tuple[dict[str, str], float]]]
     monotonic: bool = True  # a count that only grows (a counter); else a gauge
 
 
@@ -148,7 +149,11 @@ class ScoreMetrics:
 def _observe(reading: Reading) -> Callable[[CallbackOptions], list[Observation]]:
     def observe(options: CallbackOptions) -> list[Observation]:
         value = reading.read()
-        return [] if value is None else [Observation(value)]
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return [Observation(v, attributes) for attributes, v in value]
+        return [Observation(value)]
 
     return observe
 

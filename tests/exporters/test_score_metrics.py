@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import urllib.request
 
+import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -12,6 +13,7 @@ from spanscore.collector.config import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.provenance import CODE_PROVENANCE
 from tests.processors.test_score_encoding import TOY, send
+from tests.support.otlp_sink import Fault
 from tests.support.running import wait_until
 from tests.support.scored_suite import DATASET, attempt
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
@@ -189,3 +191,27 @@ def test_write_ahead_log_and_scoring_workers_report_their_figures(sink, start_co
     # Scored in the worker, attached here: the toy scores are on the spans.
     assert sorted(attributes_to_dict(s.attributes).get("eval.toy.score") for s in sink.spans()
                   if s.name.startswith("agent")) == [0.25, 1.0]
+
+
+def test_exporter_sends_and_drops_are_reported_by_exporter_and_reason(sink, start_collector):
+    port = free_port()
+    sink.faults.append(Fault(grpc_code=grpc.StatusCode.INVALID_ARGUMENT))  # the first send is refused for good
+    collector = start_collector(config(sink, "[prometheus]", port))
+    send_scored_traces(collector)
+    [exporter] = collector.pipeline.exporters
+    assert wait_until(lambda: exporter.sent_spans + exporter.dropped_spans == 5)
+    assert exporter.dropped_spans > 0
+
+    def series(name: str) -> dict[tuple, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return {tuple(sorted((k, v) for k, v in s.labels.items() if k in ("exporter", "reason"))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
+
+    assert wait_until(lambda: series("otelcol_exporter_sent_spans_total").get((("exporter", "otlp"),))
+                      == exporter.sent_spans)
+    assert series("otelcol_exporter_send_failed_spans_total") == {
+        (("exporter", "otlp"), ("reason", "refused")): exporter.dropped_spans,
+        (("exporter", "otlp"), ("reason", "retries_exhausted")): 0.0,
+        (("exporter", "otlp"), ("reason", "shutdown")): 0.0,
+    }
