@@ -91,6 +91,7 @@ class Pipeline:
         self.workers = workers
         self.write_ahead = write_ahead
         self.replayed_spans = 0
+        self._rescore_only: set[bytes] = set()  # replayed traces already exported: scored again, not sent
         self._scoring: LocalScoring | WorkerScoring = workers or self.local
         self.tracks_sessions = self._scoring.tracks_sessions
         self._unscored_services = FirstSeen()
@@ -218,6 +219,7 @@ class Pipeline:
                         if len(keep) < len(scope_spans.spans):
                             del scope_spans.spans[:]
                             scope_spans.spans.extend(keep)
+            self._rescore_only |= replayed.rescore_traces
             outcome = self.assembler.add(request, now, replayed.sequence)
             wal.adopt(replayed.sequence, outcome.accepted)
             self.held_spans += outcome.accepted
@@ -320,6 +322,7 @@ class Pipeline:
                     if scored.skip_reason is None:
                         trace.results = scored.results
                         session.traces.append(TraceSummary.of(trace))
+                        trace.open_session = session
             if scored.skip_reason is not None:
                 self._leave_unscored(trace, scored.skip_reason)
             else:
@@ -369,40 +372,57 @@ class Pipeline:
 
     async def _score_session(self, session: Session) -> None:
         async with session.lock:
-            if not session.traces:  # none of its traces was scored: nothing to close on
-                return
-            start_ns = time.time_ns()
-            scored = await self._scoring.score_session(session)
-            attributes, usages = scored.attributes, scored.usages
+            carrier = None
+            try:
+                carrier = await self._close_scored_session(session)
+            finally:
+                if self.write_ahead is not None and carrier is None:  # no carrier to wait for: settled now
+                    self._settle(session.unsettled)
+            if carrier is not None:
+                carrier.settles = session.unsettled
+                self.held_spans += 1
+                self._export(carrier)
+
+    async def _close_scored_session(self, session: Session) -> Trace | None:
+        """Run the session processors; the trace of the session's carrier span, or None
+        when there is nothing to carry."""
+        if not session.traces:  # none of its traces was scored: nothing to close on
+            return None
+        start_ns = time.time_ns()
+        scored = await self._scoring.score_session(session)
+        attributes, usages = scored.attributes, scored.usages
+        for usage in usages:
+            self.evaluator_calls[usage.evaluator] += usage.calls
+        session.results.extend(scored.results)
+        if not session.results:
+            return None
+        if self.score_metrics is not None:
+            service = find_attribute(session.resource.attributes, "service.name")
+            self.score_metrics.record(session.results, service, None, attributes, self.provenance)
             for usage in usages:
-                self.evaluator_calls[usage.evaluator] += usage.calls
-            session.results.extend(scored.results)
-            if not session.results:
-                return
-            if self.score_metrics is not None:
-                service = find_attribute(session.resource.attributes, "service.name")
-                self.score_metrics.record(session.results, service, None, attributes, self.provenance)
-                for usage in usages:
-                    self.score_metrics.record_usage(usage, service, None)
-            resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION, self.provenance,
-                                             self.span_events)
-            scope_spans = resource_spans.scope_spans[0]
-            span = scope_spans.spans[0]
-            attach_attributes(span, attributes)
-            if self.evaluation_logs is not None:
-                self.evaluation_logs.emit(span, session.results)
-            for usage in usages:
-                attach_usage(span, usage)
-            carrier = Trace(span.trace_id, self.clock())
-            carrier.session_id = session.session_id
-            carrier.results = session.results
-            carrier.add(0, span, ScopeOrigin(resource_spans, scope_spans))
-            self.held_spans += 1
-            self._export(carrier)
+                self.score_metrics.record_usage(usage, service, None)
+        resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION, self.provenance,
+                                         self.span_events)
+        scope_spans = resource_spans.scope_spans[0]
+        span = scope_spans.spans[0]
+        attach_attributes(span, attributes)
+        if self.evaluation_logs is not None:
+            self.evaluation_logs.emit(span, session.results)
+        for usage in usages:
+            attach_usage(span, usage)
+        carrier = Trace(span.trace_id, self.clock())
+        carrier.session_id = session.session_id
+        carrier.results = session.results
+        carrier.add(0, span, ScopeOrigin(resource_spans, scope_spans))
+        return carrier
 
     # Output ----------------------------------------------------------------------------
 
     def _export(self, trace: Trace) -> None:
+        if trace.trace_id in self._rescore_only:  # sent before a crash; scored again for its session only
+            self._rescore_only.discard(trace.trace_id)
+            self._exported(trace)
+            return
         exporters = self.exporters
         if self.router is not None:
             route = self.router.route(trace.results, trace.trace_id)
@@ -424,10 +444,25 @@ class Pipeline:
         self.held_spans -= trace.span_count
         self.exported_traces += 1
         wal = self.write_ahead
-        if wal is not None and not trace.undelivered:
-            for origin, positions in trace.spans_by_origin.items():
-                if origin.record is not None:
+        if wal is None or trace.undelivered:
+            return
+        if trace.settles is not None:  # a session's carrier is out: its traces are done with
+            self._settle(trace.settles)
+        session = trace.open_session
+        # While its session is open, a trace stays in the log to rebuild the session after a crash.
+        keep = session is not None and self.sessions.get(session.session_id) is session
+        for origin, positions in trace.spans_by_origin.items():
+            if origin.record is not None:
+                if keep:
                     wal.exported(origin.record, trace.trace_id, len(positions))
+                    session.unsettled.append((origin.record, trace.trace_id, len(positions)))
+                else:
+                    wal.done(origin.record, trace.trace_id, len(positions))
+
+    def _settle(self, unsettled: list[tuple[int, bytes, int]]) -> None:
+        for record, trace_id, spans in unsettled:
+            self.write_ahead.done(record, trace_id, spans)
+        unsettled.clear()
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.create_task(coroutine)

@@ -50,6 +50,9 @@ class Session:
     traces: list[TraceSummary] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
     results: list[MetricResult] = field(default_factory=list)
+    # Write-ahead log records (request, trace id, spans) of its exported traces, done
+    # with once the session closed: until then a crash replays them to rebuild it.
+    unsettled: list[tuple[int, bytes, int]] = field(default_factory=list)
     # Held while one of its traces is scored or while it closes: keeps them in order.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
 

@@ -57,7 +57,8 @@ class Trace:
 
     __slots__ = (
         "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "derived", "undelivered", "_pending_exports", "_on_exported",
+        "session_id", "late", "results", "derived", "undelivered", "open_session", "settles", "_pending_exports",
+        "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):
@@ -79,6 +80,10 @@ class Trace:
         # An exporter gave up on it while its backend could still take it (down past the
         # retry budget or the shutdown deadline): a write-ahead log keeps it for replay.
         self.undelivered = False
+        # With a write-ahead log: the session the trace was scored in, whose close settles
+        # it in the log; and, on a session's carrier, the traces its export settles.
+        self.open_session: Any = None
+        self.settles: list[tuple[int, bytes, int]] | None = None
         self._pending_exports = 0
         self._on_exported: Any = None
 

@@ -54,7 +54,7 @@ class PersistentQueue:
         self._waiting.extendleft((number, spans) for number, _, spans in reversed(items))
 
     def ack(self, number: int, spans: int) -> None:
-        self.log.exported(number, _WHOLE_ITEM, spans)
+        self.log.done(number, _WHOLE_ITEM, spans)
         self.queued_spans -= spans
 
     def close(self) -> None:

@@ -1,11 +1,13 @@
 """A segmented write-ahead log of received OTLP requests, and of what left for good.
 
 Each accepted request is appended as a data record (its sequence number and protobuf
-bytes) before the client is acknowledged; when every exporter is done with a trace, a
-mark record says so (the request's sequence number, the trace id and how many of its
-spans that was). On start, `replay` yields what was acknowledged and is not marked:
-those requests without the traces already exported, so a crash repeats as little as
-the marks allow.
+bytes) before the client is acknowledged; when a trace is done with, a mark record says
+so (the request's sequence number, the trace id and how many of its spans that was).
+A trace is done with once every exporter is, and, when it belongs to a session, once
+that session closed too: until then an "exported" mark says only that it need not be
+sent again. On start, `open` returns what was acknowledged and is not done with: those
+requests without the traces done with, and with the ids of the traces only to score
+again (to rebuild their open sessions), so a crash repeats as little as the marks allow.
 
 Records: kind (1 byte) | payload length (4) | CRC-32 of the payload (4) | payload.
 Segments are files `NNNNNNNNNNNNNNNNNNNN.wal` named by their first sequence number; one
@@ -25,12 +27,12 @@ import logging
 import os
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger("spanscore.file_storage")
 
-DATA, MARK = b"D", b"M"
+DATA, MARK, EXPORTED = b"D", b"M", b"E"
 _HEADER = struct.Struct("<cII")  # kind, payload length, crc32
 _DATA = struct.Struct("<QI")  # sequence number, accepted spans
 _MARK = struct.Struct("<QI16s")  # request sequence number, spans, trace id
@@ -49,7 +51,8 @@ class _Request:
 class Replayed:
     sequence: int
     data: bytes
-    exported_traces: set[bytes]  # trace ids of this request already exported: skip their spans
+    exported_traces: set[bytes]  # trace ids of this request done with: skip their spans
+    rescore_traces: set[bytes] = field(default_factory=set)  # exported, their session open: score, do not send
 
 
 class WriteAheadLog:
@@ -83,10 +86,11 @@ class WriteAheadLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         data: dict[int, tuple[int, int, bytes, int]] = {}
         marks: dict[int, list[tuple[int, bytes]]] = {}
+        unsettled: dict[int, set[bytes]] = {}  # exported, session not closed
         segments = sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
         for index, segment in enumerate(segments):
             path = self._path(segment)
-            size = self._read_segment(path, data, marks, last=index == len(segments) - 1)
+            size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1)
             self._segment_sizes[segment] = size
             self._segment_pending[segment] = 0
             self.bytes_on_disk += size
@@ -100,9 +104,9 @@ class WriteAheadLog:
             exported_ids = {trace_id for _, trace_id in exported}
             self._requests[sequence] = _Request(segment, spans_total - done, offset, len(payload))
             self._segment_pending[segment] += 1
-            replay.append(Replayed(sequence, payload, exported_ids))
+            replay.append(Replayed(sequence, payload, exported_ids, unsettled.get(sequence, set()) - exported_ids))
             self.skipped_exported_spans += done
-        self._next = max([*data, *marks, -1]) + 1
+        self._next = max([*data, *marks, *unsettled, -1]) + 1
         for segment in segments:
             if self._segment_pending[segment] == 0:
                 self._delete(segment)
@@ -110,22 +114,25 @@ class WriteAheadLog:
         self.replayed_requests = len(replay)
         return replay
 
-    def _read_segment(self, path: Path, data, marks, last: bool) -> int:
+    def _read_segment(self, path: Path, data, marks, unsettled, last: bool) -> int:
         blob = path.read_bytes()
         offset, segment = 0, int(path.stem)
         while offset + _HEADER.size <= len(blob):
             kind, length, crc = _HEADER.unpack_from(blob, offset)
             end = offset + _HEADER.size + length
             payload = blob[offset + _HEADER.size:end]
-            if end > len(blob) or zlib.crc32(payload) != crc or kind not in (DATA, MARK):
+            if end > len(blob) or zlib.crc32(payload) != crc or kind not in (DATA, MARK, EXPORTED):
                 break
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
                 start = offset + _HEADER.size + _DATA.size
                 data[sequence] = (segment, spans, payload[_DATA.size:], start)
-            else:
+            elif kind == MARK:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 marks.setdefault(sequence, []).append((spans, trace_id))
+            else:
+                sequence, _, trace_id = _MARK.unpack(payload)
+                unsettled.setdefault(sequence, set()).add(trace_id)
             offset = end
         if offset < len(blob):
             where = "cut off at the end" if last else "corrupt"
@@ -204,7 +211,14 @@ class WriteAheadLog:
             self._sync_task = None
 
     def exported(self, sequence: int, trace_id: bytes, spans: int) -> None:
-        """Every exporter is done with `spans` spans of trace `trace_id` from request `sequence`."""
+        """Every exporter is done with `spans` spans of trace `trace_id` from request
+        `sequence`, whose session is still open: not to be sent again, but kept until
+        `done` to rebuild the session after a crash."""
+        if sequence in self._requests:
+            self._write(EXPORTED, _MARK.pack(sequence, spans, trace_id))
+
+    def done(self, sequence: int, trace_id: bytes, spans: int) -> None:
+        """`spans` spans of trace `trace_id` from request `sequence` are done with for good."""
         request = self._requests.get(sequence)
         if request is None:
             return

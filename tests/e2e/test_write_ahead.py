@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.collector.assembler import Assembler, AssemblerConfig
 from spanscore.collector.pipeline import Pipeline
+from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.consumer import ConsumerFull
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from tests.exporters.test_score_metrics import free_port
@@ -155,8 +156,8 @@ def test_exported_traces_are_not_replayed_and_done_segments_go(tmp_path):
     both = request_of([span(done_id, "exported"), span(kept_id, "held"), span(kept_id, "held child")])
     first = wal.append(both.SerializeToString(), 3)
     second = wal.append(request_of([span(new_trace_id(), "c")]).SerializeToString(), 1)
-    wal.exported(first, done_id, 1)
-    wal.exported(second, b"x" * 16, 1)  # the second request is done: its segment is deleted
+    wal.done(first, done_id, 1)
+    wal.done(second, b"x" * 16, 1)  # the second request is done: its segment is deleted
     wal.close()
     assert len(list(tmp_path.glob("*.wal"))) == 2  # the first request's segment and the active one
     reopened = WriteAheadLog(tmp_path)
@@ -174,3 +175,68 @@ def test_at_its_size_bound_the_log_refuses_with_retry_later(tmp_path):
     with pytest.raises(ConsumerFull, match="write-ahead log"):
         pipeline.consume(request_of([span(new_trace_id(), "one more")]))
     assert pipeline.refused_requests == 1
+
+
+SESSION_CONFIG = """
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
+processors:
+  assembler: {{trace_wait: 100ms, session_idle: 5m}}
+  embedding_metrics: {{embedder: {{type: static}}}}
+  session_metrics: {{}}
+exporters:
+  otlp: {{endpoint: '127.0.0.1:{sink}', tls: {{insecure: true}}}}
+extensions:
+  file_storage: {{directory: '{directory}'}}
+service:
+  extensions: [file_storage]
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, embedding_metrics, session_metrics], exporters: [otlp]}}
+"""
+
+
+def turn(session_id: str, question: str, answer: str) -> tuple[bytes, ExportTraceServiceRequest]:
+    trace_id = new_trace_id()
+    return trace_id, request_of([span(trace_id, "invoke_agent support", attributes={
+        **AGENT_ROOT, "session.id": session_id,
+        "gen_ai.input.messages": f'[{{"role": "user", "content": "{question}"}}]',
+        "gen_ai.output.messages": f'[{{"role": "assistant", "content": "{answer}"}}]'})])
+
+
+def test_an_open_session_is_rebuilt_after_kill_9_and_closes_over_all_its_turns(tmp_path, sink):
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(SESSION_CONFIG.format(port=port, sink=sink.grpc_port, directory=tmp_path / "storage"))
+    answer = "Parcel 7 left the depot this morning."
+    collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert wait_until(lambda: _listening(port), timeout_s=60)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
+                                     response_deserializer=None)
+        first, request = turn("chat-1", "Where is parcel 7?", answer)
+        export(request, timeout=10)
+        assert wait_until(lambda: any(s.trace_id == first for s in sink.spans()), timeout_s=10)
+        collector.send_signal(signal.SIGKILL)  # the session is open: its turn was exported, not settled
+        collector.wait(10)
+
+    collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert wait_until(lambda: _listening(port), timeout_s=60)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
+                                     response_deserializer=None)
+        second, request = turn("chat-1", "Can you check again?", answer)  # the same answer: a loop
+        export(request, timeout=10)
+        assert wait_until(lambda: any(s.trace_id == second for s in sink.spans()), timeout_s=10)
+    collector.send_signal(signal.SIGTERM)  # closes the session
+    _, stderr = collector.communicate(timeout=60)
+    assert collector.returncode == 0, stderr
+
+    roots = {s.trace_id: attributes_to_dict(s.attributes) for s in sink.spans() if s.name == "invoke_agent support"}
+    assert [s.trace_id for s in sink.spans()].count(first) == 1  # scored again after the restart, not sent again
+    # The rebuilt session remembered the first answer: the second turn repeats it.
+    assert roots[second]["eval.loop_detection.label"] == "fail"
+    [carrier] = [s for s in sink.spans() if s.name == "evaluate_session"]
+    assert {link.trace_id for link in carrier.links} == {first, second}
+    assert "eval.agent_reliability.score" in attributes_to_dict(carrier.attributes)
+    assert len(list((tmp_path / "storage").glob("*.wal"))) == 1  # the session closed: all settled
