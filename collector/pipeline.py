@@ -188,10 +188,11 @@ class Pipeline:
             raise ConsumerFull(f"the write-ahead log holds {self.write_ahead.bytes_on_disk >> 20} MiB, its limit, "
                                "until exports catch up; retry later", self.retry_after_s)
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
+                write_ahead: bool = True) -> ConsumeOutcome:
         """Take a parsed request (called on the event loop); raises ConsumerFull."""
         self.check_capacity()
-        wal = self.write_ahead
+        wal = self.write_ahead if write_ahead else None
         record = None if wal is None else wal.next_sequence
         outcome = self.assembler.add(request, self.clock(), record)
         if wal is not None and outcome.accepted:

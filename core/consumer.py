@@ -32,6 +32,24 @@ class ConsumerFull(Exception):
         self.retry_after_s = retry_after_s
 
 
+class WithoutWriteAhead:
+    """A consumer whose requests stay out of the write-ahead log, for a receiver with
+    `write_ahead: false` (traffic that may be lost in a crash, at no disk cost)."""
+
+    def __init__(self, consumer: TracesConsumer):
+        self.consumer = consumer
+
+    def check_capacity(self) -> None:
+        self.consumer.check_capacity()
+
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
+                write_ahead: bool = True) -> ConsumeOutcome:
+        return self.consumer.consume(request, None, write_ahead=False)
+
+    async def durable(self, outcome: ConsumeOutcome) -> None:
+        await self.consumer.durable(outcome)
+
+
 class TracesConsumer(Protocol):
     """Takes parsed OTLP trace requests. Called on the collector's event loop.
 
@@ -42,11 +60,13 @@ class TracesConsumer(Protocol):
     def check_capacity(self) -> None:
         """Raise ConsumerFull when nothing more can be taken now."""
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
+                write_ahead: bool = True) -> ConsumeOutcome:
         """Take every valid span of `request`; raises ConsumerFull.
 
         `data` is the request's protobuf encoding when the receiver has it (kept by a
-        write-ahead log rather than encoding the request again).
+        write-ahead log rather than encoding the request again); `write_ahead=False`
+        keeps the request out of the log (a receiver that opted out).
         """
 
     async def durable(self, outcome: ConsumeOutcome) -> None:

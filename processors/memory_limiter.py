@@ -98,9 +98,10 @@ class MemoryLimiter:
         self._refuse_when_high()
         self.consumer.check_capacity()
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
+                write_ahead: bool = True) -> ConsumeOutcome:
         self._refuse_when_high()
-        return self.consumer.consume(request, data)
+        return self.consumer.consume(request, data, write_ahead)
 
     async def durable(self, outcome: ConsumeOutcome) -> None:
         await self.consumer.durable(outcome)

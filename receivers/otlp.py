@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from spanscore.core.auth import AuthSettings, ServerAuthenticator
 from spanscore.core.component import ComponentConfig, ComponentFactory
-from spanscore.core.consumer import TracesConsumer
+from spanscore.core.consumer import TracesConsumer, WithoutWriteAhead
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 from spanscore.receivers.grpc_receiver import GrpcReceiver
 from spanscore.receivers.http_receiver import HttpReceiver
@@ -62,6 +62,8 @@ class Protocols(ComponentConfig):
 
 class OtlpReceiverConfig(ComponentConfig):
     protocols: Protocols = Field(default_factory=lambda: Protocols(grpc=GrpcProtocolConfig(), http=HttpProtocolConfig()))
+    # With file_storage on: false keeps this receiver's traffic out of the write-ahead log.
+    write_ahead: bool = True
 
 
 class OtlpReceiver:
@@ -75,7 +77,7 @@ class OtlpReceiver:
                  authenticators: Mapping[str, ServerAuthenticator] | None = None):
         self.id = component_id
         self.config = config
-        self.consumer = consumer
+        self.consumer = consumer if config.write_ahead else WithoutWriteAhead(consumer)
         self.authenticators = authenticators or {}
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None

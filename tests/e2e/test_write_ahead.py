@@ -240,3 +240,25 @@ def test_an_open_session_is_rebuilt_after_kill_9_and_closes_over_all_its_turns(t
     assert {link.trace_id for link in carrier.links} == {first, second}
     assert "eval.agent_reliability.score" in attributes_to_dict(carrier.attributes)
     assert len(list((tmp_path / "storage").glob("*.wal"))) == 1  # the session closed: all settled
+
+
+def test_a_receiver_can_keep_its_traffic_out_of_the_log(tmp_path, sink, start_collector):
+    collector = start_collector(f"""
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}
+  otlp/lossy: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}, write_ahead: false}}
+exporters:
+  otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}, tls: {{insecure: true}}}}
+extensions:
+  file_storage: {{directory: '{tmp_path / "storage"}'}}
+service:
+  extensions: [file_storage]
+  pipelines: {{traces: {{receivers: [otlp, otlp/lossy], exporters: [otlp]}}}}
+""")
+    kept, lossy = (receiver.grpc.port for receiver in collector.service.receivers)
+    for port in (kept, lossy):
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
+                                response_deserializer=None)(agent_request(turns=1), timeout=10)
+    assert wait_until(lambda: len(sink.spans()) == 8)
+    assert collector.pipeline.write_ahead.written_requests == 1  # only the first receiver's request

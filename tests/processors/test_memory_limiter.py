@@ -25,7 +25,8 @@ class Downstream:
     def check_capacity(self) -> None:
         self.checks += 1
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None) -> ConsumeOutcome:
+    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
+                write_ahead: bool = True) -> ConsumeOutcome:
         self.consumed += 1
         return ConsumeOutcome(accepted=1, rejected=0)
 
