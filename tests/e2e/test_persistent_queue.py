@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from spanscore.extensions.persistent_queue import PersistentQueue
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from tests.e2e.test_backend_outage import rss_mib
-from tests.e2e.test_write_ahead import EXPORT, _listening, agent_request
+from tests.e2e.test_write_ahead import EXPORT, agent_request, launch
 from tests.exporters.test_score_metrics import free_port
 from tests.support.running import wait_until
 
@@ -49,13 +48,6 @@ service:
 """
 
 
-def start(config: Path, port: int) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert wait_until(lambda: _listening(port), timeout_s=60)
-    return process
-
-
 def stop(process: subprocess.Popen) -> str:
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
@@ -69,7 +61,7 @@ def test_a_down_backend_fills_the_disk_queue_not_memory_and_gets_everything_late
     storage = tmp_path / "storage"
     config.write_text(CONFIG.format(port=port, sink=sink.grpc_port, directory=storage))
     sink.down_until = time.monotonic() + 3600  # down until the test says otherwise
-    collector = start(config, port)
+    collector = launch(config, port)
     baseline = rss_mib(collector.pid)
     sent: list[ExportTraceServiceRequest] = []
     try:
@@ -90,7 +82,7 @@ def test_a_down_backend_fills_the_disk_queue_not_memory_and_gets_everything_late
     assert peak - baseline < 60, f"RSS grew from {baseline:.0f} to {peak:.0f} MiB"
 
     sink.down_until = 0.0  # the backend is back
-    collector = start(config, port)
+    collector = launch(config, port)
     acknowledged = Counter((s.trace_id, s.span_id) for r in sent for rs in r.resource_spans
                            for ss in rs.scope_spans for s in ss.spans)
     assert wait_until(lambda: len(sink.spans()) >= len(acknowledged), timeout_s=60)

@@ -50,11 +50,22 @@ service:
 def start(tmp_path: Path, port: int, sink_port: int, fsync: str = "batch") -> subprocess.Popen:
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(port=port, sink=sink_port, directory=tmp_path / "storage", fsync=fsync))
+    return launch(config, port)
+
+
+def launch(config: Path, port: int) -> subprocess.Popen:
+    """`spanscore run --config config`, once its receiver on `port` listens."""
     process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ready = wait_until(lambda: process.poll() is not None or _listening(port), timeout_s=60)
     assert ready and process.poll() is None, process.communicate(timeout=10)[1] if process.poll() is not None else "slow"
     return process
+
+
+def send_request(port: int, request: ExportTraceServiceRequest) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
+                            response_deserializer=None)(request, timeout=10)
 
 
 def _listening(port: int) -> bool:
@@ -207,27 +218,17 @@ def test_an_open_session_is_rebuilt_after_kill_9_and_closes_over_all_its_turns(t
     config = tmp_path / "config.yaml"
     config.write_text(SESSION_CONFIG.format(port=port, sink=sink.grpc_port, directory=tmp_path / "storage"))
     answer = "Parcel 7 left the depot this morning."
-    collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert wait_until(lambda: _listening(port), timeout_s=60)
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                                     response_deserializer=None)
-        first, request = turn("chat-1", "Where is parcel 7?", answer)
-        export(request, timeout=10)
-        assert wait_until(lambda: any(s.trace_id == first for s in sink.spans()), timeout_s=10)
-        collector.send_signal(signal.SIGKILL)  # the session is open: its turn was exported, not settled
-        collector.wait(10)
+    collector = launch(config, port)
+    first, request = turn("chat-1", "Where is parcel 7?", answer)
+    send_request(port, request)
+    assert wait_until(lambda: any(s.trace_id == first for s in sink.spans()), timeout_s=10)
+    collector.send_signal(signal.SIGKILL)  # the session is open: its turn was exported, not settled
+    collector.wait(10)
 
-    collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert wait_until(lambda: _listening(port), timeout_s=60)
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                                     response_deserializer=None)
-        second, request = turn("chat-1", "Can you check again?", answer)  # the same answer: a loop
-        export(request, timeout=10)
-        assert wait_until(lambda: any(s.trace_id == second for s in sink.spans()), timeout_s=10)
+    collector = launch(config, port)
+    second, request = turn("chat-1", "Can you check again?", answer)  # the same answer: a loop
+    send_request(port, request)
+    assert wait_until(lambda: any(s.trace_id == second for s in sink.spans()), timeout_s=10)
     collector.send_signal(signal.SIGTERM)  # closes the session
     _, stderr = collector.communicate(timeout=60)
     assert collector.returncode == 0, stderr
@@ -257,8 +258,6 @@ service:
 """)
     kept, lossy = (receiver.grpc.port for receiver in collector.service.receivers)
     for port in (kept, lossy):
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                                response_deserializer=None)(agent_request(turns=1), timeout=10)
+        send_request(port, agent_request(turns=1))
     assert wait_until(lambda: len(sink.spans()) == 8)
     assert collector.pipeline.write_ahead.written_requests == 1  # only the first receiver's request
