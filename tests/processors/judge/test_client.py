@@ -209,11 +209,12 @@ async def test_connection_errors_are_held_then_reported_as_the_judge_being_unrea
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    judge = OpenAIJudge(model="m", base_url=f"http://127.0.0.1:{port}/v1", retry=FAST_RETRY, max_wait_s=0.3)
+    # Long enough for five refusals and a probe on a loaded machine (they take ~0.2 s unloaded).
+    judge = OpenAIJudge(model="m", base_url=f"http://127.0.0.1:{port}/v1", retry=FAST_RETRY, max_wait_s=2.0)
     with pytest.raises(JudgeError) as caught:
         await judge.complete(MESSAGES, SCHEMA, "grade")
     assert caught.value.error_type == "judge_unavailable"
-    assert str(caught.value) == (f"judge 'm' at http://127.0.0.1:{port}/v1 unreachable for 300ms (max_judge_wait): "
+    assert str(caught.value) == (f"judge 'm' at http://127.0.0.1:{port}/v1 unreachable for 2s (max_judge_wait): "
                                  "connection refused")
     # Five refusals open the breaker, then it probes: more requests than max_retries allows.
     assert judge.stats().requests > FAST_RETRY.max_retries + 1 and judge.breaker.opened == 1
