@@ -40,28 +40,44 @@ def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | No
     rather than duplicated, since OTLP attribute keys must be unique.
     """
     now_ns = time.time_ns() if now_ns is None else now_ns
-    existing = {kv.key: kv for kv in span.attributes}
     provenance = provenance or {}
+    values: list[KeyValue] = []
+    events: list[Span.Event] = []
     for result in results:
         prefix = f"eval.{result.name}."
         source = provenance.get(result.name, CODE_PROVENANCE)
-        values: list[tuple[str, AnyValue]] = [(prefix + "evaluator", AnyValue(string_value=source.evaluator)),
-                                              (prefix + "revision", AnyValue(string_value=source.revision))]
+        values.append(KeyValue(key=prefix + "evaluator", value=AnyValue(string_value=source.evaluator)))
+        values.append(KeyValue(key=prefix + "revision", value=AnyValue(string_value=source.revision)))
         if result.score is not None:
-            values.append((prefix + "score", AnyValue(double_value=result.score)))
-            values.append((prefix + "label", AnyValue(string_value=result.label)))
+            values.append(KeyValue(key=prefix + "score", value=AnyValue(double_value=result.score)))
+            values.append(KeyValue(key=prefix + "label", value=AnyValue(string_value=result.label)))
         if result.explanation:
-            values.append((prefix + "explanation", AnyValue(string_value=result.explanation)))
+            values.append(KeyValue(key=prefix + "explanation", value=AnyValue(string_value=result.explanation)))
         if result.error is not None:
-            values.append((prefix + "error", AnyValue(string_value=result.error)))
-        for key, value in values:
-            kv = existing.get(key)
-            if kv is None:
-                kv = span.attributes.add(key=key)
-                existing[key] = kv
-            kv.value.CopyFrom(value)
+            values.append(KeyValue(key=prefix + "error", value=AnyValue(string_value=result.error)))
         if span_events:
-            span.events.append(evaluation_event(result, now_ns))
+            events.append(evaluation_event(result, now_ns))
+    _set_attributes(span, values)
+    if events:
+        span.events.extend(events)
+
+
+def _set_attributes(span: Span, values: list[KeyValue]) -> None:
+    """Append `values` to the span's attributes, replacing those whose key it has already.
+
+    Built messages are appended in one call: adding them one by one, each copied into
+    place, costs several times more, and scores are written on every scored trace.
+    """
+    attributes = span.attributes
+    keys = {kv.key for kv in values}
+    if len(keys) < len(values) or any(kv.key in keys for kv in attributes):
+        new = {kv.key: kv for kv in values}  # the last of a repeated key wins
+        for kv in attributes:
+            replacement = new.pop(kv.key, None)
+            if replacement is not None:
+                kv.value.CopyFrom(replacement.value)
+        values = list(new.values())
+    attributes.extend(values)
 
 
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
@@ -96,7 +112,8 @@ def _any_value(value: str | int | float | bool) -> AnyValue:
 
 
 def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:
-    attributes = [_kv(key, AnyValue(string_value=value) if isinstance(value, str) else AnyValue(double_value=value))
+    attributes = [KeyValue(key=key, value=AnyValue(string_value=value) if isinstance(value, str)
+                           else AnyValue(double_value=value))
                   for key, value in evaluation_attributes(result).items()]
     return Span.Event(time_unix_nano=time_unix_nano, name=EVALUATION_EVENT, attributes=attributes)
 

@@ -13,6 +13,7 @@ compares embeddings the same way.
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,6 +58,15 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
     cached vectors work too. A zero vector (what embedders return for a text with no
     content) is similar to nothing: its cosine with anything is 0.
     """
+    if (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == 1 and a.shape == b.shape
+            and a.size and a.dtype.kind == "f" and b.dtype.kind == "f"):
+        # Embedder rows, the common case: three dot products, checked once at the end
+        # rather than element by element (a non-finite element makes them non-finite).
+        a, b = a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+        ab, aa, bb = float(a @ b), float(a @ a), float(b @ b)
+        if math.isfinite(ab) and math.isfinite(aa) and math.isfinite(bb):
+            norms = math.sqrt(aa) * math.sqrt(bb)
+            return 0.0 if norms == 0.0 else min(1.0, max(-1.0, ab / norms))
     a = as_vector(a, "first vector")
     b = as_vector(b, "second vector")
     if a.shape != b.shape:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from spanscore.processors.embedders import build_embedder
-from spanscore.processors.embedders.static import TABLE_DIR, StaticEmbedder
+from spanscore.processors.embedders.static import INLINE_TEXTS, TABLE_DIR, StaticEmbedder
 from tests.processors.embedders.test_minilm import require_extra
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,10 +40,29 @@ def test_text_without_content_is_a_zero_row(embedder):
 
 
 def test_a_text_embeds_the_same_alone_and_in_a_batch_and_async(embedder):
-    texts = [f"Order {i} shipped from the Lyon depot" for i in range(100)]
+    texts = [f"Order {i} shipped from the Lyon depot" for i in range(INLINE_TEXTS + 10)]
     batch = embedder.embed_sync(texts)
     assert np.array_equal(batch[37], embedder.embed_sync([texts[37]])[0])
     assert np.array_equal(asyncio.run(embedder.embed(texts)), batch)  # the worker-thread path
+
+
+def test_vectors_are_the_sums_of_the_library_s_token_rows(embedder):
+    # ASCII text takes the Python tokenizer, other text the library; lengths vary so
+    # that pooling pads groups; one text runs past the model's 254 pieces.
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(TABLE_DIR / "tokenizer.json"))
+    texts = ["Where is my order 1234?", "Zürich: 5 °C, leichter Regen", "ok", "", "東京の天気は?",
+             " ".join(f"word{i}" for i in range(400)), "The parcel left the Lyon depot; DPD delivers Thursday."] * 20
+    table = np.load(TABLE_DIR / "static_minilm.npz")["embeddings"].astype(np.float64)
+    expected = np.zeros((len(texts), table.shape[1]))
+    for i, text in enumerate(texts):
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        assert len(ids) <= 254
+        expected[i] = table[ids].sum(axis=0)
+    norms = np.linalg.norm(expected, axis=1, keepdims=True)
+    expected = np.divide(expected, norms, out=np.zeros_like(expected), where=norms > 0)
+    np.testing.assert_allclose(embedder.embed_sync(texts), expected, atol=1e-5)
 
 
 def test_long_text_is_cut_at_the_model_s_length(embedder):
