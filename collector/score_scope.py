@@ -30,7 +30,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentConfig
 from spanscore.core.trace import Trace
-from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.agent_trace import agent_summary_of
 from spanscore.processors.attacher import is_session_carrier
 from spanscore.processors.metrics.expected_calls import json_equal
 
@@ -87,8 +87,8 @@ class ScoreScope:
     def skip_reason(self, trace: Trace) -> str | None:
         """Why `trace` is not scored, or None when it is.
 
-        Builds the normalized agent view only when `agent_traces_only` asks for it; it
-        is kept in the trace's derived views for the processors that follow.
+        Reads the agent summary only when `agent_traces_only` asks for it; it is kept in
+        the trace's derived views for the processors that follow.
         """
         if is_session_carrier(trace):
             return SESSION_CARRIER
@@ -96,7 +96,7 @@ class ScoreScope:
             return NOT_INCLUDED
         if self._exclude is not None and self._exclude.matches(trace):
             return EXCLUDED
-        if self.agent_traces_only and not agent_trace_of(trace).recognized:
+        if self.agent_traces_only and not agent_summary_of(trace).recognized:
             return NOT_AGENT_TRACE
         return None
 

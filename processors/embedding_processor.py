@@ -19,7 +19,7 @@ from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
-from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.agent_trace import agent_summary_of
 from spanscore.processors.base import Processor
 from spanscore.processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
 from spanscore.processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
@@ -85,7 +85,7 @@ class EmbeddingMetrics(Processor):
             await embedder.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
-        agent = agent_trace_of(trace)
+        agent = agent_summary_of(trace)
         user_input, output = agent.user_input, agent.final_output
         coherence_on = self.config.coherence.enabled
         loop_on = self.config.loop_detection.enabled and session is not None

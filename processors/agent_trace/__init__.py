@@ -4,11 +4,11 @@ Supported: OpenTelemetry GenAI (current and legacy), OpenInference, OpenLLMetry 
 Langfuse span attributes. See `build` for how the conventions are combined.
 """
 
-from spanscore.processors.agent_trace.build import build_agent_trace
+from spanscore.processors.agent_trace.build import AgentSummary, build_agent_trace
 from spanscore.processors.agent_trace.model import AgentTrace, Message, Step, ToolCall, ToolDefinition
-from spanscore.processors.agent_trace.of_trace import agent_name_of, agent_trace_of
+from spanscore.processors.agent_trace.of_trace import agent_name_of, agent_summary_of, agent_trace_of
 
 __all__ = [
-    "AgentTrace", "Message", "Step", "ToolCall", "ToolDefinition", "agent_name_of", "agent_trace_of",
-    "build_agent_trace",
+    "AgentSummary", "AgentTrace", "Message", "Step", "ToolCall", "ToolDefinition", "agent_name_of",
+    "agent_summary_of", "agent_trace_of", "build_agent_trace",
 ]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -91,50 +92,112 @@ _START_DEPTH = attrgetter("start", "depth")
 _DEPTH_START = attrgetter("depth", "start")
 
 
+@dataclass(frozen=True)
+class AgentSummary:
+    """The trace-level fields of the normalized view, without its steps and tools.
+
+    Equal to the same fields of `build_agent_trace`'s `AgentTrace` (a test holds them to
+    that on every fixture), at a fraction of the cost: what the scoring scope, the
+    embedding metrics and the score metrics read, so a trace no judge looks at is never
+    turned into steps.
+    """
+
+    user_input: str = ""
+    final_output: str = ""
+    agent_name: str | None = None
+    recognized: bool = False
+
+
+class SpanViews:
+    """A trace's spans read by the convention adapters and sorted into roles: what both
+    the summary and the full view are made from."""
+
+    __slots__ = ("views", "by_id", "by_depth", "containers", "llm_views", "tool_views")
+
+    def __init__(self, spans: Sequence[tuple[Span, Resource]]):
+        views = [_read(span) for span, _resource in spans]
+        _set_depths(views)
+        views.sort(key=_START_DEPTH)
+        by_id = {v.span_id: v for v in views}
+        llm_views: list[SpanView] = []
+        tool_views: list[SpanView] = []
+        containers: list[SpanView] = []
+        nested_llm: list[SpanView] = []
+        for view in views:
+            role = view.role
+            if role == LLM or role == TOOL:
+                if not _inside(view, role, by_id):
+                    (llm_views if role == LLM else tool_views).append(view)
+                elif role == LLM:
+                    nested_llm.append(view)
+            elif role == AGENT or role == CHAIN:
+                containers.append(view)
+        containers.sort(key=_DEPTH_START)
+        if nested_llm:
+            llm_views = _innermost_with_output(llm_views, nested_llm, by_id)
+        self.views = views
+        self.by_id = by_id
+        self.by_depth = sorted(views, key=_DEPTH_START)
+        self.containers = containers
+        self.llm_views = _model_calls(llm_views)
+        self.tool_views = [v for v in tool_views if (v.tool_name or v.name) not in INTERNAL_TOOLS]
+
+    @property
+    def conventions(self) -> set[str]:
+        return {name for view in self.views for name in view.conventions}
+
+
+def read_span_views(trace_id: bytes, spans: Sequence[tuple[Span, Resource]]) -> SpanViews | None:
+    """The spans' views, or None (logged) when reading them hit a bug."""
+    try:
+        return SpanViews(spans)
+    except Exception:  # a bug here must not cost the trace its other metrics
+        logger.exception("could not normalize trace %s", trace_id.hex())
+        return None
+
+
 def build_agent_trace(
     trace_id: bytes,
-    spans: Sequence[tuple[Span, Resource]],
+    spans: Sequence[tuple[Span, Resource]] | SpanViews | None,
     session_id: str | None = None,
 ) -> AgentTrace:
-    """The normalized agent view of one trace's spans (any order, any convention).
+    """The normalized agent view of one trace's spans (any order, any convention), or of
+    their views already read.
 
     `session_id` is the one the collector found for the trace; it is passed through.
     Spans are only read.
     """
     trace_hex = trace_id.hex() if isinstance(trace_id, (bytes, bytearray)) else str(trace_id)
     try:
-        return _build(trace_hex, spans, session_id)
+        views = spans if isinstance(spans, SpanViews) or spans is None else SpanViews(spans)
+        if views is None:
+            return AgentTrace(trace_id=trace_hex, session_id=session_id)
+        return _build(trace_hex, views, session_id)
     except Exception:  # a bug here must not cost the trace its other metrics
         logger.exception("could not normalize trace %s", trace_hex)
         return AgentTrace(trace_id=trace_hex, session_id=session_id)
 
 
-def _build(trace_id: str, spans: Sequence[tuple[Span, Resource]], session_id: str | None) -> AgentTrace:
-    views = [_read(span) for span, _resource in spans]
-    _set_depths(views)
-    views.sort(key=_START_DEPTH)
-    by_id = {v.span_id: v for v in views}
+def summarize(views: SpanViews | None) -> AgentSummary:
+    """The trace-level fields `build_agent_trace` would give, read from the views alone."""
+    if views is None:
+        return AgentSummary()
+    try:
+        by_depth, containers, llm_views = views.by_depth, views.containers, views.llm_views
+        user_input = (_user_input(by_depth, containers, llm_views) or "").strip()
+        final_output = (_final_output(by_depth, containers, llm_views) or "").strip()
+        # Steps come from the LLM and tool views: there are some exactly when there are views.
+        has_steps = bool(llm_views or views.tool_views)
+        recognized = any(view.conventions for view in views.views) and bool(has_steps or user_input or final_output)
+        return AgentSummary(user_input, final_output, _agent_name(by_depth, containers), recognized)
+    except Exception:  # a bug here must not cost the trace its other metrics
+        logger.exception("could not summarize a trace")
+        return AgentSummary()
 
-    llm_views: list[SpanView] = []
-    tool_views: list[SpanView] = []
-    containers: list[SpanView] = []
-    nested_llm: list[SpanView] = []
-    for view in views:
-        role = view.role
-        if role == LLM or role == TOOL:
-            if not _inside(view, role, by_id):
-                (llm_views if role == LLM else tool_views).append(view)
-            elif role == LLM:
-                nested_llm.append(view)
-        elif role == AGENT or role == CHAIN:
-            containers.append(view)
-    containers.sort(key=_DEPTH_START)
-    if nested_llm:
-        llm_views = _innermost_with_output(llm_views, nested_llm, by_id)
-    llm_views = _model_calls(llm_views)
-    tool_views = [v for v in tool_views if (v.tool_name or v.name) not in INTERNAL_TOOLS]
-    by_depth = sorted(views, key=_DEPTH_START)
 
+def _build(trace_id: str, read: SpanViews, session_id: str | None) -> AgentTrace:
+    views, by_depth, containers = read.views, read.by_depth, read.containers
+    llm_views, tool_views = read.llm_views, read.tool_views
     llm_steps = [_llm_step(v) for v in llm_views]
     tool_steps = [_tool_step(v) for v in tool_views]
     tool_steps += _unobserved_tool_calls(llm_views, llm_steps, tool_steps)
@@ -148,8 +211,8 @@ def _build(trace_id: str, spans: Sequence[tuple[Span, Resource]], session_id: st
         session_id=session_id,
         steps=steps,
         available_tools=_available_tools(views, tool_views),
-        user_input=(_user_input(by_depth, containers, llm_steps) or "").strip(),
-        final_output=(_final_output(by_depth, containers, llm_steps) or "").strip(),
+        user_input=(_user_input(by_depth, containers, llm_views) or "").strip(),
+        final_output=(_final_output(by_depth, containers, llm_views) or "").strip(),
         agent_name=_agent_name(by_depth, containers),
         user_id=next((v.user_id for v in by_depth if v.user_id), None),
         system_prompt=_system_prompt(views, llm_steps),
@@ -251,10 +314,21 @@ def _model_calls(views: list[SpanView]) -> list[SpanView]:
 # -- steps ---------------------------------------------------------------------------
 
 
-def _llm_step(view: SpanView) -> Step:
+def _assistant_messages(view: SpanView) -> list[Message]:
     outputs = view.output_messages
-    if outputs:
-        assistant = [m for m in outputs if m.role in ("assistant", "model")] or outputs
+    if not outputs:
+        return []
+    return [m for m in outputs if m.role in ("assistant", "model")] or outputs
+
+
+def _llm_text(view: SpanView) -> str:
+    """The text an LLM span produced: its step's `result`."""
+    return "".join(m.content for m in _assistant_messages(view))
+
+
+def _llm_step(view: SpanView) -> Step:
+    assistant = _assistant_messages(view)
+    if assistant:
         text = "".join(m.content for m in assistant)
         calls = [call for m in assistant for call in m.tool_calls]
         reasoning = [r for m in assistant for r in m.reasoning]
@@ -350,7 +424,7 @@ def _match(call: ToolCall, view: SpanView, candidates: list[Step]) -> Step | Non
 # -- trace-level fields --------------------------------------------------------------
 
 
-def _user_input(by_depth: list[SpanView], containers: list[SpanView], llm_steps: list[Step]) -> str | None:
+def _user_input(by_depth: list[SpanView], containers: list[SpanView], llm_views: list[SpanView]) -> str | None:
     for view in by_depth:
         if view.trace_input is not None:
             text = io_text(view.trace_input)
@@ -360,14 +434,14 @@ def _user_input(by_depth: list[SpanView], containers: list[SpanView], llm_steps:
         text = input_text(view.input) if view.input is not None else last_user_text(view.input_messages or [])
         if text:
             return text
-    for step in llm_steps:
-        text = last_user_text(step.input_messages)
+    for view in llm_views:
+        text = last_user_text(view.input_messages or [])
         if text:
             return text
     return None
 
 
-def _final_output(by_depth: list[SpanView], containers: list[SpanView], llm_steps: list[Step]) -> str | None:
+def _final_output(by_depth: list[SpanView], containers: list[SpanView], llm_views: list[SpanView]) -> str | None:
     for view in by_depth:
         if view.trace_output is not None:
             text = _output_text(view.trace_output)
@@ -380,9 +454,10 @@ def _final_output(by_depth: list[SpanView], containers: list[SpanView], llm_step
             text = "".join(m.content for m in view.output_messages or [] if m.role != "user")
         if text:
             return text
-    for step in reversed(llm_steps):
-        if step.result:
-            return step.result
+    for view in reversed(llm_views):
+        text = _llm_text(view)
+        if text:
+            return text
     return None
 
 

@@ -131,7 +131,7 @@ async def test_without_processors_the_normalized_view_is_never_built(rig_for, mo
     def fail(trace):
         raise AssertionError("normalized view built without processors")
 
-    monkeypatch.setattr(score_scope, "agent_trace_of", fail)
+    monkeypatch.setattr(score_scope, "agent_summary_of", fail)
     rig = await rig_for()
     trace_id, request = one_span_trace("GET /health")
     rig.receiver.send(request)

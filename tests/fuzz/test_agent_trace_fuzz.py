@@ -26,6 +26,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from spanscore.collector.assembler import Assembler, AssemblerConfig
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of, build_agent_trace
+from spanscore.processors.agent_trace.build import read_span_views, summarize
 from tests.fuzz.strategies import SPAN_IDS, json_values
 
 # Keys each adapter reads (processors/agent_trace/*.py), and prefixes under which it
@@ -170,6 +171,7 @@ def normalize(trace_id: bytes, spans: list[Span], resource: Resource | None = No
     logger.addHandler(watcher)
     try:
         agent = build_agent_trace(trace_id, [(s, resource or Resource()) for s in spans], session_id="s-1")
+        summary = summarize(read_span_views(trace_id, [(s, resource or Resource()) for s in spans]))
     finally:
         logger.removeHandler(watcher)
         logger.setLevel(level)
@@ -180,6 +182,9 @@ def normalize(trace_id: bytes, spans: list[Span], resource: Resource | None = No
     assert isinstance(agent.user_input, str) and isinstance(agent.final_output, str)
     span_ids = {s.span_id.hex() for s in spans}
     assert all(step.kind in ("llm", "tool") and step.span_id in span_ids for step in agent.steps)
+    # What the scope and the embedding metrics read instead of the full view.
+    assert (summary.user_input, summary.final_output, summary.agent_name, summary.recognized) == (
+        agent.user_input, agent.final_output, agent.agent_name, agent.recognized)
     event("recognized" if agent.recognized else "not recognized")
     if agent.steps:
         event("has steps")
