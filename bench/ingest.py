@@ -11,7 +11,9 @@ trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
    the collector process, and with them in each `--workers` count of scoring worker
    processes (`scoring_workers`; then also the CPU each process spent per span, and
    the throughput that implies with a free core per process); the metrics phases
-   run with `max_buffered_spans: 20000`, so little is accepted that is not scored;
+   run with `max_buffered_spans: 60000`: enough to hold trace_wait's worth of spans
+   and a queue, so the collector never idles waiting for traces to become ready,
+   small enough that little is accepted that is not scored by the end;
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
@@ -232,9 +234,11 @@ def main() -> None:
                   ("with coherence, loop_detection, session metrics (static embedder)", True, 0)]
         phases += [(f"the same metrics, scoring_workers: {n}", True, n) for n in args.workers]
         for label, metrics, workers in phases:
-            # With metrics the collector accepts spans faster than it scores them; a small
-            # bound keeps that backlog (received, not yet exported) from skewing CPU per span.
-            stack = Stack(workdir, args.compression, metrics=metrics, workers=workers, backlog=20_000 if metrics else 0)
+            # With metrics the collector accepts spans faster than it scores them; a bound
+            # keeps that backlog (received, not yet exported) from skewing CPU per span,
+            # but one below trace_wait's worth plus a queue leaves the collector idle
+            # while what it holds waits to become ready (20,000 did here).
+            stack = Stack(workdir, args.compression, metrics=metrics, workers=workers, backlog=60_000 if metrics else 0)
             time.sleep(1.0)  # workers start and the embedder loads
             workers_pids = child_pids(stack.collector.pid)
             cpu_before = [cpu_seconds(pid) for pid in (stack.collector.pid, *workers_pids)]

@@ -31,6 +31,7 @@ DEFAULT_MAX_BUFFERED_SPANS = 200_000
 DEFAULT_FORWARDED_TRACE_MEMORY = 100_000
 DEFAULT_MAX_OPEN_SESSIONS = 50_000
 DEFAULT_SCORING_CONCURRENCY = 128
+DEFAULT_SCORING_BATCH = 64
 DEFAULT_SESSION_KEYS = (
     "session.id",
     "gen_ai.conversation.id",
@@ -53,6 +54,9 @@ class AssemblerConfig(ComponentConfig):
     # Traces scored at once; judge calls wait on the network, so this is what lets many
     # overlap, while CPU-bound metrics are kept from monopolizing the event loop.
     scoring_concurrency: int = Field(default=DEFAULT_SCORING_CONCURRENCY, ge=1, le=10_000)
+    # Ready traces a scorer takes at once (one per session): processors then do a batch's
+    # work in one go (one embedding call for all its texts), not trace by trace.
+    scoring_batch: int = Field(default=DEFAULT_SCORING_BATCH, ge=1, le=4096)
     # Worker processes the processors run in (0: in the collector process). CPU-bound
     # metrics then use that many more cores; only the spans of each ready trace cross.
     scoring_workers: int = Field(default=0, ge=0, le=256)

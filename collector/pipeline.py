@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.collector.assembler import Assembler
+from spanscore.collector.ready_queue import ReadyQueue
 from spanscore.collector.score_scope import NOT_AGENT_TRACE, ScoreScope
 from spanscore.collector.trace_scoring import LocalScoring, Scored
 from spanscore.core.attributes import find_attribute
@@ -95,11 +96,12 @@ class Pipeline:
         self._scoring: LocalScoring | WorkerScoring = workers or self.local
         self.tracks_sessions = self._scoring.tracks_sessions
         self._unscored_services = FirstSeen()
-        # Ready traces wait in a queue for one of `scoring_concurrency` workers: waiting
-        # costs no task per trace, and CPU-bound metrics cannot keep the receivers and
-        # exporters that share the event loop waiting for seconds.
+        # Ready traces wait in a queue for one of `scoring_concurrency` scorers, which take
+        # them in batches of up to `scoring_batch` (one trace per session at a time):
+        # waiting costs no task per trace, and CPU-bound metrics cannot keep the
+        # receivers and exporters that share the event loop waiting for seconds.
         self.scoring_concurrency = config.scoring_concurrency
-        self._scoring_queue: asyncio.Queue[Trace] = asyncio.Queue()
+        self._ready = ReadyQueue(config.scoring_batch, ordered_sessions=self.tracks_sessions)
         self._workers: list[asyncio.Task] = []
         self.retry_after_s = max(1, math.ceil(config.trace_wait))
         self.held_spans = 0
@@ -148,20 +150,20 @@ class Pipeline:
         """Wait until every trace released so far is scored and handed to the exporters,
         and every closing session is done (for tests and embedders driving `tick`)."""
         if self._workers:
-            await self._scoring_queue.join()
+            await self._ready.join()
         while self._tasks:
             await asyncio.wait(list(self._tasks))
 
     async def _drain_scoring(self, deadline: float) -> None:
         try:
-            await asyncio.wait_for(self._scoring_queue.join(), max(0.0, deadline - time.monotonic()))
+            await asyncio.wait_for(self._ready.join(), max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             log.error("shutdown deadline passed with %d traces waiting to be scored; exporting them unscored",
-                      self._scoring_queue.qsize())
+                      len(self._ready))
             for worker in self._workers:
-                worker.cancel()  # a cancelled scoring still exports its trace
-            while not self._scoring_queue.empty():
-                trace = self._scoring_queue.get_nowait()
+                worker.cancel()  # a cancelled scoring still exports its traces
+            await asyncio.gather(*self._workers, return_exceptions=True)
+            for trace in self._ready.take_all():
                 self._export(trace)
 
     async def _wait_tasks(self, deadline: float) -> None:
@@ -264,9 +266,9 @@ class Pipeline:
         if not self._scores:
             self._export(trace)
             return
-        # Whether it is scored, and its session, are settled by a scoring worker: the
-        # scope may need the normalized view, whose cost belongs off the release tick.
-        self._scoring_queue.put_nowait(trace)
+        # Whether it is scored, and its session, are settled by a scorer: the scope may
+        # need the normalized view, whose cost belongs off the release tick.
+        self._ready.put(trace)
 
     def _session_for(self, trace: Trace) -> Session:
         session = self.sessions.get(trace.session_id)
@@ -287,13 +289,13 @@ class Pipeline:
         return session
 
     async def _score_forever(self) -> None:
-        queue = self._scoring_queue
+        ready = self._ready
         while True:
-            trace = await queue.get()
+            batch = await ready.get_batch()
             try:
-                await self._score(trace)
+                await self._score_batch(batch)
             finally:
-                queue.task_done()
+                ready.done(len(batch))
             # A processor that never suspends (an inline embedder) and a backlog in the
             # queue would otherwise keep the loop from the receivers, the exporters and
             # the ticker until the backlog is gone: clients time out, nothing leaves.
@@ -303,36 +305,43 @@ class Pipeline:
     def _scores(self) -> bool:
         return bool(self.processors) or self.workers is not None
 
-    async def _score(self, trace: Trace) -> None:
+    async def _score_batch(self, traces: list[Trace]) -> None:
+        items: list[tuple[Trace, Session | None]] = []
         try:
-            if self.workers is None:
-                # Settled here, before a session is opened for it; workers settle it themselves.
-                skip = self.local.skip_reason(trace)
-                if skip is not None:
-                    self._leave_unscored(trace, skip)
-                    return
-            session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
-            if session is None:
-                scored = await self._scoring.score_trace(trace, None)
-            else:
-                # The scope, the session and a free lock are all settled without
-                # yielding, right after the queue hands the trace over, and lock waiters
-                # are served in order: a session keeps the order its traces became ready.
-                async with session.lock:
-                    scored = await self._scoring.score_trace(trace, session)
-                    if scored.skip_reason is None:
-                        trace.results = scored.results
-                        session.traces.append(TraceSummary.of(trace))
-                        trace.open_session = session
-            if scored.skip_reason is not None:
-                self._leave_unscored(trace, scored.skip_reason)
-            else:
+            for trace in traces:
+                if self.workers is None:
+                    # Settled here, before a session is opened for it; workers settle it themselves.
+                    skip = self.local.skip_reason(trace)
+                    if skip is not None:
+                        self._leave_unscored(trace, skip)
+                        continue
+                session = self._session_for(trace) if trace.session_id and self.tracks_sessions else None
+                if session is not None:
+                    session.scoring = True
+                items.append((trace, session))
+            scored_items = await self._scoring.score_batch(items) if items else []
+            for (trace, session), scored in zip(items, scored_items):
+                if scored.skip_reason is not None:
+                    self._leave_unscored(trace, scored.skip_reason)
+                    continue
+                if session is not None:
+                    trace.results = scored.results
+                    session.traces.append(TraceSummary.of(trace))
+                    trace.open_session = session
                 self._attach(trace, scored)
         finally:
-            # The views derived for the processors are not kept while exporting.
-            trace.release_derived()
-            # Scoring never holds a trace back: even a cancelled or crashed scoring exports it.
-            self._export(trace)
+            for _, session in items:
+                if session is not None:
+                    session.scoring = False
+                    if session.close_pending:
+                        self._spawn(self._score_session(session))
+            for trace in traces:
+                # The views derived for the processors are not kept while exporting.
+                trace.release_derived()
+                # Scoring never holds a trace back: even a cancelled or crashed scoring exports it.
+                self._export(trace)
+                # The next trace of its session, held back until now, may be scored.
+                self._ready.release(trace)
 
     def _leave_unscored(self, trace: Trace, reason: str) -> None:
         self.unscored_traces += 1
@@ -368,21 +377,24 @@ class Pipeline:
 
     def _close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id)
-        if self.tracks_sessions:
+        if not self.tracks_sessions:
+            return
+        if session.scoring:  # closes once the batch scoring its trace is done
+            session.close_pending = True
+        else:
             self._spawn(self._score_session(session))
 
     async def _score_session(self, session: Session) -> None:
-        async with session.lock:
-            carrier = None
-            try:
-                carrier = await self._close_scored_session(session)
-            finally:
-                if self.write_ahead is not None and carrier is None:  # no carrier to wait for: settled now
-                    self._settle(session.unsettled)
-            if carrier is not None:
-                carrier.settles = session.unsettled
-                self.held_spans += 1
-                self._export(carrier)
+        carrier = None
+        try:
+            carrier = await self._close_scored_session(session)
+        finally:
+            if self.write_ahead is not None and carrier is None:  # no carrier to wait for: settled now
+                self._settle(session.unsettled)
+        if carrier is not None:
+            carrier.settles = session.unsettled
+            self.held_spans += 1
+            self._export(carrier)
 
     async def _close_scored_session(self, session: Session) -> Trace | None:
         """Run the session processors; the trace of the session's carrier span, or None

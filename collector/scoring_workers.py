@@ -26,11 +26,13 @@ import signal
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
+from spanscore.collector.gc_tuning import tune_for_collector
 from spanscore.collector.score_scope import ScoreScope, ScoreScopeConfig
 from spanscore.collector.trace_scoring import LocalScoring, Scored
 from spanscore.core.component import ComponentConfig, ComponentFactory
@@ -95,7 +97,12 @@ class WorkerScoring:
         """Traces and sessions sent to a worker and not answered yet."""
         return sum(len(w.pending) for w in self._workers)
 
-    async def score_trace(self, trace: Trace, session: Session | None) -> Scored:
+    async def score_batch(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
+        # The messages of one loop round go to each worker together, which scores those
+        # it gets in one batch of its own.
+        return list(await asyncio.gather(*(self._score_trace(trace, session) for trace, session in items)))
+
+    async def _score_trace(self, trace: Trace, session: Session | None) -> Scored:
         key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
         worker = self._workers[zlib.crc32(key) % len(self._workers)]
         message = ("trace", trace.trace_id, trace.session_id if session is not None else None, _origins_of(trace))
@@ -303,17 +310,24 @@ class _Worker:
             self.conn.send([("failed", None, f"{type(exc).__name__}: {exc}")])
             return
         self.conn.send([("ready", None, provenance)])
+        tune_for_collector()
         inbox: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         threading.Thread(target=self._receive_forever, args=(loop, inbox), daemon=True).start()
         while True:
             batch = await inbox.get()
-            if batch is None or batch[-1] == _STOP:
-                for message in (batch or [])[:-1]:
-                    self._spawn(message)
+            stop = batch is None or batch[-1] == _STOP
+            messages = (batch or [])[:-1] if stop else batch
+            # Traces in flight have distinct sessions (the collector sends a session's
+            # next trace only once the last is answered): they are scored as one batch.
+            traces = [m for m in messages if m[1] == "trace"]
+            if traces:
+                self._spawn(self._answer_traces(traces))
+            for message in messages:
+                if message[1] != "trace":
+                    self._spawn(self._answer(message))
+            if stop:
                 break
-            for message in batch:
-                self._spawn(message)
         if self._tasks:
             await asyncio.wait(list(self._tasks))
         for _, processor in processors:
@@ -334,37 +348,59 @@ class _Worker:
             if batch[-1] == _STOP:
                 return
 
-    def _spawn(self, message: tuple) -> None:
-        task = asyncio.create_task(self._answer(message))
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, message: tuple) -> None:
-        request_id, kind, *args = message
+        request_id, _kind, session_id = message
         try:
-            scored = await (self._score_trace(*args) if kind == "trace" else self._close_session(*args))
+            scored = await self._close_session(session_id)
         except Exception as exc:  # the processors' own failures are results already
-            log.exception("scoring worker failed on a %s", kind)
+            log.exception("scoring worker failed on a session")
             scored = Scored.failed(self.scoring.metric_names, exc)
+        self._reply(request_id, scored)
+
+    async def _answer_traces(self, messages: list[tuple]) -> None:
+        try:
+            answers = await self._score_traces([args for _, _, *args in messages])
+        except Exception as exc:  # the processors' own failures are results already
+            log.exception("scoring worker failed on a batch of traces")
+            answers = [Scored.failed(self.scoring.metric_names, exc)] * len(messages)
+        for (request_id, *_), scored in zip(messages, answers):
+            self._reply(request_id, scored)
+
+    def _reply(self, request_id: int, scored: Scored) -> None:
         if not self._replies:
             asyncio.get_running_loop().call_soon(self._flush)
         self._replies.append(("scored", request_id, scored))
 
-    async def _score_trace(self, trace_id: bytes, session_id: str | None, origins) -> Scored:
-        trace = _trace_of(trace_id, session_id, origins)
-        skip = self.scoring.skip_reason(trace)
-        if skip is not None:
-            return Scored(skip_reason=skip)
-        if session_id is None:
-            return await self.scoring.score_trace(trace, None)
-        session = self.sessions.get(session_id)
-        if session is None:
-            origin = trace.root_origin or next(iter(trace.spans_by_origin))
-            session = self.sessions[session_id] = Session(session_id, origin.resource, 0.0)
-        scored = await self.scoring.score_trace(trace, session)
-        trace.results = scored.results
-        session.traces.append(TraceSummary.of(trace))
-        return scored
+    async def _score_traces(self, traces: list[tuple]) -> list[Scored]:
+        answers: list[Scored] = []
+        items: list[tuple[Trace, Session | None]] = []
+        positions: list[int] = []  # each item's place in `answers`
+        for trace_id, session_id, origins in traces:
+            trace = _trace_of(trace_id, session_id, origins)
+            skip = self.scoring.skip_reason(trace)
+            if skip is not None:
+                answers.append(Scored(skip_reason=skip))
+                continue
+            session = None
+            if session_id is not None:
+                session = self.sessions.get(session_id)
+                if session is None:
+                    origin = trace.root_origin or next(iter(trace.spans_by_origin))
+                    session = self.sessions[session_id] = Session(session_id, origin.resource, 0.0)
+            positions.append(len(answers))
+            answers.append(Scored())
+            items.append((trace, session))
+        for position, (trace, session), scored in zip(positions, items, await self.scoring.score_batch(items)):
+            if session is not None:
+                trace.results = scored.results
+                session.traces.append(TraceSummary.of(trace))
+            answers[position] = scored
+        return answers
 
     async def _close_session(self, session_id: str) -> Scored:
         session = self.sessions.pop(session_id, None)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from spanscore.collector.assembler import Assembler
 from spanscore.collector.authenticators import create_receiver, with_client_auth
 from spanscore.collector.config import Config
+from spanscore.collector.gc_tuning import tune_for_collector
 from spanscore.collector.pipeline import Pipeline
 from spanscore.collector.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.collector.self_telemetry import memory_limiter_readings, pipeline_readings
@@ -162,6 +163,7 @@ def _log_exporter(component):
 
 async def run_until_signalled(service: Service, stop: asyncio.Event) -> None:
     await service.start()
+    tune_for_collector()
     try:
         await stop.wait()
     finally:

@@ -1,4 +1,4 @@
-"""Running the processors on one trace or one closing session, wherever they live.
+"""Running the processors on a batch of traces or one closing session, wherever they live.
 
 `LocalScoring` runs them on the collector's event loop; `scoring_workers.WorkerScoring`
 runs the same `LocalScoring` inside worker processes and hands its outcomes back. The
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from spanscore.collector.score_scope import ScoreScope
@@ -66,19 +67,28 @@ class LocalScoring:
             log.exception("could not decide whether to score trace %s; scoring it", trace.trace_id_hex)
             return None
 
-    async def score_trace(self, trace: Trace, session: Session | None) -> Scored:
-        scored = Scored()
+    async def score_batch(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
+        """Every processor over the batch (at most one trace per session), in turn."""
+        scored = [Scored() for _ in items]
         for processor_id, processor in self.processors:
             try:
-                outputs = await processor.process_trace(trace, session)
+                outputs = await processor.process_batch(items)
+                if len(outputs) != len(items):
+                    raise RuntimeError(f"process_batch returned {len(outputs)} outputs for {len(items)} traces")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("processor %s failed on trace %s: %s", processor_id, trace.trace_id_hex, exc)
-                scored.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+                log.warning("processor %s failed on a batch of %d traces: %s", processor_id, len(items), exc)
+                for one in scored:
+                    one.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
                 continue
-            for output in outputs:
-                scored.add(output)
+            for one, (trace, _), output in zip(scored, items, outputs):
+                if isinstance(output, BaseException):
+                    log.warning("processor %s failed on trace %s: %s", processor_id, trace.trace_id_hex, output)
+                    one.results.extend(MetricResult.failure(name, output) for name in processor.metric_names)
+                else:
+                    for item in output:
+                        one.add(item)
         return scored
 
     async def score_session(self, session: Session) -> Scored:

@@ -6,7 +6,6 @@ scores); the spans themselves leave memory when the trace is exported.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +52,10 @@ class Session:
     # Write-ahead log records (request, trace id, spans) of its exported traces, done
     # with once the session closed: until then a crash replays them to rebuild it.
     unsettled: list[tuple[int, bytes, int]] = field(default_factory=list)
-    # Held while one of its traces is scored or while it closes: keeps them in order.
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
+    # Set while a batch scores one of its traces: its next traces wait their turn.
+    scoring: bool = False
+    # It closed while being scored: the close runs once that batch is done.
+    close_pending: bool = False
 
     @property
     def signals(self) -> dict[str, dict[str, float]]:

@@ -8,6 +8,7 @@ processor that does blocking work must move it off the loop (`asyncio.to_thread`
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
@@ -35,6 +36,7 @@ class Processor:
       for each model the processor paid to call and any `SpanAttribute` (under `eval.`)
       that the results need beside them. Traces of one session are processed
       one at a time, in the order they became ready; traces of different sessions overlap.
+      The pipeline calls `process_batch`, whose default runs `process_trace` per trace.
     - `process_session(session)`: called once when the session closes (idle or
       shutdown); return session-level results (and `SpanAttribute`s for the carrier
       span). The session is lent for the call.
@@ -68,6 +70,21 @@ class Processor:
 
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         return []
+
+    async def process_batch(
+        self, items: Sequence[tuple[Trace, Session | None]],
+    ) -> list[Sequence[TraceOutput] | BaseException]:
+        """`process_trace` for each (trace, session), in one call: what the pipeline calls.
+
+        A batch holds at most one trace per session. Returns, per item in order, its
+        outputs or the exception that item raised. By default the items are processed
+        concurrently; a CPU-bound processor overrides this to do the batch's work at
+        once (one embedding call for all its texts, say).
+        """
+        if type(self).process_trace is Processor.process_trace:  # nothing to run per trace
+            return [[] for _ in items]
+        return await asyncio.gather(*(self.process_trace(trace, session) for trace, session in items),
+                                    return_exceptions=True)
 
     async def process_session(self, session: Session) -> Sequence[SessionOutput]:
         return []

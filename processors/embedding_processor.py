@@ -1,9 +1,10 @@
 """`embedding_metrics` processor: coherence and loop_detection, no LLM needed.
 
-Per trace, the normalized input and output are embedded once (one call for both) and
-shared by the two metrics. Loop detection keeps, per session, the vector and word set
-of the last `window` outputs, so earlier traces are never embedded again. A trace
-without a session gets no loop_detection result: there is nothing to compare it with.
+Per trace, the input and output (from the agent summary) are embedded once and shared
+by the two metrics; a batch of traces has all its texts embedded in one call. Loop
+detection keeps, per session, the vector and word set of the last `window` outputs, so
+earlier traces are never embedded again. A trace without a session gets no
+loop_detection result: there is nothing to compare it with.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Sequence
 
 from pydantic import Field
 
@@ -85,18 +87,46 @@ class EmbeddingMetrics(Processor):
             await embedder.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
-        agent = agent_summary_of(trace)
-        user_input, output = agent.user_input, agent.final_output
+        [outputs] = await self.process_batch([(trace, session)])
+        if isinstance(outputs, BaseException):
+            raise outputs
+        return outputs
+
+    async def process_batch(
+        self, items: Sequence[tuple[Trace, Session | None]],
+    ) -> list[list[MetricResult] | BaseException]:
+        """The batch's inputs and outputs embedded in one call, then each trace scored."""
         coherence_on = self.config.coherence.enabled
-        loop_on = self.config.loop_detection.enabled and session is not None
-        if not (coherence_on or loop_on):
-            return []
-        input_vector, output_vector = await self.embedder.embed([user_input, output])
+        loop_on = self.config.loop_detection.enabled
+        wanted = [coherence_on or (loop_on and session is not None) for _, session in items]
+        summaries = [agent_summary_of(trace) if want else None for (trace, _), want in zip(items, wanted)]
+        texts = [text for summary in summaries if summary is not None
+                 for text in (summary.user_input, summary.final_output)]
+        try:
+            vectors = await self.embedder.embed(texts) if texts else None
+        except Exception as exc:  # each trace fails as it would have alone
+            return [exc if want else [] for want in wanted]
+        outputs: list[list[MetricResult] | BaseException] = []
+        row = 0
+        for (_, session), summary in zip(items, summaries):
+            if summary is None:
+                outputs.append([])
+                continue
+            try:
+                outputs.append(self._score(summary.user_input, summary.final_output, vectors[row], vectors[row + 1],
+                                           session if loop_on else None))
+            except Exception as exc:
+                outputs.append(exc)
+            row += 2
+        return outputs
+
+    def _score(self, user_input: str, output: str, input_vector, output_vector,
+               session: Session | None) -> list[MetricResult]:
         results = []
-        if coherence_on:
+        if self.config.coherence.enabled:
             results.append(coherence_from_vectors(user_input, output, input_vector, output_vector,
                                                   threshold=self.config.coherence.threshold))
-        if loop_on:
+        if session is not None:
             settings = self.config.loop_detection
             previous: deque[PreviousOutput] = session.state.setdefault(self.id, deque(maxlen=settings.window))
             tokens = word_set(output)

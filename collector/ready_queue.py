@@ -1,0 +1,113 @@
+"""Ready traces waiting to be scored, handed out in batches that keep sessions in order.
+
+Scoring a batch at once lets CPU-bound processors embed all its texts in one call and
+pays the event loop's per-task costs once per batch instead of once per trace. A
+session has at most one trace out at a time (waiting in a batch or being scored); its
+next traces are held back, in their order, until the scorer releases the session. So
+a session's traces are scored one at a time in the order they became ready, while
+traces of other sessions overlap (across batches as well as within one), and taking a
+batch never scans past traces it cannot take.
+
+Getters wait on futures of their own: a new trace wakes one idle getter, which wakes the
+next if it left traces behind, so an idle pool of getters costs nothing per trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from spanscore.core.trace import Trace
+
+
+class ReadyQueue:
+    def __init__(self, batch_size: int, ordered_sessions: bool = True):
+        """`ordered_sessions`: keep each session's traces in order, one out at a time
+        (off when sessions are not tracked: traces then need no order among themselves)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.ordered_sessions = ordered_sessions
+        self._free: deque[Trace] = deque()  # can be taken now
+        self._held: dict[str, deque[Trace]] = {}  # by session: waiting for its trace that is out
+        self._out: set[str] = set()  # sessions with a trace free or being scored
+        self._getters: deque[asyncio.Future] = deque()
+        self._unfinished = 0  # put and not yet marked done
+        self._finished = asyncio.Event()
+        self._finished.set()
+
+    def __len__(self) -> int:
+        return len(self._free) + sum(len(held) for held in self._held.values())
+
+    def put(self, trace: Trace) -> None:
+        self._unfinished += 1
+        self._finished.clear()
+        session_id = trace.session_id if self.ordered_sessions else None
+        if session_id is not None:
+            if session_id in self._out:
+                self._held.setdefault(session_id, deque()).append(trace)
+                return
+            self._out.add(session_id)
+        self._free.append(trace)
+        self.wake()
+
+    def release(self, trace: Trace) -> None:
+        """The scorer is done with `trace`: its session's next trace may go."""
+        session_id = trace.session_id if self.ordered_sessions else None
+        if session_id is None:
+            return
+        held = self._held.get(session_id)
+        if held:
+            self._free.append(held.popleft())
+            if not held:
+                del self._held[session_id]
+            self.wake()
+        else:
+            self._out.discard(session_id)
+
+    def wake(self) -> None:
+        """Let an idle getter look for a batch."""
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                return
+
+    async def get_batch(self) -> list[Trace]:
+        """The next batch (distinct sessions), waiting until there is one. The scorer
+        `release`s each trace once scored and marks the batch `done`."""
+        free = self._free
+        while not free:
+            getter = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except asyncio.CancelledError:
+                if getter.done() and not getter.cancelled():  # woken, then cancelled: pass it on
+                    self.wake()
+                raise
+        batch = [free.popleft() for _ in range(min(len(free), self.batch_size))]
+        if free:
+            self.wake()
+        return batch
+
+    def done(self, count: int) -> None:
+        self._unfinished -= count
+        if self._unfinished <= 0:
+            self._unfinished = 0
+            self._finished.set()
+
+    async def join(self) -> None:
+        """Until every trace put so far has been marked done."""
+        await self._finished.wait()
+
+    def take_all(self) -> list[Trace]:
+        """Every waiting trace, marked done (for exporting them unscored)."""
+        traces = list(self._free)
+        for held in self._held.values():
+            traces.extend(held)
+        self._free.clear()
+        self._held.clear()
+        self._out.clear()
+        self.done(len(traces))
+        return traces
