@@ -87,7 +87,7 @@ async def run(embedder: str, traces: list, batch_size: int) -> dict[str, float]:
                 trace.results = list(outputs)
                 session.traces.append(TraceSummary.of(trace))
                 ready.release(trace)
-            ready.done(len(batch))
+            ready.done(batch)
         figures[f"metrics_ms_{size}"] = (time.perf_counter() - started) / len(traces) * 1e3
         await processor.shutdown(time.monotonic() + 10.0)
     session_metrics = SessionMetrics("session_metrics", SessionMetricsConfig())

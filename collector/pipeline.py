@@ -96,12 +96,13 @@ class Pipeline:
         self._scoring: LocalScoring | WorkerScoring = workers or self.local
         self.tracks_sessions = self._scoring.tracks_sessions
         self._unscored_services = FirstSeen()
-        # Ready traces wait in a queue for one of `scoring_concurrency` scorers, which take
-        # them in batches of up to `scoring_batch` (one trace per session at a time):
-        # waiting costs no task per trace, and CPU-bound metrics cannot keep the
-        # receivers and exporters that share the event loop waiting for seconds.
+        # Ready traces wait in a queue for scorers, which take them in batches of up to
+        # `scoring_batch` (one trace per session at a time), at most `scoring_concurrency`
+        # traces out at once: waiting costs no task per trace, and CPU-bound metrics
+        # cannot keep the receivers and exporters that share the event loop waiting.
         self.scoring_concurrency = config.scoring_concurrency
-        self._ready = ReadyQueue(config.scoring_batch, ordered_sessions=self.tracks_sessions)
+        self._ready = ReadyQueue(config.scoring_batch, max_out=config.scoring_concurrency,
+                                 ordered_sessions=self.tracks_sessions)
         self._workers: list[asyncio.Task] = []
         self.retry_after_s = max(1, math.ceil(config.trace_wait))
         self.held_spans = 0
@@ -295,7 +296,7 @@ class Pipeline:
             try:
                 await self._score_batch(batch)
             finally:
-                ready.done(len(batch))
+                ready.done(batch)
             # A processor that never suspends (an inline embedder) and a backlog in the
             # queue would otherwise keep the loop from the receivers, the exporters and
             # the ticker until the backlog is gone: clients time out, nothing leaves.

@@ -21,13 +21,18 @@ from spanscore.core.trace import Trace
 
 
 class ReadyQueue:
-    def __init__(self, batch_size: int, ordered_sessions: bool = True):
-        """`ordered_sessions`: keep each session's traces in order, one out at a time
-        (off when sessions are not tracked: traces then need no order among themselves)."""
+    def __init__(self, batch_size: int, max_out: int | None = None, ordered_sessions: bool = True):
+        """`max_out`: traces handed out and not yet done, at most (None: no bound);
+        `ordered_sessions`: keep each session's traces in order, one out at a time (off
+        when sessions are not tracked: traces then need no order among themselves)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if max_out is not None and max_out < 1:
+            raise ValueError(f"max_out must be at least 1, got {max_out}")
         self.batch_size = batch_size
+        self.max_out = max_out
         self.ordered_sessions = ordered_sessions
+        self._taken = 0  # handed out in batches, not yet done
         self._free: deque[Trace] = deque()  # can be taken now
         self._held: dict[str, deque[Trace]] = {}  # by session: waiting for its trace that is out
         self._out: set[str] = set()  # sessions with a trace free or being scored
@@ -74,10 +79,10 @@ class ReadyQueue:
                 return
 
     async def get_batch(self) -> list[Trace]:
-        """The next batch (distinct sessions), waiting until there is one. The scorer
-        `release`s each trace once scored and marks the batch `done`."""
+        """The next batch (distinct sessions), waiting until there is one and room under
+        `max_out`. The scorer `release`s each trace once scored and marks the batch `done`."""
         free = self._free
-        while not free:
+        while not free or self._room() == 0:
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
             try:
@@ -86,12 +91,23 @@ class ReadyQueue:
                 if getter.done() and not getter.cancelled():  # woken, then cancelled: pass it on
                     self.wake()
                 raise
-        batch = [free.popleft() for _ in range(min(len(free), self.batch_size))]
-        if free:
+        batch = [free.popleft() for _ in range(min(len(free), self.batch_size, self._room()))]
+        self._taken += len(batch)
+        if free and self._room():
             self.wake()
         return batch
 
-    def done(self, count: int) -> None:
+    def done(self, batch: list[Trace]) -> None:
+        """The scorer is done with a batch it got."""
+        self._taken -= len(batch)
+        self._finish(len(batch))
+        if self._free:
+            self.wake()
+
+    def _room(self) -> int:
+        return self.batch_size if self.max_out is None else self.max_out - self._taken
+
+    def _finish(self, count: int) -> None:
         self._unfinished -= count
         if self._unfinished <= 0:
             self._unfinished = 0
@@ -109,5 +125,5 @@ class ReadyQueue:
         self._free.clear()
         self._held.clear()
         self._out.clear()
-        self.done(len(traces))
+        self._finish(len(traces))
         return traces

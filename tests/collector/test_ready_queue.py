@@ -29,7 +29,7 @@ async def test_a_batch_holds_one_trace_per_session_and_the_next_waits_for_releas
     assert len(queue) == 2
     for done in first:
         queue.release(done)
-    queue.done(len(first))
+    queue.done(first)
     assert names(await queue.get_batch()) == ["a2"]  # released a1; a3 stays behind a2
 
 
@@ -61,7 +61,7 @@ async def test_join_waits_for_done_and_take_all_empties_held_traces_too():
     assert sorted(names(queue.take_all())) == ["a2", "b1"]
     await asyncio.sleep(0)
     assert not joined.done()  # a1 is still out
-    queue.done(1)
+    queue.done(batch)
     await asyncio.wait_for(joined, 1.0)
 
 
@@ -74,6 +74,19 @@ async def test_a_cancelled_getter_passes_its_wake_up_on():
     with pytest.raises(asyncio.CancelledError):
         await first
     assert names(await asyncio.wait_for(second, 1.0)) == ["t"]
+
+
+async def test_no_more_than_max_out_traces_are_out_at_once():
+    queue = ReadyQueue(batch_size=4, max_out=3)
+    for i in range(5):
+        queue.put(trace(f"t{i}", f"s{i}"))
+    first = await queue.get_batch()
+    assert names(first) == ["t0", "t1", "t2"]
+    waiting = asyncio.ensure_future(queue.get_batch())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # three are out
+    queue.done(first)
+    assert names(await asyncio.wait_for(waiting, 1.0)) == ["t3", "t4"]
 
 
 def test_a_batch_size_below_one_is_refused():
