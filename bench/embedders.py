@@ -8,8 +8,9 @@ do in real traffic). For each embedder (static and hashing always; MiniLM when t
 `spanscore[minilm]` extra is installed), in one process:
 - cold: a new embedder's first trace, including everything it does once (MiniLM:
   importing torch and sentence-transformers and loading the weights);
-- warm, per trace: one `embed_sync` call per trace, as the pipeline embeds;
-- warm, batched: all texts in calls of `--batch` texts;
+- warm, per trace: one `embed_sync` call per trace (a caller embedding trace by trace);
+- warm, batched: all texts in calls of `--batch` texts (the pipeline embeds a batch of
+  traces in one call);
 - cached: the same traces again through `CachedEmbedder` (every text a hit).
 Warm figures are the best of `--rounds` rounds. The embedders run uncached except in
 the last line, so the figures are the embedders' own cost.

@@ -9,8 +9,9 @@ trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
    flight); sustained spans/s is what reached the sink per second after warm-up; run
    for the collector core alone, with the no-LLM metrics (static embedder) scored in
    the collector process, and with them in each `--workers` count of scoring worker
-   processes (`scoring_workers`; then also the CPU each process spent per span, and
-   the throughput that implies with a free core per process); the metrics phases
+   processes (`scoring_workers`; then also the CPU each process spent per span that
+   reached the sink in the same steady-state window, and the throughput that implies
+   with a free core per process); the metrics phases
    run with `max_buffered_spans: 60000`: enough to hold trace_wait's worth of spans
    and a queue, so the collector never idles waiting for traces to become ready,
    small enough that little is accepted that is not scored by the end;
@@ -31,6 +32,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +45,7 @@ from bench.agent_spans import AgentRequests  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 TRACE_WAIT_S = 1.0
+WARM_UP_S = 3.0  # left out of the sustained and CPU figures
 
 
 def free_port() -> int:
@@ -194,7 +197,7 @@ async def open_loop(port: int, requests: AgentRequests, rate: float, seconds: fl
     return np.concatenate(keys), np.concatenate(times), refused[0], n * requests.spans_per_request / offered_s
 
 
-def sustained_rate(data, skip_s: float = 3.0) -> float:
+def sustained_rate(data, skip_s: float = WARM_UP_S) -> float:
     times, spans = data["request_times"], data["request_spans"]
     if len(times) < 2:
         return 0.0
@@ -241,25 +244,31 @@ def main() -> None:
             stack = Stack(workdir, args.compression, metrics=metrics, workers=workers, backlog=60_000 if metrics else 0)
             time.sleep(1.0)  # workers start and the embedder loads
             workers_pids = child_pids(stack.collector.pid)
-            cpu_before = [cpu_seconds(pid) for pid in (stack.collector.pid, *workers_pids)]
+            pids = (stack.collector.pid, *workers_pids)
+            # CPU is read over a steady-state window, once warm-up is over and until the
+            # client stops, against the spans that reached the sink in that window.
+            window: list[tuple[int, list[float]]] = []
+            reader = threading.Timer(WARM_UP_S, lambda: window.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids])))
+            reader.start()
             sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
+            window.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
+            reader.cancel()
             time.sleep(TRACE_WAIT_S + 1.5)
-            cpu = [cpu_seconds(pid) - before for pid, before in zip((stack.collector.pid, *workers_pids), cpu_before)]
-            cpu_read_ns = time.monotonic_ns()
             data = stack.stop()
             received = int(data["request_spans"].sum())
             print(f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
                   f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
                   f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
                   + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"]))
-            if workers:
-                # CPU per span that reached the sink by the time CPU was read (the backlog
-                # scored at shutdown afterwards is left out of both).
-                by_then = int(data["request_spans"][data["request_times"] <= cpu_read_ns].sum())
-                collector_us = cpu[0] / by_then * 1e6
-                worker_us = sum(cpu[1:]) / by_then * 1e6
+            if workers and len(window) == 2:
+                (start_ns, cpu_start), (end_ns, cpu_end) = window
+                times = data["request_times"]
+                exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
+                cpu = [end - start for start, end in zip(cpu_start, cpu_end)]
+                collector_us = cpu[0] / exported * 1e6
+                worker_us = sum(cpu[1:]) / exported * 1e6
                 bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
-                print(f"  CPU per span received at the sink: collector process {collector_us:.1f} us, workers "
+                print(f"  CPU per span that reached the sink, from warm-up to the end of the load: collector process {collector_us:.1f} us, workers "
                       f"{worker_us:.1f} us; on paper, with a free core each: "
                       + ", ".join(f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)))
 

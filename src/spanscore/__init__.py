@@ -17,7 +17,13 @@ from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION as __version__
-from spanscore.processors.agent_trace import AgentTrace, agent_trace_of, build_agent_trace
+from spanscore.processors.agent_trace import (
+    AgentSummary,
+    AgentTrace,
+    agent_summary_of,
+    agent_trace_of,
+    build_agent_trace,
+)
 from spanscore.processors.base import Processor
 from spanscore.processors.metrics import (
     DEFAULT_SIGNAL_WEIGHTS,
@@ -33,6 +39,7 @@ from spanscore.processors.metrics import (
 __all__ = [
     "DEFAULT_SIGNAL_WEIGHTS",
     "DEFAULT_THRESHOLD",
+    "AgentSummary",
     "AgentTrace",
     "Component",
     "ComponentConfig",
@@ -47,6 +54,7 @@ __all__ = [
     "__version__",
     "agent_consistency",
     "agent_reliability",
+    "agent_summary_of",
     "agent_trace_of",
     "build_agent_trace",
     "coherence",
