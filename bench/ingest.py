@@ -147,10 +147,13 @@ async def send(channel_call, payload: bytes, refused: list[int]) -> None:
             if exc.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
             refused[0] += 1
+            if len(refused) == 1:  # when the collector first held all it may: its backlog is full
+                refused.append(time.monotonic_ns())
             await asyncio.sleep(0.05)
 
 
-async def closed_loop(port: int, requests: AgentRequests, seconds: float, in_flight: int = 4) -> tuple[int, int, float]:
+async def closed_loop(port: int, requests: AgentRequests, seconds: float, in_flight: int = 4,
+                      first_refusal: list[int] | None = None) -> tuple[int, int, float]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
         refused = [0]
@@ -166,6 +169,8 @@ async def closed_loop(port: int, requests: AgentRequests, seconds: float, in_fli
 
         started = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
+        if first_refusal is not None:
+            first_refusal.extend(refused[1:])
         return sent, refused[0], time.monotonic() - started
 
 
@@ -245,14 +250,28 @@ def main() -> None:
             time.sleep(1.0)  # workers start and the embedder loads
             workers_pids = child_pids(stack.collector.pid)
             pids = (stack.collector.pid, *workers_pids)
-            # CPU is read over a steady-state window, once warm-up is over and until the
-            # client stops, against the spans that reached the sink in that window.
-            window: list[tuple[int, list[float]]] = []
-            reader = threading.Timer(WARM_UP_S, lambda: window.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids])))
-            reader.start()
-            sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds))
-            window.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
-            reader.cancel()
+            # CPU is read over a steady-state window: from warm-up, or from when the
+            # collector first refused (its backlog full: from then on it takes in what
+            # it sends out) if later, to the end of the load; against the spans that
+            # reached the sink in that window. Before the backlog fills, spans are
+            # received that are not scored until after the window.
+            samples: list[tuple[int, list[float]]] = []
+            sampling = threading.Event()
+
+            def sample_cpu() -> None:
+                while not sampling.wait(0.25):
+                    samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
+
+            sampler = threading.Thread(target=sample_cpu, daemon=True)
+            sampler.start()
+            first_refusal: list[int] = []
+            sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds,
+                                                             first_refusal=first_refusal))
+            sampling.set()
+            sampler.join()
+            samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
+            start_ns = max(samples[0][0] + int(WARM_UP_S * 1e9), first_refusal[0] if first_refusal else 0)
+            window = [next((x for x in samples if x[0] >= start_ns), samples[-1]), samples[-1]]
             time.sleep(TRACE_WAIT_S + 1.5)
             data = stack.stop()
             received = int(data["request_spans"].sum())
@@ -260,7 +279,7 @@ def main() -> None:
                   f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
                   f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
                   + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"]))
-            if workers and len(window) == 2:
+            if workers and window[0][0] < window[1][0]:
                 (start_ns, cpu_start), (end_ns, cpu_end) = window
                 times = data["request_times"]
                 exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
@@ -268,7 +287,8 @@ def main() -> None:
                 collector_us = cpu[0] / exported * 1e6
                 worker_us = sum(cpu[1:]) / exported * 1e6
                 bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
-                print(f"  CPU per span that reached the sink, from warm-up to the end of the load: collector process {collector_us:.1f} us, workers "
+                print(f"  CPU per span that reached the sink in a steady-state window of "
+                      f"{(end_ns - start_ns) / 1e9:.1f}s: collector process {collector_us:.1f} us, workers "
                       f"{worker_us:.1f} us; on paper, with a free core each: "
                       + ", ".join(f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)))
 
