@@ -26,6 +26,7 @@ from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
+from spanscore.processors import score_wire
 
 SESSION_SPAN_NAME = "evaluate_session"
 SCOPE_NAME = "spanscore"
@@ -41,81 +42,52 @@ def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | No
     """
     now_ns = time.time_ns() if now_ns is None else now_ns
     provenance = provenance or {}
-    values: list[KeyValue] = []
-    events: list[Span.Event] = []
+    pairs: list[tuple[str, str | float]] = []
+    events: list[bytes] = []
     for result in results:
         prefix = f"eval.{result.name}."
         source = provenance.get(result.name, CODE_PROVENANCE)
-        values.append(KeyValue(key=prefix + "evaluator", value=AnyValue(string_value=source.evaluator)))
-        values.append(KeyValue(key=prefix + "revision", value=AnyValue(string_value=source.revision)))
+        pairs.append((prefix + "evaluator", source.evaluator))
+        pairs.append((prefix + "revision", source.revision))
         if result.score is not None:
-            values.append(KeyValue(key=prefix + "score", value=AnyValue(double_value=result.score)))
-            values.append(KeyValue(key=prefix + "label", value=AnyValue(string_value=result.label)))
+            pairs.append((prefix + "score", float(result.score)))
+            pairs.append((prefix + "label", result.label))
         if result.explanation:
-            values.append(KeyValue(key=prefix + "explanation", value=AnyValue(string_value=result.explanation)))
+            pairs.append((prefix + "explanation", result.explanation))
         if result.error is not None:
-            values.append(KeyValue(key=prefix + "error", value=AnyValue(string_value=result.error)))
+            pairs.append((prefix + "error", result.error))
         if span_events:
-            events.append(evaluation_event(result, now_ns))
-    _set_attributes(span, values)
-    if events:
-        span.events.extend(events)
-
-
-def _set_attributes(span: Span, values: list[KeyValue]) -> None:
-    """Append `values` to the span's attributes, replacing those whose key it has already.
-
-    Built messages are appended in one call: adding them one by one, each copied into
-    place, costs several times more, and scores are written on every scored trace.
-    """
-    attributes = span.attributes
-    keys = {kv.key for kv in values}
-    if len(keys) < len(values) or any(kv.key in keys for kv in attributes):
-        new = {kv.key: kv for kv in values}  # the last of a repeated key wins
-        for kv in attributes:
-            replacement = new.pop(kv.key, None)
-            if replacement is not None:
-                kv.value.CopyFrom(replacement.value)
-        values = list(new.values())
-    attributes.extend(values)
+            events.append(score_wire.span_event(now_ns, EVALUATION_EVENT, evaluation_attributes(result).items()))
+    span.MergeFromString(_new_attributes(span, pairs) + b"".join(events))
 
 
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
     """`eval.<evaluator>.calls`, `.input_tokens` and `.output_tokens` on `span`."""
-    existing = {kv.key: kv for kv in span.attributes}
     prefix = f"eval.{usage.evaluator}."
-    for name, value in (("calls", usage.calls), ("input_tokens", usage.input_tokens),
-                        ("output_tokens", usage.output_tokens)):
-        key = prefix + name
-        kv = existing.get(key) or span.attributes.add(key=key)
-        kv.value.CopyFrom(AnyValue(int_value=int(value)))
+    pairs = [(prefix + "calls", int(usage.calls)), (prefix + "input_tokens", int(usage.input_tokens)),
+             (prefix + "output_tokens", int(usage.output_tokens))]
+    span.MergeFromString(_new_attributes(span, pairs))
 
 
 def attach_attributes(span: Span, attributes: Iterable[SpanAttribute]) -> None:
     """Processors' `eval.*` attributes on `span`, replacing any of the same key."""
-    existing = {kv.key: kv for kv in span.attributes}
-    for attribute in attributes:
-        kv = existing.get(attribute.key)
-        if kv is None:
-            kv = existing[attribute.key] = span.attributes.add(key=attribute.key)
-        kv.value.CopyFrom(_any_value(attribute.value))
+    pairs = [(attribute.key, attribute.value) for attribute in attributes]
+    if pairs:
+        span.MergeFromString(_new_attributes(span, pairs))
 
 
-def _any_value(value: str | int | float | bool) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    return AnyValue(string_value=value)
-
-
-def evaluation_event(result: MetricResult, time_unix_nano: int) -> Span.Event:
-    attributes = [KeyValue(key=key, value=AnyValue(string_value=value) if isinstance(value, str)
-                           else AnyValue(double_value=value))
-                  for key, value in evaluation_attributes(result).items()]
-    return Span.Event(time_unix_nano=time_unix_nano, name=EVALUATION_EVENT, attributes=attributes)
+def _new_attributes(span: Span, pairs: list[tuple[str, str | bool | int | float]]) -> bytes:
+    """Wire bytes appending the pairs whose key `span` lacks; those it has get the new value
+    in place (the last of a repeated key wins)."""
+    keys = {key for key, _ in pairs}
+    if len(keys) < len(pairs) or any(kv.key in keys for kv in span.attributes):
+        new = dict(pairs)
+        for kv in span.attributes:
+            if kv.key in new:
+                kv.value.Clear()
+                kv.value.MergeFromString(score_wire.any_value(new.pop(kv.key)))
+        pairs = list(new.items())
+    return score_wire.span_attributes(pairs)
 
 
 def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version: str,
