@@ -20,13 +20,10 @@ _DOUBLE = struct.Struct("<d").pack
 _FIXED64 = struct.Struct("<Q").pack
 _INT64_MASK = (1 << 64) - 1  # negative int64 values are written as their two's complement
 
-SPAN_ATTRIBUTES = 9
-SPAN_EVENTS = 11
-
 
 def _varint(number: int) -> bytes:
     if number < 0x80:
-        return bytes((number,))
+        return _ONE_BYTE[number]
     out = bytearray()
     while number >= 0x80:
         out.append(number & 0x7F | 0x80)
@@ -35,8 +32,21 @@ def _varint(number: int) -> bytes:
     return bytes(out)
 
 
-def _length_delimited(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+# Tags of the length-delimited fields written here (wire type 2).
+_STRING_VALUE = b"\x0a"  # AnyValue.string_value = 1; also KeyValue.key = 1
+_VALUE = b"\x12"  # KeyValue.value = 2; also Span.Event.name = 2
+_EVENT_ATTRIBUTE = b"\x1a"  # Span.Event.attributes = 3
+_ATTRIBUTE = b"\x4a"  # Span.attributes = 9
+_EVENT = b"\x5a"  # Span.events = 11
+# Keys repeat (a metric's few attribute names, the event's): encoded once each.
+_KEYS: dict[str, bytes] = {}
+MAX_CACHED_KEYS = 4096
+
+
+def _length_delimited(tag: bytes, payload: bytes) -> bytes:
+    size = len(payload)
+    return tag + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + payload
 
 
 def _text(value: str) -> bytes:
@@ -51,20 +61,25 @@ def any_value(value: Value) -> bytes:
         return b"\x18" + _varint(value & _INT64_MASK)
     if isinstance(value, float):
         return b"\x21" + _DOUBLE(value)
-    return _length_delimited(1, _text(value))
+    return _length_delimited(_STRING_VALUE, _text(value))
 
 
 def key_value(key: str, value: Value) -> bytes:
-    return _length_delimited(1, _text(key)) + _length_delimited(2, any_value(value))
+    encoded = _KEYS.get(key)
+    if encoded is None:
+        if len(_KEYS) >= MAX_CACHED_KEYS:
+            _KEYS.clear()
+        encoded = _KEYS[key] = _length_delimited(_STRING_VALUE, _text(key))
+    return encoded + _length_delimited(_VALUE, any_value(value))
 
 
 def span_attributes(pairs: Iterable[tuple[str, Value]]) -> bytes:
     """Span field bytes that append these attributes."""
-    return b"".join(_length_delimited(SPAN_ATTRIBUTES, key_value(key, value)) for key, value in pairs)
+    return b"".join([_length_delimited(_ATTRIBUTE, key_value(key, value)) for key, value in pairs])
 
 
 def span_event(time_unix_nano: int, name: str, pairs: Iterable[tuple[str, Value]]) -> bytes:
     """Span field bytes that append one event."""
-    body = b"\x09" + _FIXED64(time_unix_nano) + _length_delimited(2, _text(name))
-    body += b"".join(_length_delimited(3, key_value(key, value)) for key, value in pairs)
-    return _length_delimited(SPAN_EVENTS, body)
+    body = [b"\x09" + _FIXED64(time_unix_nano) + _length_delimited(_VALUE, _text(name))]
+    body += [_length_delimited(_EVENT_ATTRIBUTE, key_value(key, value)) for key, value in pairs]
+    return _length_delimited(_EVENT, b"".join(body))
