@@ -10,10 +10,10 @@ most 254 pieces as the model reads; ASCII text by the same WordPiece in Python,
 scaling to unit length. No context between words, so it ranks similarity close to
 MiniLM but not equal: on the 421 agent-like text pairs of
 `tests/fixtures/embedder_pairs.jsonl`, Spearman 0.90 between its cosines and MiniLM's
-(`bench/embedder_quality.py`), at about 7 us per text in batches on one core here
-(MiniLM: ~10 ms). Its cosines of related texts run lower than MiniLM's (a question and
-its answer: 0.68 on average against 0.74), so thresholds tuned on MiniLM may need
-lowering.
+(`bench/embedder_quality.py`), at about 48,700 60-word texts/s in batches on one core
+here (`bench/embedders.py`; MiniLM: ~65). Its cosines of related texts run lower than
+MiniLM's (a question and its answer: 0.68 on average against 0.74), so thresholds tuned
+on MiniLM may need lowering.
 
 Threading: the table is read-only and the tokenizers are guarded by a lock, so any
 thread may call `embed_sync`; `embed` runs large inputs in a worker thread.
@@ -36,8 +36,9 @@ TABLE_DIR = Path(__file__).with_name("static_minilm")
 TABLE_FILE = "static_minilm.npz"
 TOKENIZER_FILE = "tokenizer.json"
 NAME_VERSION = 1  # bump when the table is remade: the name keys caches
-# Fewer texts than this are embedded on the caller's thread: at ~7 us a text that is a few
-# milliseconds, less than a hop to a worker thread costs the loop in a busy collector.
+# Fewer texts than this are embedded on the caller's thread: at ~20 us for a long text
+# that is milliseconds, less than a hop to a worker thread costs the loop in a busy
+# collector (and tokenizing in Python, the thread would not run alongside it anyway).
 INLINE_TEXTS = 1024
 
 
