@@ -279,18 +279,20 @@ def main() -> None:
                   f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
                   f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
                   + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"]))
-            if workers and window[0][0] < window[1][0]:
+            if metrics and window[0][0] < window[1][0]:
                 (start_ns, cpu_start), (end_ns, cpu_end) = window
                 times = data["request_times"]
                 exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
                 cpu = [end - start for start, end in zip(cpu_start, cpu_end)]
                 collector_us = cpu[0] / exported * 1e6
-                worker_us = sum(cpu[1:]) / exported * 1e6
-                bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
-                print(f"  CPU per span that reached the sink in a steady-state window of "
-                      f"{(end_ns - start_ns) / 1e9:.1f}s: collector process {collector_us:.1f} us, workers "
-                      f"{worker_us:.1f} us; on paper, with a free core each: "
-                      + ", ".join(f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)))
+                line = (f"  CPU per span that reached the sink in a steady-state window of "
+                        f"{(end_ns - start_ns) / 1e9:.1f}s: collector process {collector_us:.1f} us")
+                if workers:
+                    worker_us = sum(cpu[1:]) / exported * 1e6
+                    bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
+                    line += (f", workers {worker_us:.1f} us; on paper, with a free core each: "
+                             + ", ".join(f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)))
+                print(line)
 
         if args.only_throughput:
             return
