@@ -8,20 +8,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.processors import score_wire
+from tests.support.spans import any_value
 
 values = st.one_of(st.text(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1),
                    st.floats(allow_nan=False))
 pairs = st.lists(st.tuples(st.text(), values), max_size=8)
-
-
-def any_value(value) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    return AnyValue(string_value=value)
 
 
 @settings(max_examples=300, deadline=None)
