@@ -7,9 +7,10 @@ outputs come back as `Scored`. Per message pair that is one pickle each way, bat
 round of the event loop.
 
 A session's traces all go to one worker (by a hash of the session id), where its
-processors keep their per-session state; the pipeline still holds the session's lock
-while one of its traces is out, so a session's traces are scored in order. A trace
-without a session goes to a worker by its trace id.
+processors keep their per-session state; the pipeline's ready queue holds a session's
+next trace back while one of its traces is out, so a session's traces are scored in
+order, and what a worker gets in one round (one trace per session) it scores as one
+batch. A trace without a session goes to a worker by its trace id.
 
 A worker that dies (killed, out of memory) costs the traces it held their scores, not
 the traces: each gets an error result per metric saying so and is exported. The worker
