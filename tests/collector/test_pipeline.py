@@ -379,6 +379,33 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
     assert rig.pipeline.held_spans == 0
 
 
+async def test_one_failing_trace_in_a_batch_costs_only_that_trace_its_score(rig_for):
+    rig = await rig_for(toy(fail_on="boom"), score=EVERY_TRACE)
+    ids = [new_trace_id() for _ in range(3)]
+    rig.receiver.send(request_of([span(ids[0], "fine"), span(ids[1], "boom"), span(ids[2], "fine")]))
+    await rig.at(1.0)  # the three are ready at once: one batch
+    assert [rig.exporter.only(i).scores for i in ids] == [{"toy": 0.25}, {"toy": None}, {"toy": 0.25}]
+
+
+class WrongCount(Processor):
+    metric_names = ("wrong_count",)
+
+    async def process_batch(self, items):
+        return []  # not one output per trace
+
+
+async def test_a_batch_processor_that_loses_count_fails_each_trace_not_the_pipeline(rig_for):
+    rig = await rig_for(WrongCount(), toy(), score=EVERY_TRACE)
+    ids = [new_trace_id() for _ in range(2)]
+    rig.receiver.send(request_of([span(ids[0], "a"), span(ids[1], "b")]))
+    await rig.at(1.0)
+    for trace_id in ids:
+        exported = rig.exporter.only(trace_id)
+        assert exported.scores == {"wrong_count": None, "toy": 0.25}
+        assert "returned 0 outputs for 2 traces" in exported.anchor_attributes["eval.wrong_count.error"]
+    assert rig.pipeline.held_spans == 0
+
+
 async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     rig = await rig_for(UsageReporter(), score=EVERY_TRACE)
     trace_id, root_id = new_trace_id(), new_span_id()
