@@ -33,6 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import Field, model_validator
+
+from spanscore.core.component import ComponentConfig
+
 REDACTED = "[REDACTED]"  # what the operator's own patterns and keys become
 SECRET = "[redacted secret]"
 API_KEY = "[redacted api key]"
@@ -255,3 +259,26 @@ def safe_url(url: str) -> str:
     (`?api-key=...`), where credentials are sometimes put."""
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
+
+
+class RedactConfig(ComponentConfig):
+    """The `redact:` setting of the components that send trace text to a model server:
+    `true` (the default: the built-in shapes), `false`, or `{builtin, patterns, keys}`."""
+
+    builtin: bool = True  # the shapes above: API keys, tokens, e-mail addresses
+    patterns: list[str] = Field(default_factory=list)  # regexes; matches become [REDACTED]
+    keys: list[str] = Field(default_factory=list)  # values under these keys become [REDACTED]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        # `redact: false` sends trace content as recorded; `redact: true` is the default.
+        return {"builtin": value} if isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RedactConfig:
+        self.redaction()  # raises on a bad regex
+        return self
+
+    def redaction(self) -> Redaction:
+        return Redaction(patterns=tuple(self.patterns), keys=tuple(self.keys), builtin=self.builtin)

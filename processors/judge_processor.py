@@ -28,12 +28,12 @@ import inspect
 import logging
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance, revision_of
-from spanscore.core.redaction import Redaction
+from spanscore.core.redaction import RedactConfig
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.sampling import trace_id_sampled
 from spanscore.core.session import Session
@@ -64,26 +64,6 @@ NO_CONTENT = "no_content"  # error.type of the results for a trace with nothing 
 class JudgeMetricSettings(ComponentConfig):
     enabled: bool = True
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
-
-
-class RedactConfig(ComponentConfig):
-    builtin: bool = True  # API keys, tokens, e-mail addresses (core.redaction)
-    patterns: list[str] = Field(default_factory=list)  # regexes; matches become [REDACTED]
-    keys: list[str] = Field(default_factory=list)  # values under these keys become [REDACTED]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _switch(cls, value: Any) -> Any:
-        # `redact: false` sends trace content as recorded; `redact: true` is the default.
-        return {"builtin": value} if isinstance(value, bool) else value
-
-    @model_validator(mode="after")
-    def _compiles(self) -> RedactConfig:
-        self.redaction()  # raises on a bad regex
-        return self
-
-    def redaction(self) -> Redaction:
-        return Redaction(patterns=tuple(self.patterns), keys=tuple(self.keys), builtin=self.builtin)
 
 
 class JudgeMetricsConfig(ComponentConfig):

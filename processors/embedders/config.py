@@ -29,6 +29,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
+from spanscore.core.redaction import RedactConfig
 from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S
 from spanscore.processors.embedders import hashing, minilm, openai_embedder, static
 from spanscore.processors.embedders.base import Embedder
@@ -73,6 +74,8 @@ class OpenAIEmbedderConfig(RetrySettings):
     max_retries: int = Field(openai_embedder.DEFAULT_MAX_RETRIES, ge=0)
     max_backoff: Duration = Field(openai_embedder.DEFAULT_MAX_BACKOFF_S, gt=0)
     max_embedder_wait: Duration = Field(DEFAULT_MAX_WAIT_S, gt=0)  # how long an outage may hold a call
+    # Texts leave for the server redacted, as judge prompts do (false: as recorded).
+    redact: RedactConfig = Field(default_factory=RedactConfig)
     cache: CacheConfig = CacheConfig()
 
 
@@ -168,6 +171,7 @@ def build_uncached(config: Any) -> Embedder:
             timeout_s=config.timeout,
             retry=config.retry_policy(),
             max_wait_s=config.max_embedder_wait,
+            redaction=config.redact.redaction(),
         )
     raise TypeError(f"not an embedder config: {config!r}")
 

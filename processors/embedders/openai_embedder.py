@@ -21,6 +21,9 @@ holds every call and probes the server until it answers; a call fails only after
 `max_wait_s` (`max_embedder_wait`). Server messages in errors and logs are scrubbed of
 secret shapes and cut short (`core.redaction.scrub`).
 
+Texts are redacted before they leave, as the judge's prompts are (`redaction`: the
+built-in secret shapes by default; `redact: false` sends them as recorded).
+
 When no vector's width is known yet and every text of a call is empty, one probe text is
 embedded to learn it (set `dimensions` to avoid that request).
 
@@ -47,7 +50,7 @@ import numpy as np
 import openai
 
 from spanscore.core.durations import format_duration
-from spanscore.core.redaction import safe_url, scrub
+from spanscore.core.redaction import Redaction, safe_url, scrub
 from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S, BreakerState, CircuitBreaker, Hold, Unreachable
 from spanscore.processors.embedders.base import Embedder, l2_normalize
 from spanscore.processors.openai_retry import RetryPolicy, outage_reason, retry_after_s
@@ -116,6 +119,7 @@ class OpenAIEmbedder(Embedder):
         retry: RetryPolicy | None = None,
         seed: int | None = None,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        redaction: Redaction | None = None,
     ):
         api_key = api_key or os.environ.get(API_KEY_ENV)
         if not api_key:
@@ -134,6 +138,7 @@ class OpenAIEmbedder(Embedder):
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.retry = retry or DEFAULT_RETRY
+        self.redaction = redaction if redaction is not None else Redaction()
         self.name = f"openai/{model}" + (f"/d{dimensions}" if dimensions else "")
         self._where = safe_url(base_url) if base_url else "the OpenAI API"
         self.breaker = CircuitBreaker(f"embedder {model!r} at {self._where}",
@@ -207,7 +212,8 @@ class OpenAIEmbedder(Embedder):
 
     def _plan(self, texts: Sequence[str]) -> tuple[list[int], list[list[str]]]:
         positions = [i for i, text in enumerate(texts) if text and not text.isspace()]
-        wanted = [texts[i] for i in positions]
+        redact = self.redaction.text if self.redaction.enabled else None
+        wanted = [redact(texts[i]) if redact else texts[i] for i in positions]
         return positions, [wanted[i:i + self.batch_size] for i in range(0, len(wanted), self.batch_size)]
 
     def _assemble(self, n: int, positions: list[int], results: list[np.ndarray]) -> np.ndarray:

@@ -6,6 +6,8 @@ import time
 import numpy as np
 import pytest
 
+from spanscore.core.redaction import Redaction
+from spanscore.processors.embedders.config import build_uncached, parse_embedder_config
 from spanscore.processors.embedders.openai_embedder import (
     EmbeddingRequestError,
     MissingAPIKeyError,
@@ -255,3 +257,19 @@ def test_past_max_embedder_wait_the_error_says_how_long_and_why():
         embedder.embed_sync(["hello"])
     assert str(caught.value) == (f"embedding 1 text: embedder 'text-embedding-3-small' at http://127.0.0.1:{port}/v1 "
                                  "unreachable for 300ms (max_embedder_wait): connection refused")
+
+
+async def test_texts_leave_redacted_unless_redaction_is_off(openai_server):
+    secret = "the agent called the API with sk-proj-abcdefghijklmnopqrstuvwx1234 for ann@example.com"
+    await make(openai_server).embed([secret])
+    [[sent]] = sent_batches(openai_server)
+    assert "sk-proj-" not in sent and "ann@example.com" not in sent
+    assert "[redacted api key]" in sent and "[redacted email]" in sent
+    await make(openai_server, redaction=Redaction(builtin=False)).embed([secret])
+    assert sent_batches(openai_server)[-1] == [secret]
+
+
+def test_the_redact_setting_reaches_the_embedder():
+    built = build_uncached(parse_embedder_config({"type": "openai", "api_key": "k", "redact": {"patterns": ["order-\\d+"]}}))
+    assert built.redaction.text("see order-42") == "see [REDACTED]"
+    assert not build_uncached(parse_embedder_config({"type": "openai", "api_key": "k", "redact": False})).redaction.enabled
