@@ -142,10 +142,6 @@ class SpanViews:
         self.llm_views = _model_calls(llm_views)
         self.tool_views = [v for v in tool_views if (v.tool_name or v.name) not in INTERNAL_TOOLS]
 
-    @property
-    def conventions(self) -> set[str]:
-        return {name for view in self.views for name in view.conventions}
-
 
 def read_span_views(trace_id: bytes, spans: Sequence[tuple[Span, Resource]]) -> SpanViews | None:
     """The spans' views, or None (logged) when reading them hit a bug."""

@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import zlib
 from collections import Counter
 from dataclasses import dataclass
@@ -45,8 +44,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from spanscore.core.otlp_json import encode_request
 from tests.exporters.test_score_metrics import free_port
 from tests.fuzz.oracle import JSON, PROTOBUF, Expected, expected_grpc, expected_http
-from tests.fuzz.strategies import OTLP_KEYS, fixture_documents, fixture_requests
-from tests.support.running import wait_until
+from tests.fuzz.strategies import OTLP_KEYS, fixture_documents, fixture_requests, json_paths
+from tests.support.running import health_check_ok, wait_until
 from tests.support.spans import AGENT_ROOT, request_of, span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +150,7 @@ class Mutator:
     def mutate_json(self, document, rounds: int = 3):
         rng = self.rng
         for _ in range(rng.randint(1, rounds)):
-            paths = _paths(document)
+            paths = json_paths(document)
             path = rng.choice(paths)
             edit = rng.choice(["replace", "delete", "add", "stringify", "id"])
             parent = _lookup(document, path[:-1]) if path else None
@@ -186,17 +185,6 @@ class Mutator:
             else:
                 text = text[:at]
         return text
-
-
-def _paths(node, path=()):
-    found = [path]
-    if isinstance(node, dict):
-        for key, child in node.items():
-            found.extend(_paths(child, (*path, key)))
-    elif isinstance(node, list):
-        for i, child in enumerate(node):
-            found.extend(_paths(child, (*path, i)))
-    return found
 
 
 def _lookup(node, path):
@@ -368,11 +356,7 @@ class Spanscore:
                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health}/", timeout=1) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        return health_check_ok(self.health)
 
     def terminate(self) -> int:
         self.process.send_signal(signal.SIGTERM)

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from tests.exporters.test_score_metrics import free_port
-from tests.support.running import wait_until
+from tests.support.running import health_check_ok, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLICAS = 3
@@ -67,13 +67,7 @@ class Replica:
         self.health = health
 
     def healthy(self) -> bool:
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health}/", timeout=1) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        return health_check_ok(self.health)
 
     def stop(self) -> str:
         self.process.send_signal(signal.SIGTERM)  # closes the open sessions: their carriers are written

@@ -210,15 +210,15 @@ def fixture_requests() -> tuple[bytes, ...]:
     return tuple([every_field_request().SerializeToString(), *encoded])
 
 
-def _paths(node: Any, path: tuple = ()) -> list[tuple]:
+def json_paths(node: Any, path: tuple = ()) -> list[tuple]:
     """Every path to a node of a JSON document (the root is the empty path)."""
     found = [path]
     if isinstance(node, dict):
         for key, child in node.items():
-            found.extend(_paths(child, (*path, key)))
+            found.extend(json_paths(child, (*path, key)))
     elif isinstance(node, list):
         for i, child in enumerate(node):
-            found.extend(_paths(child, (*path, i)))
+            found.extend(json_paths(child, (*path, i)))
     return found
 
 
@@ -253,7 +253,7 @@ def mutated(draw, document: Any, rounds: int = 3) -> Any:
     """`document` with 1..`rounds` random edits: a node replaced (by any JSON value, an id
     string, or its own type's neighbour), deleted, duplicated into a list, or a key added."""
     for _ in range(draw(st.integers(1, rounds))):
-        paths = _paths(document)
+        paths = json_paths(document)
         path = draw(st.sampled_from(paths))
         node = _lookup(document, path)
         edit = draw(st.sampled_from(["replace", "id", "delete", "grow", "add_key", "stringify", "nest"]))

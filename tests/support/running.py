@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 
 from spanscore.collector.config import parse_config
@@ -72,3 +73,12 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, interval_
             return True
         time.sleep(interval_s)
     return condition()
+
+
+def health_check_ok(port: int) -> bool:
+    """Whether a `health_check` extension on `port` answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
