@@ -15,6 +15,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 def any_value_to_python(value: AnyValue) -> Any:
     """Convert one OTLP AnyValue to str, bool, int, float, bytes, list, dict or None."""
+    text = value.string_value  # most values are strings: skip asking which kind is set
+    if text:
+        return text
     kind = value.WhichOneof("value")
     if kind is None:
         return None

@@ -4,15 +4,16 @@
 is asked for (through `collector.attributes.any_value_to_python`), so a trace is
 normalized without turning every attribute of every span into Python objects.
 
-Adapters first ask which keys sit under a prefix (`gen_ai.`, `langfuse.`, ...). The
-answer depends only on the keys, and spans from one instrumentation carry the same keys
-over and over, so answers are kept per distinct key tuple (`KeyShape`) and each span
-pays one dict lookup for all of them.
+Adapters first ask which keys sit under a prefix (`gen_ai.`, `langfuse.`, ...) and
+which keys are present. The answers depend only on the keys, and spans from one
+instrumentation carry the same keys over and over, so answers are kept per distinct key
+tuple (`KeyShape`, with `KeyShape.fact` for whatever a reader derives from the keys
+alone) and each span pays one dict lookup for all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
@@ -31,17 +32,30 @@ MAX_ANSWERS_PER_SHAPE = 64
 class KeyShape:
     """One ordered tuple of attribute keys and the keys under each prefix asked about."""
 
-    __slots__ = ("keys", "_under")
+    __slots__ = ("keys", "positions", "_under", "_facts")
 
     def __init__(self, keys: tuple[str, ...]):
         self.keys = keys
+        positions: dict[str, int] = {}
+        for position, key in enumerate(keys):
+            positions.setdefault(key, position)  # first wins, as in find_attribute
+        self.positions = positions
         self._under: dict[Prefixes, tuple[str, ...]] = {}
+        self._facts: dict[Callable[[KeyShape], Any], Any] = {}
+
+    def fact(self, compute: Callable[[KeyShape], Any]) -> Any:
+        """`compute(self)`, once per shape: what a reader decides from the keys alone."""
+        facts = self._facts
+        if compute in facts:
+            return facts[compute]
+        value = facts[compute] = compute(self)
+        return value
 
     def under(self, prefixes: Prefixes) -> tuple[str, ...]:
         """Keys under `prefixes` (one prefix or a tuple of them), in attribute order."""
         found = self._under.get(prefixes)
         if found is None:
-            found = tuple(key for key in self.keys if key.startswith(prefixes))
+            found = tuple(key for key in self.positions if key.startswith(prefixes))
             if len(self._under) < MAX_ANSWERS_PER_SHAPE:
                 self._under[prefixes] = found
         return found
@@ -62,27 +76,27 @@ def key_shape(keys: tuple[str, ...]) -> KeyShape:
 class SpanAttributes:
     """Read-only, lazily converted view of an OTLP attribute list. Not thread-safe."""
 
-    __slots__ = ("_index", "_shape", "_cache")
+    __slots__ = ("_attributes", "_positions", "_shape", "_cache")
 
-    def __init__(self, attributes: Iterable[KeyValue]):
-        index: dict[str, KeyValue] = {}
-        for kv in attributes:
-            index.setdefault(kv.key, kv)  # first wins, as in find_attribute
-        self._index = index
-        self._shape = key_shape(tuple(index))
+    def __init__(self, attributes: Sequence[KeyValue]):
+        # Only the keys are read here; an attribute's value is fetched by its position
+        # in the (immutable while read) list when it is asked for.
+        self._attributes = attributes
+        shape = self._shape = key_shape(tuple([kv.key for kv in attributes]))
+        self._positions = shape.positions
         self._cache: dict[str, Any] = {}
 
     def __contains__(self, key: str) -> bool:
-        return key in self._index
+        return key in self._positions
 
     def get(self, key: str, default: Any = None) -> Any:
         cache = self._cache
         if key in cache:
             return cache[key]
-        kv = self._index.get(key)
-        if kv is None:
+        position = self._positions.get(key)
+        if position is None:
             return default
-        value = cache[key] = any_value_to_python(kv.value)
+        value = cache[key] = any_value_to_python(self._attributes[position].value)
         return default if value is None else value
 
     def first(self, *keys: str) -> Any:
@@ -94,21 +108,25 @@ class SpanAttributes:
 
     def text(self, *keys: str) -> str | None:
         """The first present key as a string (scalars stringified, structures skipped)."""
-        index, cache = self._index, self._cache
+        positions, cache = self._positions, self._cache
         for key in keys:
             if key in cache:
                 value = cache[key]
             else:
-                kv = index.get(key)
-                if kv is None:  # most keys asked for are absent
+                position = positions.get(key)
+                if position is None:  # most keys asked for are absent
                     continue
-                value = cache[key] = any_value_to_python(kv.value)
+                value = cache[key] = any_value_to_python(self._attributes[position].value)
             if isinstance(value, str):
                 if value:
                     return value
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 return str(value)
         return None
+
+    def shape_fact(self, compute: Callable[[KeyShape], Any]) -> Any:
+        """`compute` of this span's key shape, computed once per shape (`KeyShape.fact`)."""
+        return self._shape.fact(compute)
 
     def count_prefix(self, prefixes: Prefixes) -> int:
         """How many keys are under `prefixes` (one prefix or a tuple of them)."""

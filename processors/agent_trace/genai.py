@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from spanscore.core.attributes import attributes_to_dict, find_attribute
+from spanscore.processors.agent_trace.attributes import KeyShape
 from spanscore.processors.agent_trace.content import (
     content_text,
     normalize_message,
@@ -68,54 +69,89 @@ _INPUT_EVENT_ROLES = {
 }
 
 
+class _Keys:
+    """Which of the keys `apply` reads a key shape has: decided once per shape."""
+
+    __slots__ = ("any", "legacy", "current", "operation", "input_messages", "output_messages", "messages",
+                 "tool_arguments", "tool_result", "agent_name", "call_evidence", "model", "system_instructions",
+                 "tool_definitions", "tool_name", "tool_call_id", "tool_description")
+
+    def __init__(self, shape: KeyShape):
+        keys = shape.positions
+        count = len(shape.under("gen_ai."))
+        legacy = len(shape.under(_LEGACY_PREFIXES)) if count else 0
+        self.any = count > 0
+        self.legacy = legacy > 0
+        self.current = count > legacy  # a key of the current convention
+        self.operation = "gen_ai.operation.name" in keys
+        self.input_messages = "gen_ai.input.messages" in keys
+        self.output_messages = "gen_ai.output.messages" in keys
+        self.messages = self.input_messages or self.output_messages
+        self.tool_arguments = "gen_ai.tool.call.arguments" in keys
+        self.tool_result = "gen_ai.tool.call.result" in keys
+        self.agent_name = "gen_ai.agent.name" in keys
+        self.call_evidence = bool(shape.under(_CALL_EVIDENCE))
+        self.model = "gen_ai.response.model" in keys or "gen_ai.request.model" in keys
+        self.system_instructions = "gen_ai.system_instructions" in keys
+        self.tool_definitions = "gen_ai.tool.definitions" in keys
+        self.tool_name = "gen_ai.tool.name" in keys
+        self.tool_call_id = "gen_ai.tool.call.id" in keys
+        self.tool_description = "gen_ai.tool.description" in keys
+
+
 def apply(view: SpanView) -> bool:
     """Fill `view` from GenAI attributes; True when the span uses the convention."""
     attrs = view.attrs
-    keys = attrs.count_prefix("gen_ai.")
+    keys: _Keys = attrs.shape_fact(_Keys)
     events = view.span.events
     has_events = bool(events) and any(event.name.startswith("gen_ai.") for event in events)
-    if not keys and not has_events:
+    if not keys.any and not has_events:
         return False
-    legacy_keys = attrs.count_prefix(_LEGACY_PREFIXES) if keys else 0
-    if keys > legacy_keys:  # a key of the current convention
+    if keys.current:
         view.conventions.add(CONVENTION)
     text, get, fill = attrs.text, attrs.get, view.fill
-    operation = text("gen_ai.operation.name")
+    # Only keys the shape has are read: most spans carry a few of them.
+    operation = text("gen_ai.operation.name") if keys.operation else None
     if operation:
         role = _ROLE_BY_OPERATION.get(operation, OTHER)
-    elif "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
+    elif keys.messages:
         role = LLM
-    elif "gen_ai.tool.call.arguments" in attrs:
+    elif keys.tool_arguments:
         role = TOOL
     else:
         role = None
     fill("role", role)
 
-    fill("agent_name", text("gen_ai.agent.name"))
-    if view.role == LLM and attrs.has_prefix(_CALL_EVIDENCE):
+    if keys.agent_name:
+        fill("agent_name", text("gen_ai.agent.name"))
+    if keys.call_evidence and view.role == LLM:
         view.called = True
-    fill("model", text("gen_ai.response.model", "gen_ai.request.model"))
-    # Content keys are checked for first: most spans carry none, and reading an absent
-    # key yields nothing anyway.
-    if "gen_ai.input.messages" in attrs:
+    if keys.model:
+        fill("model", text("gen_ai.response.model", "gen_ai.request.model"))
+    if keys.input_messages:
         fill("input_messages", normalize_messages(get("gen_ai.input.messages")))
-    if "gen_ai.output.messages" in attrs:
+    if keys.output_messages:
         fill("output_messages", normalize_messages(get("gen_ai.output.messages"), "assistant"))
-    if "gen_ai.system_instructions" in attrs:
+    if keys.system_instructions:
         fill("system_prompt", _system_instructions(get("gen_ai.system_instructions")))
-    if "gen_ai.tool.definitions" in attrs:
+    if keys.tool_definitions:
         view.add_tools(tool_definitions(get("gen_ai.tool.definitions")))
     if has_events:
         _apply_detail_events(view)
-    if (has_events or legacy_keys) and view.role != TOOL:
+    if (has_events or keys.legacy) and view.role != TOOL:
         _apply_legacy(view)
 
-    if view.role == TOOL or "gen_ai.tool.call.arguments" in attrs or "gen_ai.tool.call.result" in attrs:
-        fill("tool_name", text("gen_ai.tool.name"))
-        fill("tool_call_id", text("gen_ai.tool.call.id"))
-        fill("tool_arguments", get("gen_ai.tool.call.arguments"))
-        fill("tool_result", get("gen_ai.tool.call.result"))
-        fill("tool_description", text("gen_ai.tool.description"))
+    if view.role == TOOL or keys.tool_arguments or keys.tool_result:
+        if keys.tool_name:
+            fill("tool_name", text("gen_ai.tool.name"))
+        if keys.tool_call_id:
+            fill("tool_call_id", text("gen_ai.tool.call.id"))
+        if keys.tool_arguments:
+            fill("tool_arguments", get("gen_ai.tool.call.arguments"))
+        if keys.tool_result:
+            fill("tool_result", get("gen_ai.tool.call.result"))
+        if keys.tool_description:
+            fill("tool_description", text("gen_ai.tool.description"))
         if has_events:
             _apply_tool_events(view)
     return True
