@@ -38,6 +38,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.processors.agent_trace import genai, langfuse, openinference, openllmetry, vercel_ai
+from spanscore.processors.agent_trace.attributes import KeyShape
 from spanscore.processors.agent_trace.content import (
     block_text,
     io_text,
@@ -78,15 +79,14 @@ INTERNAL_TOOLS = frozenset({"final_answer"})
 # `weather_agent.run`, `weather_agent._execute_core`: an agent span named for the method.
 _METHOD_SUFFIX = re.compile(r"^([A-Za-z_][\w-]*)\.[A-Za-z_]\w*$")
 
-# Adapters that read nothing from a span without a key under their prefixes. Most spans
-# carry only GenAI keys, and one (cached) prefix lookup tells that none of these apply.
+# Adapters that read nothing from a span without a key under their prefixes: each key
+# shape is asked once which of them apply (most spans carry only GenAI keys).
 _KEY_PREFIXES = {
     "langfuse": langfuse.KEY_PREFIXES,
     "openinference": openinference.KEY_PREFIXES,
     "openllmetry": openllmetry.KEY_PREFIXES,
     "vercel_ai": vercel_ai.KEY_PREFIXES,
 }
-_GATED_PREFIXES = tuple(dict.fromkeys(p for prefixes in _KEY_PREFIXES.values() for p in prefixes))
 
 _START_DEPTH = attrgetter("start", "depth")
 _DEPTH_START = attrgetter("depth", "start")
@@ -225,20 +225,26 @@ def _build(trace_id: str, read: SpanViews, session_id: str | None) -> AgentTrace
 def _read(span: Span) -> SpanView:
     view = SpanView(span)
     attrs = view.attrs
-    skipped = () if attrs.has_prefix(_GATED_PREFIXES) else _KEY_PREFIXES
-    for name, adapter in ADAPTERS:
-        if name in skipped:
-            continue
+    adapters, reads_user_id = attrs.shape_fact(_readers)
+    for name, adapter in adapters:
         try:
             adapter(view)
         except Exception as exc:  # malformed attributes: this adapter contributes nothing
             logger.debug("%s adapter skipped span %s: %r", name, view.span_id, exc)
-    if attrs.has_prefix(USER_ID_KEYS):  # no key even starts like one: nothing to read
+    if reads_user_id:
         try:
             view.fill("user_id", attrs.text(*USER_ID_KEYS))
         except Exception:
             pass
     return view
+
+
+def _readers(shape: KeyShape) -> tuple[tuple[tuple[str, Adapter], ...], bool]:
+    """The adapters that can read something from spans of this key shape (GenAI always:
+    it also reads span events), and whether a user-id key could be among the keys."""
+    present = {name for name, prefixes in _KEY_PREFIXES.items() if shape.under(prefixes)}
+    adapters = tuple((name, adapter) for name, adapter in ADAPTERS if name in present or name not in _KEY_PREFIXES)
+    return adapters, bool(shape.under(USER_ID_KEYS))
 
 
 def _set_depths(views: list[SpanView]) -> None:

@@ -66,7 +66,7 @@ def resolve_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
     for name, weight in (weights or {}).items():
         if name not in resolved:
             raise ValueError(f"unknown signal weight {name!r}; known signals: {', '.join(SIGNALS)}")
-        if isinstance(weight, bool) or not isinstance(weight, Real):
+        if not _is_number(weight):
             raise ValueError(f"weight of {name!r} must be a number, got {weight!r}")
         if not math.isfinite(weight) or weight < 0:
             raise ValueError(f"weight of {name!r} must be finite and non-negative, got {weight!r}")
@@ -89,12 +89,21 @@ def known_signals(trace_id: str, scores: Mapping[str, float]) -> dict[str, float
         if name not in scores:
             continue
         value = scores[name]
-        if isinstance(value, bool) or not isinstance(value, Real):
+        if not _is_number(value):
             raise TypeError(f"signal {name!r} of trace {trace_id!r} must be a number, got {value!r}")
         if not math.isfinite(value) or not 0.0 <= value <= 1.0:
             raise ValueError(f"signal {name!r} of trace {trace_id!r} must be within [0, 1], got {value!r}")
         found[name] = float(value)
     return found
+
+
+def _is_number(value: object) -> bool:
+    """A real number that is not a bool (checked against the ABC only for unusual types: that check is slow)."""
+    if isinstance(value, float):  # numpy's float64 too
+        return True
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    return isinstance(value, Real)
 
 
 def _round(value: float) -> float:
