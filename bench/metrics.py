@@ -6,8 +6,8 @@ For each embedder (static, hashing, and minilm when `spanscore[minilm]` is insta
 runs the `embedding_metrics` processor over agent-like traces (8 spans, GenAI
 conventions, 4 traces per session), every trace with fresh texts so the embedding cache
 does not hide the embedder's cost, and reports milliseconds per trace: the agent
-summary the metrics read (and, for comparison, the full normalized view with steps),
-then the metrics themselves, embedding included, one trace at a time and in the
+summary the metrics read (and, for comparison, the full normalized view with steps,
+and the floor under both: touching every attribute of every span), then the metrics themselves, embedding included, one trace at a time and in the
 pipeline's batches (`scoring_batch`: one trace per session per batch, one embedding
 call per batch). Then the `session_metrics` processor per closed session.
 """
@@ -28,6 +28,7 @@ from bench.agent_spans import AgentRequests  # noqa: E402
 from spanscore.collector.assembler import DEFAULT_SCORING_BATCH, Assembler, AssemblerConfig  # noqa: E402
 from spanscore.collector.gc_tuning import tune_for_collector  # noqa: E402
 from spanscore.collector.ready_queue import ReadyQueue  # noqa: E402
+from spanscore.core.attributes import any_value_to_python  # noqa: E402
 from spanscore.core.session import Session, TraceSummary  # noqa: E402
 from spanscore.processors.agent_trace import agent_summary_of, build_agent_trace  # noqa: E402
 from spanscore.processors.agent_trace.build import read_span_views, summarize  # noqa: E402
@@ -55,7 +56,29 @@ def _rewrite_output(trace, text: str) -> None:
             kv.value.string_value = '[{"role":"assistant","parts":[{"type":"text","content":"%s"}]}]' % text
 
 
+def attribute_floor_us(traces: list) -> tuple[float, float]:
+    """Microseconds per trace to touch every span's attribute keys, then keys and values.
+
+    No reader of the spans in Python does less than the first: each KeyValue of a
+    protobuf (upb) message becomes a Python object when it is touched. This is the floor
+    under the agent summary's cost.
+    """
+    spans = [[span for span, _ in trace.spans()] for trace in traces]
+    started = time.perf_counter()
+    for trace_spans in spans:
+        for span in trace_spans:
+            [kv.key for kv in span.attributes]
+    keys_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for trace_spans in spans:
+        for span in trace_spans:
+            [(kv.key, any_value_to_python(kv.value)) for kv in span.attributes]
+    values_s = time.perf_counter() - started
+    return keys_s / len(traces) * 1e6, values_s / len(traces) * 1e6
+
+
 async def run(embedder: str, traces: list, batch_size: int) -> dict[str, float]:
+    keys_us, values_us = attribute_floor_us(traces)
     started = time.perf_counter()
     for trace in traces:
         summarize(read_span_views(trace.trace_id, list(trace.spans())))
@@ -64,7 +87,8 @@ async def run(embedder: str, traces: list, batch_size: int) -> dict[str, float]:
     for trace in traces:
         build_agent_trace(trace.trace_id, list(trace.spans()), trace.session_id)
     full_s = time.perf_counter() - started
-    figures = {"summary_ms": summary_s / len(traces) * 1e3, "full_ms": full_s / len(traces) * 1e3}
+    figures = {"summary_ms": summary_s / len(traces) * 1e3, "full_ms": full_s / len(traces) * 1e3,
+               "keys_ms": keys_us / 1e3, "values_ms": values_us / 1e3}
     for size in sorted({1, batch_size}):
         # A fresh processor (and embedding cache) per pass: every text is a miss in each.
         processor = EmbeddingMetrics("embedding_metrics",
@@ -113,7 +137,8 @@ def main() -> None:
     for embedder, count in embedders:
         figures = asyncio.run(run(embedder, make_traces(count), args.batch))
         print(f"{embedder}: {count} traces: agent summary {figures['summary_ms']:.3f} ms/trace "
-              f"(full normalized view {figures['full_ms']:.3f}); coherence + loop_detection, embedding included: "
+              f"(full normalized view {figures['full_ms']:.3f}; touching every attribute key "
+              f"{figures['keys_ms']:.3f}, keys and values {figures['values_ms']:.3f}); coherence + loop_detection, embedding included: "
               f"{figures['metrics_ms_1']:.3f} ms/trace one at a time, "
               f"{figures[f'metrics_ms_{args.batch}']:.3f} in batches of {args.batch}; "
               f"agent_reliability + agent_consistency {figures['session_ms']:.3f} ms/session "
