@@ -36,11 +36,19 @@ class Attempt:
     answers: list[tuple[int, bool]] = field(default_factory=list)  # (turn, correct) per graded interaction
     errors: list[str] = field(default_factory=list)  # answers and checks that could not be graded
     progress_error: str | None = None  # the first reason subgoals could not be judged
+    # Answers and checks not graded because the judge's hourly budget was spent: skipped, not failed.
+    skipped: list[str] = field(default_factory=list)
+    progress_skipped: str | None = None  # the first turn whose subgoals the budget left unjudged
 
     @property
     def all_errors(self) -> list[str]:
         """Everything `success` could not grade."""
         return self.errors + ([self.progress_error] if self.progress_error else [])
+
+    @property
+    def all_skipped(self) -> list[str]:
+        """Everything the judge's budget kept from being graded."""
+        return self.skipped + ([self.progress_skipped] if self.progress_skipped else [])
 
     def actual_calls(self) -> list[ActualCall]:
         calls = []

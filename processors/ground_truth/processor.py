@@ -19,6 +19,9 @@ defines the metrics:
 Every scored span also gets `eval.case.id`. Traces that join no case are left to the other
 processors; how many attempts joined, and how, is logged at shutdown. Without a judge the
 checks that need one (subgoals, `check` items, expected answers) record an error saying so.
+Past the judge's `budget` they are skipped, as the judge metrics are: no result, only
+`eval.<metric>.skipped` saying why; so is `success` then, unless a graded check already
+failed (0) or one could not be graded for another reason (an error).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import GroundTruthJudge
 from spanscore.processors.judge.base import Judge, JudgeError
+from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import (
     JudgeConfig,
     JudgeTrials,
@@ -78,8 +82,8 @@ DEFAULT_TOOL_THRESHOLD = 1.0
 EVALUATOR = "judge"
 NO_JUDGE = "needs a judge; configure ground_truth.judge (api_key or base_url)"
 TURN_METRICS = ("answer_correctness", "tool_usage")
-ATTEMPT_METRICS = ("progress", "progress_auc", "progress_per_turn", "success_final_turn", "tool_call_accuracy",
-                   "conversation_correctness", "success")
+PROGRESS_METRICS = ("progress", "progress_auc", "progress_per_turn", "success_final_turn")
+ATTEMPT_METRICS = (*PROGRESS_METRICS, "tool_call_accuracy", "conversation_correctness", "success")
 
 
 class GroundTruthConfig(ComponentConfig):
@@ -193,7 +197,7 @@ class GroundTruth(Processor):
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
-    async def _turn_results(self, attempt: Attempt, turn: int, agent: AgentTrace) -> list[MetricResult]:
+    async def _turn_results(self, attempt: Attempt, turn: int, agent: AgentTrace) -> list[MetricResult | SpanAttribute]:
         case, results = attempt.case, []
         usage = self._tool_usage(case, turn, agent)
         if usage is not None:
@@ -227,7 +231,7 @@ class GroundTruth(Processor):
                             explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation}.", metadata=aspects)
 
     async def _answer(self, attempt: Attempt, turn: int, agent: AgentTrace, expected: str,
-                      usage: MetricResult | None) -> MetricResult:
+                      usage: MetricResult | None) -> MetricResult | SpanAttribute:
         threshold = self.config.answer_threshold
         if self.judging is None:
             attempt.errors.append(f"turn {turn} answer not graded: {NO_JUDGE}")
@@ -237,6 +241,9 @@ class GroundTruth(Processor):
                 agent.user_input, expected, agent.final_output,
                 [s.result for s in agent.tool_steps if s.result], threshold=threshold)
         except JudgeError as exc:
+            if _over_budget(exc):
+                attempt.skipped.append(f"turn {turn} answer not graded: {exc}")
+                return _skipped("answer_correctness", exc)
             attempt.errors.append(f"turn {turn} answer not graded: {exc}")
             return MetricResult.failure("answer_correctness", exc, threshold)
         tools_ok = usage is None or not self.config.require_tools or (usage.score or 0.0) >= self.config.tool_threshold
@@ -262,7 +269,11 @@ class GroundTruth(Processor):
             try:
                 verdicts = await self.judging.subgoal_verdicts(case, attempt.turns, pending)
             except JudgeError as exc:
-                attempt.progress_error = attempt.progress_error or f"subgoals at turn {turn} not judged: {exc}"
+                why = f"subgoals at turn {turn} not judged: {exc}"
+                if _over_budget(exc):
+                    attempt.progress_skipped = attempt.progress_skipped or why
+                else:
+                    attempt.progress_error = attempt.progress_error or why
                 verdicts = {}
             for index, verdict in verdicts.items():
                 if verdict.complete:
@@ -285,12 +296,14 @@ class GroundTruth(Processor):
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
-    async def _attempt_results(self, attempt: Attempt) -> list[MetricResult]:
+    async def _attempt_results(self, attempt: Attempt) -> list[MetricResult | SpanAttribute]:
         case, results = attempt.case, []
         checks: list[tuple[str, bool]] = []  # what `success` requires, and whether it held
         threshold = self.config.threshold
         if case.subgoals:
-            if attempt.progress and attempt.progress_error is None:
+            if attempt.progress_error is None and attempt.progress_skipped is not None:
+                results += [_skipped(name, attempt.progress_skipped) for name in PROGRESS_METRICS]
+            elif attempt.progress and attempt.progress_error is None:
                 padded = pad_progress(attempt.progress, self.config.max_turns)
                 final = padded[-1]
                 incomplete = "; ".join(f"{case.subgoals[i].details!r}: {why}"
@@ -311,8 +324,7 @@ class GroundTruth(Processor):
                 checks.append(("every subgoal complete", final == 1.0))
             else:
                 reason = attempt.progress_error or "no turn was evaluated"
-                results += [MetricResult.failure(name, reason, threshold)
-                            for name in ("progress", "progress_auc", "progress_per_turn", "success_final_turn")]
+                results += [MetricResult.failure(name, reason, threshold) for name in PROGRESS_METRICS]
         if case.expected_tool_calls:
             accuracy, matched = await self._tool_call_accuracy(attempt)
             results.append(accuracy)
@@ -334,12 +346,15 @@ class GroundTruth(Processor):
         results.append(self._success(attempt, checks))
         return results
 
-    async def _tool_call_accuracy(self, attempt: Attempt) -> tuple[MetricResult, bool | None]:
+    async def _tool_call_accuracy(self, attempt: Attempt) -> tuple[MetricResult | SpanAttribute, bool | None]:
         expected = [as_expected_call(c.model_dump(exclude_unset=True)) for c in attempt.case.expected_tool_calls]
         actual = attempt.actual_calls()
         try:
             verdicts = await self._check_verdicts(expected, actual)
         except JudgeError as exc:
+            if _over_budget(exc):
+                attempt.skipped.append(f"tool-call checks not judged: {exc}")
+                return _skipped("tool_call_accuracy", exc), None
             attempt.errors.append(f"tool-call checks not judged: {exc}")
             return MetricResult.failure("tool_call_accuracy", exc), None
         except LookupError as exc:
@@ -372,14 +387,26 @@ class GroundTruth(Processor):
             raise LookupError(f"tool-call checks not judged: {NO_JUDGE}")
         return {key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()}
 
-    def _success(self, attempt: Attempt, checks: list[tuple[str, bool]]) -> MetricResult:
+    def _success(self, attempt: Attempt, checks: list[tuple[str, bool]]) -> MetricResult | SpanAttribute:
         errors = attempt.all_errors
         if errors:
             return MetricResult.failure("success", "not every check could be graded: " + "; ".join(errors), 1.0)
         failed = [name for name, ok in checks if not ok]
+        skipped = attempt.all_skipped
+        if skipped and not failed:  # a failed check decides it; otherwise the ungraded ones would
+            return _skipped("success", "not every check was graded: " + "; ".join(skipped))
         explanation = ("Every ground-truth check passed: " + ", ".join(n for n, _ in checks) if not failed
                        else "Failed: " + ", ".join(failed))
         return MetricResult(name="success", score=0.0 if failed else 1.0, threshold=1.0, explanation=explanation)
+
+
+def _over_budget(error: JudgeError) -> bool:
+    return error.error_type == BUDGET_EXHAUSTED
+
+
+def _skipped(metric: str, why: BaseException | str) -> SpanAttribute:
+    """What a metric the judge's budget kept from being graded leaves on the span."""
+    return SpanAttribute(f"eval.{metric}.skipped", str(why))
 
 
 def _key(value: Any) -> str:

@@ -169,3 +169,80 @@ async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(
     turn_results = {r.name: r for r in exporter.only(trace_id).results}
     assert turn_results["answer_correctness"].error == NO_JUDGE
     assert turn_results["tool_usage"].score == 1.0
+
+
+async def test_past_the_judge_budget_metrics_are_skipped_not_failed(tmp_path, server):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET.replace("      - message: What should I wear?",
+                                       "      - message: What should I wear?\n        expected_response: A wool coat"))
+    config = GroundTruthConfig.model_validate({
+        "dataset": str(dataset), "trials": 1,
+        "judge": {"base_url": server.base_url, "model": "gpt-test", "budget": {"requests_per_hour": 1}}})
+    processor = GroundTruth("ground_truth", config)
+    exporter = MemoryExporter()
+    clock = [0.0]
+    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
+                        clock=lambda: clock[0])
+    await processor.start()
+    await pipeline.start()
+    receiver = MemoryReceiver(pipeline)
+    first, second = new_trace_id(), new_trace_id()
+    receiver.send(request_of(turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C",
+                                  ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
+                             resource_attributes={"eval.case.id": "oslo-trip"}))
+    clock[0] = 2.0
+    pipeline.tick()
+    await pipeline.settle()
+    receiver.send(request_of(turn(second, "What should I wear?", "Wear a wool coat"),
+                             resource_attributes={"eval.case.id": "oslo-trip"}))
+    clock[0] = 4.0
+    pipeline.tick()
+    await pipeline.settle()
+    await pipeline.drain(time.monotonic() + 10)
+    await processor.shutdown(time.monotonic() + 10)
+
+    # The one request the hour allows grades the first answer; nothing else is sent.
+    assert [schema_of(r)[0] for r in server.requests] == ["answer_correctness"]
+    refused = "judge budget exhausted: 1 requests in the last hour"
+    turn_one = exporter.only(first)
+    assert turn_one.scores == {"answer_correctness": 0.9, "tool_usage": 1.0}
+    turn_two = exporter.only(second)
+    assert [r.name for r in turn_two.results] == []  # skipped, not an error
+    assert refused in turn_two.anchor_attributes["eval.answer_correctness.skipped"]
+
+    [carrier] = exporter.named(SESSION_SPAN_NAME)
+    results = {r.name: r for r in carrier.results}
+    assert sorted(results) == ["conversation_correctness"]
+    assert results["conversation_correctness"].score == 1.0  # 1 of the 1 graded answer
+    attributes = carrier.anchor_attributes
+    for name in ("progress", "progress_auc", "progress_per_turn", "success_final_turn"):
+        assert attributes[f"eval.{name}.skipped"].startswith("subgoals at turn 0 not judged: ")
+        assert refused in attributes[f"eval.{name}.skipped"]
+    assert refused in attributes["eval.tool_call_accuracy.skipped"]
+    assert attributes["eval.success.skipped"].startswith("not every check was graded: turn 1 answer not graded: ")
+    assert not any(key.endswith(".error") for key in attributes)
+
+
+async def test_a_failed_check_decides_success_even_when_the_budget_left_others_ungraded(tmp_path, server):
+    dataset = tmp_path / "suite.yaml"
+    dataset.write_text(DATASET)
+    config = GroundTruthConfig.model_validate({
+        "dataset": str(dataset), "trials": 1,
+        "judge": {"base_url": server.base_url, "model": "gpt-test", "budget": {"requests_per_hour": 1}}})
+    processor = GroundTruth("ground_truth", config)
+    exporter = MemoryExporter()
+    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
+                        clock=lambda: 5.0)
+    await processor.start()
+    await pipeline.start()
+    trace_id = new_trace_id()
+    # The expected get_weather call is never made: tool_call_accuracy fails without asking the judge.
+    MemoryReceiver(pipeline).send(request_of(turn(trace_id, "What's the weather in Oslo?", "It is Snowing, -3 C"),
+                                             resource_attributes={"eval.case.id": "oslo-trip"}))
+    await pipeline.drain(time.monotonic() + 10)
+    await processor.shutdown(time.monotonic() + 10)
+    [carrier] = exporter.named(SESSION_SPAN_NAME)
+    results = {r.name: r for r in carrier.results}
+    assert results["tool_call_accuracy"].score == 0.0
+    assert "eval.progress.skipped" in carrier.anchor_attributes
+    assert results["success"].score == 0.0 and "every expected tool call made" in results["success"].explanation
