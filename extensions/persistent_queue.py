@@ -22,7 +22,7 @@ class PersistentQueue:
         self.queued_spans = 0
 
     def open(self) -> int:
-        for item in self.log.open():
+        for item in self.log.open(payloads=False):  # read back one by one as they are sent
             spans = self.log.spans_pending(item.sequence)
             self._waiting.append((item.sequence, spans))
             self.queued_spans += spans

@@ -81,28 +81,33 @@ class WriteAheadLog:
 
     # Start -----------------------------------------------------------------------------
 
-    def open(self) -> list[Replayed]:
-        """Read what is on disk; return the requests to replay, in order. Then ready to append."""
+    def open(self, payloads: bool = True) -> list[Replayed]:
+        """Read what is on disk; return the requests to replay, in order. Then ready to append.
+
+        With `payloads=False` their bytes stay on disk (`Replayed.data` is empty; `read`
+        fetches them), so a backlog of any size opens in memory for its index only.
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
-        data: dict[int, tuple[int, int, bytes, int]] = {}
+        data: dict[int, tuple[int, int, bytes, int, int]] = {}
         marks: dict[int, list[tuple[int, bytes]]] = {}
         unsettled: dict[int, set[bytes]] = {}  # exported, session not closed
         segments = sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
         for index, segment in enumerate(segments):
             path = self._path(segment)
-            size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1)
+            size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1,
+                                      payloads=payloads)
             self._segment_sizes[segment] = size
             self._segment_pending[segment] = 0
             self.bytes_on_disk += size
         replay: list[Replayed] = []
         for sequence in sorted(data):
-            segment, spans_total, payload, offset = data[sequence]
+            segment, spans_total, payload, offset, length = data[sequence]
             exported = marks.get(sequence, [])
             done = sum(n for n, _ in exported)
             if done >= spans_total:
                 continue
             exported_ids = {trace_id for _, trace_id in exported}
-            self._requests[sequence] = _Request(segment, spans_total - done, offset, len(payload))
+            self._requests[sequence] = _Request(segment, spans_total - done, offset, length)
             self._segment_pending[segment] += 1
             replay.append(Replayed(sequence, payload, exported_ids, unsettled.get(sequence, set()) - exported_ids))
             self.skipped_exported_spans += done
@@ -114,7 +119,7 @@ class WriteAheadLog:
         self.replayed_requests = len(replay)
         return replay
 
-    def _read_segment(self, path: Path, data, marks, unsettled, last: bool) -> int:
+    def _read_segment(self, path: Path, data, marks, unsettled, last: bool, payloads: bool) -> int:
         blob = path.read_bytes()
         offset, segment = 0, int(path.stem)
         while offset + _HEADER.size <= len(blob):
@@ -126,7 +131,8 @@ class WriteAheadLog:
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
                 start = offset + _HEADER.size + _DATA.size
-                data[sequence] = (segment, spans, payload[_DATA.size:], start)
+                data[sequence] = (segment, spans, payload[_DATA.size:] if payloads else b"", start,
+                                  length - _DATA.size)
             elif kind == MARK:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 marks.setdefault(sequence, []).append((spans, trace_id))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -119,3 +120,25 @@ def test_the_queue_hands_items_out_oldest_first_and_keeps_what_is_not_acknowledg
     reopened = PersistentQueue(WriteAheadLog(tmp_path))
     assert reopened.open() == 9
     assert [data for _, data, _ in reopened.take(max_spans=100)] == [b"request 1", b"request 2", b"request 3"]
+
+
+def test_a_backlog_opens_without_its_bytes_in_memory(tmp_path):
+    item = bytes(range(256)) * 4096  # 1 MiB
+    queue = PersistentQueue(WriteAheadLog(tmp_path, segment_bytes=4 << 20))
+    queue.open()
+    numbers = [queue.put(item[i:] + item[:i], spans=10) for i in range(48)]  # 48 MiB in 12+ segments
+    queue.ack(numbers[0], 10)
+    queue.close()
+
+    reopened = PersistentQueue(WriteAheadLog(tmp_path, segment_bytes=4 << 20))
+    tracemalloc.start()
+    try:
+        assert reopened.open() == 470
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # One segment file at a time (4 MiB and the record being checked), never the 47 MiB backlog.
+    assert peak < 12 << 20, f"opening took {peak / 2**20:.1f} MiB"
+    taken = reopened.take(max_spans=20)
+    assert [data for _, data, _ in taken] == [item[i:] + item[:i] for i in (1, 2)]  # read back from disk
+    reopened.close()
