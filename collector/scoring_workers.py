@@ -40,6 +40,8 @@ from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.processors.judge.base import UsesJudges
+from spanscore.processors.judge.figures import REPORT_INTERVAL_S, JudgeFigures, judge_figures, spent
 
 log = logging.getLogger("spanscore.scoring_workers")
 
@@ -63,7 +65,8 @@ class WorkerSetup:
 class WorkerScoring:
     """Scores traces and sessions in worker processes; the pipeline's `LocalScoring` twin."""
 
-    def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool):
+    def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool,
+                 uses_judges: bool = False):
         if count < 1:
             raise ValueError("scoring_workers must be at least 1")
         self.id = "scoring_workers"
@@ -71,6 +74,8 @@ class WorkerScoring:
         self.count = count
         self.metric_names = metric_names
         self.tracks_sessions = tracks_sessions
+        self.uses_judges = uses_judges  # the workers' processors call judges: they report their figures
+        self._retired = JudgeFigures()  # what the judges of workers that exited spent
         self._workers: list[_WorkerHandle] = []
         self._provenance: dict[str, Provenance] = {}
         self._stopping = False
@@ -92,6 +97,10 @@ class WorkerScoring:
     @property
     def pids(self) -> list[int]:
         return [w.pid for w in self._workers]
+
+    def judge_figures(self) -> list[JudgeFigures]:
+        """Every worker's judges as it last reported them, and what exited workers spent."""
+        return [self._retired, *(figures for worker in self._workers for figures in worker.judge_figures)]
 
     @property
     def in_flight(self) -> int:
@@ -120,6 +129,8 @@ class WorkerScoring:
             return Scored.failed(self.metric_names, exc)
 
     def _lost(self, handle: _WorkerHandle) -> None:
+        self._retired = spent([self._retired, *handle.judge_figures])
+        handle.judge_figures = []
         if self._stopping:
             return
         if handle.ready.exception() is not None:  # it never started: another would fail the same way
@@ -175,6 +186,7 @@ class _WorkerHandle:
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
         self.lost = False
+        self.judge_figures: list[JudgeFigures] = []  # as the worker last reported them
         context = multiprocessing.get_context("spawn")  # never fork the gRPC server's threads
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=worker_main, args=(child_conn, setup), daemon=True,
@@ -260,6 +272,8 @@ class _WorkerHandle:
             elif kind == "failed":
                 if not self.ready.done():
                     self.ready.set_exception(RuntimeError(payload))
+            elif kind == "judges":
+                self.judge_figures = payload
             else:
                 future = self.pending.get(request_id)
                 if future is not None and not future.done():
@@ -311,6 +325,9 @@ class _Worker:
             self.conn.send([("failed", None, f"{type(exc).__name__}: {exc}")])
             return
         self.conn.send([("ready", None, provenance)])
+        self.processors = [processor for _, processor in processors]
+        reports = any(isinstance(processor, UsesJudges) for processor in self.processors)
+        reporter = asyncio.create_task(self._report_judges_forever()) if reports else None
         tune_for_collector()
         inbox: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -331,6 +348,9 @@ class _Worker:
                 break
         if self._tasks:
             await asyncio.wait(list(self._tasks))
+        if reporter is not None:
+            reporter.cancel()
+            self._report_judges()  # the last word on what they spent
         for _, processor in processors:
             try:
                 await processor.shutdown(time.monotonic() + 5.0)
@@ -373,9 +393,22 @@ class _Worker:
             self._reply(request_id, scored)
 
     def _reply(self, request_id: int, scored: Scored) -> None:
+        self._send_soon(("scored", request_id, scored))
+
+    def _send_soon(self, message: tuple) -> None:
         if not self._replies:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._replies.append(("scored", request_id, scored))
+        self._replies.append(message)
+
+    async def _report_judges_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL_S)
+            self._report_judges()
+
+    def _report_judges(self) -> None:
+        figures = judge_figures(self.processors)
+        if figures:
+            self._send_soon(("judges", None, figures))
 
     async def _score_traces(self, traces: list[tuple]) -> list[Scored]:
         answers: list[Scored] = []

@@ -5,20 +5,21 @@ Named after the OpenTelemetry Collector's `otelcol_*` metrics where one means th
 next to the scores. Each is read from the pipeline's counters when metrics are collected.
 
 The judges' figures (`spanscore_judge_*`) are summed over every judge the processors
-built; the breaker state is the worst of them (open, then half-open, then closed) and the
-budget left the least. They cover the judges of this process.
+built, in this process and in the scoring workers (as each last reported, about every
+second); the breaker state is the worst of them (open, then half-open, then closed) and
+the budget left the least.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from spanscore.collector.pipeline import Pipeline
 from spanscore.exporters.base import DROP_REASONS
 from spanscore.exporters.score_metrics import Reading
 from spanscore.processors.circuit_breaker import BreakerState
 from spanscore.processors.judge.base import UsesJudges
-from spanscore.processors.judge.client import OpenAIJudge
+from spanscore.processors.judge.figures import JudgeFigures, judge_figures
 from spanscore.processors.memory_limiter import MemoryLimiter
 
 _SEVERITY = (BreakerState.CLOSED, BreakerState.HALF_OPEN, BreakerState.OPEN)  # least to most severe
@@ -52,32 +53,34 @@ def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
                 lambda: pipeline.held_spans, monotonic=False),
         Reading("spanscore_pipeline_held_spans_limit", "{span}", "The held-spans bound past which requests are refused",
                 lambda: pipeline.max_held_spans, monotonic=False),
-        *judge_readings(processor for _, processor in pipeline.processors),
+        *judge_readings(pipeline),
         *write_ahead_readings(pipeline),
         *scoring_worker_readings(pipeline),
     ]
 
 
-def judge_readings(processors: Iterable[object]) -> list[Reading]:
-    """What the judges spent and how they are, when a processor calls judges."""
-    users = [p for p in processors if isinstance(p, UsesJudges)]
-    if not users:
+def judge_readings(pipeline: Pipeline) -> list[Reading]:
+    """What the judges spent and how they are, when a processor calls judges: those of this
+    process, and those of the scoring workers (as they last reported)."""
+    local = [p for _, p in pipeline.processors if isinstance(p, UsesJudges)]
+    workers = pipeline.workers
+    if not local and (workers is None or not workers.uses_judges):
         return []
 
-    def judges() -> list[OpenAIJudge]:
-        return [j for user in users for j in user.judges() if isinstance(j, OpenAIJudge)]
+    def judges() -> list[JudgeFigures]:
+        return judge_figures(local) + (workers.judge_figures() if workers is not None else [])
 
     def total(field: str) -> Callable[[], float]:
-        return lambda: sum(getattr(j.stats(), field) for j in judges())
+        return lambda: sum(getattr(j, field) for j in judges())
 
-    def least(remaining: Callable[[OpenAIJudge], int | None]) -> Callable[[], int | None]:
+    def least(field: str) -> Callable[[], int | None]:
         def read() -> int | None:
-            values = [v for v in (remaining(j) for j in judges() if j.budget is not None) if v is not None]
-            return min(values, default=None)
+            return min((v for v in (getattr(j, field) for j in judges()) if v is not None), default=None)
         return read
 
     def breaker_state() -> int:
-        return max((j.breaker.state for j in judges()), key=_SEVERITY.index, default=BreakerState.CLOSED)
+        return max((BreakerState(j.breaker_state) for j in judges()), key=_SEVERITY.index,
+                   default=BreakerState.CLOSED)
 
     return [
         Reading("spanscore_judge_requests", "{request}", "HTTP requests sent to the judge, retries and probes included",
@@ -90,14 +93,13 @@ def judge_readings(processors: Iterable[object]) -> list[Reading]:
         Reading("spanscore_judge_breaker_state", "1", "The judge's circuit breaker: 0 closed, 1 open, 2 half-open",
                 breaker_state, monotonic=False),
         Reading("spanscore_judge_held_calls", "{call}", "Judge calls held while the judge is unreachable",
-                lambda: sum(j.breaker.held for j in judges()), monotonic=False),
+                total("held_calls"), monotonic=False),
         Reading("spanscore_judge_budget_refused_requests", "{request}",
-                "Judge requests not sent because the hourly budget was spent",
-                lambda: sum(j.budget.refused for j in judges() if j.budget is not None)),
+                "Judge requests not sent because the hourly budget was spent", total("refused")),
         Reading("spanscore_judge_budget_remaining_requests", "{request}", "Requests left in the judge's hourly budget",
-                least(lambda j: j.budget.remaining_requests()), monotonic=False),
+                least("remaining_requests"), monotonic=False),
         Reading("spanscore_judge_budget_remaining_tokens", "{token}", "Tokens left in the judge's hourly budget",
-                least(lambda j: j.budget.remaining_tokens()), monotonic=False),
+                least("remaining_tokens"), monotonic=False),
     ]
 
 

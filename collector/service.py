@@ -27,6 +27,7 @@ from spanscore.core.routing import TraceRouter
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.extensions.file_storage import FileStorage
+from spanscore.processors.judge.base import UsesJudges
 
 log = logging.getLogger("spanscore")
 
@@ -150,7 +151,7 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
     setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.assembler.score,
                         logging.getLogger("spanscore").getEffectiveLevel())
     return WorkerScoring(setup, count, tuple(n for _, p in scoring for n in p.metric_names),
-                         any(p.uses_sessions for _, p in scoring))
+                         any(p.uses_sessions for _, p in scoring), any(isinstance(p, UsesJudges) for _, p in scoring))
 
 
 def _reader(create, component_id: str, config, interval_s: float):

@@ -109,10 +109,12 @@ ONLY_CONFIDENCE = ", metrics: {" + ", ".join(
     f"{m}: {{enabled: false}}" for m in METRIC_NAMES if m != "confidence") + "}"
 
 
-def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exported(sink, start_collector):
+@pytest.mark.parametrize("workers", [0, 1], ids=["in process", "in a scoring worker"])
+def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exported(sink, start_collector, workers):
     prometheus = free_port()
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:  # 120 + 30 tokens per reply
-        config = sink_config(sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms",
+        assembler = "trace_wait: 50ms" + (f", scoring_workers: {workers}" if workers else "")
+        config = sink_config(sink, processors="[assembler, judge_metrics]", assembler=assembler,
                              extra_processors=judge_processor(judge.base_url, ", budget: {requests_per_hour: 3}",
                                                               ONLY_CONFIDENCE))
         config = config.replace("exporters:\n  otlp:", f"exporters:\n  prometheus: {{endpoint: 127.0.0.1:{prometheus}}}"
@@ -152,6 +154,29 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
     labels = {dict(labels).get("gen_ai_evaluation_score_label") for (name, labels) in samples()
               if name == "gen_ai_evaluation_results_total"}
     assert labels == {"pass"}  # three passes; the skipped one is no "error"
+
+
+def test_what_a_scoring_workers_judges_spent_still_counts_after_it_is_killed(sink, start_collector):
+    with OpenAIServer(handler=schema_judge(score=0.8)) as judge:  # 120 + 30 tokens per reply
+        collector = start_collector(sink_config(
+            sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms, scoring_workers: 1",
+            extra_processors=judge_processor(judge.base_url, "", ONLY_CONFIDENCE)))
+        workers = collector.service.workers
+
+        def spent(field: str) -> float:
+            return sum(getattr(figures, field) for figures in workers.judge_figures())
+
+        send_trace(collector, "before")
+        assert wait_until(lambda: spent("requests") == 1, timeout_s=10)  # reported within a second
+        [pid] = workers.pids
+        os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: workers.restarts == 1 and workers.pids != [pid], timeout_s=10)
+        assert spent("requests") == 1 and spent("input_tokens") == 120
+        send_trace(collector, "after")
+        assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=30)
+        assert wait_until(lambda: spent("requests") == 2, timeout_s=10)
+        assert (spent("input_tokens"), spent("output_tokens")) == (240, 60)
+        assert len(judge.requests_to("/chat/completions")) == 2
 
 
 @pytest.mark.slow
