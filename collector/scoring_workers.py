@@ -28,7 +28,7 @@ import threading
 import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
@@ -41,6 +41,7 @@ from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.processors.judge.base import UsesJudges
+from spanscore.processors.judge.budget import BudgetWindow
 from spanscore.processors.judge.figures import REPORT_INTERVAL_S, JudgeFigures, judge_figures, spent
 
 log = logging.getLogger("spanscore.scoring_workers")
@@ -60,6 +61,9 @@ class WorkerSetup:
     processors: list[tuple[str, ComponentFactory, ComponentConfig]]
     scope: ScoreScopeConfig
     log_level: int
+    # Per processor that calls judges: the hourly budget window its judges share with the
+    # same processor's judges in the other workers (one judge per processor, as built in).
+    budget_windows: dict[str, BudgetWindow] = field(default_factory=dict)
 
 
 class WorkerScoring:
@@ -293,6 +297,16 @@ class _WorkerHandle:
 # The worker process ------------------------------------------------------------------
 
 
+def _share_budgets(processor: object, window: BudgetWindow | None) -> None:
+    """The processor's budgeted judges count their spend in the window all workers share."""
+    if window is None or not isinstance(processor, UsesJudges):
+        return
+    for judge in processor.judges():
+        budget = getattr(judge, "budget", None)
+        if budget is not None:
+            budget.window = window
+
+
 def worker_main(conn, setup: WorkerSetup) -> None:
     # Ctrl-C reaches the whole process group; the collector decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -318,6 +332,7 @@ class _Worker:
                 processor = factory.create(component_id, config)
                 processors.append((component_id, processor))
                 await processor.start()
+                _share_budgets(processor, self.setup.budget_windows.get(component_id))
             self.scoring = LocalScoring(processors, ScoreScope(self.setup.scope))
             provenance = self.scoring.provenance()
         except Exception as exc:

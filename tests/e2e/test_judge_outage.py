@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zlib
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -32,8 +33,8 @@ def judge_processor(base_url: str, judge: str = "", extra: str = "") -> str:
             f"{judge}}}{extra}}}")
 
 
-def send_trace(collector, name: str) -> bytes:
-    trace_id = new_trace_id()
+def send_trace(collector, name: str, trace_id: bytes | None = None) -> bytes:
+    trace_id = trace_id or new_trace_id()
     root = span(trace_id, name, span_id=new_span_id(), attributes={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",
         "gen_ai.input.messages": messages("user", "Summarise my last order."),
@@ -154,6 +155,27 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
     labels = {dict(labels).get("gen_ai_evaluation_score_label") for (name, labels) in samples()
               if name == "gen_ai_evaluation_results_total"}
     assert labels == {"pass"}  # three passes; the skipped one is no "error"
+
+
+def test_two_scoring_workers_share_one_judge_budget(sink, start_collector):
+    with OpenAIServer(handler=schema_judge(score=0.8)) as judge:
+        collector = start_collector(sink_config(
+            sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms, scoring_workers: 2",
+            extra_processors=judge_processor(judge.base_url, ", budget: {requests_per_hour: 3}", ONLY_CONFIDENCE)))
+        # Trace ids that go to worker 0, 1, 0, 1 (a trace without a session goes by its id):
+        # each worker alone would have a budget left for its second trace.
+        ids: list[bytes] = []
+        while len(ids) < 4:
+            trace_id = new_trace_id()
+            if zlib.crc32(trace_id) % 2 == len(ids) % 2:
+                ids.append(trace_id)
+        for i, trace_id in enumerate(ids):  # one at a time, so the fourth is the one over the budget
+            send_trace(collector, f"turn {i}", trace_id)
+            assert wait_until(lambda: len(sink.spans()) == i + 1, timeout_s=10)
+        assert len(judge.requests_to("/chat/completions")) == 3
+    found = roots(sink)
+    assert [found[f"turn {i}"].get("eval.confidence.score") for i in range(4)] == [0.8, 0.8, 0.8, None]
+    assert found["turn 3"]["eval.confidence.skipped"].startswith("judge budget exhausted: 3 requests")
 
 
 def test_what_a_scoring_workers_judges_spent_still_counts_after_it_is_killed(sink, start_collector):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from pydantic import ValidationError
 
@@ -88,3 +90,48 @@ def test_budget_and_max_judge_wait_are_judge_settings():
             JudgeConfig.model_validate({"model": "m", "budget": bad})
     with pytest.raises(ValidationError):
         JudgeConfig.model_validate({"model": "m", "max_judge_wait": "0s"})
+
+
+def test_spend_an_hour_apart_lands_in_the_same_second_of_the_ring_and_both_count():
+    clock = Clock()
+    budget = JudgeBudget(requests_per_hour=10, clock=clock)
+    clock.now = 10.0
+    budget.reserve()
+    clock.now = 3610.0  # the spend at 10 is still in the window
+    budget.reserve()
+    assert budget.remaining_requests() == 8
+    clock.now = 3611.0
+    assert budget.remaining_requests() == 9
+    clock.now = 7211.0
+    assert budget.remaining_requests() == 10
+
+
+def test_the_window_agrees_with_a_list_of_every_spend_over_hours_of_random_traffic():
+    rng = random.Random(7)
+    clock = Clock()
+    budget = JudgeBudget(requests_per_hour=40, tokens_per_hour=5_000, clock=clock)
+    spends: list[tuple[int, int, int]] = []  # (second, requests, tokens): the reference
+    # Mostly short steps, then about an hour (where spend ends up in the ring slot of spend
+    # an hour earlier), and long idle spells (past an hour: the whole ring expires).
+    steps = [0.0] * 8 + [0.4, 1.0, 7.0] * 4 + [90.0, 600.0, 3_599.0, 3_600.0, 3_601.0, 4_000.0]
+
+    def in_window() -> tuple[int, int]:
+        now = int(clock.now)
+        kept = [(r, t) for second, r, t in spends if second >= now - 3600]
+        return sum(r for r, _ in kept), sum(t for _, t in kept)
+
+    for _ in range(3_000):
+        clock.now += rng.choice(steps)
+        requests, tokens = in_window()
+        assert (budget.remaining_requests(), budget.remaining_tokens()) == (max(0, 40 - requests),
+                                                                            max(0, 5_000 - tokens))
+        if requests < 40 and tokens < 5_000:
+            budget.reserve()
+            spends.append((int(clock.now), 1, 0))
+            spent = rng.randrange(0, 400)
+            budget.spend(spent)
+            spends.append((int(clock.now), 0, spent))
+        else:
+            with pytest.raises(BudgetExhausted):
+                budget.reserve()
+    assert budget.refused > 20 and len(spends) > 1_000  # both branches ran many times
