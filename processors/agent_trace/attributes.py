@@ -1,7 +1,7 @@
 """A span's attributes as the convention adapters read them.
 
 `SpanAttributes` indexes a span's attribute keys once and converts a value only when it
-is asked for (through `collector.attributes.any_value_to_python`), so a trace is
+is asked for (through `core.attributes.any_value_to_python`), so a trace is
 normalized without turning every attribute of every span into Python objects.
 
 Adapters first ask which keys sit under a prefix (`gen_ai.`, `langfuse.`, ...) and
@@ -79,8 +79,8 @@ class SpanAttributes:
     __slots__ = ("_attributes", "_positions", "_shape", "_cache")
 
     def __init__(self, attributes: Sequence[KeyValue]):
-        # Only the keys are read here; an attribute's value is fetched by its position
-        # in the (immutable while read) list when it is asked for.
+        # Only the keys are read here; an attribute's value is fetched by its position in
+        # the list when it is asked for (attaching scores only appends to the list).
         self._attributes = attributes
         shape = self._shape = key_shape(tuple([kv.key for kv in attributes]))
         self._positions = shape.positions
