@@ -30,12 +30,12 @@ MAX_ANSWERS_PER_SHAPE = 64
 
 
 class KeyShape:
-    """One ordered tuple of attribute keys and the keys under each prefix asked about."""
+    """One ordered tuple of attribute keys: where each key first appears, the keys under
+    each prefix asked about, and facts derived from the keys."""
 
-    __slots__ = ("keys", "positions", "_under", "_facts")
+    __slots__ = ("positions", "_under", "_facts")
 
     def __init__(self, keys: tuple[str, ...]):
-        self.keys = keys
         positions: dict[str, int] = {}
         for position, key in enumerate(keys):
             positions.setdefault(key, position)  # first wins, as in find_attribute
