@@ -77,12 +77,13 @@ def turn(trace_id: bytes, question: str, answer: str, tool: tuple[str, str, str]
     return spans
 
 
-async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_judged_again(tmp_path, server):
-    dataset = tmp_path / "suite.yaml"
-    dataset.write_text(DATASET)
-    config = GroundTruthConfig.model_validate({"dataset": str(dataset), "trials": 1,
-                                               "judge": {"base_url": server.base_url, "model": "gpt-test"}})
-    processor = GroundTruth("ground_truth", config)
+async def graded(tmp_path, dataset: str, judge: dict | None, turns: list[list]) -> MemoryExporter:
+    """`turns` (span lists of the oslo-trip case) through a pipeline with a ground_truth
+    processor, one turn per assembler tick, then drained: what was exported."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(dataset)
+    settings = {"dataset": str(path), "trials": 1, **({"judge": judge} if judge else {})}
+    processor = GroundTruth("ground_truth", GroundTruthConfig.model_validate(settings))
     exporter = MemoryExporter()
     clock = [0.0]
     pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
@@ -90,21 +91,28 @@ async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_ju
     await processor.start()
     await pipeline.start()
     receiver = MemoryReceiver(pipeline)
-    first, second = new_trace_id(), new_trace_id()
-    request = request_of(turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C",
-                              ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
-                         resource_attributes={"eval.case.id": "oslo-trip"})
-    receiver.send(request)
-    clock[0] = 2.0
-    pipeline.tick()
-    await pipeline.settle()
-    receiver.send(request_of(turn(second, "What should I wear?", "Wear a wool coat"),
-                             resource_attributes={"eval.case.id": "oslo-trip"}))
-    clock[0] = 4.0
-    pipeline.tick()
-    await pipeline.settle()
+    for spans in turns:
+        receiver.send(request_of(spans, resource_attributes={"eval.case.id": "oslo-trip"}))
+        clock[0] += 2.0
+        pipeline.tick()
+        await pipeline.settle()
     await pipeline.drain(time.monotonic() + 10)
     await processor.shutdown(time.monotonic() + 10)
+    return exporter
+
+
+OSLO_WEATHER = ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")  # the call the case expects
+
+
+def judge_settings(server, **extra) -> dict:
+    return {"base_url": server.base_url, "model": "gpt-test", **extra}
+
+
+async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_judged_again(tmp_path, server):
+    first, second = new_trace_id(), new_trace_id()
+    exporter = await graded(tmp_path, DATASET, judge_settings(server), [
+        turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),
+        turn(second, "What should I wear?", "Wear a wool coat")])
 
     subgoal_requests = [r for r in server.requests if schema_of(r)[0] == "subgoals"]
     assert len(subgoal_requests) == 2  # one per turn (batched, 1 trial)
@@ -172,34 +180,12 @@ async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(
 
 
 async def test_past_the_judge_budget_metrics_are_skipped_not_failed(tmp_path, server):
-    dataset = tmp_path / "suite.yaml"
-    dataset.write_text(DATASET.replace("      - message: What should I wear?",
-                                       "      - message: What should I wear?\n        expected_response: A wool coat"))
-    config = GroundTruthConfig.model_validate({
-        "dataset": str(dataset), "trials": 1,
-        "judge": {"base_url": server.base_url, "model": "gpt-test", "budget": {"requests_per_hour": 1}}})
-    processor = GroundTruth("ground_truth", config)
-    exporter = MemoryExporter()
-    clock = [0.0]
-    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
-                        clock=lambda: clock[0])
-    await processor.start()
-    await pipeline.start()
-    receiver = MemoryReceiver(pipeline)
+    dataset = DATASET.replace("      - message: What should I wear?",
+                              "      - message: What should I wear?\n        expected_response: A wool coat")
     first, second = new_trace_id(), new_trace_id()
-    receiver.send(request_of(turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C",
-                                  ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
-                             resource_attributes={"eval.case.id": "oslo-trip"}))
-    clock[0] = 2.0
-    pipeline.tick()
-    await pipeline.settle()
-    receiver.send(request_of(turn(second, "What should I wear?", "Wear a wool coat"),
-                             resource_attributes={"eval.case.id": "oslo-trip"}))
-    clock[0] = 4.0
-    pipeline.tick()
-    await pipeline.settle()
-    await pipeline.drain(time.monotonic() + 10)
-    await processor.shutdown(time.monotonic() + 10)
+    exporter = await graded(tmp_path, dataset, judge_settings(server, budget={"requests_per_hour": 1}), [
+        turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),
+        turn(second, "What should I wear?", "Wear a wool coat")])
 
     # The one request the hour allows grades the first answer; nothing else is sent.
     assert [schema_of(r)[0] for r in server.requests] == ["answer_correctness"]
@@ -224,23 +210,9 @@ async def test_past_the_judge_budget_metrics_are_skipped_not_failed(tmp_path, se
 
 
 async def test_a_failed_check_decides_success_even_when_the_budget_left_others_ungraded(tmp_path, server):
-    dataset = tmp_path / "suite.yaml"
-    dataset.write_text(DATASET)
-    config = GroundTruthConfig.model_validate({
-        "dataset": str(dataset), "trials": 1,
-        "judge": {"base_url": server.base_url, "model": "gpt-test", "budget": {"requests_per_hour": 1}}})
-    processor = GroundTruth("ground_truth", config)
-    exporter = MemoryExporter()
-    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
-                        clock=lambda: 5.0)
-    await processor.start()
-    await pipeline.start()
-    trace_id = new_trace_id()
     # The expected get_weather call is never made: tool_call_accuracy fails without asking the judge.
-    MemoryReceiver(pipeline).send(request_of(turn(trace_id, "What's the weather in Oslo?", "It is Snowing, -3 C"),
-                                             resource_attributes={"eval.case.id": "oslo-trip"}))
-    await pipeline.drain(time.monotonic() + 10)
-    await processor.shutdown(time.monotonic() + 10)
+    exporter = await graded(tmp_path, DATASET, judge_settings(server, budget={"requests_per_hour": 1}), [
+        turn(new_trace_id(), "What's the weather in Oslo?", "It is Snowing, -3 C")])
     [carrier] = exporter.named(SESSION_SPAN_NAME)
     results = {r.name: r for r in carrier.results}
     assert results["tool_call_accuracy"].score == 0.0
