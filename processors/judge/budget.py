@@ -21,9 +21,13 @@ Threading: thread-safe, and process-safe for a shared window.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import multiprocessing
+import os
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from spanscore.processors.judge.base import JudgeError
@@ -42,21 +46,61 @@ class BudgetExhausted(JudgeError):
         super().__init__(message, BUDGET_EXHAUSTED, calls)
 
 
+class ProcessLock:
+    """A lock across threads and processes that the kernel releases when its holder dies:
+    `flock` on a file, so a worker killed inside the budget's few lines cannot leave the
+    others waiting forever (a semaphore would stay taken). Each process opens the file
+    on first use; the process that made the lock removes the file when it exits."""
+
+    def __init__(self, path: str | None = None):
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="spanscore-budget-", suffix=".lock")
+            os.close(fd)
+            weakref.finalize(self, _remove, path)
+        self.path = path
+        self._threads = threading.Lock()
+        self._fd: int | None = None
+
+    def __reduce__(self):
+        return ProcessLock, (self.path,)
+
+    def __enter__(self) -> None:
+        self._threads.acquire()
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._threads.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._threads.release()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class BudgetWindow:
     """The spend of the last hour in one-second buckets, in a flat int64 buffer with a lock.
 
     Cells: the requests and tokens the window holds, the oldest second not yet expired,
     then per bucket (second, requests, tokens) at slot `second % SLOTS`. Made `shared`,
-    the buffer and the lock live in memory that the scoring worker processes are handed
-    when they start, so every worker's judge draws on one budget, as one process would.
+    the buffer lives in memory that the scoring worker processes are handed when they
+    start, under a `ProcessLock`, so every worker's judge draws on one budget, as one
+    process would.
     """
 
     def __init__(self, shared: bool = False):
         size = _FIRST_SLOT + 3 * SLOTS
         if shared:
-            context = multiprocessing.get_context("spawn")
-            self.cells = context.RawArray("q", size)
-            self.lock = context.Lock()
+            self.cells = multiprocessing.get_context("spawn").RawArray("q", size)
+            self.lock: threading.Lock | ProcessLock = ProcessLock()
         else:
             self.cells = (ctypes.c_int64 * size)()
             self.lock = threading.Lock()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import random
+import threading
+import time
 
 import pytest
 from pydantic import ValidationError
 
-from spanscore.processors.judge.budget import BudgetExhausted, JudgeBudget
+from spanscore.processors.judge.budget import BudgetExhausted, BudgetWindow, JudgeBudget
 from spanscore.processors.judge.cache import JudgeCache
 from spanscore.processors.judge.client import OpenAIJudge
 from spanscore.processors.judge.config import JudgeConfig, build_judge
@@ -135,3 +138,27 @@ def test_the_window_agrees_with_a_list_of_every_spend_over_hours_of_random_traff
             with pytest.raises(BudgetExhausted):
                 budget.reserve()
     assert budget.refused > 20 and len(spends) > 1_000  # both branches ran many times
+
+
+def _hold_until_killed(lock, holding) -> None:  # in a child process
+    with lock:
+        holding.set()
+        time.sleep(60)
+
+
+def test_a_worker_killed_while_holding_a_shared_budget_does_not_stop_the_others():
+    window = BudgetWindow(shared=True)
+    context = multiprocessing.get_context("spawn")
+    holding = context.Event()
+    holder = context.Process(target=_hold_until_killed, args=(window.lock, holding), daemon=True)
+    holder.start()
+    try:
+        assert holding.wait(60), "the child did not take the lock"
+    finally:
+        holder.kill()
+        holder.join(10)
+    budget = JudgeBudget(requests_per_hour=2, window=window)
+    reserved = threading.Event()
+    threading.Thread(target=lambda: (budget.reserve(), reserved.set()), daemon=True).start()
+    assert reserved.wait(5), "the lock died with its holder and was never released"
+    assert budget.remaining_requests() == 1
