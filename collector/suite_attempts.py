@@ -5,7 +5,8 @@ attempt is a span that carries the outcome metric: with the `ground_truth` proce
 that is `success`, on a session's `evaluate_session` carrier or on the root span of a
 one-trace attempt; without ground truth any metric's pass label can be the outcome
 (`--metric task_completion`), one attempt per span scored by it. An outcome recorded as
-an error (no score) is counted as ungraded, not as a failure.
+an error (no score), or skipped because the judge's budget was spent, is counted as
+ungraded, not as a failure.
 
 An attempt's traces (the carrier's links, or the trace itself) give its tool calls, its
 group (`--by`: any span or resource attribute, looked up on the attempt's own span and
@@ -99,6 +100,7 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
             assembler.add(request, 0.0)
     traces = {trace.trace_id: trace for trace in assembler.pop_all()}
     score_key, error_key = f"eval.{outcome}{SCORE_SUFFIX}", f"eval.{outcome}.error"
+    skipped_key = f"eval.{outcome}.skipped"
     for trace in traces.values():
         anchor = trace.anchor
         if anchor is None:
@@ -106,7 +108,8 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
         attributes = {kv.key: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith("eval.")}
         scored = {key[5:-len(SCORE_SUFFIX)]: value for key, value in attributes.items()
                   if key.endswith(SCORE_SUFFIX) and isinstance(value, (int, float))}
-        if not scored and score_key not in attributes and error_key not in attributes:
+        ungraded = attributes.get(error_key, attributes.get(skipped_key))
+        if not scored and score_key not in attributes and ungraded is None:
             continue
         linked = [traces[link.trace_id] for link in anchor.links if link.trace_id in traces] or [trace]
         group = _group_of(by, trace, linked)
@@ -124,8 +127,8 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
                 findings=_findings(anchor, attributes) + [f for t in linked if t is not trace
                                                           for f in _findings_of(t)],
             ))
-        elif error_key in attributes:
-            run.ungraded.append(Ungraded(case_id, trace.trace_id_hex, str(attributes[error_key]), group))
+        elif ungraded is not None:
+            run.ungraded.append(Ungraded(case_id, trace.trace_id_hex, str(ungraded), group))
     return run
 
 

@@ -92,7 +92,7 @@ def _headline(summary: dict[str, Any]) -> str:
                    if steps else "no attempt called a tool")]
     facts = [f'<b>{len(summary["cases"])}</b> cases', f'<b>{summary["attempts"]}</b> attempts']
     if summary["ungraded"]:
-        facts.append(f'<b class=warn>{summary["ungraded"]}</b> ungraded (outcome recorded as an error, '
+        facts.append(f'<b class=warn>{summary["ungraded"]}</b> ungraded (outcome recorded as an error or skipped, '
                      f'left out of the rates)')
     if steps:
         facts.append(f'<b>{steps["mean_steps"]:.1f}</b> steps per attempt')

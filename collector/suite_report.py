@@ -100,7 +100,7 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
 
 def _nothing_graded(run: ScoredRun) -> str:
     if run.ungraded:
-        return (f"no graded attempts found: all {len(run.ungraded)} carry eval.{run.outcome}.error "
+        return (f"no graded attempts found: all {len(run.ungraded)} carry eval.{run.outcome}.error or .skipped "
                 f"(first: {run.ungraded[0].error})")
     if run.outcome == "success":
         return "no graded attempts found: score the files with the ground_truth processor first"

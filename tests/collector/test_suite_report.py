@@ -144,7 +144,7 @@ def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_pa
     assert findings["success"]["score"] == 0.0
 
 
-def test_an_outcome_recorded_as_an_error_is_ungraded_not_failed(tmp_path):
+def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_path):
     from spanscore.core.otlp_json import encode_request
     from tests.support.spans import new_trace_id, request_of, span
 
@@ -153,18 +153,21 @@ def test_an_outcome_recorded_as_an_error_is_ungraded_not_failed(tmp_path):
             "eval.case.id": case, **evals})])) + "\n"
 
     path = tmp_path / "scored.jsonl"
+    over_budget = "not every check was graded: turn 1 answer not graded: judge budget exhausted: ..."
     path.write_text(graded("a", **{"eval.success.score": 1.0, "eval.success.label": "pass"})
-                    + graded("a", **{"eval.success.error": "judge unreachable"}))
+                    + graded("a", **{"eval.success.error": "judge unreachable"})
+                    + graded("a", **{"eval.success.skipped": over_budget}))
     summary_path = tmp_path / "summary.json"
     result = report(str(path), "--json", str(summary_path))
     assert result.returncode == 0, result.stderr
     summary = json.loads(summary_path.read_text())
-    assert (summary["attempts"], summary["successes"], summary["ungraded"]) == (1, 1, 1)
-    assert "1 ungraded" in result.stdout
-    path.write_text(graded("a", **{"eval.success.error": "judge unreachable"}))
+    assert (summary["attempts"], summary["successes"], summary["ungraded"]) == (1, 1, 2)
+    assert "2 ungraded" in result.stdout
+    path.write_text(graded("a", **{"eval.success.skipped": over_budget})
+                    + graded("a", **{"eval.success.error": "judge unreachable"}))
     result = report(str(path))
     assert result.returncode == 2
-    assert "all 1 carry eval.success.error (first: judge unreachable)" in result.stderr
+    assert f"all 2 carry eval.success.error or .skipped (first: {over_budget})" in result.stderr
 
 
 def shadow_file(tmp_path: Path) -> tuple[Path, Path]:
