@@ -21,7 +21,6 @@ Threading: thread-safe, and process-safe for a shared window.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import multiprocessing
 import os
 import tempfile
@@ -31,6 +30,11 @@ import weakref
 from collections.abc import Callable
 
 from spanscore.processors.judge.base import JudgeError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: budgets still work, only a shared one (scoring_workers) cannot
+    fcntl = None
 
 BUDGET_EXHAUSTED = "budget_exhausted"  # the error_type of BudgetExhausted
 WINDOW_S = 3600
@@ -53,6 +57,8 @@ class ProcessLock:
     on first use; the process that made the lock removes the file when it exits."""
 
     def __init__(self, path: str | None = None):
+        if fcntl is None:
+            raise RuntimeError("a judge budget shared by scoring workers needs flock (POSIX)")
         if path is None:
             fd, path = tempfile.mkstemp(prefix="spanscore-budget-", suffix=".lock")
             os.close(fd)
