@@ -18,7 +18,7 @@ from html import escape
 from typing import Any
 
 from spanscore.collector.suite_attempts import ScoredRun
-from spanscore.collector.suite_report import MAX_CURVE_K
+from spanscore.collector.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, ungraded_reasons
 from spanscore.collector.svg_charts import Marker, Series, histogram, interval_bar, line_chart
 from spanscore.core.version import VERSION
 from spanscore.processors.metrics.intervals import pass_at_k_interval, pass_pow_k_interval
@@ -94,6 +94,8 @@ def _headline(summary: dict[str, Any]) -> str:
     if summary["ungraded"]:
         facts.append(f'<b class=warn>{summary["ungraded"]}</b> ungraded (outcome recorded as an error or skipped, '
                      f'left out of the rates)')
+        facts += [f'<span class=note>{count} × {escape(reason)}</span>'
+                  for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]]
     if steps:
         facts.append(f'<b>{steps["mean_steps"]:.1f}</b> steps per attempt')
         facts.append(f'per-step error <b>{steps["step_error"]:.3f}</b>')

@@ -19,7 +19,7 @@ Over the attempts of `suite_attempts` (one group of them with `--by`):
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +36,7 @@ from spanscore.processors.metrics.reliability import mean_pairwise_similarity, s
 
 DEFAULT_K = (1, 3, 5)
 MAX_CURVE_K = 20
+UNGRADED_REASONS_SHOWN = 3  # distinct reasons the text and the page name; the JSON has every attempt
 
 
 def summarize_groups(run: ScoredRun, ks: Sequence[int] = DEFAULT_K,
@@ -59,6 +60,8 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
         "outcome": run.outcome, "attempts": len(attempts), "successes": successes,
         "ungraded": len(run.ungraded), "tsr": _rate(successes, len(attempts)), "ssr": None, "steps": None,
         "suite": {}, "cases": [],
+        # Left out of the rates: which attempts, and why (an error, or skipped past the judge's budget).
+        "ungraded_attempts": [{"case_id": u.case_id, "trace_id": u.trace_id, "reason": u.error} for u in run.ungraded],
     }
     episodes = [[ok and (expected is None or name in expected) for name, ok in a.steps]
                 for a in attempts if a.steps for expected in [_expected_tools(dataset, a.case_id)]]
@@ -133,12 +136,19 @@ def text(summary: dict[str, Any]) -> str:
     lines = [f"TSR {_show(summary['tsr'])} ({summary['successes']}/{summary['attempts']} {summary['outcome']})"
              + (f", {summary['ungraded']} ungraded" if summary["ungraded"] else ""),
              f"SSR {_show(summary['ssr']) if summary['ssr'] else '- (no steps)'}"]
+    for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]:
+        lines.append(f"ungraded x{count}: {reason}")
     for case in summary["cases"]:
         rates = "  ".join(f"pass@{k} {_show(v)}" for k, v in case["pass_at_k"].items())
         similarity = case["trajectory_similarity"]
         lines.append(f"{case['case_id']}: {case['successes']}/{case['attempts']} succeeded  {rates}"
                      + (f"  similarity {similarity:.2f}" if similarity is not None else ""))
     return "\n".join(lines)
+
+
+def ungraded_reasons(summary: dict[str, Any]) -> list[tuple[str, int]]:
+    """Why attempts were left ungraded, most frequent first."""
+    return Counter(u["reason"] for u in summary.get("ungraded_attempts", [])).most_common()
 
 
 def _show(rate: dict[str, float]) -> str:

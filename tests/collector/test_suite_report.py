@@ -157,12 +157,17 @@ def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_p
     path.write_text(graded("a", **{"eval.success.score": 1.0, "eval.success.label": "pass"})
                     + graded("a", **{"eval.success.error": "judge unreachable"})
                     + graded("a", **{"eval.success.skipped": over_budget}))
-    summary_path = tmp_path / "summary.json"
-    result = report(str(path), "--json", str(summary_path))
+    summary_path, page = tmp_path / "summary.json", tmp_path / "report.html"
+    result = report(str(path), "--json", str(summary_path), "-o", str(page))
     assert result.returncode == 0, result.stderr
     summary = json.loads(summary_path.read_text())
     assert (summary["attempts"], summary["successes"], summary["ungraded"]) == (1, 1, 2)
+    assert [(u["case_id"], u["reason"]) for u in summary["ungraded_attempts"]] == [
+        ("a", "judge unreachable"), ("a", over_budget)]
+    assert all(len(u["trace_id"]) == 32 for u in summary["ungraded_attempts"])
     assert "2 ungraded" in result.stdout
+    assert "ungraded x1: judge unreachable" in result.stdout and f"ungraded x1: {over_budget}" in result.stdout
+    assert "1 × judge unreachable" in page.read_text()
     path.write_text(graded("a", **{"eval.success.skipped": over_budget})
                     + graded("a", **{"eval.success.error": "judge unreachable"}))
     result = report(str(path))
