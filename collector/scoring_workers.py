@@ -69,8 +69,7 @@ class WorkerSetup:
 class WorkerScoring:
     """Scores traces and sessions in worker processes; the pipeline's `LocalScoring` twin."""
 
-    def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool,
-                 uses_judges: bool = False):
+    def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool):
         if count < 1:
             raise ValueError("scoring_workers must be at least 1")
         self.id = "scoring_workers"
@@ -78,7 +77,6 @@ class WorkerScoring:
         self.count = count
         self.metric_names = metric_names
         self.tracks_sessions = tracks_sessions
-        self.uses_judges = uses_judges  # the workers' processors call judges: they report their figures
         self._retired = JudgeFigures()  # what the judges of workers that exited spent
         self._workers: list[_WorkerHandle] = []
         self._provenance: dict[str, Provenance] = {}
@@ -101,6 +99,11 @@ class WorkerScoring:
     @property
     def pids(self) -> list[int]:
         return [w.pid for w in self._workers]
+
+    @property
+    def uses_judges(self) -> bool:
+        """The workers' processors call judges (each has a budget window): they report figures."""
+        return bool(self.setup.budget_windows)
 
     def judge_figures(self) -> list[JudgeFigures]:
         """Every worker's judges as it last reported them, and what exited workers spent."""

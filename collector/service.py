@@ -149,12 +149,13 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
     scoring = [(c, p) for c, (_, p) in zip(config.processors[1:], processors) if not isinstance(p, TraceRouter)]
     if count == 0 or not scoring:
         return None
-    # A judge's hourly budget is one budget, however many workers call the judge.
+    # A judge's hourly budget is one budget, however many workers call the judge; every
+    # processor that calls judges gets a window (and so reports its judges' figures).
     windows = {c.id: BudgetWindow(shared=True) for c, p in scoring if isinstance(p, UsesJudges)}
     setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.assembler.score,
                         logging.getLogger("spanscore").getEffectiveLevel(), windows)
     return WorkerScoring(setup, count, tuple(n for _, p in scoring for n in p.metric_names),
-                         any(p.uses_sessions for _, p in scoring), any(isinstance(p, UsesJudges) for _, p in scoring))
+                         any(p.uses_sessions for _, p in scoring))
 
 
 def _reader(create, component_id: str, config, interval_s: float):

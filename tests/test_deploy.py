@@ -29,7 +29,7 @@ import yaml
 from spanscore.collector.assembler import DEFAULT_SESSION_KEYS
 from spanscore.collector.config import Config, load_config
 from spanscore.core.endpoints import split_host_port
-from tests.support.running import wait_until
+from tests.support.running import health_check_ok, wait_until
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -189,14 +189,6 @@ def stop(process: subprocess.Popen, timeout_s: float = 45) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
-
-
-def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 # --- every file parses, every config validates ------------------------------------------
@@ -537,7 +529,7 @@ def test_demo_agent_spans_are_scored_by_the_deploy_config_and_forwarded(tmp_path
                     SPANSCORE_EXPORTER_OTLP_ENDPOINT=f"127.0.0.1:{sink.grpc_port}")  # the sink stands in for Jaeger
     process = start_spanscore(DEPLOY_CONFIG, tmp_path, env)
     try:
-        assert wait_until(lambda: healthy(health_port) or process.poll() is not None, timeout_s=60, interval_s=0.2)
+        assert wait_until(lambda: health_check_ok(health_port) or process.poll() is not None, timeout_s=60, interval_s=0.2)
         assert process.poll() is None, log_of(tmp_path)
         agent_env = clean_env(AGENT_TURNS="3", AGENT_INTERVAL_SECONDS="0",
                               OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{grpc_port}")
