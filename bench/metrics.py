@@ -44,7 +44,6 @@ def make_traces(count: int) -> list:
         assembler.add(ExportTraceServiceRequest.FromString(requests.make()[0]), 0.0)
     traces = assembler.pop_all()[:count]
     for i, trace in enumerate(traces):
-        trace.session_id = assembler.session_id_of(trace)
         # Fresh wording per trace, so every text is a cache miss.
         _rewrite_output(trace, f"Order {i} shipped on day {i % 7} from depot {i % 13}; ticket {i * 7919}.")
     return traces

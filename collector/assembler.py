@@ -4,6 +4,7 @@ A trace is ready when its root span has arrived and no span came for `trace_wait
 `trace_timeout` after its first span (then it goes on without a root, marked
 incomplete). Spans arriving for a trace that was already released are not lost: they
 form a `late` trace that is forwarded after `trace_wait` without being scored again.
+A released trace carries its session id: the first of `session_keys` found on it.
 
 The assembler is synchronous and takes the time as an argument, so the pipeline drives
 it from the event loop and tests drive it with a hand-held clock.
@@ -183,6 +184,8 @@ class Assembler:
 
     def _release(self, trace_id: bytes) -> None:
         trace = self._traces.pop(trace_id)
+        if not trace.late:  # late spans are forwarded as they are, outside any session
+            trace.session_id = self.session_id_of(trace)
         self._idle.pop(trace_id, None)
         self.buffered_spans -= trace.span_count
         if self.config.forwarded_trace_memory:

@@ -135,7 +135,7 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
         from spanscore.collector.config import ConfigError, load_config
 
         try:
-            assembler = load_config(config_path).assembler
+            assembler = load_config(config_path).pipeline_settings
         except ConfigError as exc:
             _report(f"spanscore inspect: {config_path} is invalid:", exc.problems)
             return EXIT_CONFIG

@@ -133,25 +133,32 @@ class Config:
 
     service: Service
     receivers: list[Component]
-    processors: list[Component]  # the assembler first, always present; the memory limiter is not among them
+    # The processors listed under service.pipelines.traces fill three roles: the assembler
+    # (always present; its settings are the pipeline's), the processors that score, and
+    # at most one router, which acts at fan-out; the memory limiter guards the receivers.
+    assembler: Component
+    processors: list[Component]  # those that score, in pipeline order
     exporters: list[Component]
     extensions: list[Component]
+    router: Component | None = None
     metric_exporters: list[Component] = field(default_factory=list)
     log_exporters: list[Component] = field(default_factory=list)
     memory_limiter: Component | None = None  # guards the receivers, wherever it is listed
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
+    processor_ids: tuple[str, ...] = ()  # the pipeline's processors as listed, the assembler first
 
     @property
-    def assembler(self) -> Any:
-        return self.processors[0].config
+    def pipeline_settings(self) -> Any:
+        """The assembler's settings, which are the whole pipeline's (waits, bounds, scope, workers)."""
+        return self.assembler.config
 
     def summary(self) -> str:
         def ids(components: list[Component]) -> str:
             return ", ".join(c.id for c in components) or "none"
 
         summary = (
-            f"{self.source}: valid; receivers: {ids(self.receivers)}; processors: {ids(self.processors)}; "
+            f"{self.source}: valid; receivers: {ids(self.receivers)}; processors: {', '.join(self.processor_ids)}; "
             f"exporters: {ids(self.exporters)}; extensions: {ids(self.extensions)}"
         )
         if self.metric_exporters:
@@ -255,7 +262,8 @@ def parse_config(
     if len(limiters) > 1:
         problems.append("service.pipelines.traces.processors: only one memory_limiter may run")
     processors = [c for c in chosen["processors"] if c.type != MEMORY_LIMITER_TYPE]
-    problems.extend(_routing_problems(processors, pipeline.exporters))
+    routers = _routers(processors)
+    problems.extend(_routing_problems(routers, pipeline.exporters))
     assemblers = [i for i, c in enumerate(processors) if c.type == ASSEMBLER_TYPE]
     if len(assemblers) > 1:
         problems.append("service.pipelines.traces.processors: only one assembler may run")
@@ -271,7 +279,10 @@ def parse_config(
     return Config(
         service=service,
         receivers=chosen["receivers"],
-        processors=processors,
+        assembler=processors[0],
+        processors=[c for c in processors[1:] if c not in routers],
+        router=routers[0] if routers else None,
+        processor_ids=tuple(c.id for c in processors),
         exporters=chosen["exporters"],
         extensions=chosen["extensions"],
         metric_exporters=chosen["metric_exporters"],
@@ -366,9 +377,13 @@ def _storage_problems(
     return problems
 
 
-def _routing_problems(processors: list[Component], exporters: list[str]) -> list[str]:
+def _routers(processors: list[Component]) -> list[Component]:
+    """The processors that route traces to exporters (they name exporters) rather than score."""
+    return [c for c in processors if hasattr(c.config, "exporter_ids")]
+
+
+def _routing_problems(routers: list[Component], exporters: list[str]) -> list[str]:
     """A router may name only exporters of the traces pipeline, and there is one at most."""
-    routers = [c for c in processors if hasattr(c.config, "exporter_ids")]
     problems = []
     if len(routers) > 1:
         problems.append(f"service.pipelines.traces.processors: one router at most, got {', '.join(c.id for c in routers)}")

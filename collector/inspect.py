@@ -61,7 +61,6 @@ def inspect_files(paths: Sequence[str | Path], assembler_config: AssemblerConfig
             if outcome.rejected:
                 inspection.problems.append(f"{where}: {outcome.rejected} span(s) rejected: {outcome.error}")
     for trace in assembler.pop_all():
-        trace.session_id = assembler.session_id_of(trace)
         inspection.traces.append(describe(trace, scope))
         trace.release_derived()
     return inspection

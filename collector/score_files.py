@@ -107,12 +107,12 @@ async def score_files(paths: Sequence[Path], config: Config, output: Path, progr
     summary = ScoreSummary()
     started = time.monotonic()
     clock = LogicalClock()
-    step = config.assembler.trace_wait / REQUESTS_PER_TRACE_WAIT
-    processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
+    step = config.pipeline_settings.trace_wait / REQUESTS_PER_TRACE_WAIT
+    processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
     writer = FileExporter("file/score", FileExporterConfig(path=str(output), append=False))
-    pipeline = Pipeline(Assembler(config.assembler), processors, [writer, ResultTally(summary)], clock=clock,
+    pipeline = Pipeline(Assembler(config.pipeline_settings), processors, [writer, ResultTally(summary)], clock=clock,
                         span_events=config.service.pipelines.traces.span_events)
-    receiver = MemoryReceiver(pipeline, "score")
+    receiver = MemoryReceiver(pipeline.intake, "score")
     components = [processor for _, processor in processors] + [writer]
     shown = time.monotonic()
     try:  # shutdown is safe without start: a failed start still releases what started
@@ -133,8 +133,8 @@ async def score_files(paths: Sequence[Path], config: Config, output: Path, progr
         deadline = time.monotonic() + DRAIN_S
         for component in reversed(components):
             await component.shutdown(deadline)
-    summary.unscored_traces = pipeline.unscored_traces
-    summary.evaluator_calls = dict(pipeline.evaluator_calls)
+    summary.unscored_traces = pipeline.counts.unscored_traces
+    summary.evaluator_calls = dict(pipeline.counts.evaluator_calls)
     summary.seconds = time.monotonic() - started
     if progress is not None:
         progress.write("\r\033[K")
@@ -170,7 +170,7 @@ async def _send(receiver: MemoryReceiver, pipeline: Pipeline, clock: LogicalCloc
 
 
 def _show_progress(out: TextIO, summary: ScoreSummary, pipeline: Pipeline, elapsed_s: float) -> None:
-    calls = sum(pipeline.evaluator_calls.values())
+    calls = sum(pipeline.counts.evaluator_calls.values())
     out.write(f"\r\033[K{summary.spans:,} spans, {summary.traces:,} traces ({summary.traces / elapsed_s:,.0f}/s), "
               f"{calls:,} judge calls, {len(summary.problems)} problems")
     out.flush()
@@ -216,7 +216,8 @@ def with_dataset(config: Config, dataset: Path) -> Config:
         if judge is not None:
             settings["judge"] = judge.model_dump()
         processors.append(Component(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory))
-    return replace(config, processors=processors)
+    ids = config.processor_ids if existing else (*config.processor_ids, GROUND_TRUTH)
+    return replace(config, processors=processors, processor_ids=ids)
 
 
 def progress_stream(quiet: bool) -> TextIO | None:

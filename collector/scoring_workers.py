@@ -35,7 +35,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from spanscore.collector.gc_tuning import tune_for_collector
 from spanscore.collector.score_scope import ScoreScope, ScoreScopeConfig
-from spanscore.collector.trace_scoring import LocalScoring, Scored
+from spanscore.collector.scoring import LocalScoring, Scored, SessionOf
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary
@@ -67,7 +67,7 @@ class WorkerSetup:
 
 
 class WorkerScoring:
-    """Scores traces and sessions in worker processes; the pipeline's `LocalScoring` twin."""
+    """The scoring stage in worker processes: a `Scoring`, as `LocalScoring` is."""
 
     def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool):
         if count < 1:
@@ -114,10 +114,17 @@ class WorkerScoring:
         """Traces and sessions sent to a worker and not answered yet."""
         return sum(len(w.pending) for w in self._workers)
 
-    async def score_batch(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
+    async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
         # The messages of one loop round go to each worker together, which scores those
-        # it gets in one batch of its own.
-        return list(await asyncio.gather(*(self._score_trace(trace, session) for trace, session in items)))
+        # it gets in one batch of its own. Workers decide the scope: a session is opened
+        # here for every trace that names one, and stays empty if none of its traces is scored.
+        sessions = [session_of(trace) for trace in traces]
+        answers = await asyncio.gather(*(self._score_trace(t, s) for t, s in zip(traces, sessions)))
+        for trace, session, scored in zip(traces, sessions, answers):
+            if session is not None and scored.skip_reason is None:
+                trace.results = scored.results
+                session.traces.append(TraceSummary.of(trace))
+        return list(answers)
 
     async def _score_trace(self, trace: Trace, session: Session | None) -> Scored:
         key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
@@ -429,30 +436,17 @@ class _Worker:
             self._send_soon(("judges", None, figures))
 
     async def _score_traces(self, traces: list[tuple]) -> list[Scored]:
-        answers: list[Scored] = []
-        items: list[tuple[Trace, Session | None]] = []
-        positions: list[int] = []  # each item's place in `answers`
-        for trace_id, session_id, origins in traces:
-            trace = _trace_of(trace_id, session_id, origins)
-            skip = self.scoring.skip_reason(trace)
-            if skip is not None:
-                answers.append(Scored(skip_reason=skip))
-                continue
-            session = None
-            if session_id is not None:
-                session = self.sessions.get(session_id)
-                if session is None:
-                    origin = trace.root_origin or next(iter(trace.spans_by_origin))
-                    session = self.sessions[session_id] = Session(session_id, origin.resource, 0.0)
-            positions.append(len(answers))
-            answers.append(Scored())
-            items.append((trace, session))
-        for position, (trace, session), scored in zip(positions, items, await self.scoring.score_batch(items)):
-            if session is not None:
-                trace.results = scored.results
-                session.traces.append(TraceSummary.of(trace))
-            answers[position] = scored
-        return answers
+        return await self.scoring.score_batch([_trace_of(*args) for args in traces], self._session_of)
+
+    def _session_of(self, trace: Trace) -> Session | None:
+        """The worker's own copy of the trace's session, where its processors keep state."""
+        if trace.session_id is None:
+            return None
+        session = self.sessions.get(trace.session_id)
+        if session is None:
+            origin = trace.root_origin or next(iter(trace.spans_by_origin))
+            session = self.sessions[trace.session_id] = Session(trace.session_id, origin.resource, 0.0)
+        return session
 
     async def _close_session(self, session_id: str) -> Scored:
         session = self.sessions.pop(session_id, None)

@@ -23,7 +23,6 @@ from spanscore.collector.pipeline import Pipeline
 from spanscore.collector.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.collector.self_telemetry import memory_limiter_readings, pipeline_readings
 from spanscore.core.component import Component, PipelineWatcher
-from spanscore.core.routing import TraceRouter
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.extensions.file_storage import FileStorage
@@ -44,11 +43,12 @@ class Service:
         # Listed in service.extensions, file_storage turns on the write-ahead log.
         self.storage = next((e for e in self.extensions if isinstance(e, FileStorage)), None)
         config = with_client_auth(config, extensions_by_id)
-        self.assembler = Assembler(config.assembler)
-        processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors[1:]]
+        self.assembler = Assembler(config.pipeline_settings)
+        processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
         self.workers = _workers(config, processors)
-        if self.workers is not None:  # the router decides exports, so it stays here
-            processors = [(i, p) for i, p in processors if isinstance(p, TraceRouter)]
+        if self.workers is not None:  # they run in the workers
+            processors = []
+        self.router = config.router.factory.create(config.router.id, config.router.config) if config.router else None
         exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
         for exporter in exporters:  # a persistent sending queue, where its config names a storage
             storage_id = exporter.config.sending_queue.storage if hasattr(exporter.config, "sending_queue") else None
@@ -66,22 +66,24 @@ class Service:
         self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics,
                                  span_events=config.service.pipelines.traces.span_events,
                                  evaluation_logs=self.evaluation_logs, workers=self.workers,
-                                 write_ahead=self.storage.log if self.storage is not None else None)
+                                 write_ahead=self.storage.log if self.storage is not None else None,
+                                 router=self.router)
         if self.score_metrics is not None:
             self.score_metrics.observe(pipeline_readings(self.pipeline))
         self.memory_limiter = None  # between the receivers and the pipeline, when configured
         if config.memory_limiter is not None:
             limiter = config.memory_limiter
-            self.memory_limiter = limiter.factory.create(limiter.id, limiter.config, self.pipeline)
+            self.memory_limiter = limiter.factory.create(limiter.id, limiter.config, self.pipeline.intake)
             if self.score_metrics is not None:
                 self.score_metrics.observe(memory_limiter_readings(self.memory_limiter))
-        intake = self.memory_limiter or self.pipeline
+        intake = self.memory_limiter or self.pipeline.intake
         self.receivers = [create_receiver(c, intake, extensions_by_id) for c in config.receivers]
 
     @property
     def processors(self) -> list[Component]:
         local = [processor for _, processor in self.pipeline.processors]
-        return local if self.workers is None else [*local, self.workers]
+        scoring = local if self.workers is None else [*local, self.workers]
+        return scoring if self.router is None else [*scoring, self.router]
 
     @property
     def exporters(self) -> list[Component]:
@@ -93,7 +95,7 @@ class Service:
                 await component.start()
             await self.pipeline.start()
             if self.storage is not None:  # what was acknowledged before the last stop, before anything new
-                self.pipeline.replay(self.storage.replay)
+                self.pipeline.intake.replay(self.storage.replay)
                 self.storage.replay = []
             for receiver in self.receivers:
                 await receiver.start()
@@ -105,7 +107,7 @@ class Service:
         for watcher in self._watchers():
             watcher.pipeline_ready()
         log.info("spanscore running: %s", self.config.summary())
-        if not self.pipeline.processors:
+        if self.pipeline.scoring is None:
             log.info("no scoring processors in the pipeline: traces are assembled and forwarded without scores")
 
     async def shutdown(self) -> None:
@@ -119,9 +121,10 @@ class Service:
         await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
         await _shut_down(self.extensions, deadline)
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
+        counts = self.pipeline.counts
         log.info(
             "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans",
-            self.pipeline.received_spans, self.pipeline.rejected_spans, self.pipeline.exported_traces, dropped,
+            counts.received_spans, counts.rejected_spans, counts.exported_traces, dropped,
         )
 
     def _before_receivers(self) -> list[Component]:
@@ -145,14 +148,14 @@ async def _shut_down(components: Iterable[Component], deadline: float) -> None:
 
 
 def _workers(config: Config, processors: list) -> WorkerScoring | None:
-    count = config.assembler.scoring_workers
-    scoring = [(c, p) for c, (_, p) in zip(config.processors[1:], processors) if not isinstance(p, TraceRouter)]
-    if count == 0 or not scoring:
+    count = config.pipeline_settings.scoring_workers
+    if count == 0 or not processors:
         return None
+    scoring = list(zip(config.processors, (p for _, p in processors)))
     # A judge's hourly budget is one budget, however many workers call the judge; every
     # processor that calls judges gets a window (and so reports its judges' figures).
     windows = {c.id: BudgetWindow(shared=True) for c, p in scoring if isinstance(p, UsesJudges)}
-    setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.assembler.score,
+    setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.pipeline_settings.score,
                         logging.getLogger("spanscore").getEffectiveLevel(), windows)
     return WorkerScoring(setup, count, tuple(n for _, p in scoring for n in p.metric_names),
                          any(p.uses_sessions for _, p in scoring))

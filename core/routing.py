@@ -1,6 +1,6 @@
 """Routing traces to exporters by their scores: what a router decides, per trace.
 
-The pipeline asks its router (at most one, a processor such as `score_router`) once a
+The pipeline's fan-out asks its router (at most one, such as `score_router`) once a
 trace's or a session carrier's results are known, and hands the trace only to the
 exporters the route names; an empty set drops it, None sends it everywhere.
 """

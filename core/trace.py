@@ -57,8 +57,7 @@ class Trace:
 
     __slots__ = (
         "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "derived", "undelivered", "open_session", "settles", "_pending_exports",
-        "_on_exported",
+        "session_id", "late", "results", "derived", "undelivered", "_pending_exports", "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):
@@ -80,12 +79,8 @@ class Trace:
         # An exporter gave up on it while its backend could still take it (down past the
         # retry budget or the shutdown deadline): a write-ahead log keeps it for replay.
         self.undelivered = False
-        # With a write-ahead log: the session the trace was scored in, whose close settles
-        # it in the log; and, on a session's carrier, the traces its export settles.
-        self.open_session: Any = None
-        self.settles: list[tuple[int, bytes, int]] | None = None
         self._pending_exports = 0
-        self._on_exported: Any = None
+        self._on_exported: Callable[[Trace], None] | None = None
 
     @property
     def complete(self) -> bool:
@@ -161,7 +156,7 @@ class Trace:
 
     # Export accounting: the pipeline counts a trace's spans as held until every
     # exporter has finished with it, which is what bounds memory end to end.
-    def expect_exports(self, count: int, on_exported: Any) -> None:
+    def expect_exports(self, count: int, on_exported: Callable[[Trace], None]) -> None:
         self._pending_exports = count
         self._on_exported = on_exported
 

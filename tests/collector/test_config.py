@@ -23,10 +23,11 @@ def problems_of(text: str, environ: dict | None = None) -> list[str]:
 
 def test_minimal_config_gets_defaults_and_an_implicit_assembler():
     config = parse_config(MINIMAL, environ={})
-    assert [c.id for c in config.processors] == ["assembler"]
-    assert config.assembler.trace_wait == 1.0 and config.assembler.trace_timeout == 30.0
-    assert config.assembler.session_idle == 300.0
-    assert config.assembler.session_keys[0] == "session.id"
+    assert config.processor_ids == ("assembler",) and config.assembler.id == "assembler" and config.processors == []
+    settings = config.pipeline_settings
+    assert settings.trace_wait == 1.0 and settings.trace_timeout == 30.0
+    assert settings.session_idle == 300.0
+    assert settings.session_keys[0] == "session.id"
     receiver = config.receivers[0].config
     assert receiver.protocols.http is None and receiver.protocols.grpc.max_recv_msg_size_mib == 64
     assert config.service.shutdown_timeout == 30.0

@@ -68,7 +68,7 @@ async def rig_for():
         pipeline = Pipeline(Assembler(config), [(f"processor/{i}", p) for i, p in enumerate(processors)],
                             exporters, clock=clock, span_events=span_events)
         await pipeline.start()
-        rig = Rig(clock, pipeline, MemoryReceiver(pipeline), exporters[0])
+        rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0])
         rigs.append(rig)
         return rig
 
@@ -152,7 +152,7 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
     assert exported.anchor.name == "root"
     assert exported.anchor_attributes == {"eval.toy.score": 0.5, "eval.toy.label": "pass",
                                           "eval.toy.explanation": "2 spans", **by_code("toy")}
-    assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 1
+    assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.counts.exported_traces == 1
 
 
 async def test_trace_without_root_is_exported_at_trace_timeout_marked_incomplete(rig_for):
@@ -213,10 +213,10 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
     await rig.at(1.0)  # both released, so the session was last active at 1.0
     await rig.at(60.75)
     assert rig.exporter.named(SESSION_SPAN_NAME) == []
-    assert list(rig.pipeline.sessions) == ["s1"]
+    assert list(rig.pipeline.sessions.open) == ["s1"]
     await rig.at(61.0)
     [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
-    assert rig.pipeline.sessions == {}
+    assert rig.pipeline.sessions.open == {}
     assert carrier.session_id == "s1" and carrier.scores == {"toy_session": 1.0}
     assert carrier.anchor_attributes == {
         "session.id": "s1", "gen_ai.conversation.id": "s1", "openinference.span.kind": "EVALUATOR",
@@ -226,7 +226,7 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
     assert {(link.trace_id, link.span_id) for link in carrier.anchor.links} == set(traces)
     [resource_spans] = carrier.request.resource_spans
     assert resource_spans.resource.attributes[0].value.string_value == "chat"
-    assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 3
+    assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.counts.exported_traces == 3
 
 
 async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
@@ -242,7 +242,7 @@ async def test_drain_closes_open_sessions_and_exports_their_carriers(rig_for):
     assert carrier.scores == {"toy_session": 0.5}
     assert carrier.anchor_attributes["eval.session.trace_count"] == 2
     assert {link.trace_id for link in carrier.anchor.links} == {complete, rootless}
-    assert rig.pipeline.sessions == {} and rig.pipeline.held_spans == 0
+    assert rig.pipeline.sessions.open == {} and rig.pipeline.counts.held_spans == 0
 
 
 async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
@@ -250,7 +250,7 @@ async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
     trace_id = new_trace_id()
     rig.receiver.send(request_of([span(trace_id, "turn", attributes={"session.id": "s1"})]))
     await rig.at(1.0)
-    assert rig.pipeline.sessions == {}
+    assert rig.pipeline.sessions.open == {}
     assert rig.exporter.only(trace_id).session_id == "s1"
     await rig.drain()
     assert rig.exporter.named(SESSION_SPAN_NAME) == []
@@ -284,12 +284,12 @@ async def test_drain_exports_every_buffered_trace_scored(rig_for):
     rig.receiver.send(request_of([span(waiting, "root", span_id=waiting_root), span(waiting, "child", parent=waiting_root),
                              span(rootless, "orphan", parent=new_span_id())]))
     await rig.at(0.5)
-    assert rig.exporter.exported == [] and rig.pipeline.held_spans == 3
+    assert rig.exporter.exported == [] and rig.pipeline.counts.held_spans == 3
     await rig.drain()
     assert {(e.trace_id, e.complete) for e in rig.exporter.exported} == {(waiting, True), (rootless, False)}
     assert rig.exporter.only(waiting).scores == {"toy": 0.5}
     assert rig.exporter.only(rootless).scores == {"toy": 0.25}
-    assert rig.pipeline.held_spans == 0 and rig.pipeline.assembler.buffered_spans == 0
+    assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.assembler.buffered_spans == 0
 
 
 async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscored(rig_for):
@@ -304,7 +304,7 @@ async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscore
     assert time.monotonic() - started < 5.0
     assert {e.trace_id: e.results for e in rig.exporter.exported} == {scoring: (), queued: ()}
     assert len(rig.exporter.exported) == 2
-    assert rig.pipeline.held_spans == 0
+    assert rig.pipeline.counts.held_spans == 0
 
 
 async def test_exporter_gives_up_on_traces_still_held_at_its_shutdown(rig_for):
@@ -312,11 +312,11 @@ async def test_exporter_gives_up_on_traces_still_held_at_its_shutdown(rig_for):
     rig = await rig_for(exporters=[exporter])
     rig.receiver.send(request_of([span(new_trace_id(), "root"), span(new_trace_id(), "root")]))
     await rig.drain()
-    assert exporter.held_traces == 2 and rig.pipeline.held_spans == 2
+    assert exporter.held_traces == 2 and rig.pipeline.counts.held_spans == 2
     await exporter.shutdown(time.monotonic() + 1.0)
     await exporter.shutdown(time.monotonic() + 1.0)
     assert (exporter.dropped_spans, exporter.sent_spans, exporter.held_traces) == (2, 0, 0)
-    assert rig.pipeline.held_spans == 0
+    assert rig.pipeline.counts.held_spans == 0
     with pytest.raises(RuntimeError, match="shut down"):
         exporter.enqueue(object())
 
@@ -334,17 +334,17 @@ async def test_input_is_refused_with_retry_after_at_max_buffered_spans_until_exp
         rig.receiver.send(request_of([span(new_trace_id(), "root")]))
     assert refused.value.retry_after_s == 3  # trace_wait rounded up
     assert str(refused.value) == "spanscore is holding 3 spans, its limit; retry later"
-    assert (rig.pipeline.refused_requests, rig.pipeline.received_spans) == (1, 3)
+    assert (rig.pipeline.counts.refused_requests, rig.pipeline.counts.received_spans) == (1, 3)
 
     await rig.at(2.5)  # handed to the exporter, which has not finished with them
-    assert exporter.held_traces == 2 and rig.pipeline.held_spans == 3
+    assert exporter.held_traces == 2 and rig.pipeline.counts.held_spans == 3
     with pytest.raises(ConsumerFull):
         rig.receiver.send(request_of([span(new_trace_id(), "root")]))
 
     assert exporter.release() == 2
-    assert rig.pipeline.held_spans == 0 and exporter.sent_spans == 3
+    assert rig.pipeline.counts.held_spans == 0 and exporter.sent_spans == 3
     rig.receiver.send(request_of([span(new_trace_id(), "root")]))
-    assert (rig.pipeline.refused_requests, rig.pipeline.received_spans) == (2, 4)
+    assert (rig.pipeline.counts.refused_requests, rig.pipeline.counts.received_spans) == (2, 4)
 
 
 async def test_spans_stay_held_until_every_exporter_is_done_with_them(rig_for):
@@ -354,9 +354,9 @@ async def test_spans_stay_held_until_every_exporter_is_done_with_them(rig_for):
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)]))
     await rig.at(1.0)
     assert prompt.only(trace_id).span_names == slow.only(trace_id).span_names == ["root", "child"]
-    assert rig.pipeline.held_spans == 2 and rig.pipeline.exported_traces == 0
+    assert rig.pipeline.counts.held_spans == 2 and rig.pipeline.counts.exported_traces == 0
     slow.release()
-    assert rig.pipeline.held_spans == 0 and rig.pipeline.exported_traces == 1
+    assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.counts.exported_traces == 1
 
 
 # Scores on the root span -----------------------------------------------------------------
@@ -376,7 +376,7 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
     events = evaluation_events(exported)
     assert [e["gen_ai.evaluation.name"].string_value for e in events] == ["toy", "other"]
     assert events[0]["error.type"].string_value == "RuntimeError"
-    assert rig.pipeline.held_spans == 0
+    assert rig.pipeline.counts.held_spans == 0
 
 
 async def test_one_failing_trace_in_a_batch_costs_only_that_trace_its_score(rig_for):
@@ -403,7 +403,7 @@ async def test_a_batch_processor_that_loses_count_fails_each_trace_not_the_pipel
         exported = rig.exporter.only(trace_id)
         assert exported.scores == {"wrong_count": None, "toy": 0.25}
         assert "returned 0 outputs for 2 traces" in exported.anchor_attributes["eval.wrong_count.error"]
-    assert rig.pipeline.held_spans == 0
+    assert rig.pipeline.counts.held_spans == 0
 
 
 async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
@@ -445,8 +445,8 @@ async def test_scoring_a_backlog_leaves_the_event_loop_to_everything_else(rig_fo
     seen: list[int] = []
 
     async def receiver():
-        while rig.pipeline.exported_traces < 600:
-            seen.append(rig.pipeline.exported_traces)
+        while rig.pipeline.counts.exported_traces < 600:
+            seen.append(rig.pipeline.counts.exported_traces)
             await asyncio.sleep(0)
 
     await asyncio.gather(receiver(), rig.pipeline.settle())
@@ -454,7 +454,7 @@ async def test_scoring_a_backlog_leaves_the_event_loop_to_everything_else(rig_fo
     # which leaves at most 4 batches of 10 at a time, not only once all 600 are done.
     steps = [after - before for before, after in zip(seen, seen[1:]) if after > before]
     assert len(steps) >= 600 // 40 - 1 and max(steps) <= 40
-    assert rig.pipeline.exported_traces == 600
+    assert rig.pipeline.counts.exported_traces == 600
 
 
 async def test_every_score_says_who_scored_it_and_by_which_revision(rig_for):
@@ -492,15 +492,15 @@ async def test_receiver_reports_invalid_spans_as_partial_success_and_refuses_all
     assert response.partial_success.error_message.startswith("1 spans rejected; first problem: span with invalid trace_id")
     with pytest.raises(InvalidRequest, match="all 1 spans rejected"):
         rig.receiver.send(request_of([span(new_trace_id(), "short span id", span_id=b"\x01")]))
-    assert (rig.pipeline.received_spans, rig.pipeline.rejected_spans) == (1, 2)
+    assert (rig.pipeline.counts.received_spans, rig.pipeline.counts.rejected_spans) == (1, 2)
     assert rig.receiver.accepted_requests == 1
 
 
 async def test_receiver_refuses_input_after_shutdown(rig_for):
     rig = await rig_for()
-    receiver = MemoryReceiver(rig.pipeline)
+    receiver = MemoryReceiver(rig.pipeline.intake)
     await receiver.shutdown(time.monotonic() + 1.0)  # without start
     await receiver.shutdown(time.monotonic() + 1.0)  # and twice
     with pytest.raises(RuntimeError, match="receiver memory is shut down"):
         receiver.send(request_of([span(new_trace_id(), "root")]))
-    assert rig.pipeline.received_spans == 0
+    assert rig.pipeline.counts.received_spans == 0

@@ -54,7 +54,7 @@ async def test_a_plain_http_trace_skips_the_processors_and_is_exported_as_receiv
     assert exported.results == () and exported.anchor_attributes == {"http.request.method": "GET"}
     assert exported.request.SerializeToString() == sent.SerializeToString()
     assert metric.seen == []
-    assert (rig.pipeline.unscored_traces, rig.pipeline.exported_traces, rig.pipeline.held_spans) == (1, 1, 0)
+    assert (rig.pipeline.counts.unscored_traces, rig.pipeline.counts.exported_traces, rig.pipeline.counts.held_spans) == (1, 1, 0)
 
 
 async def test_an_agent_trace_is_scored_with_the_view_built_once_for_scope_and_processors(rig_for, monkeypatch):
@@ -76,7 +76,7 @@ async def test_an_agent_trace_is_scored_with_the_view_built_once_for_scope_and_p
     assert [seen[2] for seen in metric.seen] == [trace_id]
     assert [t.user_input for t in recorder.traces] == ["Where is my order?"]
     assert built == [trace_id]  # the scope's view is the one the processor read
-    assert rig.pipeline.unscored_traces == 0
+    assert rig.pipeline.counts.unscored_traces == 0
 
 
 async def test_agent_traces_only_false_scores_a_plain_trace(rig_for):
@@ -99,7 +99,7 @@ async def test_a_non_agent_trace_neither_opens_nor_extends_a_session(rig_for):
     http_in_s2, request = one_span_trace("GET /cart", {"session.id": "s2"})
     rig.receiver.send(request)
     await rig.at(31.0)
-    assert list(rig.pipeline.sessions) == ["s1"]  # no s2
+    assert list(rig.pipeline.sessions.open) == ["s1"]  # no s2
     await rig.at(61.0)  # 60 s after the agent trace: the plain one did not keep s1 open
     [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
     assert carrier.anchor_attributes["eval.session.trace_count"] == 1
@@ -122,7 +122,7 @@ async def test_a_session_carrier_received_again_is_not_rescored(rig_for):
     await rig.at(1.0)
     exported = rig.exporter.only(carrier.scope_spans[0].spans[0].trace_id)
     assert exported.results == () and exported.request.SerializeToString() == sent.SerializeToString()
-    assert rig.pipeline.sessions == {} and rig.pipeline.unscored_traces == 1
+    assert rig.pipeline.sessions.open == {} and rig.pipeline.counts.unscored_traces == 1
 
 
 async def test_without_processors_the_normalized_view_is_never_built(rig_for, monkeypatch):
@@ -137,7 +137,7 @@ async def test_without_processors_the_normalized_view_is_never_built(rig_for, mo
     rig.receiver.send(request)
     await rig.at(1.0)
     assert rig.exporter.only(trace_id).results == ()
-    assert rig.pipeline.unscored_traces == 0  # not even considered: nothing to score with
+    assert rig.pipeline.counts.unscored_traces == 0  # not even considered: nothing to score with
 
 
 # Include and exclude ---------------------------------------------------------------------
@@ -156,7 +156,7 @@ async def test_include_by_service_scores_only_the_listed_services(rig_for):
     support = one_span_trace("b", AGENT_ROOT, service="support")
     other = one_span_trace("c", AGENT_ROOT, service="billing-agent-canary")  # strict: whole name only
     assert await send_and_score(rig, billing, support, other) == {billing[0], support[0]}
-    assert rig.pipeline.unscored_traces == 1
+    assert rig.pipeline.counts.unscored_traces == 1
 
 
 async def test_exclude_by_service_regexp_is_unanchored_like_the_collectors(rig_for):
@@ -207,7 +207,7 @@ async def test_exclude_wins_over_include_and_agent_traces_only_still_applies(rig
 
 
 def test_the_default_scope_is_agent_traces_only_without_filters():
-    score = parse_config(MINIMAL, environ={}).assembler.score
+    score = parse_config(MINIMAL, environ={}).pipeline_settings.score
     assert (score.agent_traces_only, score.include, score.exclude) == (True, None, None)
 
 

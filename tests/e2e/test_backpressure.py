@@ -28,7 +28,7 @@ def test_full_pipeline_answers_503_and_unavailable_with_retry_info(sink, start_c
     details = status_pb2.Status.FromString(trailers["grpc-status-details-bin"]).details
     info = error_details_pb2.RetryInfo()
     assert details[0].Unpack(info) and info.retry_delay.seconds >= 1
-    assert collector.pipeline.held_spans == 2
+    assert collector.pipeline.counts.held_spans == 2
 
 
 def test_sdk_exporter_retries_through_backpressure_and_every_span_arrives(sink, start_collector):
@@ -42,5 +42,5 @@ def test_sdk_exporter_retries_through_backpressure_and_every_span_arrives(sink, 
             pass
     provider.shutdown()
     assert wait_until(lambda: sorted(s.name for s in sink.spans()) == sorted(names), timeout_s=30)
-    assert collector.pipeline.refused_requests >= 1  # the bound was really hit
-    assert collector.pipeline.held_spans == 0
+    assert collector.pipeline.counts.refused_requests >= 1  # the bound was really hit
+    assert collector.pipeline.counts.held_spans == 0

@@ -95,7 +95,7 @@ def test_tagged_attempts_are_graded_live_and_offline_alike(tmp_path, start_colle
         agent = subprocess.run([sys.executable, "-c", AGENT], env=environment, capture_output=True, text=True,
                                timeout=60, check=False)
         assert agent.returncode == 0, agent.stderr
-        assert wait_until(lambda: collector.pipeline.exported_traces >= 2, timeout_s=10)
+        assert wait_until(lambda: collector.pipeline.counts.exported_traces >= 2, timeout_s=10)
         collector.stop()  # the session closes: its carrier holds the attempt's results
         live_calls = len(server.requests)
         config_file = tmp_path / "offline.yaml"

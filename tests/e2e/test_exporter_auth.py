@@ -43,7 +43,7 @@ def test_the_token_is_sent_and_the_backend_takes_the_spans(exporter, backend, si
     front = start_collector(forwarding(backend, exporter, TOKEN, ", headers: {Authorization: 'Bearer stale'}"))
     send(front.grpc_port, request_of([span(new_trace_id(), f"through {exporter}")]))
     assert wait_until(lambda: [s.name for s in sink.spans()] == [f"through {exporter}"])
-    assert backend.pipeline.received_spans == 1
+    assert backend.pipeline.counts.received_spans == 1
 
 
 @pytest.mark.parametrize("exporter", ["otlp", "otlphttp"])
@@ -54,7 +54,7 @@ def test_a_wrong_token_is_refused_for_good_and_logged_without_it(exporter, backe
     dropping = front.pipeline.exporters[0]
     assert wait_until(lambda: dropping.dropped_spans == 1)
     assert "(not retryable)" in caplog.text  # 401 and UNAUTHENTICATED are final, not retried
-    assert backend.pipeline.received_spans == 0 and sink.spans() == []
+    assert backend.pipeline.counts.received_spans == 0 and sink.spans() == []
     assert TOKEN not in caplog.text and WRONG not in caplog.text
 
 

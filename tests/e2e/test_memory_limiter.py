@@ -49,7 +49,7 @@ def test_a_process_over_the_limit_refuses_with_503_and_unavailable(sink, start_c
     details = status_pb2.Status.FromString(dict(error.value.trailing_metadata())["grpc-status-details-bin"]).details
     info = error_details_pb2.RetryInfo()
     assert details[0].Unpack(info) and info.retry_delay.seconds == 1
-    assert collector.pipeline.received_spans == 0 and sink.spans() == []
+    assert collector.pipeline.counts.received_spans == 0 and sink.spans() == []
 
     def refused() -> float | None:
         with urllib.request.urlopen(f"http://127.0.0.1:{prometheus_port}/metrics", timeout=5) as response:

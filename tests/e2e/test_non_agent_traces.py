@@ -54,4 +54,4 @@ def test_the_otlp_specification_example_is_forwarded_byte_for_byte_and_never_sco
     [carrier] = [s for s in sink.spans() if s.name == "evaluate_session"]
     assert attributes_to_dict(carrier.attributes)["eval.session.trace_count"] == 3
     assert trace_id not in {link.trace_id for link in carrier.links}
-    assert collector.pipeline.unscored_traces == 1
+    assert collector.pipeline.counts.unscored_traces == 1

@@ -171,7 +171,7 @@ def test_scores_arrive_as_attributes_and_annotations_and_are_searchable(phoenix,
             "phoenix": f"{{endpoint: '{phoenix.url}', headers: {{authorization: 'Bearer {SECRET}'}}, {FAST_RETRY}}}",
         }))
     (_, good_span), (bad_trace, bad_span) = run_agent(collector, [GOOD_ANSWER, BAD_ANSWER])
-    assert wait_until(lambda: collector.pipeline.exported_traces == 2, timeout_s=15)
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 2, timeout_s=15)
     collector.stop()  # closes the session: its evaluate_session carrier is scored and exported
 
     roots = wait_for(lambda: phoenix.spans(project, parent_id="null"), lambda spans: len(spans) == 3, timeout_s=20)
@@ -244,7 +244,7 @@ def test_an_unreachable_or_refusing_phoenix_loses_no_span_for_the_other_exporter
             "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
         }))
     [(trace_id, span_id)] = run_agent(collector, [GOOD_ANSWER])
-    assert wait_until(lambda: collector.pipeline.exported_traces == 1, timeout_s=15)
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=15)
     exporters = {e.id: e for e in collector.service.exporters}
     assert exporters["otlphttp"].sent_spans == 2 and exporters["otlphttp"].dropped_spans == 0
     assert exporters["phoenix/down"].dropped_spans == 2 and exporters["phoenix/refusing"].dropped_spans == 2
@@ -273,7 +273,7 @@ def test_an_annotation_that_arrives_before_its_span_is_applied_once_the_span_is_
         exporters={"phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}"}))
     recorded = InMemorySpanExporter()
     [(_, span_id)] = run_agent(collector, [BAD_ANSWER], also=recorded)
-    assert wait_until(lambda: collector.pipeline.exported_traces == 1, timeout_s=15)
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=15)
     [exporter] = collector.service.exporters
     assert exporter.sent_spans == 2 and exporter.dropped_spans == 0  # accepted for a span Phoenix lacks
     time.sleep(1.0)

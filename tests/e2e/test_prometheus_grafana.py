@@ -244,7 +244,7 @@ def test_scores_reach_prometheus_and_every_dashboard_panel_has_data(prometheus_b
                     send(collector.grpc_port, attempt(case, city, resource={"service.name": SERVICE}))
                 send(collector.grpc_port, unreadable_attempt())
                 traces = wave * TRACES_PER_WAVE
-                assert wait_until(lambda n=traces: collector.pipeline.exported_traces == n)
+                assert wait_until(lambda n=traces: collector.pipeline.counts.exported_traces == n)
                 # Scored and exported before this scrape: every counter of the wave is in it.
                 assert wait_until(lambda n=traces: total(prometheus, "spanscore_pipeline_exported_traces_total") == n,
                                   timeout_s=10), prometheus.log_tail()
@@ -286,7 +286,7 @@ def check_series(prometheus: Prometheus, collector, judge_calls: int) -> None:
         "spanscore_pipeline_exported_traces_total": WAVES * TRACES_PER_WAVE,
         "spanscore_pipeline_unscored_traces_total": 0, "spanscore_receiver_rejected_spans_total": 0,
         "spanscore_receiver_refused_requests_total": 0, "otelcol_exporter_send_failed_spans_total": 0,
-        "spanscore_pipeline_held_spans": 0, "spanscore_pipeline_held_spans_limit": collector.pipeline.max_held_spans,
+        "spanscore_pipeline_held_spans": 0, "spanscore_pipeline_held_spans_limit": collector.pipeline.counts.max_held_spans,
     }
     assert {name: total(prometheus, name) for name in expected} == expected
 

@@ -10,7 +10,7 @@ from spanscore.collector.config import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.sampling import trace_id_sampled
-from spanscore.processors.score_router import Condition, ScoreRouter, ScoreRouterConfig
+from spanscore.collector.score_router import Condition, ScoreRouter, ScoreRouterConfig
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_sink import OtlpSink
@@ -66,11 +66,11 @@ def test_failing_traces_reach_review_and_a_share_of_passing_ones_reach_main(sink
     collector = start_collector(config(sink, review))
     failing = {send_trace(collector, passing=False) for _ in range(10)}
     passing = {send_trace(collector, passing=True) for _ in range(60)}
-    assert wait_until(lambda: collector.pipeline.exported_traces == 70, timeout_s=15)
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 70, timeout_s=15)
     kept = {t for t in passing if trace_id_sampled(t, 0.1)}
     assert wait_until(lambda: {s.trace_id for s in sink.spans()} == failing | kept, timeout_s=10)
     assert {s.trace_id for s in review.spans()} == failing
-    assert collector.pipeline.routed_out_traces == 60 - len(kept)
+    assert collector.pipeline.counts.routed_out_traces == 60 - len(kept)
     routes = {s.trace_id: attributes_to_dict(s.attributes).get("eval.route") for s in sink.spans() if s.name == "agent"}
     assert {routes[t] for t in failing} == {"failing"} and {routes[t] for t in kept} <= {"passing_sample"}
     assert len(sink.spans()) == 10 + 4 * len(kept)  # whole traces, every span

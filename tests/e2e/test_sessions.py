@@ -101,7 +101,7 @@ def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collecto
     names = sorted(s.name for s in sink.spans())
     assert names == ["evaluate_session", "orphan", "turn 0", "turn 0 step 0", "turn 0 step 1"]
     assert attributes_to_dict(exported_span(sink, "orphan").attributes)["eval.toy.score"] == 0.25
-    assert collector.pipeline.held_spans == 0
+    assert collector.pipeline.counts.held_spans == 0
 
 
 def test_open_sessions_are_bounded_by_closing_the_least_recently_active(sink, start_collector):
@@ -113,7 +113,7 @@ def test_open_sessions_are_bounded_by_closing_the_least_recently_active(sink, st
     assert wait_until(lambda: len(carrier_spans(sink)) == 1)
     [carrier] = carrier_spans(sink)
     assert attributes_to_dict(carrier.attributes)["session.id"] == "first"
-    assert sorted(collector.pipeline.sessions) == ["second", "third"]
+    assert sorted(collector.pipeline.sessions.open) == ["second", "third"]
 
 
 def test_sessions_are_not_kept_when_no_processor_reads_them(sink, start_collector):
@@ -122,4 +122,4 @@ def test_sessions_are_not_kept_when_no_processor_reads_them(sink, start_collecto
                                             extra_processors="  record_agent: {}", assembler="trace_wait: 50ms"))
     send(collector.grpc_port, request_of(session_trace("unread", "turn")[2]))
     assert wait_until(lambda: len(sink.spans()) == 2)
-    assert collector.pipeline.sessions == {} and carrier_spans(sink) == []
+    assert collector.pipeline.sessions.open == {} and carrier_spans(sink) == []

@@ -71,7 +71,7 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler], ex
         agent = subprocess.run([sys.executable, "-c", AGENT], env=environment, capture_output=True, text=True,
                                timeout=60, check=False)
         assert agent.returncode == 0, agent.stderr
-    assert wait_until(lambda: collector.pipeline.exported_traces >= 60, timeout_s=20)
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces >= 60, timeout_s=20)
     collector.stop()
 
     dataset, scored = tmp_path / "suite.yaml", tmp_path / "scored.jsonl"

@@ -182,10 +182,10 @@ def test_at_its_size_bound_the_log_refuses_with_retry_later(tmp_path):
     wal.open()
     pipeline = Pipeline(Assembler(AssemblerConfig()), [], [], write_ahead=wal)
     while not wal.full:
-        pipeline.consume(request_of([span(new_trace_id(), "x" * 200)]))
+        pipeline.intake.consume(request_of([span(new_trace_id(), "x" * 200)]))
     with pytest.raises(ConsumerFull, match="write-ahead log"):
-        pipeline.consume(request_of([span(new_trace_id(), "one more")]))
-    assert pipeline.refused_requests == 1
+        pipeline.intake.consume(request_of([span(new_trace_id(), "one more")]))
+    assert pipeline.counts.refused_requests == 1
 
 
 SESSION_CONFIG = """

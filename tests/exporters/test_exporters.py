@@ -54,7 +54,7 @@ def test_permanent_failures_are_dropped_and_counted_not_retried(exporter, sink, 
     send(collector.grpc_port, request_of([span(new_trace_id(), "refused")]))
     exporter_component = collector.service.pipeline.exporters[0]
     assert wait_until(lambda: exporter_component.dropped_spans == 1)
-    assert sink.attempts == 1 and collector.pipeline.held_spans == 0
+    assert sink.attempts == 1 and collector.pipeline.counts.held_spans == 0
     assert "not retryable" in caplog.text
     send(collector.grpc_port, request_of([span(new_trace_id(), "next one")]))
     assert wait_until(lambda: [s.name for s in sink.spans()] == ["next one"])

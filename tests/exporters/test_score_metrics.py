@@ -167,7 +167,7 @@ def test_spanscore_reports_its_own_throughput_refusals_and_queue_depth(sink, sta
     assert found["spanscore_receiver_refused_requests_total"] == 0.0
     assert found["otelcol_exporter_send_failed_spans_total"] == 0.0
     assert found["spanscore_pipeline_held_spans"] == 0.0
-    assert found["spanscore_pipeline_held_spans_limit"] == collector.pipeline.max_held_spans
+    assert found["spanscore_pipeline_held_spans_limit"] == collector.pipeline.counts.max_held_spans
 
 
 def test_write_ahead_log_and_scoring_workers_report_their_figures(sink, start_collector, tmp_path):

@@ -93,7 +93,7 @@ async def through_pipeline(request: ExportTraceServiceRequest,
     await pipeline.start()
     outcome, rejected = "accepted", 0
     try:
-        response = MemoryReceiver(pipeline).send(request)
+        response = MemoryReceiver(pipeline.intake).send(request)
         rejected = response.partial_success.rejected_spans
         if rejected:
             assert 0 < len(response.partial_success.error_message) < MAX_MESSAGE
@@ -109,7 +109,7 @@ async def through_pipeline(request: ExportTraceServiceRequest,
     for _, processor in processors:
         await processor.shutdown(time.monotonic() + 5)
     await exporter.shutdown(time.monotonic() + 5)
-    assert pipeline.held_spans == 0
+    assert pipeline.counts.held_spans == 0
     exported = Counter(key(s) for trace in exporter.exported for s in trace.spans)
     return outcome, exported, rejected
 

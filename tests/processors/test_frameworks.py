@@ -41,8 +41,6 @@ def replay(path: Path) -> list[AgentTrace]:
     for request in read_requests(path):
         assembler.add(request, now=0.0)
     traces = sorted(assembler.pop_all(), key=lambda trace: trace.start_time_unix_nano)
-    for trace in traces:
-        trace.session_id = assembler.session_id_of(trace)
     views = [agent_trace_of(trace) for trace in traces]
     return [view for view in views if view.recognized]
 

@@ -161,7 +161,7 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: {processors}, e
 @pytest.mark.parametrize("processors", ["[memory_limiter, assembler, toy_metric]", "[toy_metric, memory_limiter]"])
 def test_it_may_be_listed_anywhere_and_is_not_among_the_processors_that_score(processors):
     config = parse_config(pipeline_config(processors), factories=TEST_FACTORIES)
-    assert [c.id for c in config.processors] == ["assembler", "toy_metric"]
+    assert list(config.processor_ids) == ["assembler", "toy_metric"] and [c.id for c in config.processors] == ["toy_metric"]
     assert config.memory_limiter.id == "memory_limiter"
     assert config.unused == []
     assert config.summary().endswith("; memory limiter: memory_limiter")

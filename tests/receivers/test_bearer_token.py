@@ -79,7 +79,7 @@ def test_http_without_the_token_gets_401_and_nothing_is_kept(presented, collecto
     assert status == 401
     assert headers["WWW-Authenticate"] == "Bearer"
     assert status_pb2.Status.FromString(body).code == code_pb2.UNAUTHENTICATED
-    assert collector.pipeline.received_spans == 0
+    assert collector.pipeline.counts.received_spans == 0
     assert sink.spans() == []
 
 
@@ -88,7 +88,7 @@ def test_grpc_without_the_token_gets_unauthenticated_and_nothing_is_kept(present
     with pytest.raises(grpc.RpcError) as error:
         grpc_export(collector.grpc_port, presented)
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert collector.pipeline.received_spans == 0
+    assert collector.pipeline.counts.received_spans == 0
     assert sink.spans() == []
 
 
@@ -102,7 +102,7 @@ def test_http_refuses_before_the_body_is_sent(collector):
         # reset before it reads the answer); it is never parsed or kept.
         client.sendall(b"\0" * announced)
     assert reply.startswith(b"HTTP/1.1 401")
-    assert collector.pipeline.received_spans == 0
+    assert collector.pipeline.counts.received_spans == 0
 
 
 def test_grpc_refuses_before_the_message_is_sent(collector):
@@ -120,7 +120,7 @@ def test_grpc_refuses_before_the_message_is_sent(collector):
     finally:
         release.set()
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert collector.pipeline.received_spans == 0
+    assert collector.pipeline.counts.received_spans == 0
 
 
 def test_neither_the_token_nor_a_presented_one_is_ever_logged(sink, start_collector, caplog, capfd):

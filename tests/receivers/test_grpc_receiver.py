@@ -29,7 +29,7 @@ def test_a_full_pipeline_is_answered_before_the_message_is_sent(sink, start_coll
     finally:
         release.set()
     assert error.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert collector.pipeline.received_spans == 1
+    assert collector.pipeline.counts.received_spans == 1
 
 
 def test_a_call_without_a_message_is_invalid_argument(sink, start_collector):

@@ -48,7 +48,7 @@ def test_a_plaintext_client_is_not_served_by_a_tls_receiver(protocol, pki, sink,
     collector = start_collector(tls_config(sink, pki, mutual=False))
     result = EXPORTS[protocol](port_of(collector, protocol), "in the clear", timeout_s=1)
     assert result is SpanExportResult.FAILURE
-    assert collector.pipeline.received_spans == 0
+    assert collector.pipeline.counts.received_spans == 0
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -65,7 +65,7 @@ def test_mutual_tls_takes_only_a_client_certificate_from_the_configured_ca(clien
         assert wait_until(lambda: [s.name for s in sink.spans()] == ["client from the CA"])
     else:
         assert result is SpanExportResult.FAILURE
-        assert collector.pipeline.received_spans == 0
+        assert collector.pipeline.counts.received_spans == 0
         assert sink.spans() == []
 
 
@@ -93,7 +93,7 @@ def test_mutual_tls_refuses_at_the_handshake_with_no_reply(version, client, prot
                 except ssl.SSLError:
                     reply = b""
                 assert reply == b""
-    assert collector.pipeline.received_spans == 0
+    assert collector.pipeline.counts.received_spans == 0
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

@@ -90,7 +90,7 @@ async def graded(tmp_path, dataset: str, judge: dict | None, turns: list[list]) 
                         clock=lambda: clock[0])
     await processor.start()
     await pipeline.start()
-    receiver = MemoryReceiver(pipeline)
+    receiver = MemoryReceiver(pipeline.intake)
     for spans in turns:
         receiver.send(request_of(spans, resource_attributes={"eval.case.id": "oslo-trip"}))
         clock[0] += 2.0
@@ -164,7 +164,7 @@ async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(
     await processor.start()
     await pipeline.start()
     trace_id = new_trace_id()
-    MemoryReceiver(pipeline).send(request_of(
+    MemoryReceiver(pipeline.intake).send(request_of(
         turn(trace_id, "What's the weather in Oslo?", "It is Snowing, -3 C",
              ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
         resource_attributes={"eval.case.id": "oslo-trip"}))

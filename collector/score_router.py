@@ -1,4 +1,7 @@
-"""`score_router` processor: send each trace to exporters chosen by its scores.
+"""`score_router`: send each trace to exporters chosen by its scores.
+
+Listed among the processors, as in the Collector's YAML, but it scores nothing: the
+pipeline's fan-out stage asks it, per trace, which exporters the trace goes to.
 
 In the style of the Collector's routing connector: a table of routes, each a condition
 on the trace's results and the exporters (of the traces pipeline) it goes to, and
@@ -37,7 +40,6 @@ from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.result import MetricResult
 from spanscore.core.routing import Route
 from spanscore.core.sampling import trace_id_sampled
-from spanscore.processors.base import Processor
 
 LABELS = ("pass", "fail", "error")
 
@@ -109,12 +111,18 @@ class ScoreRouterConfig(ComponentConfig):
         return {e for route in self.table for e in route.exporters} | set(self.default_exporters or ())
 
 
-class ScoreRouter(Processor):
-    """A TraceRouter: it scores nothing itself; the pipeline asks it where traces go."""
+class ScoreRouter:
+    """A TraceRouter: the fan-out asks it where each trace goes; it holds no resources."""
 
     def __init__(self, component_id: str, config: ScoreRouterConfig):
         self.id = component_id
         self.config = config
+
+    async def start(self) -> None:
+        pass
+
+    async def shutdown(self, deadline: float) -> None:
+        pass
 
     def route(self, results: Sequence[MetricResult], trace_id: bytes) -> Route:
         exporters: set[str] = set()

@@ -1,21 +1,25 @@
-"""Running the processors on a batch of traces or one closing session, wherever they live.
+"""The scoring stage: the processors over a batch of traces or one closing session.
 
-`LocalScoring` runs them on the collector's event loop; `scoring_workers.WorkerScoring`
-runs the same `LocalScoring` inside worker processes and hands its outcomes back. The
-pipeline only sees `Scored`: what to attach, or why the trace was left unscored.
+One interface, `Scoring`, two places to run: `LocalScoring` runs the processors on the
+collector's event loop; `scoring_workers.WorkerScoring` runs the same `LocalScoring`
+inside worker processes and hands its outcomes back. Either way `LocalScoring` decides
+which traces are in the scoring scope, where the processors run, and records each
+scored trace in its session. The pipeline only sees `Scored`: what to attach, or why
+the trace was left unscored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from spanscore.collector.score_scope import ScoreScope
 from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
-from spanscore.core.session import Session
+from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
@@ -46,6 +50,25 @@ class Scored:
         return cls(results=[MetricResult.failure(name, exc) for name in metric_names])
 
 
+# The session a trace in the scoring scope is scored in (opened if need be), or None.
+SessionOf = Callable[[Trace], "Session | None"]
+
+
+class Scoring(Protocol):
+    """Where the processors run. Called on the collector's event loop; a batch holds at
+    most one trace per session, and a session's traces come in the order they were ready."""
+
+    metric_names: tuple[str, ...]
+    tracks_sessions: bool  # a processor reads sessions: they are opened and closed for it
+
+    def provenance(self) -> dict[str, Provenance]: ...
+
+    async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
+        """One `Scored` per trace, in order; a trace outside the scope has a skip reason."""
+
+    async def score_session(self, session: Session) -> Scored: ...
+
+
 class LocalScoring:
     """The processors of one pipeline, run in this process."""
 
@@ -67,8 +90,23 @@ class LocalScoring:
             log.exception("could not decide whether to score trace %s; scoring it", trace.trace_id_hex)
             return None
 
-    async def score_batch(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
-        """Every processor over the batch (at most one trace per session), in turn."""
+    async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
+        """The traces in scope, each in its session, through every processor in turn."""
+        answers: list[Scored] = []
+        items: list[tuple[Trace, Session | None]] = []
+        for trace in traces:
+            skip = self.skip_reason(trace)
+            answers.append(Scored(skip_reason=skip))
+            if skip is None:  # settled before a session is opened for it
+                items.append((trace, session_of(trace)))
+        scored = iter(await self._run_processors(items) if items else ())
+        answers = [answer if answer.skip_reason is not None else next(scored) for answer in answers]
+        for trace, session in items:
+            if session is not None:
+                session.traces.append(TraceSummary.of(trace))
+        return answers
+
+    async def _run_processors(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
         scored = [Scored() for _ in items]
         for processor_id, processor in self.processors:
             try:
@@ -89,6 +127,8 @@ class LocalScoring:
                 else:
                     for item in output:
                         one.add(item)
+        for (trace, _), one in zip(items, scored):
+            trace.results = one.results  # what the session's summary of the trace holds
         return scored
 
     async def score_session(self, session: Session) -> Scored:

@@ -1,0 +1,184 @@
+"""The scheduler: ready traces to the scoring stage, sessions in order, then onward.
+
+A timer releases ready traces from the assembler. Traces in the scoring scope wait in a
+ready queue for scorers, which take them in batches of up to `scoring_batch` (one trace
+per session at a time, so a session's traces are scored in the order they were ready),
+at most `scoring_concurrency` traces out at once: waiting costs no task per trace, and
+CPU-bound metrics cannot keep the receivers and exporters that share the event loop
+waiting. Each scored trace gets its scores attached and goes to the fan-out; scoring
+never holds a trace back, even a crashed or cancelled scoring exports its traces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from spanscore.collector.assembler import Assembler
+from spanscore.collector.attach import ScoreAttacher
+from spanscore.collector.fanout import FanOut
+from spanscore.collector.pipeline_counts import PipelineCounts
+from spanscore.collector.ready_queue import ReadyQueue
+from spanscore.collector.score_scope import NOT_AGENT_TRACE
+from spanscore.collector.scoring import Scoring
+from spanscore.collector.sessions import Sessions
+from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.core.once import FirstSeen
+from spanscore.core.quoting import excerpt
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+
+log = logging.getLogger("spanscore.pipeline")
+
+MAX_TICK_S = 0.1
+MIN_TICK_S = 0.005
+
+
+class Scheduler:
+    """Owns the ready queue and the scoring tasks; on the collector's event loop."""
+
+    def __init__(self, assembler: Assembler, scoring: Scoring | None, attacher: ScoreAttacher, fanout: FanOut,
+                 sessions: Sessions, counts: PipelineCounts, clock: Callable[[], float],
+                 book: WriteAheadBook | None = None):
+        config = assembler.config
+        self.assembler = assembler
+        self.scoring = scoring
+        self.attacher = attacher
+        self.fanout = fanout
+        self.sessions = sessions
+        self.counts = counts
+        self.clock = clock
+        self.book = book
+        self.concurrency = config.scoring_concurrency
+        self.tracks_sessions = scoring is not None and scoring.tracks_sessions
+        self.ready = ReadyQueue(config.scoring_batch, max_out=config.scoring_concurrency,
+                                ordered_sessions=self.tracks_sessions)
+        self._scorers: list[asyncio.Task] = []
+        self._ticker: asyncio.Task | None = None
+        self._unscored_services = FirstSeen()
+
+    def start(self) -> None:
+        if self.scoring is not None:
+            self._scorers = [asyncio.create_task(self._score_forever(), name=f"scoring-{i}")
+                             for i in range(self.concurrency)]
+        self._ticker = asyncio.create_task(self._tick_forever(), name="pipeline-ticker")
+
+    # Readiness -------------------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        wait_s = self.assembler.config.trace_wait
+        while True:
+            try:
+                self.tick()
+            except Exception:
+                log.exception("pipeline tick failed")
+            deadline = self.assembler.next_deadline()
+            sleep_s = MAX_TICK_S if deadline is None else deadline - self.clock()
+            await asyncio.sleep(min(max(sleep_s, MIN_TICK_S), MAX_TICK_S, max(wait_s, MIN_TICK_S)))
+
+    def tick(self) -> None:
+        """Release ready traces and close idle sessions as of now."""
+        now = self.clock()
+        for trace in self.assembler.pop_ready(now):
+            self.dispatch(trace)
+        self.sessions.close_idle(now)
+
+    def dispatch(self, trace: Trace) -> None:
+        if trace.late or self.scoring is None:
+            self.fanout.export(trace)
+        else:
+            # Whether it is scored, and its session, are settled by a scorer: the scope may
+            # need the normalized view, whose cost belongs off the release tick.
+            self.ready.put(trace)
+
+    # Scoring ---------------------------------------------------------------------------
+
+    async def _score_forever(self) -> None:
+        ready = self.ready
+        while True:
+            batch = await ready.get_batch()
+            try:
+                await self._score_batch(batch)
+            finally:
+                ready.done(batch)
+            # A processor that never suspends (an inline embedder) and a backlog in the
+            # queue would otherwise keep the loop from the receivers, the exporters and
+            # the ticker until the backlog is gone: clients time out, nothing leaves.
+            await asyncio.sleep(0)
+
+    async def _score_batch(self, traces: list[Trace]) -> None:
+        opened: dict[bytes, Session] = {}
+
+        def session_of(trace: Trace) -> Session | None:
+            if not (trace.session_id and self.tracks_sessions):
+                return None
+            session = self.sessions.open_for(trace)
+            session.scoring = True
+            opened[trace.trace_id] = session
+            return session
+
+        try:
+            answers = await self.scoring.score_batch(traces, session_of)
+            for trace, scored in zip(traces, answers):
+                if scored.skip_reason is not None:
+                    self._leave_unscored(trace, scored.skip_reason)
+                    continue
+                session = opened.get(trace.trace_id)
+                if session is not None and self.book is not None:
+                    self.book.scored_in(trace, session)
+                self.attacher.attach(trace, scored)
+        finally:
+            for session in opened.values():
+                self.sessions.scored(session)
+            for trace in traces:
+                trace.release_derived()  # the views derived for the processors are not kept while exporting
+                self.fanout.export(trace)
+                self.ready.release(trace)  # the next trace of its session, held back until now, may go
+
+    def _leave_unscored(self, trace: Trace, reason: str) -> None:
+        self.counts.unscored_traces += 1
+        service = trace.service_name
+        if isinstance(service, str):  # the client's text: quoted, and remembered, cut short
+            service = excerpt(service)
+        if reason == NOT_AGENT_TRACE and self._unscored_services.first(service):
+            log.info("service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
+                     "processors.assembler.score.agent_traces_only: false scores every trace)", service, reason)
+        else:
+            log.debug("trace %s forwarded unscored: %s", trace.trace_id_hex, reason)
+
+    # Shutdown --------------------------------------------------------------------------
+
+    async def drain(self, deadline: float) -> None:
+        """Release every held trace and close every session, all by `deadline`; what could
+        not be scored by then goes to the exporters unscored."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            await asyncio.gather(self._ticker, return_exceptions=True)
+        for trace in self.assembler.pop_all():
+            self.dispatch(trace)
+        await self._drain_ready(deadline)
+        await self.sessions.close_all(deadline)
+        for scorer in self._scorers:
+            scorer.cancel()
+        await asyncio.gather(*self._scorers, return_exceptions=True)
+
+    async def settle(self) -> None:
+        """Until every trace released so far is scored and handed to the exporters, and
+        every closing session is done (for tests and embedders driving `tick`)."""
+        if self._scorers:
+            await self.ready.join()
+        await self.sessions.wait()
+
+    async def _drain_ready(self, deadline: float) -> None:
+        try:
+            await asyncio.wait_for(self.ready.join(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+            log.error("shutdown deadline passed with %d traces waiting to be scored; exporting them unscored",
+                      len(self.ready))
+            for scorer in self._scorers:
+                scorer.cancel()  # a cancelled scoring still exports its traces
+            await asyncio.gather(*self._scorers, return_exceptions=True)
+            for trace in self.ready.take_all():
+                self.fanout.export(trace)

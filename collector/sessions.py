@@ -1,0 +1,128 @@
+"""The open sessions: opened by a trace's scoring, closed when idle, over the bound, or at
+shutdown, when the session processors run and the carrier span goes to the fan-out.
+
+A session closes after `session_idle` without a new trace, or early when more than
+`max_open_sessions` are open (the least recently active first). A session whose trace is
+being scored closes once that batch is done, so its processors see every trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from spanscore.collector.attach import ScoreAttacher
+from spanscore.collector.fanout import FanOut
+from spanscore.collector.pipeline_counts import PipelineCounts
+from spanscore.collector.scoring import Scoring
+from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+
+log = logging.getLogger("spanscore.pipeline")
+
+
+class Sessions:
+    """Owns the open sessions and the tasks closing them; on the collector's event loop."""
+
+    def __init__(self, open_sessions: OrderedDict[str, Session], idle_s: float, max_open: int,
+                 scoring: Scoring | None, attacher: ScoreAttacher, fanout: FanOut, counts: PipelineCounts,
+                 clock: Callable[[], float], book: WriteAheadBook | None = None):
+        self.open = open_sessions  # least recently active first; the fan-out reads it too
+        self.idle_s = idle_s
+        self.max_open = max_open
+        self.scoring = scoring
+        self.attacher = attacher
+        self.fanout = fanout
+        self.counts = counts
+        self.clock = clock
+        self.book = book
+        self._closing: set[asyncio.Task] = set()
+
+    def __len__(self) -> int:
+        return len(self.open)
+
+    def open_for(self, trace: Trace) -> Session:
+        """The session `trace` belongs to, opened if need be, marked active now."""
+        now = self.clock()
+        session = self.open.get(trace.session_id)
+        if session is None:
+            origin = trace.root_origin or next(iter(trace.spans_by_origin))
+            resource = type(origin.resource)()
+            resource.CopyFrom(origin.resource)
+            session = Session(trace.session_id, resource, now)
+            self.open[trace.session_id] = session
+            if len(self.open) > self.max_open:
+                oldest = next(iter(self.open))
+                log.warning("more than %d open sessions: closing the least recently active (%s) early",
+                            self.max_open, oldest)
+                self.close(oldest)
+        session.last_activity = now
+        self.open.move_to_end(trace.session_id)
+        return session
+
+    def close_idle(self, now: float) -> None:
+        idle_before = now - self.idle_s
+        while self.open:
+            session_id, session = next(iter(self.open.items()))
+            if session.last_activity > idle_before:
+                break
+            self.close(session_id)
+
+    def close(self, session_id: str) -> None:
+        session = self.open.pop(session_id)
+        if session.scoring:  # closes once the batch scoring its trace is done
+            session.close_pending = True
+        else:
+            self._spawn_close(session)
+
+    def scored(self, session: Session) -> None:
+        """The batch scoring one of the session's traces is done."""
+        session.scoring = False
+        if session.close_pending:
+            self._spawn_close(session)
+
+    async def close_all(self, deadline: float) -> None:
+        await self.wait(deadline)
+        for session_id in list(self.open):
+            self.close(session_id)
+        await self.wait(deadline)
+
+    async def wait(self, deadline: float | None = None) -> None:
+        """Until the sessions closing now are done; past `deadline` they are cancelled."""
+        while self._closing:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                log.error("shutdown deadline passed with %d traces or sessions still being scored",
+                          len(self._closing))
+                for task in list(self._closing):
+                    task.cancel()
+                await asyncio.gather(*self._closing, return_exceptions=True)
+                return
+            await asyncio.wait(list(self._closing), timeout=remaining)
+
+    async def _close(self, session: Session) -> None:
+        carrier = None
+        try:
+            if session.traces:  # else none of its traces was scored: nothing to close on
+                start_ns = time.time_ns()
+                carrier = self.attacher.carrier(session, await self.scoring.score_session(session), start_ns)
+        finally:
+            if self.book is not None:
+                self.book.session_closed(session, carrier)
+        if carrier is not None:
+            self.counts.held_spans += 1
+            self.fanout.export(carrier)
+
+    def _spawn_close(self, session: Session) -> None:
+        task = asyncio.create_task(self._close(session))
+        self._closing.add(task)
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scoring task failed", exc_info=task.exception())

@@ -1,0 +1,66 @@
+"""The write-ahead log's bookkeeping: when a logged request is done with.
+
+A trace's spans are done with in the log once every exporter is done with the trace,
+except while the session it was scored in is open: then they stay, marked exported, so
+a crash can rebuild the session (they are scored again for it, not sent again). The
+session's traces are done with once its carrier span is exported, or when it closes
+with nothing to carry.
+"""
+
+from __future__ import annotations
+
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+from spanscore.extensions.write_ahead_log import WriteAheadLog
+
+
+class WriteAheadBook:
+    """Owned by the pipeline; touched on the collector's event loop only."""
+
+    def __init__(self, log: WriteAheadLog):
+        self.log = log
+        self._rescore_only: set[bytes] = set()  # replayed traces already exported: scored again, not sent
+        self._scored_in: dict[bytes, Session] = {}  # trace id -> the open session it was scored in
+        self._carried: dict[bytes, Session] = {}  # carrier trace id -> the session it carries
+
+    def rescore_only(self, trace_ids: set[bytes]) -> None:
+        self._rescore_only |= trace_ids
+
+    def sent_before(self, trace: Trace) -> bool:
+        """`trace` was exported before a crash: it is scored again for its session, not sent."""
+        if trace.trace_id in self._rescore_only:
+            self._rescore_only.discard(trace.trace_id)
+            return True
+        return False
+
+    def scored_in(self, trace: Trace, session: Session) -> None:
+        self._scored_in[trace.trace_id] = session
+
+    def session_closed(self, session: Session, carrier: Trace | None) -> None:
+        """Its traces are done with once `carrier` is exported; now, without one."""
+        if carrier is None:
+            self._settle(session)
+        else:
+            self._carried[carrier.trace_id] = session
+
+    def exported(self, trace: Trace, open_sessions: dict[str, Session]) -> None:
+        """Every exporter is done with `trace`."""
+        session = self._scored_in.pop(trace.trace_id, None)
+        carried = self._carried.pop(trace.trace_id, None)
+        if trace.undelivered:  # left in the log, to be sent after a restart
+            return
+        if carried is not None:  # a session's carrier is out: its traces are done with
+            self._settle(carried)
+        keep = session is not None and open_sessions.get(session.session_id) is session
+        for origin, positions in trace.spans_by_origin.items():
+            if origin.record is not None:
+                if keep:
+                    self.log.exported(origin.record, trace.trace_id, len(positions))
+                    session.unsettled.append((origin.record, trace.trace_id, len(positions)))
+                else:
+                    self.log.done(origin.record, trace.trace_id, len(positions))
+
+    def _settle(self, session: Session) -> None:
+        for record, trace_id, spans in session.unsettled:
+            self.log.done(record, trace_id, spans)
+        session.unsettled.clear()
