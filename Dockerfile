@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # Only what the build reads: pyproject, the readme it names, the folders its package-dir
-# maps, and otel-config.yaml, which collector/otel-config.yaml (package data) links to.
+# maps, and otel-config.yaml, which src/spanscore/otel-config.yaml (package data) links to.
 WORKDIR /build
 COPY pyproject.toml README.md otel-config.yaml ./
 COPY src/ src/
@@ -18,6 +18,9 @@ COPY receivers/ receivers/
 COPY processors/ processors/
 COPY exporters/ exporters/
 COPY extensions/ extensions/
+COPY pipeline/ pipeline/
+COPY config/ config/
+COPY offline/ offline/
 COPY collector/ collector/
 RUN pip install --no-cache-dir . && rm -rf /build
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from spanscore.collector.assembler import Assembler, AssemblerConfig  # noqa: E402
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig  # noqa: E402
 from spanscore.processors.agent_trace import build_agent_trace  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR, load_spans  # noqa: E402
 from tests.support.otlp_json import read_requests, spans_by_trace  # noqa: E402

@@ -25,9 +25,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from spanscore.collector.assembler import DEFAULT_SCORING_BATCH, Assembler, AssemblerConfig  # noqa: E402
-from spanscore.collector.gc_tuning import tune_for_collector  # noqa: E402
-from spanscore.collector.ready_queue import ReadyQueue  # noqa: E402
+from spanscore.pipeline.assembler import DEFAULT_SCORING_BATCH, Assembler, AssemblerConfig  # noqa: E402
+from spanscore.pipeline.gc_tuning import tune_for_collector  # noqa: E402
+from spanscore.pipeline.ready_queue import ReadyQueue  # noqa: E402
 from spanscore.core.attributes import any_value_to_python  # noqa: E402
 from spanscore.core.session import Session, TraceSummary  # noqa: E402
 from spanscore.processors.agent_trace import agent_summary_of, build_agent_trace  # noqa: E402

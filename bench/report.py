@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spanscore.collector.suite_attempts import read_scored  # noqa: E402
-from spanscore.collector.suite_html import render  # noqa: E402
-from spanscore.collector.suite_report import summarize  # noqa: E402
+from spanscore.offline.suite_attempts import read_scored  # noqa: E402
+from spanscore.offline.suite_html import render  # noqa: E402
+from spanscore.offline.suite_report import summarize  # noqa: E402
 from spanscore.core.otlp_json import encode_request  # noqa: E402
 from tests.support.spans import new_span_id, new_trace_id, request_of, span  # noqa: E402
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from spanscore.collector.config import load_config  # noqa: E402
-from spanscore.collector.score_files import score_files, summary_table  # noqa: E402
+from spanscore.config.loader import load_config  # noqa: E402
+from spanscore.offline.score_files import score_files, summary_table  # noqa: E402
 from spanscore.core.otlp_json import encode_request  # noqa: E402
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from spanscore.collector.config import Component as Configured
-from spanscore.collector.config import Config
+from spanscore.config.loader import Component as Configured
+from spanscore.config.loader import Config
 from spanscore.core.auth import ClientAuthenticator, auth_references
 from spanscore.core.component import Component
 from spanscore.core.consumer import TracesConsumer

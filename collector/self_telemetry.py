@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from spanscore.collector.pipeline import Pipeline
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.exporters.base import DROP_REASONS
 from spanscore.exporters.score_metrics import Reading
 from spanscore.processors.circuit_breaker import BreakerState
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.figures import JudgeFigures, judge_figures
-from spanscore.processors.memory_limiter import MemoryLimiter
+from spanscore.pipeline.memory_limiter import MemoryLimiter
 
 _SEVERITY = (BreakerState.CLOSED, BreakerState.HALF_OPEN, BreakerState.OPEN)  # least to most severe
 

@@ -15,12 +15,12 @@ import logging
 import time
 from collections.abc import Iterable
 
-from spanscore.collector.assembler import Assembler
+from spanscore.pipeline.assembler import Assembler
 from spanscore.collector.authenticators import create_receiver, with_client_auth
-from spanscore.collector.config import Config
-from spanscore.collector.gc_tuning import tune_for_collector
-from spanscore.collector.pipeline import Pipeline
-from spanscore.collector.scoring_workers import WorkerScoring, WorkerSetup
+from spanscore.config.loader import Config
+from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.wiring import Pipeline
+from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.collector.self_telemetry import memory_limiter_readings, pipeline_readings
 from spanscore.core.component import Component, PipelineWatcher
 from spanscore.exporters.evaluation_logs import EvaluationLogs

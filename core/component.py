@@ -4,7 +4,7 @@ Components are named `type[/name]` in config, as in the OpenTelemetry Collector.
 component type is described by a `ComponentFactory`: its kind, its type name, a pydantic
 config model (extra keys forbidden, defaults filled in) and how to build an instance. The
 service builds its table of factories from an explicit list of built-ins plus the entry
-points of the `spanscore.components` group (see `spanscore.collector.components`);
+points of the `spanscore.components` group (see `spanscore.config.components`);
 nothing registers itself as an import side effect.
 
 Every component, whatever its kind, has the same lifecycle: `start()` once, then

@@ -34,6 +34,7 @@ from pydantic import Field, model_validator
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentFactory
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import is_session_carrier
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
 from spanscore.exporters.http_client import client_session, retry_after
@@ -45,12 +46,10 @@ SPAN_ANNOTATIONS_PATH = "/v1/span_annotations"
 SESSION_ANNOTATIONS_PATH = "/v1/session_annotations"
 IDENTIFIER = "spanscore"
 ERROR_LABEL = "error"  # the label of a result with no score, so errors can be filtered on
-# Exporters may not import processors (pyproject's layers), so the carrier's name and
-# scope (processors/attacher.py), the judge's metric names (processors/judge/rubrics.py)
-# and the embedding metrics' names (processors/embedding_processor.py) are repeated
-# here; tests/e2e/test_phoenix.py checks they match.
-SESSION_SPAN_NAME = "evaluate_session"
-SCOPE_NAME = "spanscore"
+# Exporters may not import processors (pyproject's layers), so the judge's metric names
+# (processors/judge/rubrics.py) and the embedding metrics' names
+# (processors/embedding_processor.py) are repeated here; tests/e2e/test_phoenix.py
+# checks they match.
 JUDGE_METRICS = frozenset({"task_completion", "tool_correctness", "argument_correctness", "step_efficiency",
                            "confidence", "plan_adherence", "plan_quality"})
 EMBEDDING_METRICS = frozenset({"coherence", "loop_detection"})
@@ -92,12 +91,6 @@ def annotator_kind(metric: str, evaluator: str | None) -> str:
     return "CODE" if evaluator == CODE_EVALUATOR or metric in EMBEDDING_METRICS else "LLM"
 
 
-def is_session_carrier(trace: Trace) -> bool:
-    root, origin = trace.root, trace.root_origin
-    return (trace.session_id is not None and root is not None and origin is not None
-            and root.name == SESSION_SPAN_NAME and origin.scope_spans.scope.name == SCOPE_NAME)
-
-
 def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
     """The fields Phoenix's span and session annotations share, for one result."""
     prefix = f"eval.{result.name}."
@@ -134,7 +127,7 @@ class PhoenixExporter(Exporter):
             anchor = trace.anchor
             if not trace.results or anchor is None:
                 continue
-            if self.config.annotate_sessions and is_session_carrier(trace):
+            if self.config.annotate_sessions and trace.session_id is not None and is_session_carrier(trace):
                 sessions.extend({**annotation(r, anchor.attributes), "session_id": trace.session_id}
                                 for r in trace.results)
             else:

@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from spanscore.collector.assembler import DEFAULT_SESSION_KEYS
-from spanscore.collector.config import Config, load_config
+from spanscore.pipeline.assembler import DEFAULT_SESSION_KEYS
+from spanscore.config.loader import Config, load_config
 from spanscore.core.endpoints import split_host_port
 from tests.support.running import health_check_ok, wait_until
 
@@ -317,7 +317,7 @@ def package_folder(package: str) -> Path:
 def test_dockerfile_copies_every_folder_pyproject_maps_and_what_the_build_reads():
     needed = list(PYPROJECT["tool"]["setuptools"]["package-dir"].values())
     needed += ["pyproject.toml", PYPROJECT["project"]["readme"]]
-    # Package data that is a link (collector/otel-config.yaml) needs its target too.
+    # Package data that is a link (src/spanscore/otel-config.yaml) needs its target too.
     for package, patterns in PYPROJECT["tool"]["setuptools"].get("package-data", {}).items():
         folder = package_folder(package)
         for pattern in patterns:

@@ -2,6 +2,6 @@
 
 import sys
 
-from spanscore.collector.cli import main
+from spanscore.cli import main
 
 sys.exit(main())

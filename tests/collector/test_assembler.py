@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
 from tests.support.spans import kv, new_span_id, new_trace_id, request_of, span
 
 

@@ -151,7 +151,7 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, stderr
-    assert "collector/otel-config.yaml: valid" in stderr
+    assert "spanscore/otel-config.yaml: valid" in stderr
     assert "LLM-judge metrics not run (task_completion," in stderr and "no judge configured" in stderr
     lines = stdout.splitlines()
     assert len(lines) == 3, stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import EntryPoint
 
-from spanscore.collector.components import BUILTIN_FACTORIES, ENTRY_POINT_GROUP, Factories, _add_plugin, build_factories
+from spanscore.config.components import BUILTIN_FACTORIES, ENTRY_POINT_GROUP, Factories, _add_plugin, build_factories
 from spanscore.core.component import ComponentFactory
 from spanscore.processors.session_processor import FACTORY as SESSION_METRICS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spanscore.collector.config import ConfigError, load_config, parse_config
+from spanscore.config.loader import ConfigError, load_config, parse_config
 from spanscore.core.durations import parse_duration
 from tests.support.factories import TEST_FACTORIES
 

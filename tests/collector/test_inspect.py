@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
-from spanscore.processors.attacher import session_carrier
+from spanscore.pipeline.score_attributes import session_carrier
 from tests.support.agent_fixtures import AGENT_NAME, FINAL_ANSWER, QUESTION, SESSION_ID, SPANS_DIR, WEATHER_REPORT
 from tests.support.otlp_json import read_requests
 from tests.support.spans import AGENT_ROOT, request_of, span

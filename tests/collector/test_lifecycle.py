@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.collector.components import BUILTIN_FACTORIES
+from spanscore.config.components import BUILTIN_FACTORIES
 from spanscore.core.component import Component, ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
 from spanscore.core.trace_exporter import TraceExporter

@@ -12,15 +12,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.pipeline import Pipeline
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.exporters.memory import MemoryExporter
-from spanscore.processors.attacher import EVALUATION_EVENT, SESSION_SPAN_NAME
+from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.processors.base import Processor
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver

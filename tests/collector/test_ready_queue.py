@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from spanscore.collector.ready_queue import ReadyQueue
+from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.core.trace import Trace
 
 

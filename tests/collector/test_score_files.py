@@ -9,8 +9,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from spanscore.collector.config import parse_config
-from spanscore.collector.score_files import score_files
+from spanscore.config.loader import parse_config
+from spanscore.offline.score_files import score_files
 from spanscore.core.attributes import attributes_to_dict
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_json import read_requests

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.collector.config import parse_config
+from spanscore.config.loader import parse_config
 from spanscore.core.session import Session
-from spanscore.processors.attacher import SESSION_SPAN_NAME, session_carrier
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
+from spanscore.pipeline.score_attributes import session_carrier
 from tests.collector import test_pipeline
 from tests.collector.test_config import MINIMAL, problems_of
 from tests.collector.test_pipeline import toy
@@ -126,7 +127,7 @@ async def test_a_session_carrier_received_again_is_not_rescored(rig_for):
 
 
 async def test_without_processors_the_normalized_view_is_never_built(rig_for, monkeypatch):
-    from spanscore.collector import score_scope
+    from spanscore.pipeline import score_scope
 
     def fail(trace):
         raise AssertionError("normalized view built without processors")

@@ -17,7 +17,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.sdk.trace.export import SpanExportResult
 from prometheus_client.parser import text_string_to_metric_families
 
-from spanscore.processors.memory_limiter import MIB
+from spanscore.pipeline.memory_limiter import MIB
 from tests.collector.test_cli import ROOT, SPANSCORE, free_port
 from tests.e2e.test_bad_input import good_request, grpc_export, post
 from tests.support.running import sink_config, wait_until

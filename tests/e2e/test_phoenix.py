@@ -32,12 +32,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spanscore.collector.config import ConfigError, parse_config
+from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.exporters import phoenix as phoenix_exporter
-from spanscore.processors import attacher
+from spanscore.pipeline import score_attributes
 from spanscore.processors.embedding_processor import COHERENCE, LOOP_DETECTION
 from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.support.factories import TEST_FACTORIES
@@ -307,7 +307,7 @@ def test_a_phoenix_exporter_without_endpoint_is_a_config_error():
 def carrier_of(session_id: str, results: list[MetricResult]) -> Trace:
     """An `evaluate_session` carrier trace as the pipeline exports it."""
     session = Session(session_id, request_of([]).resource_spans[0].resource, 0.0, results=results)
-    resource_spans = attacher.session_carrier(session, 1_000, 2_000, "1.0")
+    resource_spans = score_attributes.session_carrier(session, 1_000, 2_000, "1.0")
     scope_spans = resource_spans.scope_spans[0]
     span = scope_spans.spans[0]
     trace = Trace(span.trace_id, 0.0)
@@ -340,9 +340,7 @@ def test_session_results_annotate_the_session_or_else_the_carrier_span(annotate_
     assert config.base_url == "http://127.0.0.1:6006"
 
 
-def test_the_names_the_exporter_repeats_match_the_processors():
+def test_the_metric_names_the_exporter_repeats_match_the_processors():
     # Exporters may not import processors, so these are copies; they must not drift.
     assert phoenix_exporter.JUDGE_METRICS == set(METRIC_NAMES)
     assert phoenix_exporter.EMBEDDING_METRICS == {COHERENCE, LOOP_DETECTION}
-    assert phoenix_exporter.SESSION_SPAN_NAME == attacher.SESSION_SPAN_NAME
-    assert phoenix_exporter.SCOPE_NAME == attacher.SCOPE_NAME

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from spanscore.collector.config import ConfigError, parse_config
+from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.sampling import trace_id_sampled
-from spanscore.collector.score_router import Condition, ScoreRouter, ScoreRouterConfig
+from spanscore.pipeline.score_router import Condition, ScoreRouter, ScoreRouterConfig
 from tests.processors.test_score_encoding import TOY, send
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_sink import OtlpSink

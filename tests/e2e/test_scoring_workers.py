@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.ingest import child_pids
-from spanscore.collector.assembler import AssemblerConfig
+from spanscore.pipeline.assembler import AssemblerConfig
 from spanscore.core.attributes import attributes_to_dict
 from tests.e2e.test_scale_out import CONFIG, Replica, scores, send_sessions
 from tests.exporters.test_score_metrics import free_port

@@ -19,8 +19,8 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.pipeline import Pipeline
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.consumer import ConsumerFull
 from spanscore.extensions.write_ahead_log import WriteAheadLog

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spanscore.collector.config import ConfigError, parse_config
+from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.provenance import CODE_PROVENANCE
 from tests.processors.test_score_encoding import TOY, send

@@ -24,7 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of, build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize
 from tests.fuzz.strategies import SPAN_IDS, json_values

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from spanscore.collector.config import Config, ConfigError, parse_config
+from spanscore.config.loader import Config, ConfigError, parse_config
 from tests.fuzz.strategies import mutated, text_mutated
 from tests.support.factories import TEST_FACTORIES
 

@@ -22,8 +22,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.pipeline import Pipeline
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from tests.fixtures.frameworks.capture import FIXTURES, discover
 from tests.fixtures.frameworks.weather import (

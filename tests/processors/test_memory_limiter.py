@@ -11,9 +11,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import ValidationError
 
-from spanscore.collector.config import ConfigError, parse_config
+from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
-from spanscore.processors.memory_limiter import MIB, MemoryLimiter, MemoryLimiterConfig, resident_bytes
+from spanscore.pipeline.memory_limiter import MIB, MemoryLimiter, MemoryLimiterConfig, resident_bytes
 from tests.support.factories import TEST_FACTORIES
 
 

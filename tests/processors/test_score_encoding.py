@@ -8,7 +8,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
-from spanscore.processors.attacher import attach_results
+from spanscore.pipeline.score_attributes import attach_results
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanscore.processors import score_wire
+from spanscore.pipeline import score_wire
 from tests.support.spans import any_value
 
 values = st.one_of(st.text(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spanscore.collector.config import ConfigError, parse_config
+from spanscore.config.loader import ConfigError, parse_config
 from tests.support.factories import TEST_FACTORIES
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spanscore.collector.components import build_factories
+from spanscore.config.components import build_factories
 from tests.support import recording_processor, toy_metric
 
 # Installed plugins stay out, so the suite sees the same types wherever it runs.

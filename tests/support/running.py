@@ -6,7 +6,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 
-from spanscore.collector.config import parse_config
+from spanscore.config.loader import parse_config
 from spanscore.collector.service import Service
 from tests.support.event_loop_thread import EventLoopThread
 from tests.support.factories import TEST_FACTORIES

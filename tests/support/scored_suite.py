@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spanscore.collector.config import parse_config
-from spanscore.collector.score_files import score_files
+from spanscore.config.loader import parse_config
+from spanscore.offline.score_files import score_files
 from spanscore.core.otlp_json import encode_request
 from tests.support.factories import TEST_FACTORIES
 from tests.support.spans import new_span_id, new_trace_id, request_of, span

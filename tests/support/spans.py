@@ -15,7 +15,7 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from spanscore.processors.attacher import EVALUATION_EVENT
+from spanscore.pipeline.score_attributes import EVALUATION_EVENT
 
 
 def kv(key: str, value) -> KeyValue:

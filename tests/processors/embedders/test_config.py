@@ -3,7 +3,7 @@ import logging
 import pytest
 from pydantic import ValidationError
 
-from spanscore.collector.config import _pydantic_problems
+from spanscore.config.loader import _pydantic_problems
 from spanscore.core.component import ComponentConfig
 from spanscore.processors.embedders import config as embedder_config
 from spanscore.processors.embedders import minilm

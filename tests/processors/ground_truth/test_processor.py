@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.pipeline import Pipeline
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.exporters.memory import MemoryExporter
-from spanscore.processors.attacher import SESSION_SPAN_NAME
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.processors.ground_truth.processor import NO_JUDGE, GroundTruth, GroundTruthConfig
 from spanscore.receivers.memory import MemoryReceiver
 from tests.processors.ground_truth.test_judging import parts

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.otlp_files import read_requests
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.offline.otlp_files import read_requests
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_trace_of

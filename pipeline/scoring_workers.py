@@ -33,9 +33,9 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from spanscore.collector.gc_tuning import tune_for_collector
-from spanscore.collector.score_scope import ScoreScope, ScoreScopeConfig
-from spanscore.collector.scoring import LocalScoring, Scored, SessionOf
+from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
+from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary

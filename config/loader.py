@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from spanscore.collector.components import Factories, build_factories
-from spanscore.collector.envsubst import expand_env
+from spanscore.config.components import Factories, build_factories
+from spanscore.config.envsubst import expand_env
 from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, auth_references
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spanscore.collector.pipeline_counts import PipelineCounts
-from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.routing import ROUTE_ATTRIBUTE, TraceRouter
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.trace_exporter import TraceExporter
-from spanscore.processors.attacher import attach_attributes
+from spanscore.pipeline.score_attributes import attach_attributes
 
 
 class FanOut:

@@ -1,4 +1,4 @@
-"""Writes metric results onto spans: the score encoding contract of DESIGN.md.
+"""Writes metric results onto spans, as the score encoding (docs/score-encoding.md) says.
 
 Per trace, on its root span (the earliest span when no root arrived):
 - attributes `eval.<metric>.score` (double), `.label` (`pass`/`fail`), `.explanation`,
@@ -22,14 +22,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import SCOPE_NAME, SESSION_SPAN_NAME
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
-from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
-from spanscore.processors import score_wire
+from spanscore.pipeline import score_wire
 
-SESSION_SPAN_NAME = "evaluate_session"
-SCOPE_NAME = "spanscore"
 
 
 def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | None = None,
@@ -120,14 +118,6 @@ def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version:
     scope_spans.scope.CopyFrom(InstrumentationScope(name=SCOPE_NAME, version=scope_version))
     scope_spans.spans.append(span)
     return resource_spans
-
-
-def is_session_carrier(trace: Trace) -> bool:
-    """Whether `trace` is a session carrier spanscore wrote (a root `evaluate_session`
-    span in the `spanscore` scope): a report of scores, not an agent's work."""
-    root, origin = trace.root, trace.root_origin
-    return (root is not None and origin is not None and root.name == SESSION_SPAN_NAME
-            and origin.scope_spans.scope.name == SCOPE_NAME)
 
 
 def _kv(key: str, value: AnyValue) -> KeyValue:

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from spanscore.collector.assembler import Assembler, AssemblerConfig
-from spanscore.collector.otlp_files import read_requests
-from spanscore.collector.score_scope import SESSION_CARRIER, ScoreScope
+from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.offline.otlp_files import read_requests
+from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import Step, agent_trace_of

@@ -25,16 +25,16 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from spanscore.collector.assembler import Assembler
-from spanscore.collector.attach import ScoreAttacher
-from spanscore.collector.fanout import FanOut
-from spanscore.collector.intake import Intake
-from spanscore.collector.pipeline_counts import PipelineCounts
-from spanscore.collector.scheduler import Scheduler
-from spanscore.collector.score_scope import ScoreScope
-from spanscore.collector.scoring import LocalScoring, Scoring
-from spanscore.collector.sessions import Sessions
-from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.attach import ScoreAttacher
+from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.intake import Intake
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.scheduler import Scheduler
+from spanscore.pipeline.score_scope import ScoreScope
+from spanscore.pipeline.scoring import LocalScoring, Scoring
+from spanscore.pipeline.sessions import Sessions
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.routing import TraceRouter
 from spanscore.core.session import Session
 from spanscore.core.trace_exporter import TraceExporter
@@ -44,7 +44,7 @@ from spanscore.extensions.write_ahead_log import WriteAheadLog
 from spanscore.processors.base import Processor
 
 if TYPE_CHECKING:
-    from spanscore.collector.scoring_workers import WorkerScoring
+    from spanscore.pipeline.scoring_workers import WorkerScoring
 
 
 class Pipeline:

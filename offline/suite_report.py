@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from spanscore.collector.suite_attempts import Attempt, ScoredRun
+from spanscore.offline.suite_attempts import Attempt, ScoredRun
 from spanscore.processors.ground_truth.dataset import Dataset
 from spanscore.processors.metrics.intervals import (
     mean_rate_interval,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from spanscore.core.version import VERSION
 
 if TYPE_CHECKING:
-    from spanscore.collector.config import Config
+    from spanscore.config.loader import Config
 
 # The config, the service and inspect are imported by the commands that use them: the
 # component table pulls in every built-in component (the OpenAI client among them), most
@@ -115,7 +115,7 @@ def default_config_path() -> str:
 
 
 def _validate(path: str) -> int:
-    from spanscore.collector.config import ConfigError, load_config
+    from spanscore.config.loader import ConfigError, load_config
 
     try:
         config = load_config(path)
@@ -128,11 +128,11 @@ def _validate(path: str) -> int:
 
 
 def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
-    from spanscore.collector import inspect
+    from spanscore.offline import inspect
 
     assembler = None
     if config_path is not None:
-        from spanscore.collector.config import ConfigError, load_config
+        from spanscore.config.loader import ConfigError, load_config
 
         try:
             assembler = load_config(config_path).pipeline_settings
@@ -145,8 +145,8 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
 def _score(files: list[str], output: str, config_path: str, dataset: str | None, quiet: bool) -> int:
     from pydantic import ValidationError
 
-    from spanscore.collector import score_files
-    from spanscore.collector.config import ConfigError, load_config
+    from spanscore.offline import score_files
+    from spanscore.config.loader import ConfigError, load_config
 
     try:
         config = load_config(config_path)
@@ -177,8 +177,8 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
 def _report_suite(args: argparse.Namespace) -> int:
     import json
 
-    from spanscore.collector import suite_html, suite_report
-    from spanscore.collector.suite_attempts import read_scored
+    from spanscore.offline import suite_html, suite_report
+    from spanscore.offline.suite_attempts import read_scored
     from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
 
     try:
@@ -216,7 +216,7 @@ def _report_suite(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from spanscore.collector import suite_compare
+    from spanscore.offline import suite_compare
 
     def fail(message: str) -> int:
         print(f"spanscore compare: {message}", file=sys.stderr)
@@ -247,7 +247,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _run(path: str) -> int:
-    from spanscore.collector.config import ConfigError, load_config
+    from spanscore.config.loader import ConfigError, load_config
 
     try:
         config = load_config(path)

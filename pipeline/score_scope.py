@@ -31,7 +31,7 @@ from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentConfig
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_summary_of
-from spanscore.processors.attacher import is_session_carrier
+from spanscore.core.score_encoding import is_session_carrier
 from spanscore.processors.metrics.expected_calls import json_equal
 
 NOT_AGENT_TRACE = "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"

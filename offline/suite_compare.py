@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from spanscore.collector.suite_attempts import DEFAULT_OUTCOME, read_scored
-from spanscore.collector.suite_report import summarize_groups
+from spanscore.offline.suite_attempts import DEFAULT_OUTCOME, read_scored
+from spanscore.offline.suite_report import summarize_groups
 
 DEFAULT_MAX_TSR_DROP = 0.05
 SAMPLES = 5000

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.collector.assembler import Assembler
-from spanscore.collector.pipeline_counts import PipelineCounts
-from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
 from spanscore.extensions.write_ahead_log import Replayed
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from spanscore.collector.score_scope import ScoreScope
+from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from spanscore.collector.pipeline_counts import PipelineCounts
-from spanscore.collector.scoring import Scored
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.scoring import Scored
 from spanscore.core.attributes import find_attribute
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session
@@ -22,7 +22,7 @@ from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.processors.agent_trace import agent_name_of
-from spanscore.processors.attacher import attach_attributes, attach_results, attach_usage, session_carrier
+from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, session_carrier
 
 
 class ScoreAttacher:

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from spanscore.collector.assembler import Assembler
-from spanscore.collector.components import build_factories
-from spanscore.collector.config import Component, Config
-from spanscore.collector.otlp_files import read_requests
-from spanscore.collector.pipeline import Pipeline
+from spanscore.pipeline.assembler import Assembler
+from spanscore.config.components import build_factories
+from spanscore.config.loader import Component, Config
+from spanscore.offline.otlp_files import read_requests
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.core.trace import Trace
 from spanscore.exporters.file import FileExporter, FileExporterConfig

@@ -14,11 +14,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from spanscore.collector.attach import ScoreAttacher
-from spanscore.collector.fanout import FanOut
-from spanscore.collector.pipeline_counts import PipelineCounts
-from spanscore.collector.scoring import Scoring
-from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.pipeline.attach import ScoreAttacher
+from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.scoring import Scoring
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 

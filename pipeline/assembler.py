@@ -17,7 +17,7 @@ from collections import OrderedDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import Field, model_validator
 
-from spanscore.collector.score_scope import ScoreScopeConfig
+from spanscore.pipeline.score_scope import ScoreScopeConfig
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome

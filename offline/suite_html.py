@@ -17,9 +17,9 @@ from functools import lru_cache
 from html import escape
 from typing import Any
 
-from spanscore.collector.suite_attempts import ScoredRun
-from spanscore.collector.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, ungraded_reasons
-from spanscore.collector.svg_charts import Marker, Series, histogram, interval_bar, line_chart
+from spanscore.offline.suite_attempts import ScoredRun
+from spanscore.offline.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, ungraded_reasons
+from spanscore.offline.svg_charts import Marker, Series, histogram, interval_bar, line_chart
 from spanscore.core.version import VERSION
 from spanscore.processors.metrics.intervals import pass_at_k_interval, pass_pow_k_interval
 from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_k_unbiased

@@ -16,15 +16,15 @@ import logging
 import time
 from collections.abc import Callable
 
-from spanscore.collector.assembler import Assembler
-from spanscore.collector.attach import ScoreAttacher
-from spanscore.collector.fanout import FanOut
-from spanscore.collector.pipeline_counts import PipelineCounts
-from spanscore.collector.ready_queue import ReadyQueue
-from spanscore.collector.score_scope import NOT_AGENT_TRACE
-from spanscore.collector.scoring import Scoring
-from spanscore.collector.sessions import Sessions
-from spanscore.collector.write_ahead_book import WriteAheadBook
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.attach import ScoreAttacher
+from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.ready_queue import ReadyQueue
+from spanscore.pipeline.score_scope import NOT_AGENT_TRACE
+from spanscore.pipeline.scoring import Scoring
+from spanscore.pipeline.sessions import Sessions
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.once import FirstSeen
 from spanscore.core.quoting import excerpt
 from spanscore.core.session import Session
