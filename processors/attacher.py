@@ -1,4 +1,4 @@
-"""Writes metric results onto spans: the score encoding contract of DESIGN.md.
+"""Writes metric results onto spans: the score encoding of docs/score-encoding.md.
 
 Per trace, on its root span (the earliest span when no root arrived):
 - attributes `eval.<metric>.score` (double), `.label` (`pass`/`fail`), `.explanation`,
