@@ -27,7 +27,7 @@ from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall, ToolDef
 from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy  # noqa: E402
 from spanscore.processors.judge.planner import JudgePlan  # noqa: E402
 
-NAIVE_CALLS = 16  # the seven metrics' stages as the seed describes them, one call each
+NAIVE_CALLS = 16  # the seven metrics' stages asked one by one (docs/metrics.md, Judge calls)
 SERVER = """
 import sys, time
 sys.path.insert(0, {root!r})

@@ -3,10 +3,11 @@
 Takes two suite summaries (`spanscore report --json`) or scored files, and compares the
 task success rate (TSR): baseline and candidate with their intervals, the drop, and the
 posterior probability that the candidate's true TSR is lower than the baseline's — both
-rates drawn by the Bayesian recipe of SUITES.md (p ~ Beta(1 + c, 1 + n - c), 5000
-samples), from one generator seeded 42, baseline first, so the same counts always give
+rates drawn by the Bayesian recipe of docs/eval-suites.md (p ~ Beta(1 + c, 1 + n - c),
+5000 samples), from one generator seeded 42, baseline first, so the same counts always give
 the same probability. Cases that succeeded less often than before are listed. The gate
-fails (exit 1) when the TSR drop exceeds `max_tsr_drop` (the reliability note's 5 points).
+fails (exit 1) when the TSR drop exceeds `max_tsr_drop` (5 points by default; the
+regression gate in docs/eval-suites.md).
 
 Shadow mode: with `by` (a span or resource attribute such as `service.version`), one
 scored file (or a `report --by` summary) holds both sides, told apart by that attribute's

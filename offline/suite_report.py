@@ -2,7 +2,7 @@
 
 Over the attempts of `suite_attempts` (one group of them with `--by`):
 
-- TSR: successful attempts / attempts, interval by the Bayesian recipe of SUITES.md;
+- TSR: successful attempts / attempts, interval by the Bayesian recipe of docs/eval-suites.md;
 - SSR: steps are tool calls; a step is correct when it did not fail and, where the case
   lists expected calls (`--dataset`), is one of them; the mean over attempts with steps
   of correct steps / steps, with `mean_rate_interval` (the recipe with each attempt one

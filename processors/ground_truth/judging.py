@@ -1,7 +1,7 @@
 """The judge questions of ground-truth grading: subgoal progress, checks, answer correctness.
 
 `GroundTruthJudge` asks an LLM judge the three kinds of question the eval suites need
-(see SUITES.md for the metrics built on them):
+(the suite arithmetic in docs/eval-suites.md gives the metrics built on them):
 
 - `subgoal_verdicts`: agent_inspect's dynamic-conversation judging. Is each pending
   subgoal complete, given the transcript of the turns so far? Batched (the default),

@@ -1,8 +1,8 @@
 """`ground_truth` processor: attempts graded against an eval suite's cases.
 
 Each session (a trace without a session: a one-turn attempt) is joined to a case of the
-dataset (see `attempt`) and scored against its ground truth, as ../shared/SUITES.md
-defines the metrics:
+dataset (see `attempt`) and scored against its ground truth, as the suite arithmetic in
+docs/eval-suites.md defines the metrics:
 
 - per turn, on the turn's root span: `answer_correctness` (fair-forge's judge, correct at
   `answer_threshold`) where the case scripts an `expected_response` for that turn, and

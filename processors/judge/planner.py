@@ -1,7 +1,7 @@
 """Which judge calls one trace needs for the enabled LLM-judge metrics, and their results.
 
-Taken stage by stage, the seven seed metrics cost 16 calls per trace. The plan cuts
-that down:
+Taken stage by stage (docs/metrics.md, Judge calls), the seven metrics cost 16 calls
+per trace. The plan cuts that down:
 - facts the trace holds (user input, tools called, tools available) are read from the
   `AgentTrace`, never asked of the judge;
 - task, outcome and plan are extracted in one call per trace, shared by every metric

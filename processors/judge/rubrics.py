@@ -1,17 +1,17 @@
 """The seven LLM-judge trace metrics: what the judge is asked, the answer's schema, the result.
 
-Each seed metric names an extraction stage and a scoring stage. Here the facts the
-trace already holds (user input, tools called with their arguments, tools available)
-come from the `AgentTrace` and are never asked of the judge; the rest (task, outcome,
-plan) is extracted once per trace by `EXTRACTION` and shared by every metric that
-reads it. A rubric then only scores.
+Each metric's definition (docs/metrics.md) names an extraction stage and a scoring
+stage. Here the facts the trace already holds (user input, tools called with their
+arguments, tools available) come from the `AgentTrace` and are never asked of the judge;
+the rest (task, outcome, plan) is extracted once per trace by `EXTRACTION` and shared by
+every metric that reads it. A rubric then only scores.
 
-Readings of the seed written down here:
+Readings of the definitions written down here (and in docs/metrics.md, Judge calls):
 - argument_correctness: the verdicts and the overall reason come from one call (the
-  seed's stages 2 and 3); the score is still yes / total, computed here.
+  definition's stages 2 and 3); the score is still yes / total, computed here.
 - plan_adherence and plan_quality share one extracted plan; an empty plan scores 1.0
   with "No plan found in trace" and no scoring call.
-- Metadata follows the seed's examples, `threshold` and `success` included.
+- Metadata is as docs/metrics.md lists it, `threshold` and `success` included.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 NAME = "coherence"
 
-# The precision the seed's metadata examples print ("coherence_gap": 0.1234). Only
+# Metadata figures keep 4 decimals, as docs/metrics.md says ("coherence_gap": 0.1234). Only
 # metadata is rounded; scores keep full precision.
 METADATA_DECIMALS = 4
 
@@ -96,8 +96,8 @@ def coherence_from_vectors(
     """
     empty = [what for what, text in (("input", input_text), ("output", output_text)) if _is_empty(text)]
     if empty:
-        # The seed: "if either input or output is empty, the metric returns 1.0 with a
-        # note explaining coherence was assumed". An empty side gives nothing to be
+        # The metric's definition (docs/metrics.md): either side empty scores 1.0 with a
+        # note that coherence was assumed. An empty side gives nothing to be
         # incoherent with, so no gap is measured (and none is reported).
         return MetricResult(
             name=NAME, score=1.0, threshold=threshold,

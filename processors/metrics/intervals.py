@@ -91,8 +91,8 @@ def _interval(
 
 
 def _tails(ci_level: float) -> list[float]:
-    # In decimal, so 0.95 gives SUITES.md's quantiles [0.025, 0.975] exactly rather than
-    # the binary float arithmetic's 0.025000000000000022.
+    # In decimal, so 0.95 gives the quantiles of docs/eval-suites.md, [0.025, 0.975],
+    # exactly rather than the binary float arithmetic's 0.025000000000000022.
     tail = Fraction(1 - Fraction(str(ci_level))) / 2
     return [float(tail), float(1 - tail)]
 

@@ -110,7 +110,7 @@ def loop_detection_from_vectors(
             f"Jaccard {closest['jaccard_similarity']:.2f}) with trace {closest['trace_index']} "
             f"of the {len(recent)} previous compared."
         ),
-        # `window_size` is the configured window, as in the seed; `comparisons` shows
+        # `window_size` is the configured window, as docs/metrics.md says; `comparisons` shows
         # how many previous traces there actually were to compare with.
         metadata={
             "window_size": window,

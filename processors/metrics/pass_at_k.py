@@ -3,9 +3,9 @@
 pass@k: the chance that at least one of k tries succeeds; pass^k: the chance that all
 k do. Two estimators:
 
-- plug-in (fair-forge, the seed's definition): p = c/n is taken as the success rate,
+- plug-in (fair-forge's, as docs/eval-suites.md states it): p = c/n is taken as the success rate,
   pass@k = 1 - (1 - p)**k and pass^k = p**k. k may exceed n (k attempts of an agent
-  whose success rate is estimated from n). Edge cases as the seed states them: c == 0
+  whose success rate is estimated from n). Edge cases as the definition states them: c == 0
   → 0.0, c == n → 1.0, for both.
 - unbiased (the HumanEval paper; agent_inspect's multi-sample module): the chance
   that k of the n tries drawn without replacement contain a success, pass@k =
@@ -13,7 +13,7 @@ k do. Two estimators:
   k <= n. This is the one to use per case over n independent attempts.
 
 Every function needs ints with n >= 1, 0 <= c <= n and k >= 1 (ValueError otherwise),
-so the seed's `c >= n` guard only ever sees c == n.
+so the definition's `c >= n` guard only ever sees c == n.
 """
 
 from __future__ import annotations

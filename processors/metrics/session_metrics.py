@@ -36,7 +36,7 @@ SIGNALS = (CONFIDENCE, "loop_detection", "tool_correctness", "coherence")
 DEFAULT_SIGNAL_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {CONFIDENCE: 1.0, "loop_detection": 1.0, "tool_correctness": 0.8, "coherence": 1.0}
 )
-# Names of the per-signal risks in `per_trace_signals`, as the seed's metadata shows them.
+# Names of the per-signal risks in `per_trace_signals`, as docs/metrics.md lists them.
 RISK_NAMES: Mapping[str, str] = MappingProxyType({
     CONFIDENCE: "confidence_risk", "loop_detection": "loop_risk",
     "tool_correctness": "tool_risk", "coherence": "coherence_risk",
@@ -46,7 +46,7 @@ TOP_K_PERCENTILE = 0.15
 ENSEMBLE_WEIGHT = 0.1  # share of the single worst trace in the raw session risk
 FLAG_RISK = 0.5  # traces whose risk is strictly above this are flagged
 
-# The precision the seed's metadata examples print ("raw_risk": 0.3200). Only metadata
+# Metadata figures keep 4 decimals, as docs/metrics.md says ("raw_risk": 0.3200). Only metadata
 # is rounded; scores keep full precision.
 METADATA_DECIMALS = 4
 
@@ -115,7 +115,7 @@ def _clamp(value: float) -> float:
 
 
 def _has_no_signals(signals: Signals) -> bool:
-    """The seed's "no traces or no precomputed signals": no trace carries any score.
+    """The definition's "no traces or no signals" (docs/metrics.md): no trace carries any score.
 
     A session whose traces carry only other metrics' scores did have signals, just none
     these metrics read, so it is reported as having no evaluable traces instead.
@@ -218,8 +218,9 @@ def agent_consistency(
         if CONFIDENCE not in present:
             continue
         risks = {name: 1.0 - score for name, score in present.items()}
-        # The seed's example prints a penalty of 0.134 for risks 0.05/0.08/0.03, but its
-        # formula gives 0.05 + 0.8 × 0.08 + 0.03 = 0.144; the formula is implemented.
+        # The metric's original description prints a penalty of 0.134 for risks 0.05/0.08/0.03,
+        # but its formula gives 0.05 + 0.8 × 0.08 + 0.03 = 0.144; the formula is implemented
+        # (the example in docs/metrics.md).
         penalty = sum(resolved[name] * risk for name, risk in risks.items() if name != CONFIDENCE)
         uncertainty = (1.0 + penalty) * (resolved[CONFIDENCE] * risks[CONFIDENCE])
         uncertainties.append(uncertainty)

@@ -14,7 +14,7 @@ the case expects them. Names are compared exactly, as fair-forge does.
 Values are compared with `json_equal` (type-sensitive: "5" != 5, True != 1, while
 1 == 1.0 since JSON has one number type), not Python's `==`.
 
-Where spanscore departs from fair-forge's code, following SUITES.md:
+Where spanscore departs from fair-forge's code (listed in docs/eval-suites.md too):
 
 - parameters and sequence score every expected call; fair-forge adds a single 0 per
   expected tool name that was never used, however many calls of it are expected;

@@ -59,7 +59,7 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler, gro
 
 
 def recipe(successes: float, total: int, statistic=lambda p: p) -> tuple[float, float]:
-    """SUITES.md's Bayesian interval, computed here the way it is written there."""
+    """The Bayesian interval of docs/eval-suites.md, computed here the way it is written there."""
     rng = np.random.default_rng(42)
     samples = statistic(rng.beta(1 + successes, 1 + total - successes, size=5000))
     low, high = np.quantile(samples, [0.025, 0.975])

@@ -1,4 +1,4 @@
-"""Each of the seven judge metrics: its question, its score and the metadata the seed shows."""
+"""Each of the seven judge metrics: its question, its score and the metadata docs/metrics.md lists."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def test_docstring_examples():
     assert doctest.testmod(module).failed == 0
 
 
-# --- point estimates: the seed's example and brute force --------------------------------
+# --- point estimates: the definition's example and brute force --------------------------
 
 
 def test_seed_worked_example():
@@ -77,11 +77,11 @@ def test_unbiased_edges_no_success_and_all_successes():
 
 
 def _recipe(c: int, n: int, statistic, ci_level: float = 0.95, samples: int = 5000, seed: int = 42):
-    """SUITES.md's recipe, written out independently of the module."""
+    """The recipe of docs/eval-suites.md, written out independently of the module."""
     rng = np.random.default_rng(seed)
     p = rng.beta(1 + c, 1 + n - c, size=samples)
     s = statistic(p)
-    tail = {0.95: 0.025, 0.9: 0.05}[ci_level]  # SUITES.md's quantiles, written out
+    tail = {0.95: 0.025, 0.9: 0.05}[ci_level]  # the quantiles of docs/eval-suites.md, written out
     low, high = np.quantile(s, [tail, 1 - tail])
     return float(np.mean(s)), float(low), float(high)
 

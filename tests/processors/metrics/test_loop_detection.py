@@ -77,7 +77,7 @@ def test_score_uses_the_most_similar_previous_output(embedder):
 
 
 def test_related_but_differently_worded_output_is_not_a_loop(embedder):
-    # The seed's "enumerating related items": high cosine 0.8, Jaccard 0 -> hybrid 0 -> score 1.
+    # docs/metrics.md's "enumerate related items": high cosine 0.8, Jaccard 0 -> hybrid 0 -> score 1.
     result = loop_detection(CURRENT, [RELATED], embedder=embedder)
     assert result.score == 1.0
     assert result.metadata["comparisons"][0]["cosine_similarity"] == pytest.approx(0.8, abs=1e-4)

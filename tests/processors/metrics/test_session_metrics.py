@@ -11,7 +11,7 @@ from spanscore.processors.metrics.session_metrics import top_k
 
 DEFAULTS = {"confidence": 1.0, "loop_detection": 1.0, "tool_correctness": 0.8, "coherence": 1.0}
 
-# The seed's example trace: risks 0.12 / 0.05 / 0.08 / 0.03.
+# The example trace of docs/metrics.md (agent_consistency): risks 0.12 / 0.05 / 0.08 / 0.03.
 SEED_TRACE = {"confidence": 0.88, "loop_detection": 0.95, "tool_correctness": 0.92, "coherence": 0.97}
 
 
@@ -161,7 +161,7 @@ def test_reliability_passes_at_equality_with_the_threshold():
 
 def test_consistency_of_the_seed_example_trace_follows_the_formula():
     result = agent_consistency({"trace-id-1": SEED_TRACE})
-    # penalty = 1.0 × 0.05 + 0.8 × 0.08 + 1.0 × 0.03 = 0.144 (the seed prints 0.134; the formula wins)
+    # penalty = 1.0 × 0.05 + 0.8 × 0.08 + 1.0 × 0.03 = 0.144 (0.134 in the original description; the formula wins)
     # wu = (1 + 0.144) × (1.0 × 0.12) = 1.144 × 0.12 = 0.13728
     # rms of one value = 0.13728 -> score = 1 - 0.13728 = 0.86272
     assert result.name == "agent_consistency"
@@ -187,7 +187,7 @@ def test_consistency_is_the_root_mean_square_of_weighted_uncertainty():
 
 
 def test_equal_uncertainties_give_their_common_value():
-    # the seed: "all traces at 0.3 gets the same RMS as that average"
+    # docs/metrics.md: equal uncertainties give their common value
     assert agent_consistency(confidences(0.7, 0.7, 0.7)).score == pytest.approx(0.7)
 
 
