@@ -17,7 +17,6 @@ import py_compile
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -29,6 +28,7 @@ import yaml
 from spanscore.pipeline.assembler import DEFAULT_SESSION_KEYS
 from spanscore.config.loader import Config, load_config
 from spanscore.core.endpoints import split_host_port
+from tests.support.ports import free_port
 from tests.support.running import health_check_ok, wait_until
 
 if sys.version_info >= (3, 11):
@@ -162,12 +162,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without anything that would change a config's defaults."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPANSCORE_", "OPENAI_", "OTEL_"))}
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_spanscore(config: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:

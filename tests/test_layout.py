@@ -21,6 +21,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGE_DIRS: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
 UNNAMESPACED = {Path(folder).name for folder in PACKAGE_DIRS.values()} - {"spanscore"}
 SOURCE_TREES = ("tests", "bench", "examples")
+# What a test module may import from tests/: the shared helpers and the fixture data.
+TEST_HELPERS = ("tests.support", "tests.fixtures")
 
 
 def spanscore_modules() -> dict[str, Path]:
@@ -83,6 +85,21 @@ def test_no_code_imports_the_project_folders_by_their_bare_names():
             for name in imported_names(path, "tests"):
                 if name.split(".")[0] in UNNAMESPACED:
                     offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert offenders == []
+
+
+def test_test_modules_import_no_other_test_module():
+    # Helpers shared by test modules live in tests/support, not in a test module or a test
+    # folder's __init__, so running or moving one test module never depends on another.
+    tests = ROOT / "tests"
+    parts = [p.relative_to(ROOT).with_suffix("").parts for p in tests.rglob("*.py")]
+    modules = {".".join(name[:-1] if name[-1] == "__init__" else name) for name in parts}
+    offenders = []
+    for path in sorted(tests.rglob("test_*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for name in sorted(imported_names(path, module, modules)):
+            if name.split(".")[0] == "tests" and not any(name == h or name.startswith(h + ".") for h in TEST_HELPERS):
+                offenders.append(f"{path.relative_to(ROOT)}: {name}")
     assert offenders == []
 
 

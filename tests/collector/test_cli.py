@@ -7,26 +7,17 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from tests.support.ports import free_port
+from tests.support.processes import ROOT, SPANSCORE
 from tests.support.running import wait_until
-
-SPANSCORE = [sys.executable, "-m", "spanscore"]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_validate_prints_a_summary_for_a_good_config():

@@ -5,20 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spanscore.config.loader import ConfigError, load_config, parse_config
-from spanscore.core.durations import parse_duration
+from tests.support.configs import MINIMAL, problems_of
 from tests.support.factories import TEST_FACTORIES
-
-MINIMAL = """
-receivers: {otlp: {protocols: {grpc: {endpoint: 127.0.0.1:4317}}}}
-exporters: {debug: {}}
-service: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}
-"""
-
-
-def problems_of(text: str, environ: dict | None = None) -> list[str]:
-    with pytest.raises(ConfigError) as error:
-        parse_config(text, environ=environ or {}, factories=TEST_FACTORIES)
-    return error.value.problems
 
 
 def test_minimal_config_gets_defaults_and_an_implicit_assembler():
@@ -150,17 +138,6 @@ def test_invalid_yaml_and_wrong_shapes():
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "nope.yaml")
-
-
-@pytest.mark.parametrize("text,seconds", [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("1h30m", 5400.0), (2, 2.0), ("0.25", 0.25)])
-def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["soon", "1x", "", "-1s", True, "1s2"])
-def test_bad_durations(text):
-    with pytest.raises(ValueError):
-        parse_duration(text)
 
 
 STORED = """

@@ -7,14 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.config.components import BUILTIN_FACTORIES
 from spanscore.core.component import Component, ComponentFactory
-from spanscore.core.consumer import ConsumeOutcome
 from spanscore.core.trace_exporter import TraceExporter
 from spanscore.exporters.prometheus import FACTORY as PROMETHEUS
 from spanscore.exporters.score_metrics import ScoreMetrics
+from tests.support.null_consumer import NullConsumer
 
 # Settings each type needs to be built here: loopback, ephemeral ports, offline.
 SETTINGS = {
@@ -30,18 +29,6 @@ SETTINGS = {
     ("processor", "memory_limiter"): {"limit_mib": 4096},
 }
 BUILDABLE = [f for f in BUILTIN_FACTORIES if f.create is not None]
-
-
-class NullConsumer:
-    def check_capacity(self) -> None:
-        return None
-
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
-        return ConsumeOutcome(accepted=0, rejected=0)
-
-    async def durable(self, outcome: ConsumeOutcome) -> None:
-        return None
 
 
 def build(factory: ComponentFactory, tmp_path) -> Component:

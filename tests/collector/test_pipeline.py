@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 import pytest
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
-from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
@@ -26,67 +23,11 @@ from spanscore.processors.base import Processor
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
 from tests.support.spans import assert_forwarded_faithfully, new_span_id, new_trace_id, request_of, span
-from tests.support.toy_metric import ToyMetric, ToyMetricConfig
-
-
-class Clock:
-    """Monotonic seconds that move only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Rig:
-    clock: Clock
-    pipeline: Pipeline
-    receiver: MemoryReceiver
-    exporter: MemoryExporter
-
-    async def at(self, now: float) -> None:
-        """Set the clock, release what is due and wait until it reached the exporters."""
-        self.clock.now = now
-        self.pipeline.tick()
-        await self.pipeline.settle()
-
-    async def drain(self) -> None:
-        await self.pipeline.drain(time.monotonic() + 5.0)
-
-
-@pytest.fixture
-async def rig_for():
-    """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig."""
-    rigs: list[Rig] = []
-
-    async def build(*processors: Processor, exporters: list[MemoryExporter] | None = None, span_events: bool = True,
-                    **settings) -> Rig:
-        clock = Clock()
-        config = AssemblerConfig(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
-        exporters = exporters or [MemoryExporter()]
-        pipeline = Pipeline(Assembler(config), [(f"processor/{i}", p) for i, p in enumerate(processors)],
-                            exporters, clock=clock, span_events=span_events)
-        await pipeline.start()
-        rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0])
-        rigs.append(rig)
-        return rig
-
-    yield build
-    for rig in rigs:
-        await rig.drain()
-        for exporter in rig.pipeline.exporters:
-            await exporter.shutdown(time.monotonic() + 5.0)
-
+from tests.support.toy_metric import toy
 
 # These tests are about the pipeline's mechanics on hand-made spans that are no agent's:
 # they score every trace rather than agent traces only (the scope has tests of its own).
 EVERY_TRACE = {"agent_traces_only": False}
-
-
-def toy(**config) -> ToyMetric:
-    return ToyMetric("toy_metric", ToyMetricConfig(**config))
 
 
 class UsageReporter(Processor):

@@ -10,15 +10,10 @@ from spanscore.config.loader import parse_config
 from spanscore.core.session import Session
 from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.pipeline.score_attributes import session_carrier
-from tests.collector import test_pipeline
-from tests.collector.test_config import MINIMAL, problems_of
-from tests.collector.test_pipeline import toy
+from tests.support.configs import MINIMAL, problems_of
 from tests.support.recording_processor import RecordAgent, RecordAgentConfig
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
-
-# The pipeline tests' fixture: rig_for(*processors, **assembler settings) -> a started
-# pipeline between an in-memory receiver and exporter, on a hand-held clock.
-rig_for = test_pipeline.rig_for
+from tests.support.toy_metric import toy
 
 
 def copy_of(request: ExportTraceServiceRequest) -> ExportTraceServiceRequest:

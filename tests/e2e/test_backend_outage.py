@@ -20,9 +20,11 @@ from pathlib import Path
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.e2e.test_write_ahead import EXPORT, _listening, agent_request
-from tests.exporters.test_score_metrics import free_port
+from tests.support.otlp_client import EXPORT
+from tests.support.ports import free_port
+from tests.support.processes import listening, rss_mib
 from tests.support.running import wait_until
+from tests.support.spans import agent_request
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTAGE_S = 60.0
@@ -48,13 +50,6 @@ service:
 """
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
 def test_backend_down_for_60_s_loses_nothing_and_memory_stays_bounded(tmp_path, sink):
     port = free_port()
     config = tmp_path / "config.yaml"
@@ -66,7 +61,7 @@ def test_backend_down_for_60_s_loses_nothing_and_memory_stays_bounded(tmp_path, 
     refused = [0]
     rss: list[float] = []
     try:
-        assert wait_until(lambda: _listening(port), timeout_s=60)
+        assert wait_until(lambda: listening(port), timeout_s=60)
         baseline = rss_mib(collector.pid)
 
         def send_for(seconds: float) -> None:

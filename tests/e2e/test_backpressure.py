@@ -9,8 +9,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tests.e2e.test_bad_input import good_request, grpc_export, post
+from tests.support.otlp_client import grpc_export, post
 from tests.support.running import sink_config, wait_until
+from tests.support.spans import good_request
 
 
 def test_full_pipeline_answers_503_and_unavailable_with_retry_info(sink, start_collector):

@@ -13,11 +13,11 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from spanscore.core.otlp_json import encode_request
+from tests.support.otlp_client import grpc_export, post
 from tests.support.running import sink_config, wait_until
-from tests.support.spans import new_trace_id, request_of, span
+from tests.support.spans import good_request, new_trace_id, request_of, span
 
 LIMIT = 64 * 1024
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 @pytest.fixture
@@ -28,33 +28,11 @@ def collector(sink, start_collector):
     return start_collector(config)
 
 
-def post(port: int, body: bytes, content_type: str, encoding: str | None = None, path: str = "/v1/traces"):
-    headers = {"Content-Type": content_type}
-    if encoding:
-        headers["Content-Encoding"] = encoding
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
-
-
 def rpc_status(body: bytes, content_type: str) -> status_pb2.Status:
     if content_type == "application/json":
         document = json.loads(body)
         return status_pb2.Status(code=document.get("code", 0), message=document.get("message", ""))
     return status_pb2.Status.FromString(body)
-
-
-def grpc_export(port: int, payload: bytes, compression=None):
-    with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 512 * 2**20)]) as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
-        return export(payload, timeout=10, compression=compression)
-
-
-def good_request(name: str):
-    return request_of([span(new_trace_id(), name)])
 
 
 def assert_still_serving(collector, sink, name: str) -> None:

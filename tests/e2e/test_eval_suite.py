@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.processors.ground_truth.test_processor import DATASET, judge
+from tests.support.ground_truth_judge import DATASET, judge
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.otlp_json import read_requests
 from tests.support.running import wait_until

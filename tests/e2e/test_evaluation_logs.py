@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 
 from spanscore.core.attributes import attributes_to_dict
-from tests.processors.test_score_encoding import TOY, send
+from tests.support.otlp_client import send
 from tests.support.running import wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.toy_metric import TOY
 
 
 def config(sink, tmp_path, span_events: bool = True) -> str:

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from tests.processors.test_score_encoding import send
-from tests.receivers.test_bearer_token import TOKEN, WRONG, auth_config
+from tests.support.bearer_token import TOKEN, WRONG, auth_config
+from tests.support.otlp_client import send
 from tests.support.running import wait_until
 from tests.support.spans import new_trace_id, request_of, span
 

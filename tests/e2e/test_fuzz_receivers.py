@@ -7,7 +7,7 @@ gzip and deflate, oversized bodies and gzip bombs, requests with invalid ids; ov
 mutated and random protobuf bytes, invalid ids, oversized messages. Mixed in, a few
 hundred well-formed agent traces with known span ids over both.
 
-Each answer is checked against `tests.fuzz.oracle`, which works out independently what
+Each answer is checked against `tests.support.receiver_oracle`, which works out independently what
 the body is: a malformed request is refused with a 4xx (HTTP) or INVALID_ARGUMENT
 (gRPC; RESOURCE_EXHAUSTED when oversized), never a 5xx, INTERNAL or UNKNOWN. A mutated
 request that still decodes to usable spans is accepted, counted apart, and must be
@@ -42,9 +42,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from spanscore.core.otlp_json import encode_request
-from tests.exporters.test_score_metrics import free_port
-from tests.fuzz.oracle import JSON, PROTOBUF, Expected, expected_grpc, expected_http
-from tests.fuzz.strategies import OTLP_KEYS, fixture_documents, fixture_requests, json_paths
+from tests.support.fuzz_strategies import OTLP_KEYS, fixture_documents, fixture_requests, json_paths
+from tests.support.otlp_client import EXPORT
+from tests.support.ports import free_port
+from tests.support.receiver_oracle import JSON, PROTOBUF, Expected, expected_grpc, expected_http
 from tests.support.running import health_check_ok, wait_until
 from tests.support.spans import AGENT_ROOT, request_of, span
 
@@ -55,7 +56,6 @@ VALID_TRACES = 300
 CONCURRENCY = 32
 LIMIT = 256 * 1024  # HTTP max_request_body_size, and the gRPC message limit (0.25 MiB)
 MAX_LOG_LINE = 2_000
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 CONFIG = """
 receivers:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spanscore.core.otlp_json import encode_request
-from tests.e2e.test_bad_input import grpc_export, post
 from tests.support.agent_fixtures import SESSION_ID, SPANS_DIR, assert_weather_run
+from tests.support.otlp_client import grpc_export, post
 from tests.support.otlp_json import read_requests
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import assert_forwarded_faithfully

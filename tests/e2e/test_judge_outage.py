@@ -17,10 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.judge.rubrics import METRIC_NAMES
-from tests.e2e.test_bad_input import grpc_export
-from tests.e2e.test_metrics_pipeline import messages
+from tests.support.agent_session import messages
 from tests.support.judge_answers import schema_judge
-from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply, free_port
+from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply
+from tests.support.otlp_client import grpc_export
+from tests.support.ports import free_port
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 

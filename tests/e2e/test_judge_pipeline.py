@@ -9,11 +9,11 @@ import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.judge.rubrics import METRIC_NAMES
-from tests.e2e.test_bad_input import grpc_export
-from tests.e2e.test_metrics_pipeline import messages
 from tests.support.agent_fixtures import SPANS_DIR
+from tests.support.agent_session import messages
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import ErrorReply, OpenAIServer
+from tests.support.otlp_client import grpc_export
 from tests.support.otlp_json import read_requests
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span

@@ -18,10 +18,12 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.pipeline.memory_limiter import MIB
-from tests.collector.test_cli import ROOT, SPANSCORE, free_port
-from tests.e2e.test_bad_input import good_request, grpc_export, post
+from tests.support.otlp_client import grpc_export, post
+from tests.support.ports import free_port
+from tests.support.processes import ROOT, SPANSCORE
 from tests.support.running import sink_config, wait_until
 from tests.support.sdk_export import export_over_grpc
+from tests.support.spans import good_request
 
 PROTOBUF = "application/x-protobuf"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.otlp_json import decode_request
-from tests.e2e.test_bad_input import post
-from tests.e2e.test_metrics_pipeline import METRICS, send_session
+from tests.support.agent_session import METRICS, send_session
+from tests.support.otlp_client import post
 from tests.support.running import wait_until
 
 # opentelemetry-proto's examples/trace.json, as published: one server span of

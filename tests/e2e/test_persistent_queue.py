@@ -22,10 +22,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.extensions.persistent_queue import PersistentQueue
 from spanscore.extensions.write_ahead_log import WriteAheadLog
-from tests.e2e.test_backend_outage import rss_mib
-from tests.e2e.test_write_ahead import EXPORT, agent_request, launch
-from tests.exporters.test_score_metrics import free_port
+from tests.support.otlp_client import EXPORT
+from tests.support.ports import free_port
+from tests.support.processes import launch, rss_mib
 from tests.support.running import wait_until
+from tests.support.spans import agent_request
 
 ROOT = Path(__file__).resolve().parents[2]
 

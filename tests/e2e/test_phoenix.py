@@ -43,7 +43,8 @@ from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.support.factories import TEST_FACTORIES
 from tests.support.judge_answers import answer_for, schema_of
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
-from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, free_port, phoenix_python, wait_for
+from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, phoenix_python, wait_for
+from tests.support.ports import free_port
 from tests.support.running import wait_until
 from tests.support.spans import request_of
 

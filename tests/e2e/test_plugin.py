@@ -22,6 +22,7 @@ import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.otlp_json import decode_request
+from tests.support.ports import free_port
 from tests.support.running import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,12 +46,6 @@ def plugin_installed() -> None:
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{message}, and {REQUIRE_ENV}=1 requires it")
         pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_config(tmp_path: Path, http_port: int, output: Path) -> Path:

@@ -26,10 +26,10 @@ import pytest
 import yaml
 
 from spanscore.processors.judge.rubrics import METRIC_NAMES
-from tests.exporters.test_score_metrics import free_port
-from tests.processors.test_score_encoding import send
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
+from tests.support.otlp_client import send
+from tests.support.ports import free_port
 from tests.support.running import wait_until
 from tests.support.scored_suite import DATASET, attempt
 from tests.support.spans import new_span_id, new_trace_id, request_of, span

@@ -11,11 +11,12 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.sampling import trace_id_sampled
 from spanscore.pipeline.score_router import Condition, ScoreRouter, ScoreRouterConfig
-from tests.processors.test_score_encoding import TOY, send
 from tests.support.factories import TEST_FACTORIES
+from tests.support.otlp_client import send
 from tests.support.otlp_sink import OtlpSink
 from tests.support.running import wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.toy_metric import TOY
 
 ROUTER = """\
   score_router:

@@ -20,11 +20,12 @@ import pytest
 from bench.ingest import child_pids
 from spanscore.pipeline.assembler import AssemblerConfig
 from spanscore.core.attributes import attributes_to_dict
-from tests.e2e.test_scale_out import CONFIG, Replica, scores, send_sessions
-from tests.exporters.test_score_metrics import free_port
-from tests.processors.test_score_encoding import TOY, send
+from tests.support.otlp_client import send
+from tests.support.ports import free_port
+from tests.support.replicas import CONFIG, Replica, scores, send_sessions
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.toy_metric import TOY
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = [f"session-{n}" for n in range(12)]

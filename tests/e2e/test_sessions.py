@@ -5,9 +5,18 @@ from __future__ import annotations
 import time
 
 from spanscore.core.attributes import attributes_to_dict
-from tests.processors.test_score_encoding import TOY, evaluation_events, exported_span, send
+from tests.support.otlp_client import send
 from tests.support.running import sink_config, wait_until
-from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.spans import (
+    AGENT_ROOT,
+    evaluation_events,
+    exported_span,
+    new_span_id,
+    new_trace_id,
+    request_of,
+    span,
+)
+from tests.support.toy_metric import TOY
 
 
 def session_trace(session_id: str, name: str, children: int = 1):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -24,12 +23,11 @@ from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.consumer import ConsumerFull
 from spanscore.extensions.write_ahead_log import WriteAheadLog
-from tests.exporters.test_score_metrics import free_port
+from tests.support.otlp_client import EXPORT
+from tests.support.ports import free_port
+from tests.support.processes import launch
 from tests.support.running import wait_until
-from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
-
-ROOT = Path(__file__).resolve().parents[2]
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+from tests.support.spans import AGENT_ROOT, agent_request, new_trace_id, request_of, span
 
 CONFIG = """
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
@@ -53,37 +51,10 @@ def start(tmp_path: Path, port: int, sink_port: int, fsync: str = "batch") -> su
     return launch(config, port)
 
 
-def launch(config: Path, port: int) -> subprocess.Popen:
-    """`spanscore run --config config`, once its receiver on `port` listens."""
-    process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready = wait_until(lambda: process.poll() is not None or _listening(port), timeout_s=60)
-    assert ready and process.poll() is None, process.communicate(timeout=10)[1] if process.poll() is not None else "slow"
-    return process
-
-
 def send_request(port: int, request: ExportTraceServiceRequest) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
                             response_deserializer=None)(request, timeout=10)
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def agent_request(turns: int = 4) -> ExportTraceServiceRequest:
-    spans = []
-    for turn in range(turns):
-        trace_id, root = new_trace_id(), new_span_id()
-        spans.append(span(trace_id, "invoke_agent", span_id=root, attributes={
-            **AGENT_ROOT, "gen_ai.input.messages": f'[{{"role": "user", "content": "question {turn}"}}]',
-            "gen_ai.output.messages": f'[{{"role": "assistant", "content": "answer {turn}"}}]'}))
-        spans += [span(trace_id, f"step {i}", parent=root) for i in range(3)]
-    return request_of(spans, service="wal-agent")
 
 
 class Client(threading.Thread):

@@ -10,8 +10,7 @@ import grpc
 import pytest
 
 from spanscore.core.otlp_json import decode_request
-from tests.e2e.test_bad_input import post
-from tests.processors.test_score_encoding import TOY, send
+from tests.support.otlp_client import post, send
 from tests.support.otlp_sink import Fault
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import (
@@ -24,6 +23,7 @@ from tests.support.spans import (
     span,
     spans_with_context,
 )
+from tests.support.toy_metric import TOY
 
 
 @pytest.mark.parametrize("exporter", ["otlp", "otlphttp"])

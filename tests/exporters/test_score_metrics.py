@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 
 import grpc
@@ -12,17 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.provenance import CODE_PROVENANCE
-from tests.processors.test_score_encoding import TOY, send
+from tests.support.otlp_client import send
 from tests.support.otlp_sink import Fault
+from tests.support.ports import free_port
 from tests.support.running import wait_until
 from tests.support.scored_suite import DATASET, attempt
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.toy_metric import TOY
 
 
 def config(sink, metric_exporters: str, prometheus_port: int = 0) -> str:

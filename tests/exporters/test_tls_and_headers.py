@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.processors.test_score_encoding import send
 from tests.support.certificates import make_certificates
+from tests.support.otlp_client import send
 from tests.support.otlp_sink import OtlpSink
 from tests.support.running import wait_until
 from tests.support.spans import new_trace_id, request_of, span

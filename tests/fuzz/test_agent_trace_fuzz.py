@@ -27,7 +27,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from spanscore.pipeline.assembler import Assembler, AssemblerConfig
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of, build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize
-from tests.fuzz.strategies import SPAN_IDS, json_values
+from tests.support.fuzz_strategies import SPAN_IDS, json_values
 
 # Keys each adapter reads (processors/agent_trace/*.py), and prefixes under which it
 # reads flattened or nested keys ("gen_ai.prompt.0.content", "llm.input_messages.0...").

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from spanscore.config.loader import Config, ConfigError, parse_config
-from tests.fuzz.strategies import mutated, text_mutated
 from tests.support.factories import TEST_FACTORIES
+from tests.support.fuzz_strategies import mutated, text_mutated
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "otel-config.yaml"
 SECTIONS = {"receivers": "receiver", "processors": "processor", "exporters": "exporter", "extensions": "extension"}

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.oracle import JSON, PROTOBUF, expected_http
-from tests.fuzz.strategies import fixture_documents, fixture_requests, flipped
 from tests.support.event_loop_thread import EventLoopThread
+from tests.support.fuzz_strategies import fixture_documents, fixture_requests, flipped
 from tests.support.otlp_sink import OtlpSink
+from tests.support.receiver_oracle import JSON, PROTOBUF, expected_http
 from tests.support.running import RunningCollector, sink_config, wait_until
 from tests.support.spans import new_trace_id, request_of, span
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_request
-from tests.fuzz.strategies import (
+from tests.support.fuzz_strategies import (
     fixture_documents,
     json_text,
     json_values,

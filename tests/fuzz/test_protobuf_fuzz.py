@@ -30,8 +30,8 @@ from spanscore.processors.embedding_processor import EmbeddingMetrics, Embedding
 from spanscore.processors.session_processor import SessionMetrics, SessionMetricsConfig
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
-from tests.fuzz.oracle import all_spans, valid_ids
-from tests.fuzz.strategies import fixture_requests, flipped, requests, with_bad_ids
+from tests.support.fuzz_strategies import fixture_requests, flipped, requests, with_bad_ids
+from tests.support.receiver_oracle import all_spans, valid_ids
 from tests.support.spans import new_trace_id, request_of, span
 
 MAX_MESSAGE = 600

@@ -8,7 +8,7 @@ import pytest
 
 from spanscore.processors.agent_trace import build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize
-from tests.processors.golden.make_golden import GOLDEN, bench_dumps, canonical, digest, fixture_cases
+from tests.support.golden_agent_traces import GOLDEN, bench_dumps, canonical, digest, fixture_cases
 
 EXPECTED = json.loads(GOLDEN.read_text(encoding="utf-8"))
 CASES = {name: (trace_id, spans, session) for name, trace_id, spans, session in fixture_cases()}

@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-import grpc
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.pipeline.score_attributes import attach_results
+from tests.support.otlp_client import send
 from tests.support.running import sink_config, wait_until
-from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
-
-TOY = "  toy_metric: {name: toy, fail_on: broken}"
-
-
-def send(port: int, request) -> ExportTraceServiceResponse:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                     request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
-        return export(request.SerializeToString(), timeout=5)
-
-
-def exported_span(sink, name):
-    matches = [s for s in sink.spans() if s.name == name]
-    assert len(matches) == 1, f"expected one exported span named {name!r}, found {len(matches)}"
-    return matches[0]
-
-
-def evaluation_events(span):
-    return [attributes_to_dict(e.attributes) for e in span.events if e.name == "gen_ai.evaluation.result"]
+from tests.support.spans import (
+    AGENT_ROOT,
+    evaluation_events,
+    exported_span,
+    new_span_id,
+    new_trace_id,
+    request_of,
+    span,
+)
+from tests.support.toy_metric import TOY
 
 
 @pytest.fixture

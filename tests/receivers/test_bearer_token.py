@@ -16,22 +16,14 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.e2e.test_bad_input import EXPORT, good_request
-from tests.support.running import sink_config, wait_until
+from tests.support.bearer_token import TOKEN, WRONG, auth_config
+from tests.support.otlp_client import EXPORT
+from tests.support.running import wait_until
 from tests.support.sdk_export import EXPORTS
+from tests.support.spans import good_request
 
-TOKEN = "s3cret-7f3a9c1e5b2d4f60"
-WRONG = "s3cret-7f3a9c1e5b2d4f61"  # one character off
 REFUSED = {"no header": None, "wrong token": f"Bearer {WRONG}", "another scheme": f"Basic {TOKEN}",
            "no scheme": TOKEN}
-
-
-def auth_config(sink, extension: str = f"bearertokenauth: {{token: '{TOKEN}'}}") -> str:
-    auth = "auth: {authenticator: bearertokenauth}"
-    return (sink_config(sink, assembler="trace_wait: 20ms")
-            .replace("grpc: {endpoint: 127.0.0.1:0}", f"grpc: {{endpoint: 127.0.0.1:0, {auth}}}")
-            .replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, {auth}}}")
-            .replace("service:\n", f"extensions:\n  {extension}\nservice:\n  extensions: [bearertokenauth]\n"))
 
 
 @pytest.fixture

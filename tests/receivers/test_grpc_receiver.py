@@ -8,8 +8,9 @@ import threading
 import grpc
 import pytest
 
-from tests.e2e.test_bad_input import EXPORT, good_request, grpc_export
+from tests.support.otlp_client import EXPORT, grpc_export
 from tests.support.running import sink_config
+from tests.support.spans import good_request
 
 
 def test_a_full_pipeline_is_answered_before_the_message_is_sent(sink, start_collector):

@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from spanscore.receivers.grpc_receiver import GrpcReceiver
 from spanscore.receivers.http_receiver import HttpReceiver
 from spanscore.receivers.tls import TlsServerConfig
-from tests.collector.test_lifecycle import NullConsumer
 from tests.support.certificates import Pki, make_pki
+from tests.support.null_consumer import NullConsumer
 from tests.support.running import sink_config, wait_until
 from tests.support.sdk_export import EXPORTS
 

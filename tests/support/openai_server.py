@@ -43,7 +43,6 @@ import hashlib
 import itertools
 import json
 import math
-import socket
 import threading
 import time
 from collections import deque
@@ -186,13 +185,6 @@ def _embedding(text: str, dimensions: int) -> list[float]:
     raw = [(digest[i % len(digest)] - 127.5) / 127.5 for i in range(dimensions)]
     norm = math.sqrt(sum(x * x for x in raw)) or 1.0
     return [x / norm for x in raw]
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (until someone binds it)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class OpenAIServer:

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from tests.support.ports import free_port
 
 PYTHON_ENV = "SPANSCORE_PHOENIX_PYTHON"
 REQUIRE_ENV = "SPANSCORE_REQUIRE_PHOENIX"
@@ -48,12 +49,6 @@ def phoenix_python() -> tuple[str | None, str]:
         return sys.executable, ""
     return None, (f"no Arize Phoenix: set {PYTHON_ENV} to the python of a venv with arize-phoenix "
                   "(python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PhoenixServer:

@@ -1,4 +1,5 @@
-"""Building OTLP spans and requests by hand, and comparing forwarded ones with sent ones."""
+"""Building OTLP spans and requests by hand, comparing forwarded ones with sent ones, and
+reading exported ones back."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from spanscore.pipeline.score_attributes import EVALUATION_EVENT
+from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.evaluation_event import EVALUATION_EVENT
 
 
 def kv(key: str, value) -> KeyValue:
@@ -84,6 +86,21 @@ def request_of(spans: list[Span], service: str = "agent", resource_attributes: d
         ResourceSpans(resource=Resource(attributes=[kv(k, v) for k, v in attributes.items()]),
                       scope_spans=[ScopeSpans(scope=InstrumentationScope(name="tests"), spans=spans)])
     ])
+
+
+def good_request(name: str):
+    return request_of([span(new_trace_id(), name)])
+
+
+def agent_request(turns: int = 4) -> ExportTraceServiceRequest:
+    spans = []
+    for turn in range(turns):
+        trace_id, root = new_trace_id(), new_span_id()
+        spans.append(span(trace_id, "invoke_agent", span_id=root, attributes={
+            **AGENT_ROOT, "gen_ai.input.messages": f'[{{"role": "user", "content": "question {turn}"}}]',
+            "gen_ai.output.messages": f'[{{"role": "assistant", "content": "answer {turn}"}}]'}))
+        spans += [span(trace_id, f"step {i}", parent=root) for i in range(3)]
+    return request_of(spans, service="wal-agent")
 
 
 def every_field_request() -> ExportTraceServiceRequest:
@@ -165,3 +182,13 @@ def assert_forwarded_faithfully(sent_requests, received_requests) -> None:
         assert rs_got.schema_url == rs_sent.schema_url
         assert ss_got.scope == ss_sent.scope
         assert ss_got.schema_url == ss_sent.schema_url
+
+
+def exported_span(sink, name):
+    matches = [s for s in sink.spans() if s.name == name]
+    assert len(matches) == 1, f"expected one exported span named {name!r}, found {len(matches)}"
+    return matches[0]
+
+
+def evaluation_events(span):
+    return [attributes_to_dict(e.attributes) for e in span.events if e.name == "gen_ai.evaluation.result"]

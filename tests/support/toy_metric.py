@@ -44,3 +44,10 @@ class ToyMetric(Processor):
 
 
 FACTORY = ComponentFactory("processor", "toy_metric", ToyMetricConfig, ToyMetric)
+
+# Its entry under a config's `processors:` (the `extra_processors` of `sink_config`).
+TOY = "  toy_metric: {name: toy, fail_on: broken}"
+
+
+def toy(**config) -> ToyMetric:
+    return ToyMetric("toy_metric", ToyMetricConfig(**config))

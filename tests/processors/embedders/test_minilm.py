@@ -2,24 +2,13 @@
 SPANSCORE_REQUIRE_MINILM=1 (as in CI, which installs it), where its absence fails."""
 
 import asyncio
-import os
 
 import numpy as np
 import pytest
 
 from spanscore.processors.embedders import minilm
 from spanscore.processors.embedders.minilm import DIMENSION, MiniLMEmbedder, MissingExtraError
-
-REQUIRE_ENV = "SPANSCORE_REQUIRE_MINILM"
-
-
-def require_extra() -> None:
-    missing = minilm.missing_modules()
-    if missing:
-        message = f"the minilm extra is not installed (missing {', '.join(missing)})"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{message}, and {REQUIRE_ENV}=1 requires it")
-        pytest.skip(message)
+from tests.support.minilm_extra import require_extra
 
 
 @pytest.fixture(scope="module")

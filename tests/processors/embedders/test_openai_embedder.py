@@ -14,7 +14,8 @@ from spanscore.processors.embedders.openai_embedder import (
     OpenAIEmbedder,
     RetryPolicy,
 )
-from tests.support.openai_server import Delay, ErrorReply, OpenAIServer, _embedding, free_port
+from tests.support.openai_server import Delay, ErrorReply, OpenAIServer, _embedding
+from tests.support.ports import free_port
 
 FAST_RETRY = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.05)
 

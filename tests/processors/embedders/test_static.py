@@ -15,7 +15,7 @@ import pytest
 
 from spanscore.processors.embedders import build_embedder
 from spanscore.processors.embedders.static import INLINE_TEXTS, TABLE_DIR, StaticEmbedder
-from tests.processors.embedders.test_minilm import require_extra
+from tests.support.minilm_extra import require_extra
 
 ROOT = Path(__file__).resolve().parents[3]
 PAIRS = ROOT / "tests" / "fixtures" / "embedder_pairs.jsonl"

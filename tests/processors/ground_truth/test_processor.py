@@ -9,7 +9,6 @@ the checked value holds "Oslo"; an answer scores 0.9.
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pytest
@@ -20,41 +19,10 @@ from spanscore.exporters.memory import MemoryExporter
 from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.processors.ground_truth.processor import NO_JUDGE, GroundTruth, GroundTruthConfig
 from spanscore.receivers.memory import MemoryReceiver
-from tests.processors.ground_truth.test_judging import parts
+from tests.support.ground_truth_judge import DATASET, judge
 from tests.support.judge_answers import schema_of
-from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
-
-DATASET = """
-cases:
-  - id: oslo-trip
-    turns:
-      - message: What's the weather in Oslo?
-        expected_response: Snowing, -3 C
-      - message: What should I wear?
-    subgoals:
-      - details: "[needs:Snowing] Tells the user it is snowing"
-      - details: "[needs:wool] Suggests warm clothes"
-    expected_tool_calls:
-      - tool: get_weather
-        turn: 0
-        parameters: [{name: city, check: a Norwegian city}]
-"""
-
-
-def judge(request: RecordedRequest):
-    name, schema = schema_of(request)
-    _, data, instructions = parts(request)
-    if name == "subgoals":
-        answers = {}
-        for key in schema["properties"]:
-            details = re.search(rf"^- {key}: (.*)$", instructions, re.MULTILINE).group(1)
-            needed = re.search(r"\[needs:(\w+)\]", details).group(1)
-            answers[key] = {"explanation": f"looked for {needed}", "complete": needed in data}
-        return answers
-    if name == "check":
-        return {"explanation": "checked", "passed": "Oslo" in data}
-    return {"reasoning": "matches the expected answer", "correctness_score": 0.9, "uses_tool_results": True}
 
 
 @pytest.fixture

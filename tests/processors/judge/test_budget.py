@@ -14,7 +14,7 @@ from spanscore.processors.judge.budget import BudgetExhausted, BudgetWindow, Jud
 from spanscore.processors.judge.cache import JudgeCache
 from spanscore.processors.judge.client import OpenAIJudge
 from spanscore.processors.judge.config import JudgeConfig, build_judge
-from tests.processors.judge.test_client import FAST_RETRY, MESSAGES, SCHEMA, answer
+from tests.support.judge_request import FAST_RETRY, MESSAGES, SCHEMA, answer
 
 
 class Clock:

@@ -5,7 +5,7 @@ import pytest
 from spanscore.processors.judge.base import JudgeError
 from spanscore.processors.judge.cache import JudgeCache, cache_key
 from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy
-from tests.processors.judge.test_client import MESSAGES, SCHEMA, answer, chat_requests
+from tests.support.judge_request import MESSAGES, SCHEMA, answer, chat_requests
 
 
 def make(server, cache, **kwargs) -> OpenAIJudge:

@@ -1,5 +1,4 @@
 import asyncio
-import json
 import socket
 import time
 
@@ -7,23 +6,8 @@ import pytest
 
 from spanscore.processors.judge.base import JudgeError
 from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
+from tests.support.judge_request import FAST_RETRY, MESSAGES, SCHEMA, answer, chat_requests
 from tests.support.openai_server import Delay, ErrorReply, Reply
-
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "score": {"type": "number", "minimum": 0, "maximum": 1},
-        "reason": {"type": "string"},
-    },
-    "required": ["score", "reason"],
-    "additionalProperties": False,
-}
-MESSAGES = [{"role": "system", "content": "You grade answers."}, {"role": "user", "content": "Grade: 2+2=4"}]
-FAST_RETRY = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.05)
-
-
-def answer(score=0.5, reason="fine", **kwargs) -> Reply:
-    return Reply(content=json.dumps({"score": score, "reason": reason}), **kwargs)
 
 
 @pytest.fixture
@@ -35,10 +19,6 @@ def server(openai_server):
 def make(server, **kwargs) -> OpenAIJudge:
     kwargs.setdefault("retry", FAST_RETRY)
     return OpenAIJudge(model="judge-test", base_url=server.base_url, api_key="test-key", seed=3, **kwargs)
-
-
-def chat_requests(server):
-    return server.requests_to("/chat/completions")
 
 
 async def test_json_schema_is_asked_for_first(server):

@@ -4,7 +4,7 @@ from pydantic import ValidationError
 from spanscore.processors.judge.cache import JudgeCache
 from spanscore.processors.judge.client import DEFAULT_BASE_URL, OpenAIJudge
 from spanscore.processors.judge.config import JudgeConfig, build_judge
-from tests.processors.judge.test_client import MESSAGES, SCHEMA, answer
+from tests.support.judge_request import MESSAGES, SCHEMA, answer
 
 
 def test_defaults():

@@ -13,8 +13,9 @@ import pytest
 from spanscore.processors.circuit_breaker import BreakerState
 from spanscore.processors.judge.base import JudgeError
 from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy
-from tests.processors.judge.test_client import MESSAGES, SCHEMA, answer
-from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply, free_port
+from tests.support.judge_request import MESSAGES, SCHEMA, answer
+from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply
+from tests.support.ports import free_port
 
 # max_retries=1: what gets a call through an outage must be the breaker, not retries.
 OUTAGE_RETRY = RetryPolicy(max_retries=1, initial_backoff_s=0.05, max_backoff_s=0.2)

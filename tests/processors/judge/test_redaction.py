@@ -13,10 +13,10 @@ from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge.client import OpenAIJudge
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge_processor import JudgeMetrics, JudgeMetricsConfig
-from tests.processors.judge.test_client import FAST_RETRY
-from tests.processors.judge_metrics import tool_step
 from tests.support.judge_answers import schema_judge
+from tests.support.judge_request import FAST_RETRY
 from tests.support.openai_server import ErrorReply, OpenAIServer
+from tests.support.scripted_judge import tool_step
 
 OPENAI_KEY = "sk-proj-" + "Ab3" * 12
 ANTHROPIC_KEY = "sk-ant-api03-" + "x9Y" * 10

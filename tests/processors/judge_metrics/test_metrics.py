@@ -7,7 +7,7 @@ import pytest
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.prompts import Redaction
 from spanscore.processors.judge.rubrics import NO_PLAN, NO_TOOL_CALLS, RUBRICS, TraceFacts
-from tests.processors.judge_metrics import (
+from tests.support.scripted_judge import (
     EXTRACTED,
     ScriptedJudge,
     arguments_answer,

@@ -7,7 +7,7 @@ import pytest
 from spanscore.processors.judge.base import JudgeError
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS
-from tests.processors.judge_metrics import (
+from tests.support.scripted_judge import (
     EXTRACTED,
     PER_METRIC_ANSWERS,
     ScriptedJudge,

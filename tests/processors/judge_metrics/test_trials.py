@@ -10,7 +10,7 @@ import pytest
 from spanscore.processors.judge.base import JudgeError
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.trials import majority, median, run_trials, spread
-from tests.processors.judge_metrics import (
+from tests.support.scripted_judge import (
     PER_METRIC_ANSWERS,
     ScriptedJudge,
     arguments_answer,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from spanscore.processors.metrics import coherence, coherence_from_vectors, cosine_similarity
-from tests.processors.metrics import TableEmbedder
+from tests.support.table_embedder import TableEmbedder
 
 QUESTION = "What is the weather in Tokyo?"
 ANSWER = "Tokyo is sunny, 24 degrees."

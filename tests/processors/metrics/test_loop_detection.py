@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from spanscore.processors.metrics import PreviousOutput, loop_detection, loop_detection_from_vectors, word_set
-from tests.processors.metrics import TableEmbedder
+from tests.support.table_embedder import TableEmbedder
 
 CURRENT = "Check the weather in Tokyo."     # {check, weather, tokyo}
 SIMILAR = "check the weather for Osaka"     # {check, weather, osaka}: Jaccard 2/4 = 0.5

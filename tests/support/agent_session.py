@@ -1,0 +1,34 @@
+"""A support agent's session of three turns sent over OTLP gRPC, one trace a turn (turn 2
+repeats turn 1's answer: a loop), and the embedding and session metrics that score it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.otlp_client import send
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
+
+METRICS = """\
+  embedding_metrics: {embedder: {type: hashing}}
+  session_metrics: {}"""
+
+TURNS = [  # (question, answer); turn 2 repeats turn 1's answer word for word: a loop
+    ("Where is my parcel 1234?", "Your parcel 1234 left the Lyon depot and arrives Thursday."),
+    ("Can you check again?", "Your parcel 1234 left the Lyon depot and arrives Thursday."),
+    ("Thanks. And my refund for order 77?", "Refund for order 77 was issued to your card today."),
+]
+
+
+def messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def send_session(collector, session_id: str = "support-9"):
+    for i, (question, answer) in enumerate(TURNS):
+        trace_id, root_id = new_trace_id(), new_span_id()
+        root = span(trace_id, "invoke_agent support", span_id=root_id, start_ns=1_700_000_000_000_000_000 + i * 10**9,
+                    attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                                "gen_ai.conversation.id": session_id,
+                                "gen_ai.input.messages": messages("user", question),
+                                "gen_ai.output.messages": messages("assistant", answer)})
+        send(collector.grpc_port, request_of([root, span(trace_id, "chat", parent=root_id)]))
