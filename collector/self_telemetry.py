@@ -17,7 +17,7 @@ from collections.abc import Callable
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.exporters.base import DROP_REASONS
 from spanscore.exporters.score_metrics import Reading
-from spanscore.processors.circuit_breaker import BreakerState
+from spanscore.processors.openai_endpoint.breaker import BreakerState
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.figures import JudgeFigures, judge_figures
 from spanscore.pipeline.memory_limiter import MemoryLimiter

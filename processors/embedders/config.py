@@ -30,12 +30,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
 from spanscore.core.redaction import RedactConfig
-from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S
 from spanscore.processors.embedders import hashing, minilm, openai_embedder, static
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.cache import DEFAULT_MAX_ENTRIES, CachedEmbedder
 from spanscore.processors.embedders.coalescing import CoalescingEmbedder
-from spanscore.processors.openai_retry import RetrySettings
+from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S
+from spanscore.processors.openai_endpoint.client import EndpointSettings
 
 _log = logging.getLogger(__name__)
 
@@ -62,15 +62,15 @@ class MiniLMEmbedderConfig(ComponentConfig):
     cache: CacheConfig = CacheConfig()
 
 
-class OpenAIEmbedderConfig(RetrySettings):
+class OpenAIEmbedderConfig(EndpointSettings):
+    """`base_url`, `api_key`, `timeout`, `max_concurrency` and the retry keys are
+    `EndpointSettings`', some with the embedder's defaults."""
+
     type: Literal["openai"] = "openai"
-    base_url: str | None = None  # None: the openai package's default (OPENAI_BASE_URL or api.openai.com)
     model: str = Field(openai_embedder.DEFAULT_MODEL, min_length=1)
-    api_key: str | None = Field(None, repr=False)  # None: OPENAI_API_KEY
     dimensions: int | None = Field(None, ge=1)
     batch_size: int = Field(openai_embedder.DEFAULT_BATCH_SIZE, ge=1, le=2048)
     max_concurrency: int = Field(openai_embedder.DEFAULT_MAX_CONCURRENCY, ge=1)
-    timeout: Duration = Field(openai_embedder.DEFAULT_TIMEOUT_S, gt=0)
     max_retries: int = Field(openai_embedder.DEFAULT_MAX_RETRIES, ge=0)
     max_backoff: Duration = Field(openai_embedder.DEFAULT_MAX_BACKOFF_S, gt=0)
     max_embedder_wait: Duration = Field(DEFAULT_MAX_WAIT_S, gt=0)  # how long an outage may hold a call
@@ -163,13 +163,9 @@ def build_uncached(config: Any) -> Embedder:
     if isinstance(config, OpenAIEmbedderConfig):
         return openai_embedder.OpenAIEmbedder(
             model=config.model,
-            base_url=config.base_url,
-            api_key=config.api_key,
+            **config.client_args(),
             dimensions=config.dimensions,
             batch_size=config.batch_size,
-            max_concurrency=config.max_concurrency,
-            timeout_s=config.timeout,
-            retry=config.retry_policy(),
             max_wait_s=config.max_embedder_wait,
             redaction=config.redact.redaction(),
         )

@@ -13,13 +13,14 @@ between releases); the delays are configurable and testable; and a `Retry-After`
 than `max_retry_after_s` fails the batch at once instead of parking a scoring task for
 minutes. Retried: connection errors, timeouts, 408, 409, 429 and 5xx. A server's
 `Retry-After`/`retry-after-ms` is honoured, otherwise the delay is exponential with full
-jitter; the timing is `processors.openai_retry`, shared with the judge client.
+jitter; the timing is `processors.openai_endpoint.retry`, shared with the judge client.
 
 Outages (connection errors, timeouts, 5xx) go through a `CircuitBreaker`, as the judge's
 do: retried without counting against `max_retries`, five in a row open the breaker, which
 holds every call and probes the server until it answers; a call fails only after
-`max_wait_s` (`max_embedder_wait`). Server messages in errors and logs are scrubbed of
-secret shapes and cut short (`core.redaction.scrub`).
+`max_wait_s` (`max_embedder_wait`). Both paths run the one call loop of
+`processors.openai_endpoint.client.Endpoint`, the judge's too. Server messages in errors
+and logs are scrubbed of secret shapes and cut short (`core.redaction.scrub`).
 
 Texts are redacted before they leave, as the judge's prompts are (`redaction`: the
 built-in secret shapes by default; `redact: false` sends them as recorded).
@@ -38,10 +39,7 @@ import asyncio
 import base64
 import logging
 import os
-import random
 import threading
-import time
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -51,19 +49,23 @@ import openai
 
 from spanscore.core.durations import format_duration
 from spanscore.core.redaction import Redaction, safe_url, scrub
-from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S, BreakerState, CircuitBreaker, Hold, Unreachable
 from spanscore.processors.embedders.base import Embedder, l2_normalize
-from spanscore.processors.openai_retry import RetryPolicy, outage_reason, retry_after_s
+from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S, Unreachable
+from spanscore.processors.openai_endpoint.client import API_KEY_ENV, DEFAULT_TIMEOUT_S, Endpoint, Exchange, Failure
+from spanscore.processors.openai_endpoint.retry import (
+    GiveUp,
+    RetryPolicy,
+    is_retryable,
+    outage_reason,
+    retry_after_s,
+)
 
 DEFAULT_MODEL = "text-embedding-3-small"
 DEFAULT_BATCH_SIZE = 128
 DEFAULT_MAX_CONCURRENCY = 4
-DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_MAX_BACKOFF_S = 8.0  # embeddings sit on the scoring path: give up sooner than the judge
 DEFAULT_RETRY = RetryPolicy(max_retries=DEFAULT_MAX_RETRIES, max_backoff_s=DEFAULT_MAX_BACKOFF_S)
-API_KEY_ENV = "OPENAI_API_KEY"
-RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 PROBE_TEXT = "dimension probe"
 
 _log = logging.getLogger(__name__)
@@ -81,14 +83,6 @@ class EmbeddingRequestError(RuntimeError):
 
 class MissingAPIKeyError(ValueError):
     """No API key in config nor in the environment."""
-
-
-def is_retryable(error: BaseException) -> bool:
-    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
-    return False
 
 
 def _status(error: BaseException) -> int | None:
@@ -141,52 +135,24 @@ class OpenAIEmbedder(Embedder):
         self.redaction = redaction if redaction is not None else Redaction()
         self.name = f"openai/{model}" + (f"/d{dimensions}" if dimensions else "")
         self._where = safe_url(base_url) if base_url else "the OpenAI API"
-        self.breaker = CircuitBreaker(f"embedder {model!r} at {self._where}",
-                                      probe_delay_s=self.retry.initial_backoff_s,
-                                      max_probe_delay_s=self.retry.max_backoff_s, max_wait_s=max_wait_s)
-        self.requests_made = 0  # every HTTP attempt, retries included
-        self._api_key = api_key
+        self.endpoint = Endpoint(
+            f"embedder {model!r} at {self._where}", base_url=base_url, api_key=api_key, retry=self.retry, log=_log,
+            what="embeddings request", timeout_s=timeout_s, max_concurrency=max_concurrency, max_wait_s=max_wait_s,
+            seed=seed)
+        self.breaker = self.endpoint.breaker
         self._width: int | None = dimensions
-        self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._sync_client: openai.OpenAI | None = None
-        self._async: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore]
-        ] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r})"
 
-    # -- clients ---------------------------------------------------------------------
-    def _client_args(self) -> dict[str, Any]:
-        return {"api_key": self._api_key, "base_url": self.base_url, "timeout": self.timeout_s, "max_retries": 0}
-
-    def _client(self) -> openai.OpenAI:
-        with self._lock:
-            if self._sync_client is None:
-                self._sync_client = openai.OpenAI(**self._client_args())
-            return self._sync_client
-
-    def _async_state(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        loop = asyncio.get_running_loop()
-        state = self._async.get(loop)
-        if state is None:
-            state = (openai.AsyncOpenAI(**self._client_args()), asyncio.Semaphore(self.max_concurrency))
-            self._async[loop] = state
-        return state
+    @property
+    def requests_made(self) -> int:
+        """Every HTTP attempt, retries included."""
+        return self.endpoint.stats().requests
 
     async def close(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        state = self._async.pop(loop, None) if loop is not None else None
-        if state is not None:
-            await state[0].close()
-        with self._lock:
-            client, self._sync_client = self._sync_client, None
-        if client is not None:
-            client.close()
+        await self.endpoint.close()
 
     # -- embedding -------------------------------------------------------------------
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -223,66 +189,10 @@ class OpenAIEmbedder(Embedder):
         return out
 
     async def _request_async(self, batch: list[str]) -> np.ndarray:
-        client, semaphore = self._async_state()
-        retry = 0
-        hold = Hold()
-        while True:
-            try:
-                probe = await self.breaker.admit(hold)
-            except Unreachable as outage:
-                raise self._unreachable(outage, len(batch), retry) from None
-            try:
-                async with semaphore:  # a backoff sleep does not hold a slot
-                    if not probe and self.breaker.state is not BreakerState.CLOSED:
-                        continue  # it opened while this call waited for a slot: wait for it instead
-                    with self._lock:
-                        self.requests_made += 1
-                    try:
-                        response = await client.embeddings.create(**self._params(batch))
-                    except openai.OpenAIError as error:
-                        failure = error
-                        self._report(probe, error)
-                    else:
-                        self.breaker.answered()
-                        return self._vectors(response, len(batch))
-            finally:
-                self.breaker.abandon(probe)  # a probe stopped before it reported (cancelled); else a no-op
-            delay = self._next_delay(retry, failure, len(batch), hold)
-            if delay > 0:
-                await asyncio.sleep(delay)
-            retry += 1
+        return await self.endpoint.call(_Batch(self, batch))
 
     def _request_sync(self, batch: list[str]) -> np.ndarray:
-        client = self._client()
-        retry = 0
-        hold = Hold()
-        while True:
-            try:
-                probe = self.breaker.admit_sync(hold)
-            except Unreachable as outage:
-                raise self._unreachable(outage, len(batch), retry) from None
-            try:
-                with self._lock:
-                    self.requests_made += 1
-                try:
-                    response = client.embeddings.create(**self._params(batch))
-                except openai.OpenAIError as error:
-                    failure = error
-                    self._report(probe, error)
-                else:
-                    self.breaker.answered()
-                    return self._vectors(response, len(batch))
-            finally:
-                self.breaker.abandon(probe)
-            time.sleep(self._next_delay(retry, failure, len(batch), hold))
-            retry += 1
-
-    def _report(self, probe: bool, error: BaseException) -> None:
-        reason = outage_reason(error, self.timeout_s)
-        if reason is None:
-            self.breaker.answered()
-        else:
-            self.breaker.failed(probe, reason, retry_after_s(error))
+        return self.endpoint.call_sync(_Batch(self, batch))
 
     def _params(self, batch: list[str]) -> dict[str, Any]:
         # base64 is a quarter of the JSON float text; servers that ignore it send floats.
@@ -290,44 +200,6 @@ class OpenAIEmbedder(Embedder):
         if self.dimensions is not None:
             params["dimensions"] = self.dimensions
         return params
-
-    def _next_delay(self, retry: int, error: BaseException, size: int, hold: Hold) -> float:
-        """The wait before the next attempt (0: the breaker decides), or raise
-        EmbeddingRequestError. An outage holds the call unless the server answered others
-        since it began and this call's retries are used up: then the failures are its own."""
-        attempts = retry + 1
-        if outage_reason(error) is not None and not (retry >= self.retry.max_retries
-                                                      and self.breaker.answered_since(hold)):
-            try:
-                left_s = self.breaker.remaining_s(hold)
-            except Unreachable as outage:
-                raise self._unreachable(outage, size, attempts) from error
-            if self.breaker.state is not BreakerState.CLOSED:
-                return 0.0
-            with self._lock:
-                delay = min(self.retry.outage_wait_s(retry, retry_after_s(error), self._rng), left_s)
-        else:
-            with self._lock:
-                delay = self.retry.wait_s(retry, retry_after_s(error), self._rng) if is_retryable(error) else None
-        if delay is None:
-            if not is_retryable(error):
-                why = "not retryable"
-            elif retry >= self.retry.max_retries:
-                why = f"gave up after {attempts} attempt{'s' if attempts > 1 else ''}"
-            else:
-                why = f"Retry-After exceeds max_retry_after_s={self.retry.max_retry_after_s:g}"
-            raise EmbeddingRequestError(
-                f"embedding {size} text{'s' if size > 1 else ''} with {self.model!r} at "
-                f"{self._where} failed ({why}): {_describe(error)}",
-                attempts=attempts, status=_status(error),
-            ) from error
-        _log.warning("embeddings request failed (%s); retry %d in %.2f s", _describe(error), attempts, delay)
-        return delay
-
-    def _unreachable(self, outage: Unreachable, size: int, attempts: int) -> EmbeddingRequestError:
-        return EmbeddingRequestError(
-            f"embedding {size} text{'s' if size > 1 else ''}: {self.breaker.name} unreachable for "
-            f"{format_duration(outage.waited_s)} (max_embedder_wait): {outage.reason}", attempts=attempts)
 
     def _vectors(self, response: Any, expected: int) -> np.ndarray:
         items = sorted(response.data, key=lambda item: item.index)
@@ -348,6 +220,43 @@ class OpenAIEmbedder(Embedder):
                 f"{self.model!r} returned {width}-dimensional vectors after {self._width}-dimensional ones",
                 attempts=1)
         return np.stack(rows)
+
+
+class _Batch(Exchange[np.ndarray]):
+    """One batch's requests."""
+
+    def __init__(self, embedder: OpenAIEmbedder, batch: list[str]):
+        self.embedder = embedder
+        self.batch = batch
+
+    def send(self, client: openai.OpenAI | openai.AsyncOpenAI) -> Any:
+        return client.embeddings.create(**self.embedder._params(self.batch))
+
+    def classify(self, error: openai.OpenAIError) -> Failure:
+        return Failure(_describe(error), is_retryable(error), retry_after_s(error),
+                       outage_reason(error, self.embedder.timeout_s), error)
+
+    def read(self, response: Any) -> np.ndarray:
+        return self.embedder._vectors(response, len(self.batch))
+
+    def gave_up(self, failure: Failure, why: GiveUp) -> EmbeddingRequestError:
+        attempts, size = self.requests, len(self.batch)
+        if why is GiveUp.NOT_RETRYABLE:
+            reason = "not retryable"
+        elif why is GiveUp.RETRIES_SPENT:
+            reason = f"gave up after {attempts} attempt{'s' if attempts > 1 else ''}"
+        else:
+            reason = f"Retry-After exceeds max_retry_after_s={self.embedder.retry.max_retry_after_s:g}"
+        return EmbeddingRequestError(
+            f"embedding {size} text{'s' if size > 1 else ''} with {self.embedder.model!r} at "
+            f"{self.embedder._where} failed ({reason}): {failure.message}",
+            attempts=attempts, status=_status(failure.cause))
+
+    def unreachable(self, outage: Unreachable) -> EmbeddingRequestError:
+        size = len(self.batch)
+        return EmbeddingRequestError(
+            f"embedding {size} text{'s' if size > 1 else ''}: {self.embedder.breaker.name} unreachable for "
+            f"{format_duration(outage.waited_s)} (max_embedder_wait): {outage.reason}", attempts=self.requests)
 
 
 def _decode(embedding: Any) -> np.ndarray:

@@ -25,13 +25,14 @@ A server asking for more than `max_retry_after_s` fails the call at once rather 
 a scoring task; other 4xx (400, 401, 403, 404, 422, ...) fail at once too.
 
 Outages are not retries: connection errors, timeouts and 5xx go through the judge's
-`CircuitBreaker` (`processors/circuit_breaker.py`). They are retried with the same
-backoff without counting against `max_retries`; five in a row open the breaker, which
-holds every call and probes the server until it answers; a call gives up only after
-`max_wait_s` (`max_judge_wait`), with error type `judge_unavailable`. When the server
-answers others meanwhile, a call's own 5xx are its own: `max_retries` bounds them again.
-A `budget` (`JudgeBudget`) is checked before each request; past it the call raises
-`BudgetExhausted` without sending anything.
+`CircuitBreaker` (`processors/openai_endpoint/breaker.py`). They are retried with the
+same backoff without counting against `max_retries`; five in a row open the breaker,
+which holds every call and probes the server until it answers; a call gives up only
+after `max_wait_s` (`max_judge_wait`), with error type `judge_unavailable`. When the
+server answers others meanwhile, a call's own 5xx are its own: `max_retries` bounds them
+again. The loop that does all this is the `Endpoint`'s (`processors/openai_endpoint`),
+shared with the OpenAI embedder. A `budget` (`JudgeBudget`) is checked before each
+request; past it the call raises `BudgetExhausted` without sending anything.
 
 Log lines and error messages never carry what a server echoed unfiltered: its messages
 go through `core.redaction.scrub` (secret shapes hidden, cut to 300 characters), and the
@@ -44,16 +45,12 @@ request holds a slot only while in flight, not during a backoff sleep.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import json
 import logging
 import os
-import random
 import re
 import threading
-import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,22 +58,26 @@ import openai
 
 from spanscore.core.durations import format_duration
 from spanscore.core.redaction import safe_url, scrub
-from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S, BreakerState, CircuitBreaker, Hold, Unreachable
 from spanscore.processors.judge.answers import MalformedAnswer, parse_answer
 from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
 from spanscore.processors.judge.budget import BudgetExhausted, JudgeBudget
 from spanscore.processors.judge.cache import JudgeCache, cache_key
-from spanscore.processors.openai_retry import RetryPolicy, outage_reason, retry_after_s
+from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S, Unreachable
+from spanscore.processors.openai_endpoint.client import (
+    API_KEY_ENV,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIMEOUT_S,
+    Endpoint,
+    Exchange,
+    Failure,
+)
+from spanscore.processors.openai_endpoint.retry import GiveUp, RetryPolicy, is_retryable, outage_reason, retry_after_s
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"
-API_KEY_ENV = "OPENAI_API_KEY"
 PLACEHOLDER_API_KEY = "unused"  # local servers ignore the key, but the client wants one
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_TEMPERATURE = 0.0
 
-RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 REJECTION_STATUS = frozenset({400, 422, 500, 501})
 _REJECTION_WORDS = re.compile(
     r"response_format|response format|json_schema|json schema|\bschema\b|structured output|guided_json|grammar",
@@ -135,44 +136,20 @@ def is_format_rejection(error: BaseException) -> bool:
 
 
 
-@dataclass(frozen=True)
-class _Failure:
-    error_type: str
-    message: str  # scrubbed: it ends up in log lines and span attributes
-    retryable: bool
-    retry_after_s: float | None = None
-    cause: BaseException | None = None
-    outage: str | None = None  # why the server looks down, when it does
-
-
-def _classify(error: BaseException, timeout_s: float) -> _Failure:
+def _classify(error: BaseException, timeout_s: float) -> Failure:
     outage = outage_reason(error, timeout_s)
     if isinstance(error, openai.APITimeoutError):
-        return _Failure("timeout", "timed out", True, cause=error, outage=outage)
+        return Failure("timed out", True, cause=error, outage=outage, kind="timeout")
     if isinstance(error, openai.APIConnectionError):
-        return _Failure("connection_error", outage or "connection failed", True, cause=error, outage=outage)
+        return Failure(outage or "connection failed", True, cause=error, outage=outage, kind="connection_error")
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        retryable = status in RETRYABLE_STATUS or status >= 500
         kind = _STATUS_TYPES.get(status, "server_error" if status >= 500 else "bad_request")
-        return _Failure(kind, f"HTTP {status}: {scrub(error.message)}", retryable, retry_after_s(error), error,
-                        outage)
+        return Failure(f"HTTP {status}: {scrub(error.message)}", is_retryable(error), retry_after_s(error), outage,
+                       error, kind)
     if isinstance(error, openai.APIResponseValidationError):
-        return _Failure("malformed_answer", f"unreadable response: {scrub(str(error))}", True, cause=error)
-    return _Failure("judge_error", scrub(f"{type(error).__name__}: {error}"), False, cause=error)
-
-
-@dataclass(frozen=True)
-class _Answered:
-    """A reply from the server: its tokens, and its validated data or why it is unusable."""
-
-    input_tokens: int
-    output_tokens: int
-    data: dict[str, Any] | None = None
-    failure: _Failure | None = None
-
-
-_DOWNGRADED = object()  # the server refused the response_format: ask again at once in the next mode
+        return Failure(f"unreadable response: {scrub(str(error))}", True, cause=error, kind="malformed_answer")
+    return Failure(scrub(f"{type(error).__name__}: {error}"), False, cause=error, kind="judge_error")
 
 
 @dataclass(frozen=True)
@@ -219,16 +196,14 @@ class OpenAIJudge(Judge):
         self.max_tokens = max_tokens
         self.cache = cache
         self.budget = budget
-        self.breaker = CircuitBreaker(f"judge {model!r} at {safe_url(self.base_url)}",
-                                      probe_delay_s=self.retry.initial_backoff_s,
-                                      max_probe_delay_s=self.retry.max_backoff_s, max_wait_s=max_wait_s)
-        self._api_key = api_key or os.environ.get(API_KEY_ENV) or PLACEHOLDER_API_KEY
-        self._rng = random.Random(seed)
+        self.endpoint = Endpoint(
+            f"judge {model!r} at {safe_url(self.base_url)}", base_url=self.base_url,
+            api_key=api_key or os.environ.get(API_KEY_ENV) or PLACEHOLDER_API_KEY, retry=self.retry, log=_log,
+            what="judge request", timeout_s=timeout_s, max_concurrency=max_concurrency, max_wait_s=max_wait_s,
+            seed=seed)
+        self.breaker = self.endpoint.breaker
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(JudgeStats.__dataclass_fields__, 0)
-        self._async: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore]
-        ] = weakref.WeakKeyDictionary()
+        self._counts = dict.fromkeys(("completions", "cache_hits", "failures", "input_tokens", "output_tokens"), 0)
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
@@ -239,28 +214,18 @@ class OpenAIJudge(Judge):
         return remembered_mode(self.base_url, self.model)
 
     def stats(self) -> JudgeStats:
+        sent = self.endpoint.stats()
         with self._lock:
-            return JudgeStats(**self._counts)
+            return JudgeStats(requests=sent.requests, retries=sent.retries, request_seconds=sent.request_seconds,
+                              **self._counts)
 
     def _count(self, **amounts: float) -> None:
         with self._lock:
             for name, amount in amounts.items():
                 self._counts[name] += amount
 
-    def _async_state(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        loop = asyncio.get_running_loop()
-        state = self._async.get(loop)
-        if state is None:
-            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url,
-                                        timeout=self.timeout_s, max_retries=0)
-            state = (client, asyncio.Semaphore(self.max_concurrency))
-            self._async[loop] = state
-        return state
-
     async def close(self) -> None:
-        state = self._async.pop(asyncio.get_running_loop(), None)
-        if state is not None:
-            await state[0].close()
+        await self.endpoint.close()
         if self.cache is not None:
             await self.cache.close()
 
@@ -283,7 +248,7 @@ class OpenAIJudge(Judge):
                 self._count(cache_hits=1)
                 return JudgeReply(data=hit, input_tokens=0, output_tokens=0, calls=0, cached=True)
         try:
-            reply = await self._ask(messages, schema, schema_name)
+            reply = await self.endpoint.call(_Asking(self, messages, schema, schema_name))
         except BudgetExhausted:
             raise  # not a failure: the call was never made
         except JudgeError:
@@ -292,98 +257,6 @@ class OpenAIJudge(Judge):
         if key is not None and self.cache is not None:
             await self.cache.put(key, self.model, reply.data)
         return reply
-
-    async def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str) -> JudgeReply:
-        client, semaphore = self._async_state()
-        calls = input_tokens = output_tokens = retry = 0
-        hold = Hold()
-        while True:
-            try:
-                probe = await self.breaker.admit(hold)
-            except Unreachable as outage:
-                raise self._unreachable(outage, calls) from None
-            try:
-                async with semaphore:
-                    if not probe and self.breaker.state is not BreakerState.CLOSED:
-                        continue  # it opened while this call waited for a slot: wait for it instead
-                    if self.budget is not None:
-                        self.budget.reserve(calls)
-                    calls += 1
-                    outcome = await self._attempt(client, messages, schema, schema_name, probe)
-            finally:
-                self.breaker.abandon(probe)  # a probe stopped before it reported (cancelled); else a no-op
-            if outcome is _DOWNGRADED:
-                continue
-            if isinstance(outcome, _Answered):
-                input_tokens += outcome.input_tokens
-                output_tokens += outcome.output_tokens
-                if outcome.data is not None:
-                    return JudgeReply(data=outcome.data, input_tokens=input_tokens,
-                                      output_tokens=output_tokens, calls=calls)
-                outcome = outcome.failure
-            await self._before_retry(outcome, retry, calls, hold)
-            retry += 1
-            self._count(retries=1)
-
-    async def _attempt(self, client: openai.AsyncOpenAI, messages: list[dict[str, str]], schema: dict[str, Any],
-                       schema_name: str, probe: bool) -> _Answered | _Failure | object:
-        """One request, its outcome reported to the breaker."""
-        mode = self.mode
-        self._count(requests=1)
-        started = time.monotonic()
-        try:
-            response = await client.chat.completions.create(**self._params(messages, schema, schema_name, mode))
-        except openai.OpenAIError as error:
-            self._count(request_seconds=time.monotonic() - started)
-            if isinstance(error, openai.APIStatusError) and mode is not StructuredMode.TEXT \
-                    and is_format_rejection(error):
-                self.breaker.answered()
-                chosen = _downgrade(self.base_url, self.model, mode)
-                _log.info("%s refused response_format %s (HTTP %d: %s); using %s", self.breaker.name,
-                          mode.name.lower(), error.status_code, scrub(error.message), chosen.name.lower())
-                return _DOWNGRADED
-            failure = _classify(error, self.timeout_s)
-            if failure.outage is None:
-                self.breaker.answered()
-            else:
-                self.breaker.failed(probe, failure.outage, failure.retry_after_s)
-            return failure
-        self._count(request_seconds=time.monotonic() - started)
-        self.breaker.answered()
-        used_in, used_out = _usage(response)
-        self._count(completions=1, input_tokens=used_in, output_tokens=used_out)
-        if self.budget is not None:
-            self.budget.spend(used_in + used_out)
-        truncated = False
-        try:
-            text, truncated = _reply_text(response)
-            return _Answered(used_in, used_out, data=parse_answer(text, schema))
-        except MalformedAnswer as error:
-            cut = " (cut off at max_tokens)" if truncated else ""
-            return _Answered(used_in, used_out, failure=_Failure(
-                "malformed_answer", f"malformed answer{cut}: {scrub(str(error))}", True, cause=error))
-
-    async def _before_retry(self, failure: _Failure, retry: int, attempts: int, hold: Hold) -> None:
-        """Wait before the next attempt, or raise JudgeError. An outage holds the call
-        (the breaker decides when it goes again) unless the server answered others since
-        it began and this call's retries are used up: then the failures are its own."""
-        if failure.outage is None or (retry >= self.retry.max_retries and self.breaker.answered_since(hold)):
-            await asyncio.sleep(self._delay_s(retry, failure, attempts))
-            return
-        try:
-            left_s = self.breaker.remaining_s(hold)
-        except Unreachable as outage:
-            raise self._unreachable(outage, attempts) from None
-        if self.breaker.state is not BreakerState.CLOSED:
-            return  # admit() waits for the probe
-        with self._lock:
-            delay = min(self.retry.outage_wait_s(retry, failure.retry_after_s, self._rng), left_s)
-        _log.warning("judge request failed (%s); retry %d in %.2f s", failure.message, retry + 1, delay)
-        await asyncio.sleep(delay)
-
-    def _unreachable(self, outage: Unreachable, attempts: int) -> JudgeError:
-        return JudgeError(f"{self.breaker.name} unreachable for {format_duration(outage.waited_s)} "
-                          f"(max_judge_wait): {outage.reason}", error_type=UNAVAILABLE, calls=attempts)
 
     def _params(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str,
                 mode: StructuredMode) -> dict[str, Any]:
@@ -402,23 +275,72 @@ class OpenAIJudge(Judge):
             params["response_format"] = {"type": "json_object"}
         return params
 
-    def _delay_s(self, retry: int, failure: _Failure, attempts: int) -> float:
-        """The wait before the next attempt, or raise JudgeError."""
-        why = None
-        if not failure.retryable:
-            why = "not retryable"
-        elif retry >= self.retry.max_retries:
-            why = f"gave up after {attempts} request{'s' if attempts > 1 else ''}"
-        elif failure.retry_after_s is not None and failure.retry_after_s > self.retry.max_retry_after_s:
-            why = (f"the server asked to wait {failure.retry_after_s:g} s, more than "
-                   f"max_retry_after={self.retry.max_retry_after_s:g} s")
-        if why is not None:
-            raise JudgeError(f"{self.breaker.name} failed ({why}): {failure.message}",
-                             error_type=failure.error_type, calls=attempts) from failure.cause
-        with self._lock:
-            delay = self.retry.wait_s(retry, failure.retry_after_s, self._rng)
-        _log.warning("judge request failed (%s); retry %d in %.2f s", failure.message, retry + 1, delay)
-        return delay
+
+class _Asking(Exchange[JudgeReply]):
+    """One `complete` call's requests: each in the mode the server is known to accept, the
+    tokens of every answer summed."""
+
+    def __init__(self, judge: OpenAIJudge, messages: list[dict[str, str]], schema: dict[str, Any],
+                 schema_name: str):
+        self.judge = judge
+        self.messages = messages
+        self.schema = schema
+        self.schema_name = schema_name
+        self.mode = judge.mode
+        self.input_tokens = self.output_tokens = 0
+
+    def before_request(self) -> None:
+        if self.judge.budget is not None:
+            self.judge.budget.reserve(self.requests)
+
+    def send(self, client: openai.AsyncOpenAI) -> Any:
+        self.mode = self.judge.mode
+        return client.chat.completions.create(**self.judge._params(self.messages, self.schema, self.schema_name,
+                                                                   self.mode))
+
+    def classify(self, error: openai.OpenAIError) -> Failure | None:
+        judge = self.judge
+        if isinstance(error, openai.APIStatusError) and self.mode is not StructuredMode.TEXT \
+                and is_format_rejection(error):
+            chosen = _downgrade(judge.base_url, judge.model, self.mode)
+            _log.info("%s refused response_format %s (HTTP %d: %s); using %s", judge.breaker.name,
+                      self.mode.name.lower(), error.status_code, scrub(error.message), chosen.name.lower())
+            return None
+        return _classify(error, judge.timeout_s)
+
+    def read(self, response: Any) -> JudgeReply | Failure:
+        judge = self.judge
+        used_in, used_out = _usage(response)
+        judge._count(completions=1, input_tokens=used_in, output_tokens=used_out)
+        if judge.budget is not None:
+            judge.budget.spend(used_in + used_out)
+        self.input_tokens += used_in
+        self.output_tokens += used_out
+        truncated = False
+        try:
+            text, truncated = _reply_text(response)
+            data = parse_answer(text, self.schema)
+        except MalformedAnswer as error:
+            cut = " (cut off at max_tokens)" if truncated else ""
+            return Failure(f"malformed answer{cut}: {scrub(str(error))}", True, cause=error, kind="malformed_answer")
+        return JudgeReply(data=data, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                          calls=self.requests)
+
+    def gave_up(self, failure: Failure, why: GiveUp) -> JudgeError:
+        retry = self.judge.retry
+        if why is GiveUp.NOT_RETRYABLE:
+            reason = "not retryable"
+        elif why is GiveUp.RETRIES_SPENT:
+            reason = f"gave up after {self.requests} request{'s' if self.requests > 1 else ''}"
+        else:
+            reason = (f"the server asked to wait {failure.retry_after_s:g} s, more than "
+                      f"max_retry_after={retry.max_retry_after_s:g} s")
+        return JudgeError(f"{self.judge.breaker.name} failed ({reason}): {failure.message}",
+                          error_type=failure.kind, calls=self.requests)
+
+    def unreachable(self, outage: Unreachable) -> JudgeError:
+        return JudgeError(f"{self.judge.breaker.name} unreachable for {format_duration(outage.waited_s)} "
+                          f"(max_judge_wait): {outage.reason}", error_type=UNAVAILABLE, calls=self.requests)
 
 
 def _usage(response: Any) -> tuple[int, int]:

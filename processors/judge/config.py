@@ -34,12 +34,12 @@ from pydantic import AfterValidator, Field
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
-from spanscore.processors.circuit_breaker import DEFAULT_MAX_WAIT_S
 from spanscore.processors.judge import client
 from spanscore.processors.judge.base import Judge
 from spanscore.processors.judge.budget import JudgeBudget
 from spanscore.processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
-from spanscore.processors.openai_retry import RetrySettings
+from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S
+from spanscore.processors.openai_endpoint.client import EndpointSettings
 
 
 class JudgeCacheConfig(ComponentConfig):
@@ -53,12 +53,11 @@ class JudgeBudgetConfig(ComponentConfig):
     tokens_per_hour: int | None = Field(None, ge=1)
 
 
-class JudgeConfig(RetrySettings):
+class JudgeConfig(EndpointSettings):
+    """`base_url`, `api_key` (None: $OPENAI_API_KEY, else a placeholder), `timeout`,
+    `max_concurrency` and the retry keys are `EndpointSettings`'."""
+
     model: str = Field(min_length=1)
-    base_url: str | None = Field(None, min_length=1)  # None: $OPENAI_BASE_URL, else the OpenAI API
-    api_key: str | None = Field(None, repr=False)  # None: $OPENAI_API_KEY, else a placeholder
-    timeout: Duration = Field(client.DEFAULT_TIMEOUT_S, gt=0)
-    max_concurrency: int = Field(client.DEFAULT_MAX_CONCURRENCY, ge=1)
     temperature: float = Field(client.DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
     cache: JudgeCacheConfig = JudgeCacheConfig()
@@ -109,11 +108,7 @@ def build_judge(config: JudgeConfig | dict[str, Any]) -> Judge:
         config = JudgeConfig.model_validate(config)
     return client.OpenAIJudge(
         model=config.model,
-        base_url=config.base_url,
-        api_key=config.api_key,
-        timeout_s=config.timeout,
-        max_concurrency=config.max_concurrency,
-        retry=config.retry_policy(),
+        **config.client_args(),
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         cache=build_cache(config.cache),

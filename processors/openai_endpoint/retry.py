@@ -6,6 +6,9 @@ so clients that failed together do not retry together; a server's `Retry-After` 
 `retry-after-ms` wins, with a little jitter, unless it asks for more than
 `max_retry_after_s`, in which case waiting would only park work: fail at once.
 
+Retried errors (`is_retryable`): connection errors, timeouts, 408, 409, 429 and 5xx; a
+client may retry more of its own (the judge, a malformed answer).
+
 An outage is a failure that says the server is not there to answer: no connection, no
 answer in time, or HTTP 5xx. Anything else (a 4xx, a reply that does not parse) is the
 server answering, and says nothing about whether it is up.
@@ -14,6 +17,7 @@ server answering, and says nothing about whether it is up.
 from __future__ import annotations
 
 import email.utils
+import enum
 import math
 import random
 import time
@@ -27,6 +31,15 @@ from spanscore.core.durations import Duration
 from spanscore.core.redaction import scrub
 
 RETRY_AFTER_JITTER = 0.1  # up to 10% on top of what the server asked for
+RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
+
+
+class GiveUp(enum.Enum):
+    """Why a failed call is not tried again."""
+
+    NOT_RETRYABLE = enum.auto()
+    RETRIES_SPENT = enum.auto()  # `max_retries` retries made
+    WAIT_TOO_LONG = enum.auto()  # the server asked to wait more than `max_retry_after_s`
 
 
 @dataclass(frozen=True)
@@ -40,21 +53,20 @@ class RetryPolicy:
         """Full-jitter backoff before retry number `retry` (0-based)."""
         return rng.uniform(0.0, min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** retry))
 
-    def wait_s(self, retry: int, retry_after: float | None, rng: random.Random) -> float | None:
-        """Seconds to wait before retry number `retry`, or None when it must not happen
-        (retries used up, or the server asked for more than `max_retry_after_s`)."""
+    def give_up(self, retryable: bool, retry: int, retry_after: float | None) -> GiveUp | None:
+        """Why retry number `retry` must not happen, or None when it may. An outage is
+        not asked: the circuit breaker bounds how long it holds a call."""
+        if not retryable:
+            return GiveUp.NOT_RETRYABLE
         if retry >= self.max_retries:
-            return None
-        if retry_after is None:
-            return self.backoff_s(retry, rng)
-        if retry_after > self.max_retry_after_s:
-            return None
-        return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
+            return GiveUp.RETRIES_SPENT
+        if retry_after is not None and retry_after > self.max_retry_after_s:
+            return GiveUp.WAIT_TOO_LONG
+        return None
 
-
-    def outage_wait_s(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds to wait before retrying after an outage failure: what the server asked
-        for, else the backoff. Never "give up": the circuit breaker bounds the wait."""
+    def wait_s(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry number `retry`: what the server asked for, else
+        the backoff."""
         if retry_after is None:
             return self.backoff_s(retry, rng)
         return retry_after * (1.0 + rng.uniform(0.0, RETRY_AFTER_JITTER))
@@ -105,6 +117,14 @@ def retry_after_s(error: BaseException) -> float | None:
             return None
         return max(0.0, when.timestamp() - time.time())
     return value if math.isfinite(value) and value >= 0 else None
+
+
+def is_retryable(error: BaseException) -> bool:
+    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    return False
 
 
 def outage_reason(error: BaseException, timeout_s: float | None = None) -> str | None:

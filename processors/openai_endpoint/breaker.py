@@ -5,7 +5,7 @@ Retries with backoff cover a few seconds; past that every call would give up, an
 trace scored meanwhile would lose its scores. Instead:
 
 - closed: requests go out. `failure_threshold` outage failures in a row, whoever's
-  (`openai_retry.outage_reason`: no connection, a timeout, HTTP 5xx), open the breaker.
+  (`retry.outage_reason`: no connection, a timeout, HTTP 5xx), open the breaker.
 - open: no request goes out; calls wait, holding no connection and no concurrency slot.
   After a delay one waiting call goes out as the probe (half-open). The delay starts at
   `probe_delay_s` and doubles after each failed probe up to `max_probe_delay_s`; a

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from spanscore.processors.circuit_breaker import BreakerState, CircuitBreaker, Hold, Unreachable
+from spanscore.processors.openai_endpoint.breaker import BreakerState, CircuitBreaker, Hold, Unreachable
 
 
 class Clock:
