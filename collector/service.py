@@ -1,6 +1,7 @@
 """The running collector: builds components from a Config, starts them, stops them cleanly.
 
-Every component has one lifecycle, `start()` then `shutdown(deadline)`. Start order:
+Every component has one lifecycle, `start(host)` then `shutdown(deadline)`; the host is
+how components find the running extensions (authenticators, storage). Start order:
 extensions, the score metrics, processors, exporters, then the pipeline's workers and
 receivers last, so nothing is accepted before it can be handled. Shutdown reverses it:
 receivers stop accepting, buffered traces and sessions are pushed through processors to
@@ -15,17 +16,15 @@ import logging
 import time
 from collections.abc import Iterable
 
-from spanscore.pipeline.assembler import Assembler
-from spanscore.collector.authenticators import create_receiver, with_client_auth
-from spanscore.config.loader import Config
-from spanscore.pipeline.gc_tuning import tune_for_collector
-from spanscore.pipeline.wiring import Pipeline
-from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.collector.self_telemetry import memory_limiter_readings, pipeline_readings
-from spanscore.core.component import Component, PipelineWatcher
+from spanscore.config.loader import FILE_STORAGE_TYPE, Config
+from spanscore.core.component import Component, Host, PipelineWatcher
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
-from spanscore.extensions.file_storage import FileStorage
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.budget import BudgetWindow
 
@@ -37,12 +36,12 @@ FAILED_START_SHUTDOWN_S = 1.0
 class Service:
     def __init__(self, config: Config):
         self.config = config
-        # Extensions first: the authenticators among them are handed to exporters and receivers.
+        # Extensions first: every other component finds them through the host at start.
         self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
-        extensions_by_id = dict(zip((c.id for c in config.extensions), self.extensions))
+        self.host = Host(dict(zip((c.id for c in config.extensions), self.extensions)))
         # Listed in service.extensions, file_storage turns on the write-ahead log.
-        self.storage = next((e for e in self.extensions if isinstance(e, FileStorage)), None)
-        config = with_client_auth(config, extensions_by_id)
+        self.storage = next((e for c, e in zip(config.extensions, self.extensions) if c.type == FILE_STORAGE_TYPE),
+                            None)
         self.assembler = Assembler(config.pipeline_settings)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
         self.workers = _workers(config, processors)
@@ -50,10 +49,6 @@ class Service:
             processors = []
         self.router = config.router.factory.create(config.router.id, config.router.config) if config.router else None
         exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
-        for exporter in exporters:  # a persistent sending queue, where its config names a storage
-            storage_id = exporter.config.sending_queue.storage if hasattr(exporter.config, "sending_queue") else None
-            if storage_id is not None:
-                exporter.storage = extensions_by_id[storage_id].queue_for(exporter.id)
         self.score_metrics: ScoreMetrics | None = None
         if config.metric_exporters:
             interval_s = config.service.pipelines.metrics.export_interval
@@ -77,7 +72,7 @@ class Service:
             if self.score_metrics is not None:
                 self.score_metrics.observe(memory_limiter_readings(self.memory_limiter))
         intake = self.memory_limiter or self.pipeline.intake
-        self.receivers = [create_receiver(c, intake, extensions_by_id) for c in config.receivers]
+        self.receivers = [c.factory.create(c.id, c.config, intake) for c in config.receivers]
 
     @property
     def processors(self) -> list[Component]:
@@ -92,13 +87,13 @@ class Service:
     async def start(self) -> None:
         try:
             for component in self._before_receivers():
-                await component.start()
+                await component.start(self.host)
             await self.pipeline.start()
             if self.storage is not None:  # what was acknowledged before the last stop, before anything new
                 self.pipeline.intake.replay(self.storage.replay)
                 self.storage.replay = []
             for receiver in self.receivers:
-                await receiver.start()
+                await receiver.start(self.host)
         except BaseException:
             deadline = time.monotonic() + FAILED_START_SHUTDOWN_S
             await self.pipeline.drain(deadline)
@@ -162,11 +157,11 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
 
 
 def _reader(create, component_id: str, config, interval_s: float):
-    return lambda: create(component_id, config, interval_s)
+    return lambda host: create(component_id, config, interval_s, host)
 
 
 def _log_exporter(component):
-    return lambda: component.factory.create_log_exporter(component.id, component.config)
+    return lambda host: component.factory.create_log_exporter(component.id, component.config, host)
 
 
 async def run_until_signalled(service: Service, stop: asyncio.Event) -> None:

@@ -2,11 +2,10 @@
 
 A receiver's protocol or an exporter names an extension (`bearertokenauth/agents`) that
 does the work; the config checks that it is defined, listed in `service.extensions` and
-of the right side. The service hands it over: a receiver whose config holds
-`AuthSettings` is created with `authenticators=`, a mapping from extension id to the
-running extension; an exporter's `auth` has the authenticator's headers added to its
-`headers`, so every signal it sends (traces, score metrics, evaluation events) carries
-them. An authenticator's component factory must build it from a class implementing
+of the right side. Components find it through the host at start: a receiver asks it on
+every request; an exporter adds its headers to its own `headers` (`client_headers`), so
+every signal it sends (traces, score metrics, evaluation events) carries them. An
+authenticator's component factory must build it from a class implementing
 `ServerAuthenticator` or `ClientAuthenticator`, which the config checks.
 """
 
@@ -17,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from spanscore.core.component import ComponentConfig
+from spanscore.core.component import ComponentConfig, Host
 
 
 class AuthSettings(ComponentConfig):
@@ -54,3 +53,21 @@ def auth_references(config: BaseModel, where: str) -> list[tuple[str, AuthSettin
         elif isinstance(value, BaseModel):
             found.extend(auth_references(value, f"{where}.{name}"))
     return found
+
+
+def server_authenticator(auth: AuthSettings | None, host: Host) -> ServerAuthenticator | None:
+    """The running authenticator `auth` names, or None without `auth`."""
+    return None if auth is None else host.extension(auth.authenticator)
+
+
+def client_headers(config: BaseModel, host: Host) -> dict[str, str]:
+    """An exporter's `headers` with those of the authenticator its `auth` names; its
+    header replaces one written by hand under any capitalisation. Raises OSError when the
+    authenticator cannot produce them (its token file is unreadable)."""
+    headers = dict(getattr(config, "headers", {}))
+    auth = getattr(config, "auth", None)
+    if auth is None:
+        return headers
+    authenticator: ClientAuthenticator = host.extension(auth.authenticator)
+    added = authenticator.client_headers()
+    return {k: v for k, v in headers.items() if k.lower() not in added} | added

@@ -7,14 +7,17 @@ service builds its table of factories from an explicit list of built-ins plus th
 points of the `spanscore.components` group (see `spanscore.config.components`);
 nothing registers itself as an import side effect.
 
-Every component, whatever its kind, has the same lifecycle: `start()` once, then
+Every component, whatever its kind, has the same lifecycle: `start(host)` once, then
 `shutdown(deadline)`, where `deadline` is a `time.monotonic()` value. `shutdown` must be
-safe without `start` (a sibling failed to start) and safe to call twice.
+safe without `start` (a sibling failed to start) and safe to call twice. The `Host` is
+the one way a component reaches the running extensions, as the Collector's
+`component.Host`: a receiver finds the authenticator its `auth` names, an exporter the
+authenticator whose headers it sends and the storage its sending queue is kept in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -35,6 +38,26 @@ class ComponentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Host:
+    """The running extensions by id, handed to every component's `start`; read-only.
+
+    The config checked every reference, so a lookup fails only for a component started
+    outside a service that runs the extension.
+    """
+
+    def __init__(self, extensions: Mapping[str, Component] | None = None):
+        self._extensions = dict(extensions or {})
+
+    def extension(self, extension_id: str) -> Component:
+        try:
+            return self._extensions[extension_id]
+        except KeyError:
+            raise LookupError(f"extension {extension_id!r} is not running") from None
+
+
+NO_EXTENSIONS = Host()  # for a component started on its own (tests, embedding spanscore)
+
+
 @runtime_checkable
 class Component(Protocol):
     """The lifecycle the service drives every component through.
@@ -42,7 +65,7 @@ class Component(Protocol):
     Threading: both hooks run on the collector's event loop.
     """
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         """Acquire resources (sockets, clients, models); raise to abort the service's start."""
 
     async def shutdown(self, deadline: float) -> None:
@@ -61,10 +84,10 @@ class PipelineWatcher(Protocol):
 # How each kind is built; the service calls `create` with these arguments.
 ReceiverCreate = Callable[[str, Any, "TracesConsumer"], Component]  # (id, config, next consumer)
 ComponentCreate = Callable[[str, Any], Component]  # (id, config): processors, exporters, extensions
-# (id, config, export interval in seconds) -> a reader for the score metrics.
-MetricReaderCreate = Callable[[str, Any, float], "MetricReader"]
-# (id, config) -> an exporter of the evaluation events as log records.
-LogExporterCreate = Callable[[str, Any], "LogRecordExporter"]
+# (id, config, export interval in seconds, host) -> a reader for the score metrics.
+MetricReaderCreate = Callable[[str, Any, float, Host], "MetricReader"]
+# (id, config, host) -> an exporter of the evaluation events as log records.
+LogExporterCreate = Callable[[str, Any, Host], "LogRecordExporter"]
 
 
 @dataclass(frozen=True)

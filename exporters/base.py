@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import Field
 
-from spanscore.core.component import ComponentConfig
+from spanscore.core.auth import client_headers
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, Host
 from spanscore.core.durations import Duration
 from spanscore.core.export_request import build_request
 from spanscore.core.sending_storage import SendingStorage
@@ -88,7 +89,8 @@ class Exporter:
     def __init__(self, component_id: str, config: ExporterConfig):
         self.id = component_id
         self.config = config
-        self.storage: SendingStorage | None = None  # handed over by the service, per sending_queue.storage
+        self.storage: SendingStorage | None = None  # per sending_queue.storage, found through the host at start
+        self.headers: dict[str, str] = {}  # the config's, with its authenticator's, set at start
         self._stored: list[tuple[int, Trace]] = []  # written to storage, waiting to be durable there
         self._confirming: asyncio.Task | None = None
         self._stored_ready = asyncio.Event()
@@ -101,7 +103,11 @@ class Exporter:
         self.dropped_spans = 0
         self.dropped_by_reason: Counter[str] = Counter()
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
+        self.headers = client_headers(self.config, host)
+        storage_id = self.config.sending_queue.storage
+        if storage_id is not None:
+            self.storage = host.extension(storage_id).queue_for(self.id)
         await self.open()
         self._workers = [
             asyncio.create_task(self._work(), name=f"{self.id}-{i}")

@@ -21,6 +21,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import TraceFlags
 
 from spanscore.core.attributes import find_attribute
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
 from spanscore.core.result import MetricResult
 from spanscore.core.version import VERSION
@@ -34,12 +35,12 @@ class EvaluationLogs:
     and the provider, `shutdown(deadline)` exports what is pending. Emitting before
     `start` or after `shutdown` is a no-op."""
 
-    def __init__(self, exporters: Sequence[Callable[[], LogRecordExporter]]):
+    def __init__(self, exporters: Sequence[Callable[[Host], LogRecordExporter]]):
         self._create_exporters = list(exporters)
         self.provider: LoggerProvider | None = None
 
-    async def start(self) -> None:
-        exporters = create_all(self._create_exporters)
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
+        exporters = create_all(self._create_exporters, host)
         provider = LoggerProvider(resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}))
         for exporter in exporters:
             provider.add_log_record_processor(BatchLogRecordProcessor(exporter, schedule_delay_millis=1000))

@@ -19,7 +19,7 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from pydantic import Field
 
-from spanscore.core.component import ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentFactory, Host
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_logs_request, encode_request
 from spanscore.core.trace import Trace
@@ -75,7 +75,7 @@ class FileExporter(Exporter):
 class FileLogExporter(LogRecordExporter):
     """Evaluation events as OTLP/JSON lines; called from the SDK's batch thread."""
 
-    def __init__(self, component_id: str, config: FileExporterConfig):
+    def __init__(self, component_id: str, config: FileExporterConfig, host: Host = NO_EXTENSIONS):
         path = config.resolved_logs_path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.export_request import build_request
 from spanscore.core.result import MetricResult
 from spanscore.core.trace import Trace
@@ -82,7 +83,7 @@ class MemoryExporter:
         self._held: list[Trace] = []
         self._shut_down = False
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         return None
 
     def enqueue(self, trace: Trace) -> None:

@@ -10,8 +10,8 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from pydantic import Field, model_validator
 
-from spanscore.core.auth import AuthSettings
-from spanscore.core.component import ComponentFactory
+from spanscore.core.auth import AuthSettings, client_headers
+from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import build_request
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
@@ -36,7 +36,7 @@ class OtlpGrpcExporterConfig(ExporterConfig):
     endpoint: str = Field(min_length=1)
     tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
     headers: dict[str, str] = Field(default_factory=dict, repr=False)  # credentials, often
-    auth: AuthSettings | None = None  # the service adds the authenticator's headers to `headers`
+    auth: AuthSettings | None = None  # its authenticator's headers are sent beside `headers`
     compression: Literal["gzip", "none"] = "gzip"
 
     @model_validator(mode="after")
@@ -80,7 +80,7 @@ class OtlpGrpcExporter(Exporter):
         self._export = self._channel.unary_unary(
             EXPORT_METHOD, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
         )
-        self._metadata = tuple((k.lower(), v) for k, v in config.headers.items())
+        self._metadata = tuple((k.lower(), v) for k, v in self.headers.items())
 
     async def send(self, traces: list[Trace]) -> None:
         await self.send_encoded(build_request(traces).SerializeToString())
@@ -119,23 +119,23 @@ def _retry_delay(trailing_metadata) -> float | None:
     return None
 
 
-def metric_reader(component_id: str, config: OtlpGrpcExporterConfig, interval_s: float):
+def metric_reader(component_id: str, config: OtlpGrpcExporterConfig, interval_s: float, host: Host):
     """The score metrics over OTLP/gRPC to the same endpoint, with the same TLS and headers."""
     from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    exporter = OTLPMetricExporter(**_sdk_exporter_settings(config))
+    exporter = OTLPMetricExporter(**_sdk_exporter_settings(config, host))
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
-def log_exporter(component_id: str, config: OtlpGrpcExporterConfig):
+def log_exporter(component_id: str, config: OtlpGrpcExporterConfig, host: Host):
     """The evaluation events over OTLP/gRPC to the same endpoint, with the same TLS and headers."""
     from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 
-    return OTLPLogExporter(**_sdk_exporter_settings(config))
+    return OTLPLogExporter(**_sdk_exporter_settings(config, host))
 
 
-def _sdk_exporter_settings(config: OtlpGrpcExporterConfig) -> dict:
+def _sdk_exporter_settings(config: OtlpGrpcExporterConfig, host: Host) -> dict:
     credentials = None
     if not config.plaintext:
         credentials = grpc.ssl_channel_credentials(
@@ -144,7 +144,7 @@ def _sdk_exporter_settings(config: OtlpGrpcExporterConfig) -> dict:
             certificate_chain=config.tls.read("cert_file"),
         )
     return {"endpoint": config.target, "insecure": config.plaintext, "credentials": credentials,
-            "headers": dict(config.headers), "timeout": config.timeout,
+            "headers": client_headers(config, host), "timeout": config.timeout,
             "compression": grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression}
 
 

@@ -13,8 +13,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from pydantic import Field, model_validator
 
-from spanscore.core.auth import AuthSettings
-from spanscore.core.component import ComponentFactory
+from spanscore.core.auth import AuthSettings, client_headers
+from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.trace import Trace
@@ -38,7 +38,7 @@ class OtlpHttpExporterConfig(ExporterConfig):
     encoding: Literal["proto", "json"] = "proto"
     compression: Literal["gzip", "none"] = "gzip"
     headers: dict[str, str] = Field(default_factory=dict, repr=False)  # credentials, often
-    auth: AuthSettings | None = None  # the service adds the authenticator's headers to `headers`
+    auth: AuthSettings | None = None  # its authenticator's headers are sent beside `headers`
     tls: TlsClientConfig = Field(default_factory=TlsClientConfig)
 
     @model_validator(mode="after")
@@ -68,7 +68,7 @@ class OtlpHttpExporter(Exporter):
         config = self.config
         self._session = client_session(config.url, config.tls, config.sending_queue.num_consumers, config.timeout)
         self._content_type = "application/json" if config.encoding == "json" else "application/x-protobuf"
-        self._headers = {**config.headers, "Content-Type": self._content_type}
+        self._headers = {**self.headers, "Content-Type": self._content_type}
         if config.compression == "gzip":
             self._headers["Content-Encoding"] = "gzip"
 
@@ -106,7 +106,7 @@ class OtlpHttpExporter(Exporter):
             await session.close()
 
 
-def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s: float):
+def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s: float, host: Host):
     """The score metrics over OTLP/HTTP (protobuf) with the same headers and TLS files."""
     from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -116,7 +116,7 @@ def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s:
     if url is None:
         raise ValueError(f"exporter {component_id}: set metrics_endpoint (or endpoint) to send metrics")
     exporter = OTLPMetricExporter(
-        endpoint=url, headers=dict(config.headers), timeout=config.timeout,
+        endpoint=url, headers=client_headers(config, host), timeout=config.timeout,
         compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
         certificate_file=config.tls.ca_file if config.tls.ca_file else None,
         client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
@@ -124,7 +124,7 @@ def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s:
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
-def log_exporter(component_id: str, config: OtlpHttpExporterConfig):
+def log_exporter(component_id: str, config: OtlpHttpExporterConfig, host: Host):
     """The evaluation events over OTLP/HTTP (protobuf) with the same headers and TLS files."""
     from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -133,7 +133,7 @@ def log_exporter(component_id: str, config: OtlpHttpExporterConfig):
     if url is None:
         raise ValueError(f"exporter {component_id}: set logs_endpoint (or endpoint) to send logs")
     return OTLPLogExporter(
-        endpoint=url, headers=dict(config.headers), timeout=config.timeout,
+        endpoint=url, headers=client_headers(config, host), timeout=config.timeout,
         compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
         certificate_file=config.tls.ca_file if config.tls.ca_file else None,
         client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,

@@ -117,7 +117,7 @@ class PhoenixExporter(Exporter):
         config = self.config
         self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers,
                                        config.timeout)
-        self._headers = {**config.headers, "Content-Type": "application/json"}
+        self._headers = {**self.headers, "Content-Type": "application/json"}
 
     def annotations(self, traces: list[Trace]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The span and the session annotations for `traces`."""

@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
@@ -57,15 +58,15 @@ class ScoreMetrics:
     stops them. Recording before `start` or after `shutdown` is a no-op.
     """
 
-    def __init__(self, readers: Sequence[Callable[[], MetricReader]], span_attributes: Sequence[str] = ()):
+    def __init__(self, readers: Sequence[Callable[[Host], MetricReader]], span_attributes: Sequence[str] = ()):
         self._create_readers = list(readers)
         self.span_attributes = frozenset(span_attributes)
         self._readings: list[Reading] = []
         self.provider: MeterProvider | None = None
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
 
-    async def start(self) -> None:
-        readers = create_all(self._create_readers)
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
+        readers = create_all(self._create_readers, host)
         self.provider = MeterProvider(
             metric_readers=readers,
             resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}),

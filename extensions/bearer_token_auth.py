@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 
 log = logging.getLogger("spanscore.bearertokenauth")
 
@@ -67,7 +67,7 @@ class BearerTokenAuth:
         self._file_version: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
         self._problem: str | None = None  # the last failure reading the file, logged once
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self.config.filename is not None and not self.token():
             raise OSError(f"bearertokenauth {self.id}: cannot read a token from {self.config.filename}")
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.extensions.persistent_queue import PersistentQueue
 from spanscore.extensions.write_ahead_log import Replayed, WriteAheadLog
 
@@ -60,7 +60,7 @@ class FileStorage:
         self._queues.append(queue)
         return queue
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         try:
             self.replay = self.log.open()
         except OSError as exc:

@@ -12,7 +12,7 @@ import time
 from aiohttp import web
 from pydantic import Field, field_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 
 log = logging.getLogger("spanscore.health_check")
@@ -34,13 +34,13 @@ class HealthCheck:
         self._started = time.time()
         self._runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         app = web.Application()
         app.router.add_get(self.config.path, self._status)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        host, port = split_host_port(self.config.endpoint)
-        site = web.TCPSite(self._runner, host or None, port, reuse_address=True)
+        address, port = split_host_port(self.config.endpoint)
+        site = web.TCPSite(self._runner, address or None, port, reuse_address=True)
         try:
             await site.start()
         except OSError as exc:

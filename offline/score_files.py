@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.pipeline.assembler import Assembler
 from spanscore.config.components import build_factories
 from spanscore.config.loader import Component, Config
@@ -83,7 +84,7 @@ class ResultTally:
     def __init__(self, summary: ScoreSummary):
         self.summary = summary
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         return None
 
     async def shutdown(self, deadline: float) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import Field, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull, TracesConsumer
 from spanscore.core.durations import Duration
 
@@ -84,7 +84,7 @@ class MemoryLimiter:
         self._above_soft = False
         self._above_hard = False
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         try:
             self.rss_bytes = self.read_rss()
         except OSError as exc:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from pydantic import Field, field_validator, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.result import MetricResult
 from spanscore.core.routing import Route
 from spanscore.core.sampling import trace_id_sampled
@@ -118,7 +118,7 @@ class ScoreRouter:
         self.id = component_id
         self.config = config
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         pass
 
     async def shutdown(self, deadline: float) -> None:

@@ -36,7 +36,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 from spanscore.pipeline.gc_tuning import tune_for_collector
 from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
 from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
@@ -83,7 +83,7 @@ class WorkerScoring:
         self._stopping = False
         self.restarts = 0
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         loop = asyncio.get_running_loop()
         self._workers = [_WorkerHandle(i, self.setup, loop, self._lost) for i in range(self.count)]
         ready = await asyncio.gather(*(w.ready for w in self._workers), return_exceptions=True)

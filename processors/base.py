@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
@@ -58,7 +59,7 @@ class Processor:
         """
         return type(self).process_session is not Processor.process_session
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         return None
 
     def provenance(self, metric_name: str) -> Provenance:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
@@ -62,7 +62,7 @@ class EmbeddingMetrics(Processor):
     def uses_sessions(self) -> bool:
         return self.config.loop_detection.enabled
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         self.embedder = build_embedder(self.config.embedder)
         # Loading a model takes seconds: start it now, in the background, so receivers
         # open at once and the first traces wait only for what is left of the load.

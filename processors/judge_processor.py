@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.redaction import RedactConfig
@@ -117,7 +117,7 @@ class JudgeMetrics(Processor):
                 max_field_chars=config.max_field_chars,
             )
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self.plan is None:
             if not self.config.configured:
                 log.info("LLM-judge metrics not run (%s): no judge configured; set OPENAI_API_KEY "

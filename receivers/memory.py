@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.consumer import TracesConsumer
 from spanscore.receivers.ingest import accept
 
@@ -38,7 +39,7 @@ class MemoryReceiver:
         self.accepted_requests = 0
         self._shut_down = False
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self._shut_down:
             raise RuntimeError(f"receiver {self.id} is shut down; it cannot start again")
 

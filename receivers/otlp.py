@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
-from spanscore.core.auth import AuthSettings, ServerAuthenticator
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.auth import AuthSettings, server_authenticator
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.consumer import TracesConsumer, WithoutWriteAhead
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 from spanscore.receivers.grpc_receiver import GrpcReceiver
@@ -67,34 +66,29 @@ class OtlpReceiverConfig(ComponentConfig):
 
 
 class OtlpReceiver:
-    """Starts the configured protocol servers feeding one consumer.
+    """Starts the configured protocol servers feeding one consumer; a protocol whose
+    `auth` names an authenticator finds it through the host."""
 
-    `authenticators` maps extension ids to the running extensions, for the protocols
-    whose `auth` names one (the config checked that each is there).
-    """
-
-    def __init__(self, component_id: str, config: OtlpReceiverConfig, consumer: TracesConsumer,
-                 authenticators: Mapping[str, ServerAuthenticator] | None = None):
+    def __init__(self, component_id: str, config: OtlpReceiverConfig, consumer: TracesConsumer):
         self.id = component_id
         self.config = config
         self.consumer = consumer if config.write_ahead else WithoutWriteAhead(consumer)
-        self.authenticators = authenticators or {}
         self.grpc: GrpcReceiver | None = None
         self.http: HttpReceiver | None = None
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         protocols = self.config.protocols
         if protocols.grpc is not None:
             self.grpc = GrpcReceiver(
                 protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), self.consumer,
-                protocols.grpc.tls, self._authenticator(protocols.grpc.auth),
+                protocols.grpc.tls, server_authenticator(protocols.grpc.auth, host),
             )
             await self.grpc.start()
         if protocols.http is not None:
-            host, port = split_host_port(protocols.http.endpoint)
+            address, port = split_host_port(protocols.http.endpoint)
             self.http = HttpReceiver(
-                host, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, self.consumer,
-                protocols.http.tls, self._authenticator(protocols.http.auth),
+                address, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, self.consumer,
+                protocols.http.tls, server_authenticator(protocols.http.auth, host),
             )
             try:
                 await self.http.start()
@@ -108,9 +102,6 @@ class OtlpReceiver:
             await self.http.stop()
         if self.grpc is not None:
             await self.grpc.stop(max(0.0, min(SHUTDOWN_GRACE_S, deadline - time.monotonic())))
-
-    def _authenticator(self, auth: AuthSettings | None) -> ServerAuthenticator | None:
-        return None if auth is None else self.authenticators[auth.authenticator]
 
 
 FACTORY = ComponentFactory("receiver", "otlp", OtlpReceiverConfig, OtlpReceiver)

@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
@@ -144,7 +144,7 @@ class GroundTruth(Processor):
     def uses_sessions(self) -> bool:
         return True
 
-    async def start(self) -> None:
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self.config.configured:
             self.judging = GroundTruthJudge(build_judge(self.config.judge), trials=self.config.trials,
                                             early_stop=self.config.early_stop, batched=self.config.batched)

@@ -10,7 +10,7 @@ class, `ComponentConfig`, `ComponentFactory`, the `Trace` and `Session` it is le
 The collector itself runs with `spanscore run` or `python -m spanscore run`.
 """
 
-from spanscore.core.component import Component, ComponentConfig, ComponentFactory
+from spanscore.core.component import Component, ComponentConfig, ComponentFactory, Host
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
@@ -45,6 +45,7 @@ __all__ = [
     "ComponentConfig",
     "ComponentFactory",
     "EvaluatorUsage",
+    "Host",
     "MetricResult",
     "Processor",
     "Session",

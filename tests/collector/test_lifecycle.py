@@ -73,7 +73,7 @@ async def test_started_component_shuts_down_twice(factory, tmp_path):
 
 async def test_score_metrics_follow_the_same_lifecycle():
     config = PROMETHEUS.config_model.model_validate({"endpoint": "127.0.0.1:0"})
-    metrics = ScoreMetrics([lambda: PROMETHEUS.create_metric_reader("prometheus", config, 1.0)])
+    metrics = ScoreMetrics([lambda host: PROMETHEUS.create_metric_reader("prometheus", config, 1.0, host)])
     await metrics.shutdown(soon())  # never started: nothing to stop
     await metrics.start()
     assert metrics.provider is not None
