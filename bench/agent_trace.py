@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig  # noqa: E402
+from spanscore.pipeline.assembler import Assembler  # noqa: E402
+from spanscore.pipeline.settings import PipelineSettings  # noqa: E402
 from spanscore.processors.agent_trace import build_agent_trace  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR, load_spans  # noqa: E402
 from tests.support.otlp_json import read_requests, spans_by_trace  # noqa: E402
@@ -40,7 +41,7 @@ Build = Callable[..., Any]
 
 def bench_cases(requests: int) -> list[Case]:
     generator = AgentRequests(seed=1)
-    assembler = Assembler(AssemblerConfig())
+    assembler = Assembler(PipelineSettings())
     for _ in range(requests):
         assembler.add(ExportTraceServiceRequest.FromString(generator.make()[0]), 0.0)
     return [(t.trace_id, list(t.spans()), t.session_id) for t in assembler.pop_all()]

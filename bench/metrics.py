@@ -25,7 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from spanscore.pipeline.assembler import DEFAULT_SCORING_BATCH, Assembler, AssemblerConfig  # noqa: E402
+from spanscore.pipeline.assembler import Assembler  # noqa: E402
+from spanscore.pipeline.settings import DEFAULT_SCORING_BATCH, PipelineSettings  # noqa: E402
 from spanscore.pipeline.gc_tuning import tune_for_collector  # noqa: E402
 from spanscore.pipeline.ready_queue import ReadyQueue  # noqa: E402
 from spanscore.core.attributes import any_value_to_python  # noqa: E402
@@ -39,7 +40,7 @@ from spanscore.processors.session_processor import SessionMetrics, SessionMetric
 
 def make_traces(count: int) -> list:
     requests = AgentRequests()
-    assembler = Assembler(AssemblerConfig())
+    assembler = Assembler(PipelineSettings())
     while len(assembler) < count:
         assembler.add(ExportTraceServiceRequest.FromString(requests.make()[0]), 0.0)
     traces = assembler.pop_all()[:count]

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.core.attributes import any_value_to_python
@@ -48,9 +49,9 @@ class Inspection:
     files: int = 0
 
 
-def inspect_files(paths: Sequence[str | Path], assembler_config: AssemblerConfig | None = None) -> Inspection:
+def inspect_files(paths: Sequence[str | Path], assembler_config: PipelineSettings | None = None) -> Inspection:
     """Read every file, assemble the spans into traces and describe each trace."""
-    config = assembler_config or AssemblerConfig()
+    config = assembler_config or PipelineSettings()
     assembler = Assembler(config)
     scope = ScoreScope(config.score)
     inspection = Inspection()
@@ -98,7 +99,7 @@ def describe(trace: Trace, scope: ScoreScope) -> dict[str, Any]:
     return record
 
 
-def run(paths: Sequence[str], as_json: bool, assembler_config: AssemblerConfig | None = None,
+def run(paths: Sequence[str], as_json: bool, assembler_config: PipelineSettings | None = None,
         out: TextIO | None = None, err: TextIO | None = None) -> int:
     """The `inspect` command: traces to `out`, problems to `err`; 0, or 2 on any problem."""
     out = out or sys.stdout

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.offline.otlp_files import read_requests
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
@@ -94,7 +95,7 @@ class ScoredRun:
 def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str | None = None) -> ScoredRun:
     """Every attempt in `paths`; unreadable lines are listed in `problems` and skipped."""
     run = ScoredRun(outcome=outcome, by=by)
-    assembler = Assembler(AssemblerConfig(forwarded_trace_memory=0))
+    assembler = Assembler(PipelineSettings(forwarded_trace_memory=0))
     for path in paths:
         for _, request in read_requests(path, run.problems):
             assembler.add(request, 0.0)

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from spanscore.pipeline.assembler import DEFAULT_SESSION_KEYS
+from spanscore.pipeline.settings import DEFAULT_SESSION_KEYS
 from spanscore.config.loader import Config, load_config
 from spanscore.core.endpoints import split_host_port
 from tests.support.ports import free_port

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from tests.support.spans import kv, new_span_id, new_trace_id, request_of, span
 
 
 def assembler(**settings) -> Assembler:
-    return Assembler(AssemblerConfig(**{"trace_wait": 1.0, "trace_timeout": 30.0, **settings}))
+    return Assembler(PipelineSettings(**{"trace_wait": 1.0, "trace_timeout": 30.0, **settings}))
 
 
 def test_trace_is_ready_after_root_and_trace_wait_of_quiet():

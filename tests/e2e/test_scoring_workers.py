@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.ingest import child_pids
-from spanscore.pipeline.assembler import AssemblerConfig
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.core.attributes import attributes_to_dict
 from tests.support.otlp_client import send
 from tests.support.ports import free_port
@@ -96,4 +96,4 @@ def test_a_killed_worker_costs_its_traces_their_scores_not_the_traces(sink, star
 @pytest.mark.parametrize("value", [-1, 257, "two"])
 def test_scoring_workers_out_of_range_is_a_config_error(value):
     with pytest.raises(ValueError, match="scoring_workers"):
-        AssemblerConfig(scoring_workers=value)
+        PipelineSettings(scoring_workers=value)

@@ -18,7 +18,8 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.consumer import ConsumerFull
@@ -151,7 +152,7 @@ def test_exported_traces_are_not_replayed_and_done_segments_go(tmp_path):
 def test_at_its_size_bound_the_log_refuses_with_retry_later(tmp_path):
     wal = WriteAheadLog(tmp_path, max_bytes=2_000)
     wal.open()
-    pipeline = Pipeline(Assembler(AssemblerConfig()), [], [], write_ahead=wal)
+    pipeline = Pipeline(Assembler(PipelineSettings()), [], [], write_ahead=wal)
     while not wal.full:
         pipeline.intake.consume(request_of([span(new_trace_id(), "x" * 200)]))
     with pytest.raises(ConsumerFull, match="write-ahead log"):

@@ -24,7 +24,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of, build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize
 from tests.support.fuzz_strategies import SPAN_IDS, json_values
@@ -214,7 +215,7 @@ def test_huge_values_normalize_without_falling_back_in_bounded_time(trace, text,
 def test_assembled_traces_normalize_as_processors_see_them(trace):
     trace_id, spans = trace
     request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
-    assembler = Assembler(AssemblerConfig())
+    assembler = Assembler(PipelineSettings())
     outcome = assembler.add(request, now=0.0)
     [assembled] = assembler.pop_all()
     assert assembled.span_count == outcome.accepted

@@ -22,7 +22,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.exporters.memory import MemoryExporter
@@ -54,7 +55,7 @@ def key(span) -> tuple[bytes, bytes, bytes, str]:
 def check_assembler(request: ExportTraceServiceRequest) -> None:
     spans = all_spans(request)
     valid = [s for s in spans if valid_ids(s)]
-    assembler = Assembler(AssemblerConfig())
+    assembler = Assembler(PipelineSettings())
     outcome = assembler.add(request, now=0.0)
     assert (outcome.accepted, outcome.rejected) == (len(valid), len(spans) - len(valid))
     assert (outcome.error is None) == (outcome.rejected == 0)
@@ -85,7 +86,7 @@ async def through_pipeline(request: ExportTraceServiceRequest,
     processors = [("embedding_metrics", embedding), ("session_metrics", session)]
     exporter = MemoryExporter()
     clock = [0.0]
-    config = AssemblerConfig(trace_wait=1.0, trace_timeout=30.0, session_idle=60.0, scoring_concurrency=2,
+    config = PipelineSettings(trace_wait=1.0, trace_timeout=30.0, session_idle=60.0, scoring_concurrency=2,
                              score={"agent_traces_only": agent_traces_only})
     pipeline = Pipeline(Assembler(config), processors, [exporter], clock=lambda: clock[0])
     for _, processor in processors:

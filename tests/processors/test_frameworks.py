@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from tests.fixtures.frameworks.capture import FIXTURES, discover
 from tests.fixtures.frameworks.weather import (
@@ -37,7 +38,7 @@ VERSIONS = json.loads((FIXTURES / "versions.json").read_text())
 def replay(path: Path) -> list[AgentTrace]:
     """The normalized views of the file's agent traces (those the collector scores), in
     the order their roots started."""
-    assembler = Assembler(AssemblerConfig())
+    assembler = Assembler(PipelineSettings())
     for request in read_requests(path):
         assembler.add(request, now=0.0)
     traces = sorted(assembler.pop_all(), key=lambda trace: trace.start_time_unix_nano)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.base import Processor
@@ -53,7 +54,7 @@ async def rig_for():
     async def build(*processors: Processor, exporters: list[MemoryExporter] | None = None, span_events: bool = True,
                     **settings) -> Rig:
         clock = Clock()
-        config = AssemblerConfig(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
+        config = PipelineSettings(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
         exporters = exporters or [MemoryExporter()]
         pipeline = Pipeline(Assembler(config), [(f"processor/{i}", p) for i, p in enumerate(processors)],
                             exporters, clock=clock, span_events=span_events)

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from spanscore.pipeline.assembler import Assembler, AssemblerConfig
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.core.score_encoding import SESSION_SPAN_NAME
@@ -54,7 +55,7 @@ async def graded(tmp_path, dataset: str, judge: dict | None, turns: list[list]) 
     processor = GroundTruth("ground_truth", GroundTruthConfig.model_validate(settings))
     exporter = MemoryExporter()
     clock = [0.0]
-    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
+    pipeline = Pipeline(Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
                         clock=lambda: clock[0])
     await processor.start()
     await pipeline.start()
@@ -127,7 +128,7 @@ async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(
     dataset.write_text(DATASET.replace("check: a Norwegian city", "value: Oslo"))
     processor = GroundTruth("ground_truth", GroundTruthConfig.model_validate({"dataset": str(dataset)}))
     exporter = MemoryExporter()
-    pipeline = Pipeline(Assembler(AssemblerConfig(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
+    pipeline = Pipeline(Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
                         clock=lambda: 5.0)
     await processor.start()
     await pipeline.start()

@@ -1,0 +1,64 @@
+"""The pipeline's settings, written under `processors.assembler` as the first stage's.
+
+The assembler is the first stage and the one every pipeline has, so its config section
+holds what the whole pipeline is tuned by: when traces are ready and sessions close,
+how much is held, how scoring is batched and where it runs, and which traces are scored.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from spanscore.core.component import ComponentConfig
+from spanscore.core.durations import Duration
+from spanscore.pipeline.score_scope import ScoreScopeConfig
+
+DEFAULT_TRACE_WAIT_S = 1.0
+DEFAULT_TRACE_TIMEOUT_S = 30.0
+DEFAULT_SESSION_IDLE_S = 300.0
+DEFAULT_MAX_BUFFERED_SPANS = 200_000
+DEFAULT_FORWARDED_TRACE_MEMORY = 100_000
+DEFAULT_MAX_OPEN_SESSIONS = 50_000
+DEFAULT_SCORING_CONCURRENCY = 128
+DEFAULT_SCORING_BATCH = 64
+DEFAULT_SESSION_KEYS = (
+    "session.id",
+    "gen_ai.conversation.id",
+    "langfuse.session.id",
+    "traceloop.association.properties.session_id",
+    "traceloop.association.properties.chat_id",
+    "ai.settings.context.sessionId",  # the Vercel AI SDK 7's runtime context
+    "ai.telemetry.metadata.sessionId",  # the Vercel AI SDK 4 to 6's telemetry metadata
+)
+
+
+class PipelineSettings(ComponentConfig):
+    trace_wait: Duration = DEFAULT_TRACE_WAIT_S
+    trace_timeout: Duration = DEFAULT_TRACE_TIMEOUT_S
+    session_idle: Duration = DEFAULT_SESSION_IDLE_S
+    # Spans received but not yet exported by every exporter; past it receivers answer
+    # "retry later" (HTTP 503 / gRPC UNAVAILABLE) instead of buffering without bound.
+    max_buffered_spans: int = Field(default=DEFAULT_MAX_BUFFERED_SPANS, gt=0)
+    session_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_SESSION_KEYS))
+    # Traces scored at once; judge calls wait on the network, so this is what lets many
+    # overlap, while CPU-bound metrics are kept from monopolizing the event loop.
+    scoring_concurrency: int = Field(default=DEFAULT_SCORING_CONCURRENCY, ge=1, le=10_000)
+    # Ready traces a scorer takes at once (one per session): processors then do a batch's
+    # work in one go (one embedding call for all its texts), not trace by trace.
+    scoring_batch: int = Field(default=DEFAULT_SCORING_BATCH, ge=1, le=4096)
+    # Worker processes the processors run in (0: in the collector process). CPU-bound
+    # metrics then use that many more cores; only the spans of each ready trace cross.
+    scoring_workers: int = Field(default=0, ge=0, le=256)
+    # Past it the least recently active session closes early, bounding session memory.
+    max_open_sessions: int = Field(default=DEFAULT_MAX_OPEN_SESSIONS, gt=0)
+    # How many released trace ids are remembered to recognise late spans.
+    forwarded_trace_memory: int = Field(default=DEFAULT_FORWARDED_TRACE_MEMORY, ge=0)
+    # Which traces the processors see: agent traces only unless told otherwise; the
+    # others are forwarded untouched (see score_scope).
+    score: ScoreScopeConfig = Field(default_factory=ScoreScopeConfig)
+
+    @model_validator(mode="after")
+    def _timeout_covers_wait(self) -> PipelineSettings:
+        if self.trace_timeout < self.trace_wait:
+            raise ValueError("trace_timeout must be at least trace_wait")
+        return self
