@@ -21,6 +21,7 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from pydantic import Field
 
@@ -32,6 +33,7 @@ from spanscore.core.sending_storage import SendingStorage
 from spanscore.core.trace import Trace
 
 log = logging.getLogger("spanscore.exporters")
+_T = TypeVar("_T")
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_BATCH_MAX_SPANS = 4096
@@ -190,15 +192,17 @@ class Exporter:
     async def close(self) -> None:
         return None
 
-    async def _work(self) -> None:
+    async def _next_items(self, take: Callable[[], list[_T]], ready: asyncio.Event) -> list[_T]:
+        """What `take` gives, waiting on `ready` while it gives nothing; empty once closing."""
         while True:
-            batch = self._take_batch()
-            if not batch:
-                if self._closing:
-                    return
-                self._ready.clear()
-                await self._ready.wait()
-                continue
+            items = take()
+            if items or self._closing:
+                return items
+            ready.clear()
+            await ready.wait()
+
+    async def _work(self) -> None:
+        while batch := await self._next_items(self._take_batch, self._ready):
             span_count = sum(t.span_count for t in batch)
             try:
                 outcome = await self._send_with_retry(lambda: self.send(batch), span_count)
@@ -213,14 +217,8 @@ class Exporter:
     async def _work_stored(self) -> None:
         """Sends the stored requests, oldest first; what is not sent stays stored."""
         storage = self.storage
-        while True:
-            items = storage.take(self.config.sending_queue.batch_max_spans)
-            if not items:
-                if self._closing:
-                    return
-                self._stored_ready.clear()
-                await self._stored_ready.wait()
-                continue
+        while items := await self._next_items(lambda: storage.take(self.config.sending_queue.batch_max_spans),
+                                        self._stored_ready):
             # Encoded requests concatenated are one request holding all their spans.
             payload = b"".join(data for _, data, _ in items)
             span_count = sum(spans for _, _, spans in items)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -45,11 +45,10 @@ from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.judge.base import Judge
 from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import (
-    JudgeConfig,
+    JudgeSection,
     JudgeTrials,
     build_judge,
     judge_configured,
-    unset_empty_strings,
 )
 from spanscore.processors.judge.planner import JudgePlan
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS
@@ -67,7 +66,7 @@ class JudgeMetricSettings(ComponentConfig):
 
 
 class JudgeMetricsConfig(ComponentConfig):
-    judge: JudgeConfig | None = None
+    judge: JudgeSection = None
     mode: Literal["per_metric", "combined"] = "per_metric"
     metrics: dict[str, JudgeMetricSettings] = Field(default_factory=dict)
     # Share of traces judged, chosen by trace id as the TraceIdRatioBased sampler does,
@@ -77,11 +76,6 @@ class JudgeMetricsConfig(ComponentConfig):
     early_stop: bool = True
     redact: RedactConfig = Field(default_factory=RedactConfig)
     max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
-
-    @field_validator("judge", mode="before")
-    @classmethod
-    def _empty_strings_unset(cls, value: Any) -> Any:
-        return unset_empty_strings(value)
 
     @field_validator("metrics")
     @classmethod

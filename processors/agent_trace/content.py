@@ -10,9 +10,9 @@ partial results, never an exception.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from json.scanner import make_scanner
-from typing import Any
+from typing import Any, TypeVar
 
 from spanscore.processors.agent_trace.model import Message, ToolCall, ToolDefinition, new_message
 
@@ -31,6 +31,8 @@ _SDK_TOOL_PARTS = frozenset({"tool-call", "tool-result"})
 # calls (and a new encoder) per value; these are what they end up calling.
 _scan_json = make_scanner(json.JSONDecoder())
 _encoder = json.JSONEncoder(ensure_ascii=False, sort_keys=False, default=str)
+
+_T = TypeVar("_T")
 
 
 def parse_json(value: Any) -> Any:
@@ -159,13 +161,19 @@ def _tool_call(data: Any) -> ToolCall | None:
                     arguments=parse_arguments(function.get("arguments", function.get("input"))))
 
 
-def _tool_calls(value: Any) -> list[ToolCall]:
+def _parsed_items(value: Any, parse: Callable[[Any], _T | None]) -> list[_T]:
+    """`parse` of each item of a JSON list (a lone mapping is a list of one), the items it
+    refuses (None) left out."""
     value = parse_json(value)
     if isinstance(value, MAPPING):
         value = [value]
     if not isinstance(value, list):
         return []
-    return [call for call in (_tool_call(item) for item in value) if call is not None]
+    return [parsed for parsed in (parse(item) for item in value) if parsed is not None]
+
+
+def _tool_calls(value: Any) -> list[ToolCall]:
+    return _parsed_items(value, _tool_call)
 
 
 def _reasoning_texts(data: Mapping[str, Any]) -> list[str]:
@@ -369,12 +377,7 @@ _SCHEMA_KEYS = ("parameters", "input_schema", "json_schema", "inputSchema")
 
 
 def tool_definitions(value: Any) -> list[ToolDefinition]:
-    value = parse_json(value)
-    if isinstance(value, MAPPING):
-        value = [value]
-    if not isinstance(value, list):
-        return []
-    return [tool for tool in (tool_definition(item) for item in value) if tool is not None]
+    return _parsed_items(value, tool_definition)
 
 
 def unwrap_call_input(value: Any) -> Any:

@@ -50,11 +50,10 @@ from spanscore.processors.ground_truth.judging import GroundTruthJudge
 from spanscore.processors.judge.base import Judge, JudgeError
 from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import (
-    JudgeConfig,
+    JudgeSection,
     JudgeTrials,
     build_judge,
     judge_configured,
-    unset_empty_strings,
 )
 from spanscore.processors.metrics.expected_calls import as_expected_call, match_expected_calls, tool_call_accuracy
 from spanscore.processors.metrics.pass_at_k import pass_at_k, pass_pow_k
@@ -89,7 +88,7 @@ ATTEMPT_METRICS = (*PROGRESS_METRICS, "tool_call_accuracy", "conversation_correc
 class GroundTruthConfig(ComponentConfig):
     dataset: str = Field(min_length=1)  # YAML or JSON Lines, see `dataset`
     case_key: str = Field(default=DEFAULT_CASE_KEY, min_length=1)
-    judge: JudgeConfig | None = None
+    judge: JudgeSection = None
     trials: JudgeTrials = 5
     early_stop: bool = True
     batched: bool = True
@@ -100,11 +99,6 @@ class GroundTruthConfig(ComponentConfig):
     require_tools: bool = True  # an interaction is correct only when its tool usage is too
     k: list[int] = Field(default_factory=lambda: [1, 3])
     _loaded: Dataset | None = PrivateAttr(default=None)
-
-    @field_validator("judge", mode="before")
-    @classmethod
-    def _empty_strings_unset(cls, value: Any) -> Any:
-        return unset_empty_strings(value)
 
     @field_validator("k")
     @classmethod

@@ -43,12 +43,7 @@ def transcript_block(builder: PromptBuilder, turns: Sequence[AgentTrace]) -> str
         lines.append(f"  user: {builder.field_text(turn.user_input)}")
         for step in turn.steps:
             if step.kind == "tool":
-                lines.append(f"  tool call {builder.field_text(step.name)} "
-                             f"arguments: {builder.field_text(step.arguments) or '{}'}")
-                if step.result:
-                    lines.append(f"    result: {builder.field_text(step.result)}")
-                if step.error:
-                    lines.append(f"    error: {builder.field_text(step.error)}")
+                lines.extend(builder.tool_call_lines(step, "  tool call", "    "))
             elif step.result and step.result.strip() != turn.final_output.strip():
                 # What the agent said along the way; its final response follows below.
                 lines.append(f"  agent (intermediate): {builder.field_text(step.result)}")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
@@ -81,6 +81,10 @@ def unset_empty_strings(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if v != ""}
     return value
+
+
+# A processor's `judge:` section: absent is None, and "" settings count as not given.
+JudgeSection = Annotated[JudgeConfig | None, BeforeValidator(unset_empty_strings)]
 
 
 def judge_configured(judge: JudgeConfig | None) -> bool:

@@ -105,12 +105,7 @@ class PromptBuilder:
             if step.kind == "tool":
                 number += 1
                 tool_number += 1
-                lines.append(f"{number}. tool call #{tool_number} {self.field_text(step.name)} "
-                             f"arguments: {self.field_text(step.arguments) or '{}'}")
-                if step.result:
-                    lines.append(f"   result: {self.field_text(step.result)}")
-                if step.error:
-                    lines.append(f"   error: {self.field_text(step.error)}")
+                lines.extend(self.tool_call_lines(step, f"{number}. tool call #{tool_number}", "   "))
                 continue
             # LLM steps with nothing to show (text lives elsewhere) would only add noise.
             if not (step.result or step.reasoning or step.tool_calls or step.error):
@@ -125,6 +120,16 @@ class PromptBuilder:
                 lines.append(f"   requests tools: {names}")
             if step.error:
                 lines.append(f"   error: {self.field_text(step.error)}")
+        return lines
+
+    def tool_call_lines(self, step: Step, head: str, indent: str) -> list[str]:
+        """A tool step: `head`, its name and arguments, then its result and error on lines
+        starting with `indent`."""
+        lines = [f"{head} {self.field_text(step.name)} arguments: {self.field_text(step.arguments) or '{}'}"]
+        if step.result:
+            lines.append(f"{indent}result: {self.field_text(step.result)}")
+        if step.error:
+            lines.append(f"{indent}error: {self.field_text(step.error)}")
         return lines
 
     def extracted_block(self, extracted: Mapping[str, Any], fields: Sequence[str]) -> str:

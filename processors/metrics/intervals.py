@@ -90,6 +90,22 @@ def _interval(
     return Interval(mean=float(np.mean(s)), low=float(low), high=float(high))
 
 
+def _k_interval(
+    n: int,
+    c: int,
+    k: int,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    ci_level: float,
+    samples: int,
+    seed: int,
+) -> Interval:
+    """`_interval` for a statistic of k tries (pass@k, pass^k), its arguments checked."""
+    _check_counts(n, c, "n", "c")
+    _check_k(k)
+    _check_sampling(ci_level, samples)
+    return _interval(n, c, statistic, ci_level, samples, seed)
+
+
 def _tails(ci_level: float) -> list[float]:
     # In decimal, so 0.95 gives the quantiles of docs/eval-suites.md, [0.025, 0.975],
     # exactly rather than the binary float arithmetic's 0.025000000000000022.
@@ -131,10 +147,7 @@ def pass_at_k_interval(
     >>> i.low < i.mean < i.high <= 1
     True
     """
-    _check_counts(n, c, "n", "c")
-    _check_k(k)
-    _check_sampling(ci_level, samples)
-    return _interval(n, c, lambda p: 1 - (1 - p) ** k, ci_level, samples, seed)
+    return _k_interval(n, c, k, lambda p: 1 - (1 - p) ** k, ci_level, samples, seed)
 
 
 def pass_pow_k_interval(
@@ -151,10 +164,7 @@ def pass_pow_k_interval(
     >>> 0 <= i.low < i.mean < i.high
     True
     """
-    _check_counts(n, c, "n", "c")
-    _check_k(k)
-    _check_sampling(ci_level, samples)
-    return _interval(n, c, lambda p: p**k, ci_level, samples, seed)
+    return _k_interval(n, c, k, lambda p: p**k, ci_level, samples, seed)
 
 
 def mean_rate_interval(

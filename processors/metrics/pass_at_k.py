@@ -18,6 +18,7 @@ so the definition's `c >= n` guard only ever sees c == n.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import comb
 
 
@@ -42,18 +43,23 @@ def _check_k_within_n(n: int, k: int) -> None:
         raise ValueError(f"the unbiased estimator needs k <= n: cannot draw k={k} of n={n} tries")
 
 
+def _plug_in(n: int, c: int, k: int, statistic: Callable[[float], float]) -> float:
+    """`statistic` of the rate p = c/n, with the definition's edge cases: c == 0 → 0.0, c == n → 1.0."""
+    _check_counts(n, c, k)
+    if c == 0:
+        return 0.0
+    if c >= n:
+        return 1.0
+    return statistic(c / n)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Plug-in pass@k: c == 0 → 0.0; c == n → 1.0; else 1 - (1 - c/n)**k.
 
     >>> pass_at_k(10, 7, 3)  # 1 - 0.3**3 = 0.973
     0.973
     """
-    _check_counts(n, c, k)
-    if c == 0:
-        return 0.0
-    if c >= n:
-        return 1.0
-    return 1.0 - (1.0 - c / n) ** k
+    return _plug_in(n, c, k, lambda p: 1.0 - (1.0 - p) ** k)
 
 
 def pass_pow_k(n: int, c: int, k: int) -> float:
@@ -62,12 +68,7 @@ def pass_pow_k(n: int, c: int, k: int) -> float:
     >>> round(pass_pow_k(10, 7, 3), 12)  # 0.7**3
     0.343
     """
-    _check_counts(n, c, k)
-    if c == 0:
-        return 0.0
-    if c >= n:
-        return 1.0
-    return (c / n) ** k
+    return _plug_in(n, c, k, lambda p: p**k)
 
 
 def pass_at_k_unbiased(n: int, c: int, k: int) -> float:
