@@ -34,8 +34,8 @@ from spanscore.core.session import Session, TraceSummary  # noqa: E402
 from spanscore.processors.agent_trace import agent_summary_of, build_agent_trace  # noqa: E402
 from spanscore.processors.agent_trace.build import read_span_views, summarize  # noqa: E402
 from spanscore.processors.embedders.minilm import minilm_available  # noqa: E402
-from spanscore.processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig  # noqa: E402
-from spanscore.processors.session_processor import SessionMetrics, SessionMetricsConfig  # noqa: E402
+from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig  # noqa: E402
+from spanscore.processors.session_metrics import SessionMetrics, SessionMetricsConfig  # noqa: E402
 
 
 def make_traces(count: int) -> list:

@@ -1,10 +1,10 @@
-"""spanscore's own figures, reported beside the scores through the metrics pipeline.
+"""spanscore's self-telemetry: its own metrics, reported beside the scores through the metrics pipeline.
 
 Named after the OpenTelemetry Collector's `otelcol_*` metrics where one means the same,
 `spanscore_*` otherwise, so a dashboard can chart throughput, refusals and queue depth
 next to the scores. Each is read from the pipeline's counters when metrics are collected.
 
-The judges' figures (`spanscore_judge_*`) are summed over every judge the processors
+The judges' telemetry (`spanscore_judge_*`) are summed over every judge the processors
 built, in this process and in the scoring workers (as each last reported, about every
 second); the breaker state is the worst of them (open, then half-open, then closed) and
 the budget left the least.
@@ -16,50 +16,50 @@ from collections.abc import Callable
 
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.exporters.base import DROP_REASONS
-from spanscore.exporters.score_metrics import Reading
+from spanscore.exporters.score_metrics import TelemetryMetric
 from spanscore.processors.openai_endpoint.breaker import BreakerState
 from spanscore.processors.judge.base import UsesJudges
-from spanscore.processors.judge.figures import JudgeFigures, judge_figures
+from spanscore.processors.judge.telemetry import JudgeTelemetry, judge_telemetry
 from spanscore.pipeline.memory_limiter import MemoryLimiter
 
 _SEVERITY = (BreakerState.CLOSED, BreakerState.HALF_OPEN, BreakerState.OPEN)  # least to most severe
 
 
-def pipeline_readings(pipeline: Pipeline) -> list[Reading]:
+def pipeline_telemetry(pipeline: Pipeline) -> list[TelemetryMetric]:
     return [
-        Reading("otelcol_receiver_accepted_spans", "{span}", "Spans accepted by the receivers",
+        TelemetryMetric("otelcol_receiver_accepted_spans", "{span}", "Spans accepted by the receivers",
                 lambda: pipeline.counts.received_spans),
-        Reading("spanscore_receiver_rejected_spans", "{span}",
+        TelemetryMetric("spanscore_receiver_rejected_spans", "{span}",
                 "Malformed spans dropped from otherwise valid requests", lambda: pipeline.counts.rejected_spans),
-        Reading("spanscore_receiver_refused_requests", "{request}",
+        TelemetryMetric("spanscore_receiver_refused_requests", "{request}",
                 "Requests turned away while the pipeline was full, for the client to retry",
                 lambda: pipeline.counts.refused_requests),
-        Reading("spanscore_pipeline_exported_traces", "{trace}", "Traces handed to every exporter",
+        TelemetryMetric("spanscore_pipeline_exported_traces", "{trace}", "Traces handed to every exporter",
                 lambda: pipeline.counts.exported_traces),
-        Reading("spanscore_pipeline_unscored_traces", "{trace}", "Traces forwarded outside the scoring scope",
+        TelemetryMetric("spanscore_pipeline_unscored_traces", "{trace}", "Traces forwarded outside the scoring scope",
                 lambda: pipeline.counts.unscored_traces),
-        Reading("spanscore_router_dropped_traces", "{trace}", "Traces the score_router sent to no exporter",
+        TelemetryMetric("spanscore_router_dropped_traces", "{trace}", "Traces the score_router sent to no exporter",
                 lambda: pipeline.counts.routed_out_traces),
-        Reading("otelcol_exporter_send_failed_spans", "{span}", "Spans the exporters gave up on, by exporter and "
+        TelemetryMetric("otelcol_exporter_send_failed_spans", "{span}", "Spans the exporters gave up on, by exporter and "
                 "reason (refused for good, retries exhausted, shutdown deadline)",
                 lambda: [({"exporter": e.id, "reason": reason}, e.dropped_by_reason[reason])
                          for e in pipeline.exporters for reason in DROP_REASONS]),
-        Reading("otelcol_exporter_sent_spans", "{span}", "Spans the exporters sent, by exporter",
+        TelemetryMetric("otelcol_exporter_sent_spans", "{span}", "Spans the exporters sent, by exporter",
                 lambda: [({"exporter": e.id}, e.sent_spans) for e in pipeline.exporters]),
-        Reading("spanscore_exporter_stored_spans", "{span}",
+        TelemetryMetric("spanscore_exporter_stored_spans", "{span}",
                 "Spans waiting in the exporters' persistent sending queues (sending_queue.storage)",
                 lambda: sum(getattr(e, "stored_spans", 0) for e in pipeline.exporters), monotonic=False),
-        Reading("spanscore_pipeline_held_spans", "{span}", "Spans held: assembling, scoring or exporting",
+        TelemetryMetric("spanscore_pipeline_held_spans", "{span}", "Spans held: assembling, scoring or exporting",
                 lambda: pipeline.counts.held_spans, monotonic=False),
-        Reading("spanscore_pipeline_held_spans_limit", "{span}", "The held-spans bound past which requests are refused",
+        TelemetryMetric("spanscore_pipeline_held_spans_limit", "{span}", "The held-spans bound past which requests are refused",
                 lambda: pipeline.counts.max_held_spans, monotonic=False),
-        *judge_readings(pipeline),
-        *write_ahead_readings(pipeline),
-        *scoring_worker_readings(pipeline),
+        *judge_telemetry_metrics(pipeline),
+        *write_ahead_telemetry(pipeline),
+        *scoring_worker_telemetry(pipeline),
     ]
 
 
-def judge_readings(pipeline: Pipeline) -> list[Reading]:
+def judge_telemetry_metrics(pipeline: Pipeline) -> list[TelemetryMetric]:
     """What the judges spent and how they are, when a processor calls judges: those of this
     process, and those of the scoring workers (as they last reported)."""
     local = [p for _, p in pipeline.processors if isinstance(p, UsesJudges)]
@@ -67,8 +67,8 @@ def judge_readings(pipeline: Pipeline) -> list[Reading]:
     if not local and (workers is None or not workers.uses_judges):
         return []
 
-    def judges() -> list[JudgeFigures]:
-        return judge_figures(local) + (workers.judge_figures() if workers is not None else [])
+    def judges() -> list[JudgeTelemetry]:
+        return judge_telemetry(local) + (workers.judge_telemetry() if workers is not None else [])
 
     def total(field: str) -> Callable[[], float]:
         return lambda: sum(getattr(j, field) for j in judges())
@@ -83,60 +83,60 @@ def judge_readings(pipeline: Pipeline) -> list[Reading]:
                    default=BreakerState.CLOSED)
 
     return [
-        Reading("spanscore_judge_requests", "{request}", "HTTP requests sent to the judge, retries and probes included",
+        TelemetryMetric("spanscore_judge_requests", "{request}", "HTTP requests sent to the judge, retries and probes included",
                 total("requests")),
-        Reading("spanscore_judge_input_tokens", "{token}", "Input tokens the judge reported", total("input_tokens")),
-        Reading("spanscore_judge_output_tokens", "{token}", "Output tokens the judge reported", total("output_tokens")),
-        Reading("spanscore_judge_request_duration", "s",
+        TelemetryMetric("spanscore_judge_input_tokens", "{token}", "Input tokens the judge reported", total("input_tokens")),
+        TelemetryMetric("spanscore_judge_output_tokens", "{token}", "Output tokens the judge reported", total("output_tokens")),
+        TelemetryMetric("spanscore_judge_request_duration", "s",
                 "Time spent in judge requests; over spanscore_judge_requests, the mean latency",
                 total("request_seconds")),
-        Reading("spanscore_judge_breaker_state", "1", "The judge's circuit breaker: 0 closed, 1 open, 2 half-open",
+        TelemetryMetric("spanscore_judge_breaker_state", "1", "The judge's circuit breaker: 0 closed, 1 open, 2 half-open",
                 breaker_state, monotonic=False),
-        Reading("spanscore_judge_held_calls", "{call}", "Judge calls held while the judge is unreachable",
+        TelemetryMetric("spanscore_judge_held_calls", "{call}", "Judge calls held while the judge is unreachable",
                 total("held_calls"), monotonic=False),
-        Reading("spanscore_judge_budget_refused_requests", "{request}",
+        TelemetryMetric("spanscore_judge_budget_refused_requests", "{request}",
                 "Judge requests not sent because the hourly budget was spent", total("refused")),
-        Reading("spanscore_judge_budget_remaining_requests", "{request}", "Requests left in the judge's hourly budget",
+        TelemetryMetric("spanscore_judge_budget_remaining_requests", "{request}", "Requests left in the judge's hourly budget",
                 least("remaining_requests"), monotonic=False),
-        Reading("spanscore_judge_budget_remaining_tokens", "{token}", "Tokens left in the judge's hourly budget",
+        TelemetryMetric("spanscore_judge_budget_remaining_tokens", "{token}", "Tokens left in the judge's hourly budget",
                 least("remaining_tokens"), monotonic=False),
     ]
 
 
-def memory_limiter_readings(limiter: MemoryLimiter) -> list[Reading]:
+def memory_limiter_telemetry(limiter: MemoryLimiter) -> list[TelemetryMetric]:
     return [
-        Reading("spanscore_memory_limiter_refused_requests", "{request}",
+        TelemetryMetric("spanscore_memory_limiter_refused_requests", "{request}",
                 "Requests turned away while memory use was above the memory_limiter's soft limit, for the client "
                 "to retry", lambda: limiter.refused_requests),
     ]
 
 
-def write_ahead_readings(pipeline: Pipeline) -> list[Reading]:
+def write_ahead_telemetry(pipeline: Pipeline) -> list[TelemetryMetric]:
     wal = pipeline.write_ahead
     if wal is None:
         return []
     return [
-        Reading("spanscore_write_ahead_requests", "{request}", "Requests written to the write-ahead log before "
+        TelemetryMetric("spanscore_write_ahead_requests", "{request}", "Requests written to the write-ahead log before "
                 "their answer", lambda: wal.written_requests),
-        Reading("spanscore_write_ahead_replayed_spans", "{span}", "Spans replayed from the write-ahead log at start",
+        TelemetryMetric("spanscore_write_ahead_replayed_spans", "{span}", "Spans replayed from the write-ahead log at start",
                 lambda: pipeline.counts.replayed_spans),
-        Reading("spanscore_write_ahead_pending_requests", "{request}",
+        TelemetryMetric("spanscore_write_ahead_pending_requests", "{request}",
                 "Requests in the write-ahead log not yet exported by every exporter",
                 lambda: wal.pending_requests, monotonic=False),
-        Reading("spanscore_write_ahead_size", "By", "Bytes of write-ahead log on disk", lambda: wal.bytes_on_disk,
+        TelemetryMetric("spanscore_write_ahead_size", "By", "Bytes of write-ahead log on disk", lambda: wal.bytes_on_disk,
                 monotonic=False),
-        Reading("spanscore_write_ahead_size_limit", "By", "The write-ahead log size past which requests are refused",
+        TelemetryMetric("spanscore_write_ahead_size_limit", "By", "The write-ahead log size past which requests are refused",
                 lambda: wal.max_bytes, monotonic=False),
     ]
 
 
-def scoring_worker_readings(pipeline: Pipeline) -> list[Reading]:
+def scoring_worker_telemetry(pipeline: Pipeline) -> list[TelemetryMetric]:
     workers = pipeline.workers
     if workers is None:
         return []
     return [
-        Reading("spanscore_scoring_workers_in_flight", "{trace}", "Traces and sessions out with a scoring worker",
+        TelemetryMetric("spanscore_scoring_workers_in_flight", "{trace}", "Traces and sessions out with a scoring worker",
                 lambda: workers.in_flight, monotonic=False),
-        Reading("spanscore_scoring_workers_restarts", "{process}", "Scoring worker processes started again after "
+        TelemetryMetric("spanscore_scoring_workers_restarts", "{process}", "Scoring worker processes started again after "
                 "they exited", lambda: workers.restarts),
     ]

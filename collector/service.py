@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from spanscore.collector.self_telemetry import memory_limiter_readings, pipeline_readings
+from spanscore.collector.self_telemetry import memory_limiter_telemetry, pipeline_telemetry
 from spanscore.config.loader import FILE_STORAGE_TYPE, Config
 from spanscore.core.component import Component, Host, PipelineWatcher
 from spanscore.exporters.evaluation_logs import EvaluationLogs
@@ -64,13 +64,13 @@ class Service:
                                  write_ahead=self.storage.log if self.storage is not None else None,
                                  router=self.router)
         if self.score_metrics is not None:
-            self.score_metrics.observe(pipeline_readings(self.pipeline))
+            self.score_metrics.observe(pipeline_telemetry(self.pipeline))
         self.memory_limiter = None  # between the receivers and the pipeline, when configured
         if config.memory_limiter is not None:
             limiter = config.memory_limiter
             self.memory_limiter = limiter.factory.create(limiter.id, limiter.config, self.pipeline.intake)
             if self.score_metrics is not None:
-                self.score_metrics.observe(memory_limiter_readings(self.memory_limiter))
+                self.score_metrics.observe(memory_limiter_telemetry(self.memory_limiter))
         intake = self.memory_limiter or self.pipeline.intake
         self.receivers = [c.factory.create(c.id, c.config, intake) for c in config.receivers]
 
@@ -148,7 +148,7 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
         return None
     scoring = list(zip(config.processors, (p for _, p in processors)))
     # A judge's hourly budget is one budget, however many workers call the judge; every
-    # processor that calls judges gets a window (and so reports its judges' figures).
+    # processor that calls judges gets a window (and so reports its judges' telemetry).
     windows = {c.id: BudgetWindow(shared=True) for c, p in scoring if isinstance(p, UsesJudges)}
     setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.pipeline_settings.score,
                         logging.getLogger("spanscore").getEffectiveLevel(), windows)

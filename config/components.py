@@ -22,7 +22,7 @@ from spanscore.pipeline import assembler, memory_limiter, score_router
 from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
-from spanscore.processors import embedding_processor, judge_processor, session_processor
+from spanscore.processors import embedding_metrics, judge_metrics, session_metrics
 from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.receivers import otlp
 
@@ -34,9 +34,9 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     otlp.FACTORY,
     assembler.FACTORY,
     memory_limiter.FACTORY,
-    embedding_processor.FACTORY,
-    judge_processor.FACTORY,
-    session_processor.FACTORY,
+    embedding_metrics.FACTORY,
+    judge_metrics.FACTORY,
+    session_metrics.FACTORY,
     ground_truth.FACTORY,
     score_router.FACTORY,
     otlp_grpc.FACTORY,

@@ -111,7 +111,7 @@ class Telemetry(BaseModel):
     logs: LogsTelemetry = Field(default_factory=LogsTelemetry)
 
 
-class Service(BaseModel):
+class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     extensions: list[str] = Field(default_factory=list)
     pipelines: Pipelines
@@ -120,7 +120,10 @@ class Service(BaseModel):
 
 
 @dataclass(frozen=True)
-class Component:
+class ConfiguredComponent:
+    """A component as the config defines it: its id, type, validated settings and factory.
+    The service builds the running component from it."""
+
     id: str
     type: str
     config: Any
@@ -131,19 +134,19 @@ class Component:
 class Config:
     """A validated config: only the components the service uses, in pipeline order."""
 
-    service: Service
-    receivers: list[Component]
+    service: ServiceConfig
+    receivers: list[ConfiguredComponent]
     # The processors listed under service.pipelines.traces fill three roles: the assembler
     # (always present; its settings are the pipeline's), the processors that score, and
     # at most one router, which acts at fan-out; the memory limiter guards the receivers.
-    assembler: Component
-    processors: list[Component]  # those that score, in pipeline order
-    exporters: list[Component]
-    extensions: list[Component]
-    router: Component | None = None
-    metric_exporters: list[Component] = field(default_factory=list)
-    log_exporters: list[Component] = field(default_factory=list)
-    memory_limiter: Component | None = None  # guards the receivers, wherever it is listed
+    assembler: ConfiguredComponent
+    processors: list[ConfiguredComponent]  # those that score, in pipeline order
+    exporters: list[ConfiguredComponent]
+    extensions: list[ConfiguredComponent]
+    router: ConfiguredComponent | None = None
+    metric_exporters: list[ConfiguredComponent] = field(default_factory=list)
+    log_exporters: list[ConfiguredComponent] = field(default_factory=list)
+    memory_limiter: ConfiguredComponent | None = None  # guards the receivers, wherever it is listed
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
     processor_ids: tuple[str, ...] = ()  # the pipeline's processors as listed, the assembler first
@@ -154,7 +157,7 @@ class Config:
         return self.assembler.config
 
     def summary(self) -> str:
-        def ids(components: list[Component]) -> str:
+        def ids(components: list[ConfiguredComponent]) -> str:
             return ", ".join(c.id for c in components) or "none"
 
         summary = (
@@ -200,20 +203,20 @@ def parse_config(
         if key not in _SECTIONS and key != "service":
             problems.append(f"{key}: unknown section; expected one of receivers, processors, exporters, extensions, service")
 
-    sections: dict[str, dict[str, Component]] = {}
+    sections: dict[str, dict[str, ConfiguredComponent]] = {}
     for section, kind in _SECTIONS.items():
         sections[section] = _validate_section(section, kind, raw.get(section), factories, problems)
     if ASSEMBLER_TYPE not in _mapping(raw.get("processors")):
         # Every pipeline assembles traces: the assembler needs no section of its own.
         factory = factories.lookup("processor", ASSEMBLER_TYPE)
-        sections["processors"][ASSEMBLER_TYPE] = Component(ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory)
+        sections["processors"][ASSEMBLER_TYPE] = ConfiguredComponent(ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory)
 
     service = None
     if "service" not in raw:
         problems.append("service: missing; it must name the traces pipeline's receivers and exporters")
     else:
         try:
-            service = Service.model_validate(raw["service"] if raw["service"] is not None else {})
+            service = ServiceConfig.model_validate(raw["service"] if raw["service"] is not None else {})
         except ValidationError as exc:
             problems.extend(_pydantic_problems("service", exc))
     if service is None:
@@ -221,7 +224,7 @@ def parse_config(
 
     pipeline = service.pipelines.traces
     metrics, logs = service.pipelines.metrics, service.pipelines.logs
-    chosen: dict[str, list[Component]] = {}
+    chosen: dict[str, list[ConfiguredComponent]] = {}
     for key, section, ids, where in (
         ("receivers", "receivers", pipeline.receivers, "service.pipelines.traces.receivers"),
         ("processors", "processors", pipeline.processors, "service.pipelines.traces.processors"),
@@ -295,7 +298,7 @@ def parse_config(
 
 def _validate_section(
     section: str, kind: Kind, raw: Any, factories: Factories, problems: list[str],
-) -> dict[str, Component]:
+) -> dict[str, ConfiguredComponent]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -322,12 +325,12 @@ def _validate_section(
         except ValidationError as exc:
             problems.extend(_pydantic_problems(where, exc))
             continue
-        components[component_id] = Component(component_id, type_name, config, factory)
+        components[component_id] = ConfiguredComponent(component_id, type_name, config, factory)
     return components
 
 
 def _authenticator_problems(
-    chosen: dict[str, list[Component]], extensions: dict[str, Component], written: Any, service: Service,
+    chosen: dict[str, list[ConfiguredComponent]], extensions: dict[str, ConfiguredComponent], written: Any, service: ServiceConfig,
 ) -> list[str]:
     """Each `auth.authenticator` must name an extension that is defined, started by
     `service.extensions`, and authenticates the side it is used on."""
@@ -353,7 +356,7 @@ def _authenticator_problems(
 
 
 def _storage_problems(
-    exporters: list[Component], extensions: dict[str, Component], written: Any, service: Service,
+    exporters: list[ConfiguredComponent], extensions: dict[str, ConfiguredComponent], written: Any, service: ServiceConfig,
 ) -> list[str]:
     """Each `sending_queue.storage` must name a file_storage extension that
     `service.extensions` starts, on an exporter that can keep its queue there."""
@@ -377,12 +380,12 @@ def _storage_problems(
     return problems
 
 
-def _routers(processors: list[Component]) -> list[Component]:
+def _routers(processors: list[ConfiguredComponent]) -> list[ConfiguredComponent]:
     """The processors that route traces to exporters (they name exporters) rather than score."""
     return [c for c in processors if hasattr(c.config, "exporter_ids")]
 
 
-def _routing_problems(routers: list[Component], exporters: list[str]) -> list[str]:
+def _routing_problems(routers: list[ConfiguredComponent], exporters: list[str]) -> list[str]:
     """A router may name only exporters of the traces pipeline, and there is one at most."""
     problems = []
     if len(routers) > 1:

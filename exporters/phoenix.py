@@ -48,7 +48,7 @@ IDENTIFIER = "spanscore"
 ERROR_LABEL = "error"  # the label of a result with no score, so errors can be filtered on
 # Exporters may not import processors (pyproject's layers), so the judge's metric names
 # (processors/judge/rubrics.py) and the embedding metrics' names
-# (processors/embedding_processor.py) are repeated here; tests/e2e/test_phoenix.py
+# (processors/embedding_metrics.py) are repeated here; tests/e2e/test_phoenix.py
 # checks they match.
 JUDGE_METRICS = frozenset({"task_completion", "tool_correctness", "argument_correctness", "step_efficiency",
                            "confidence", "plan_adherence", "plan_quality"})

@@ -39,8 +39,8 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 @dataclass(frozen=True)
-class Reading:
-    """A figure spanscore reports about itself, read when the metrics are collected."""
+class TelemetryMetric:
+    """One of spanscore's own metrics (its self-telemetry), read when the metrics are collected."""
 
     name: str
     unit: str
@@ -61,7 +61,7 @@ class ScoreMetrics:
     def __init__(self, readers: Sequence[Callable[[Host], MetricReader]], span_attributes: Sequence[str] = ()):
         self._create_readers = list(readers)
         self.span_attributes = frozenset(span_attributes)
-        self._readings: list[Reading] = []
+        self._telemetry: list[TelemetryMetric] = []
         self.provider: MeterProvider | None = None
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
 
@@ -80,13 +80,13 @@ class ScoreMetrics:
             RESULT_COUNTER, unit="{result}", description="Evaluation results by label: pass, fail or error",
         )
         self._meter = meter
-        for reading in self._readings:
-            create = meter.create_observable_counter if reading.monotonic else meter.create_observable_gauge
-            create(reading.name, callbacks=[_observe(reading)], unit=reading.unit, description=reading.description)
+        for metric in self._telemetry:
+            create = meter.create_observable_counter if metric.monotonic else meter.create_observable_gauge
+            create(metric.name, callbacks=[_observe(metric)], unit=metric.unit, description=metric.description)
 
-    def observe(self, readings: Iterable[Reading]) -> None:
-        """Report these figures beside the scores; call before `start`."""
-        self._readings.extend(readings)
+    def observe(self, telemetry: Iterable[TelemetryMetric]) -> None:
+        """Report these self-telemetry metrics beside the scores; call before `start`."""
+        self._telemetry.extend(telemetry)
 
     def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None,
                span_attributes: Iterable[SpanAttribute] = (),
@@ -147,9 +147,9 @@ class ScoreMetrics:
             await asyncio.to_thread(_flush_and_stop, provider, max(0.0, deadline - time.monotonic()))
 
 
-def _observe(reading: Reading) -> Callable[[CallbackOptions], list[Observation]]:
+def _observe(metric: TelemetryMetric) -> Callable[[CallbackOptions], list[Observation]]:
     def observe(options: CallbackOptions) -> list[Observation]:
-        value = reading.read()
+        value = metric.read()
         if value is None:
             return []
         if isinstance(value, list):

@@ -27,7 +27,7 @@ from typing import TextIO
 from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.pipeline.assembler import Assembler
 from spanscore.config.components import build_factories
-from spanscore.config.loader import Component, Config
+from spanscore.config.loader import Config, ConfiguredComponent
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
@@ -209,14 +209,14 @@ def with_dataset(config: Config, dataset: Path) -> Config:
     if existing:
         component = processors[existing[0]]
         settings = {**component.config.model_dump(exclude_unset=True), "dataset": str(dataset)}
-        processors[existing[0]] = Component(component.id, GROUND_TRUTH, factory.config_model.model_validate(settings),
+        processors[existing[0]] = ConfiguredComponent(component.id, GROUND_TRUTH, factory.config_model.model_validate(settings),
                                             factory)
     else:
         judge = next((c.config.judge for c in processors if c.type == "judge_metrics" and c.config.configured), None)
         settings = {"dataset": str(dataset)}
         if judge is not None:
             settings["judge"] = judge.model_dump()
-        processors.append(Component(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory))
+        processors.append(ConfiguredComponent(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory))
     ids = config.processor_ids if existing else (*config.processor_ids, GROUND_TRUTH)
     return replace(config, processors=processors, processor_ids=ids)
 

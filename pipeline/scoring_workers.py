@@ -42,7 +42,7 @@ from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.budget import BudgetWindow
-from spanscore.processors.judge.figures import REPORT_INTERVAL_S, JudgeFigures, judge_figures, spent
+from spanscore.processors.judge.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
 
 log = logging.getLogger("spanscore.scoring_workers")
 
@@ -77,7 +77,7 @@ class WorkerScoring:
         self.count = count
         self.metric_names = metric_names
         self.tracks_sessions = tracks_sessions
-        self._retired = JudgeFigures()  # what the judges of workers that exited spent
+        self._retired = JudgeTelemetry()  # what the judges of workers that exited spent
         self._workers: list[_WorkerHandle] = []
         self._provenance: dict[str, Provenance] = {}
         self._stopping = False
@@ -102,12 +102,12 @@ class WorkerScoring:
 
     @property
     def uses_judges(self) -> bool:
-        """The workers' processors call judges (each has a budget window): they report figures."""
+        """The workers' processors call judges (each has a budget window): they report telemetry."""
         return bool(self.setup.budget_windows)
 
-    def judge_figures(self) -> list[JudgeFigures]:
+    def judge_telemetry(self) -> list[JudgeTelemetry]:
         """Every worker's judges as it last reported them, and what exited workers spent."""
-        return [self._retired, *(figures for worker in self._workers for figures in worker.judge_figures)]
+        return [self._retired, *(telemetry for worker in self._workers for telemetry in worker.judge_telemetry)]
 
     @property
     def in_flight(self) -> int:
@@ -143,8 +143,8 @@ class WorkerScoring:
             return Scored.failed(self.metric_names, exc)
 
     def _lost(self, handle: _WorkerHandle) -> None:
-        self._retired = spent([self._retired, *handle.judge_figures])
-        handle.judge_figures = []
+        self._retired = spent([self._retired, *handle.judge_telemetry])
+        handle.judge_telemetry = []
         if self._stopping:
             return
         if handle.ready.exception() is not None:  # it never started: another would fail the same way
@@ -200,7 +200,7 @@ class _WorkerHandle:
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
         self.lost = False
-        self.judge_figures: list[JudgeFigures] = []  # as the worker last reported them
+        self.judge_telemetry: list[JudgeTelemetry] = []  # as the worker last reported them
         context = multiprocessing.get_context("spawn")  # never fork the gRPC server's threads
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=worker_main, args=(child_conn, setup), daemon=True,
@@ -287,7 +287,7 @@ class _WorkerHandle:
                 if not self.ready.done():
                     self.ready.set_exception(RuntimeError(payload))
             elif kind == "judges":
-                self.judge_figures = payload
+                self.judge_telemetry = payload
             else:
                 future = self.pending.get(request_id)
                 if future is not None and not future.done():
@@ -431,9 +431,9 @@ class _Worker:
             self._report_judges()
 
     def _report_judges(self) -> None:
-        figures = judge_figures(self.processors)
-        if figures:
-            self._send_soon(("judges", None, figures))
+        telemetry = judge_telemetry(self.processors)
+        if telemetry:
+            self._send_soon(("judges", None, telemetry))
 
     async def _score_traces(self, traces: list[tuple]) -> list[Scored]:
         return await self.scoring.score_batch([_trace_of(*args) for args in traces], self._session_of)

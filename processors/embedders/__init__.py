@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from spanscore.processors.embedders.base import Embedder, l2_normalize
-    from spanscore.processors.embedders.cache import CachedEmbedder, CacheStats
+    from spanscore.processors.embedders.cache import CachedEmbedder, EmbeddingCacheStats
     from spanscore.processors.embedders.config import (
         AutoEmbedderConfig,
         CacheConfig,
@@ -45,7 +45,7 @@ _EXPORTS = {
     "Embedder": "base",
     "l2_normalize": "base",
     "CachedEmbedder": "cache",
-    "CacheStats": "cache",
+    "EmbeddingCacheStats": "cache",
     "AutoEmbedderConfig": "config",
     "CacheConfig": "config",
     "EmbedderConfig": "config",
@@ -69,7 +69,7 @@ _EXPORTS = {
 __all__ = [
     "AutoEmbedderConfig",
     "CacheConfig",
-    "CacheStats",
+    "EmbeddingCacheStats",
     "CachedEmbedder",
     "Embedder",
     "EmbedderConfig",

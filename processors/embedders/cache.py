@@ -34,7 +34,7 @@ _Key = tuple[str, bytes]
 
 
 @dataclass(frozen=True)
-class CacheStats:
+class EmbeddingCacheStats:
     hits: int  # texts answered from the cache
     misses: int  # distinct texts the inner embedder had to embed
     evictions: int
@@ -68,9 +68,9 @@ class CachedEmbedder(Embedder):
     def dimension(self) -> int | None:
         return getattr(self.inner, "dimension", None)
 
-    def stats(self) -> CacheStats:
+    def stats(self) -> EmbeddingCacheStats:
         with self._lock:
-            return CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self.max_entries)
+            return EmbeddingCacheStats(self._hits, self._misses, self._evictions, len(self._entries), self.max_entries)
 
     def clear(self) -> None:
         with self._lock:
@@ -146,4 +146,4 @@ class CachedEmbedder(Embedder):
         return np.stack([found[key] for key in keys])
 
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "CacheStats", "CachedEmbedder"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "EmbeddingCacheStats", "CachedEmbedder"]

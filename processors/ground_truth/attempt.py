@@ -24,7 +24,7 @@ JOINED_BY_MESSAGE = "first message"
 
 
 @dataclass
-class Attempt:
+class AttemptState:
     """What the processor keeps per session between its turns (in `session.state`)."""
 
     case: Case | None

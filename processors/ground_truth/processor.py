@@ -44,7 +44,7 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, SessionOutput, TraceOutput
 from spanscore.processors.ground_truth import prompts
-from spanscore.processors.ground_truth.attempt import Attempt, case_id_of, join
+from spanscore.processors.ground_truth.attempt import AttemptState, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import GroundTruthJudge
 from spanscore.processors.judge.base import Judge, JudgeError
@@ -173,7 +173,7 @@ class GroundTruth(Processor):
             case, how, problem = join(self.dataset, case_id_of(trace, self.config.case_key), agent.user_input)
             if problem:
                 log.warning("%s: trace %s: %s", self.id, trace.trace_id_hex, problem)
-            attempt = Attempt(case=case, joined_by=how)
+            attempt = AttemptState(case=case, joined_by=how)
             self.joins[how or "nothing (not graded)"] += 1
             if session is not None:
                 session.state[self.id] = attempt
@@ -191,7 +191,7 @@ class GroundTruth(Processor):
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
-    async def _turn_results(self, attempt: Attempt, turn: int, agent: AgentTrace) -> list[MetricResult | SpanAttribute]:
+    async def _turn_results(self, attempt: AttemptState, turn: int, agent: AgentTrace) -> list[MetricResult | SpanAttribute]:
         case, results = attempt.case, []
         usage = self._tool_usage(case, turn, agent)
         if usage is not None:
@@ -224,7 +224,7 @@ class GroundTruth(Processor):
         return MetricResult(name="tool_usage", score=overall, threshold=self.config.tool_threshold,
                             explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation}.", metadata=aspects)
 
-    async def _answer(self, attempt: Attempt, turn: int, agent: AgentTrace, expected: str,
+    async def _answer(self, attempt: AttemptState, turn: int, agent: AgentTrace, expected: str,
                       usage: MetricResult | None) -> MetricResult | SpanAttribute:
         threshold = self.config.answer_threshold
         if self.judging is None:
@@ -250,7 +250,7 @@ class GroundTruth(Processor):
             metadata={"correct": correct, "utilization": verdict.utilization, "expected": expected},
         )
 
-    async def _judge_progress(self, attempt: Attempt, turn: int) -> None:
+    async def _judge_progress(self, attempt: AttemptState, turn: int) -> None:
         case = attempt.case
         if not case.subgoals or turn >= self.config.max_turns:
             return
@@ -290,7 +290,7 @@ class GroundTruth(Processor):
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
-    async def _attempt_results(self, attempt: Attempt) -> list[MetricResult | SpanAttribute]:
+    async def _attempt_results(self, attempt: AttemptState) -> list[MetricResult | SpanAttribute]:
         case, results = attempt.case, []
         checks: list[tuple[str, bool]] = []  # what `success` requires, and whether it held
         threshold = self.config.threshold
@@ -340,7 +340,7 @@ class GroundTruth(Processor):
         results.append(self._success(attempt, checks))
         return results
 
-    async def _tool_call_accuracy(self, attempt: Attempt) -> tuple[MetricResult | SpanAttribute, bool | None]:
+    async def _tool_call_accuracy(self, attempt: AttemptState) -> tuple[MetricResult | SpanAttribute, bool | None]:
         expected = [as_expected_call(c.model_dump(exclude_unset=True)) for c in attempt.case.expected_tool_calls]
         actual = attempt.actual_calls()
         try:
@@ -381,7 +381,7 @@ class GroundTruth(Processor):
             raise LookupError(f"tool-call checks not judged: {NO_JUDGE}")
         return {key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()}
 
-    def _success(self, attempt: Attempt, checks: list[tuple[str, bool]]) -> MetricResult | SpanAttribute:
+    def _success(self, attempt: AttemptState, checks: list[tuple[str, bool]]) -> MetricResult | SpanAttribute:
         errors = attempt.all_errors
         if errors:
             return MetricResult.failure("success", "not every check could be graded: " + "; ".join(errors), 1.0)

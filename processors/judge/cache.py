@@ -63,7 +63,7 @@ def cache_key(
 
 
 @dataclass(frozen=True)
-class CacheStats:
+class JudgeCacheStats:
     hits: int  # from memory or disk
     disk_hits: int
     misses: int
@@ -88,9 +88,9 @@ class JudgeCache:
     def __repr__(self) -> str:
         return f"JudgeCache(max_entries={self.max_entries}, sqlite_path={self.sqlite_path!r})"
 
-    def stats(self) -> CacheStats:
+    def stats(self) -> JudgeCacheStats:
         with self._lock:
-            return CacheStats(self._hits, self._disk_hits, self._misses, len(self._entries), self.max_entries)
+            return JudgeCacheStats(self._hits, self._disk_hits, self._misses, len(self._entries), self.max_entries)
 
     async def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -175,4 +175,4 @@ class JudgeCache:
             db.commit()
 
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "CacheStats", "JudgeCache", "cache_key"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "JudgeCacheStats", "JudgeCache", "cache_key"]

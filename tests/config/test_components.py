@@ -6,7 +6,7 @@ from importlib.metadata import EntryPoint
 
 from spanscore.config.components import BUILTIN_FACTORIES, ENTRY_POINT_GROUP, Factories, _add_plugin, build_factories
 from spanscore.core.component import ComponentFactory
-from spanscore.processors.session_processor import FACTORY as SESSION_METRICS
+from spanscore.processors.session_metrics import FACTORY as SESSION_METRICS
 
 
 def plugin(value: str) -> EntryPoint:
@@ -51,6 +51,6 @@ def test_a_plugin_entry_point_must_name_a_factory():
 
 def test_a_plugin_entry_point_adds_its_type():
     factories = Factories()
-    _add_plugin(factories, plugin("spanscore.processors.session_processor:FACTORY"))
+    _add_plugin(factories, plugin("spanscore.processors.session_metrics:FACTORY"))
     assert factories.lookup("processor", "session_metrics") is SESSION_METRICS
     assert factories.problems == []

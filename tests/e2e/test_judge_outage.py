@@ -29,7 +29,7 @@ JUDGED = [m for m in METRIC_NAMES if m != "argument_correctness"]  # no tool cal
 FAST = "max_retries: 1, initial_backoff: 50ms, max_backoff: 200ms"
 
 
-def judge_processor(base_url: str, judge: str = "", extra: str = "") -> str:
+def judge_metrics(base_url: str, judge: str = "", extra: str = "") -> str:
     return (f"  judge_metrics: {{judge: {{model: judge-test, base_url: '{base_url}', api_key: test-key, {FAST}"
             f"{judge}}}{extra}}}")
 
@@ -68,7 +68,7 @@ def test_a_judge_down_then_loading_then_back_judges_every_trace(sink, start_coll
     handler = Loading()
     judge = OpenAIServer(handler=handler, port=free_port())  # not started: connections are refused
     collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms",
-                                            extra_processors=judge_processor(judge.base_url)))
+                                            extra_processors=judge_metrics(judge.base_url)))
     try:
         for i in range(4):
             send_trace(collector, f"turn {i}")
@@ -93,7 +93,7 @@ def test_past_max_judge_wait_the_trace_leaves_with_errors_saying_the_judge_was_u
     port = free_port()  # nothing ever listens there
     base_url = f"http://127.0.0.1:{port}/v1"
     collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms",
-                                            extra_processors=judge_processor(base_url, ", max_judge_wait: 1s")))
+                                            extra_processors=judge_metrics(base_url, ", max_judge_wait: 1s")))
     started = time.monotonic()
     send_trace(collector, "turn")
     assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=10)
@@ -117,7 +117,7 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:  # 120 + 30 tokens per reply
         assembler = "trace_wait: 50ms" + (f", scoring_workers: {workers}" if workers else "")
         config = sink_config(sink, processors="[assembler, judge_metrics]", assembler=assembler,
-                             extra_processors=judge_processor(judge.base_url, ", budget: {requests_per_hour: 3}",
+                             extra_processors=judge_metrics(judge.base_url, ", budget: {requests_per_hour: 3}",
                                                               ONLY_CONFIDENCE))
         config = config.replace("exporters:\n  otlp:", f"exporters:\n  prometheus: {{endpoint: 127.0.0.1:{prometheus}}}"
                                                        "\n  otlp:", 1)
@@ -162,7 +162,7 @@ def test_two_scoring_workers_share_one_judge_budget(sink, start_collector):
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:
         collector = start_collector(sink_config(
             sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms, scoring_workers: 2",
-            extra_processors=judge_processor(judge.base_url, ", budget: {requests_per_hour: 3}", ONLY_CONFIDENCE)))
+            extra_processors=judge_metrics(judge.base_url, ", budget: {requests_per_hour: 3}", ONLY_CONFIDENCE)))
         # Trace ids that go to worker 0, 1, 0, 1 (a trace without a session goes by its id):
         # each worker alone would have a budget left for its second trace.
         ids: list[bytes] = []
@@ -183,11 +183,11 @@ def test_what_a_scoring_workers_judges_spent_still_counts_after_it_is_killed(sin
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:  # 120 + 30 tokens per reply
         collector = start_collector(sink_config(
             sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms, scoring_workers: 1",
-            extra_processors=judge_processor(judge.base_url, "", ONLY_CONFIDENCE)))
+            extra_processors=judge_metrics(judge.base_url, "", ONLY_CONFIDENCE)))
         workers = collector.service.workers
 
         def spent(field: str) -> float:
-            return sum(getattr(figures, field) for figures in workers.judge_figures())
+            return sum(getattr(figures, field) for figures in workers.judge_telemetry())
 
         send_trace(collector, "before")
         assert wait_until(lambda: spent("requests") == 1, timeout_s=10)  # reported within a second

@@ -27,8 +27,8 @@ from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.consumer import ConsumerFull
 from spanscore.exporters.memory import MemoryExporter
-from spanscore.processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig
-from spanscore.processors.session_processor import SessionMetrics, SessionMetricsConfig
+from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig
+from spanscore.processors.session_metrics import SessionMetrics, SessionMetricsConfig
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
 from tests.support.fuzz_strategies import fixture_requests, flipped, requests, with_bad_ids

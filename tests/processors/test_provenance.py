@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 from spanscore.core.provenance import CODE_PROVENANCE
-from spanscore.processors.embedding_processor import EmbeddingMetrics, EmbeddingMetricsConfig
+from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig
 from spanscore.processors.ground_truth.processor import GroundTruth, GroundTruthConfig
-from spanscore.processors.judge_processor import JudgeMetrics, JudgeMetricsConfig
-from spanscore.processors.session_processor import SessionMetrics, SessionMetricsConfig
+from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.session_metrics import SessionMetrics, SessionMetricsConfig
 from tests.support.scored_suite import DATASET
 
 JUDGE = {"model": "judge-model", "base_url": "http://127.0.0.1:9/v1"}

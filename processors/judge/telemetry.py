@@ -1,7 +1,7 @@
-"""A judge's figures for spanscore's own metrics, as plain values that can cross processes.
+"""A judge's telemetry for spanscore's own metrics, as plain values that can cross processes.
 
 The collector reports what its judges spent and how they are (`spanscore_judge_*`). With
-`scoring_workers` the judges live in the worker processes, which send their figures to
+`scoring_workers` the judges live in the worker processes, which send their telemetry to
 the collector every `REPORT_INTERVAL_S`; a worker that exits leaves what it spent
 (`spent`) in the totals, so the counters never go back.
 """
@@ -19,7 +19,7 @@ REPORT_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
-class JudgeFigures:
+class JudgeTelemetry:
     requests: int = 0  # HTTP requests, retries and probes included
     input_tokens: int = 0
     output_tokens: int = 0
@@ -31,7 +31,7 @@ class JudgeFigures:
     remaining_tokens: int | None = None
 
     @classmethod
-    def of(cls, judge: OpenAIJudge) -> JudgeFigures:
+    def of(cls, judge: OpenAIJudge) -> JudgeTelemetry:
         stats, budget = judge.stats(), judge.budget
         return cls(
             requests=stats.requests, input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
@@ -42,17 +42,17 @@ class JudgeFigures:
         )
 
 
-def judge_figures(processors: Iterable[object]) -> list[JudgeFigures]:
-    """The figures of every judge the processors that call judges have built."""
-    return [JudgeFigures.of(judge) for processor in processors if isinstance(processor, UsesJudges)
+def judge_telemetry(processors: Iterable[object]) -> list[JudgeTelemetry]:
+    """The telemetry of every judge the processors that call judges have built."""
+    return [JudgeTelemetry.of(judge) for processor in processors if isinstance(processor, UsesJudges)
             for judge in processor.judges() if isinstance(judge, OpenAIJudge)]
 
 
-def spent(figures: Iterable[JudgeFigures]) -> JudgeFigures:
-    """The counters of `figures` summed, without their state: what judges that are gone spent."""
-    figures = list(figures)
-    return JudgeFigures(
-        requests=sum(f.requests for f in figures), input_tokens=sum(f.input_tokens for f in figures),
-        output_tokens=sum(f.output_tokens for f in figures),
-        request_seconds=sum(f.request_seconds for f in figures), refused=sum(f.refused for f in figures),
+def spent(telemetry: Iterable[JudgeTelemetry]) -> JudgeTelemetry:
+    """The counters of `telemetry` summed, without their state: what judges that are gone spent."""
+    reported = list(telemetry)
+    return JudgeTelemetry(
+        requests=sum(f.requests for f in reported), input_tokens=sum(f.input_tokens for f in reported),
+        output_tokens=sum(f.output_tokens for f in reported),
+        request_seconds=sum(f.request_seconds for f in reported), refused=sum(f.refused for f in reported),
     )
