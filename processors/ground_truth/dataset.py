@@ -131,7 +131,7 @@ class Expected(_Strict):
         return "value" if self.check is None else "check"
 
 
-class ExpectedParameter(Expected):
+class ExpectedArgument(Expected):
     """One argument of an expected call, by its exact name."""
 
     name: str = Field(min_length=1)
@@ -142,7 +142,7 @@ class ExpectedToolCall(_Strict):
 
     tool: Text
     turn: TurnIndex | None = None
-    parameters: list[ExpectedParameter] = []
+    parameters: list[ExpectedArgument] = []
     output: Expected | None = None
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ from spanscore.processors.ground_truth.dataset import (
     Dataset,
     DatasetError,
     Expected,
-    ExpectedParameter,
+    ExpectedArgument,
     ExpectedToolCall,
     Subgoal,
     Turn,
@@ -138,14 +138,14 @@ def test_a_full_yaml_dataset_and_the_same_as_jsonl_load_to_equal_datasets(tmp_pa
             ExpectedToolCall(
                 tool="weather",
                 turn=0,
-                parameters=[ExpectedParameter(name="city", value="Oslo"), ExpectedParameter(name="units", value=None)],
+                parameters=[ExpectedArgument(name="city", value="Oslo"), ExpectedArgument(name="units", value=None)],
                 output=Expected(check="a weather report"),
             ),
             ExpectedToolCall(
                 tool="forecast",
                 parameters=[
-                    ExpectedParameter(name="city", check="a Norwegian city"),
-                    ExpectedParameter(name="days", value=1),
+                    ExpectedArgument(name="city", check="a Norwegian city"),
+                    ExpectedArgument(name="days", value=1),
                 ],
             ),
         ],
