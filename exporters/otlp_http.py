@@ -74,8 +74,9 @@ class OtlpHttpExporter(Exporter):
 
     async def send(self, traces: list[Trace]) -> None:
         request = build_request(traces)
-        await self._post(encode_request(request).encode() if self.config.encoding == "json"
-                         else request.SerializeToString())
+        await self._post(
+            encode_request(request).encode() if self.config.encoding == "json" else request.SerializeToString()
+        )
 
     async def send_encoded(self, request: bytes) -> None:
         if self.config.encoding == "json":
@@ -90,7 +91,9 @@ class OtlpHttpExporter(Exporter):
             async with self._session.post(url, data=body, headers=self._headers) as response:
                 payload = await response.read()
                 if response.status in _RETRYABLE_STATUS:
-                    raise ExportError(f"{url}: HTTP {response.status}", True, retry_after(response.headers.get("Retry-After")))
+                    raise ExportError(
+                        f"{url}: HTTP {response.status}", True, retry_after(response.headers.get("Retry-After"))
+                    )
                 if response.status >= 300:
                     raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -98,7 +101,9 @@ class OtlpHttpExporter(Exporter):
         if payload and response.content_type == "application/x-protobuf":
             partial = ExportTraceServiceResponse.FromString(payload).partial_success
             if partial.rejected_spans or partial.error_message:
-                log.warning("exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message)
+                log.warning(
+                    "exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message
+                )
 
     async def close(self) -> None:
         session = getattr(self, "_session", None)
@@ -116,10 +121,13 @@ def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s:
     if url is None:
         raise ValueError(f"exporter {component_id}: set metrics_endpoint (or endpoint) to send metrics")
     exporter = OTLPMetricExporter(
-        endpoint=url, headers=client_headers(config, host), timeout=config.timeout,
+        endpoint=url,
+        headers=client_headers(config, host),
+        timeout=config.timeout,
         compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
         certificate_file=config.tls.ca_file if config.tls.ca_file else None,
-        client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
+        client_certificate_file=config.tls.cert_file,
+        client_key_file=config.tls.key_file,
     )
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
@@ -133,12 +141,16 @@ def log_exporter(component_id: str, config: OtlpHttpExporterConfig, host: Host):
     if url is None:
         raise ValueError(f"exporter {component_id}: set logs_endpoint (or endpoint) to send logs")
     return OTLPLogExporter(
-        endpoint=url, headers=client_headers(config, host), timeout=config.timeout,
+        endpoint=url,
+        headers=client_headers(config, host),
+        timeout=config.timeout,
         compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
         certificate_file=config.tls.ca_file if config.tls.ca_file else None,
-        client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
+        client_certificate_file=config.tls.cert_file,
+        client_key_file=config.tls.key_file,
     )
 
 
-FACTORY = ComponentFactory("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader,
-                           log_exporter)
+FACTORY = ComponentFactory(
+    "exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader, log_exporter
+)

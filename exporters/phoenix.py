@@ -50,8 +50,17 @@ ERROR_LABEL = "error"  # the label of a result with no score, so errors can be f
 # (processors/judge/rubrics.py) and the embedding metrics' names
 # (processors/embedding_metrics.py) are repeated here; tests/e2e/test_phoenix.py
 # checks they match.
-JUDGE_METRICS = frozenset({"task_completion", "tool_correctness", "argument_correctness", "step_efficiency",
-                           "confidence", "plan_adherence", "plan_quality"})
+JUDGE_METRICS = frozenset(
+    {
+        "task_completion",
+        "tool_correctness",
+        "argument_correctness",
+        "step_efficiency",
+        "confidence",
+        "plan_adherence",
+        "plan_quality",
+    }
+)
 EMBEDDING_METRICS = frozenset({"coherence", "loop_detection"})
 CODE_EVALUATOR = "code"  # spanscore.core.provenance.CODE
 
@@ -106,8 +115,13 @@ def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
         outcome = {"label": ERROR_LABEL, "score": None, "explanation": result.error}
     else:
         outcome = {"label": result.label, "score": result.score, "explanation": result.explanation}
-    return {"name": result.name, "annotator_kind": annotator_kind(result.name, evaluator), "result": outcome,
-            "metadata": metadata, "identifier": IDENTIFIER}
+    return {
+        "name": result.name,
+        "annotator_kind": annotator_kind(result.name, evaluator),
+        "result": outcome,
+        "metadata": metadata,
+        "identifier": IDENTIFIER,
+    }
 
 
 class PhoenixExporter(Exporter):
@@ -115,8 +129,7 @@ class PhoenixExporter(Exporter):
 
     async def open(self) -> None:
         config = self.config
-        self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers,
-                                       config.timeout)
+        self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers, config.timeout)
         self._headers = {**self.headers, "Content-Type": "application/json"}
 
     def annotations(self, traces: list[Trace]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -128,8 +141,9 @@ class PhoenixExporter(Exporter):
             if not trace.results or anchor is None:
                 continue
             if self.config.annotate_sessions and trace.session_id is not None and is_session_carrier(trace):
-                sessions.extend({**annotation(r, anchor.attributes), "session_id": trace.session_id}
-                                for r in trace.results)
+                sessions.extend(
+                    {**annotation(r, anchor.attributes), "session_id": trace.session_id} for r in trace.results
+                )
             else:
                 span_id = anchor.span_id.hex()
                 spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
@@ -150,8 +164,9 @@ class PhoenixExporter(Exporter):
             async with self._session.post(url, data=body, headers=self._headers) as response:
                 payload = await response.read()
                 if response.status == 429 or response.status >= 500:
-                    raise ExportError(f"{url}: HTTP {response.status}", True,
-                                      retry_after(response.headers.get("Retry-After")))
+                    raise ExportError(
+                        f"{url}: HTTP {response.status}", True, retry_after(response.headers.get("Retry-After"))
+                    )
                 if response.status >= 300:
                     raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
         except (aiohttp.ClientError, TimeoutError) as exc:
