@@ -28,7 +28,6 @@ import logging
 import urllib.parse
 from typing import Any
 
-import aiohttp
 from pydantic import Field, model_validator
 
 from spanscore.core.attributes import find_attribute
@@ -36,8 +35,8 @@ from spanscore.core.component import ComponentFactory
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import is_session_carrier
 from spanscore.core.trace import Trace
-from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
-from spanscore.exporters.http_client import client_session, retry_after
+from spanscore.exporters.base import Exporter, ExporterConfig
+from spanscore.exporters.http_client import client_session, post
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.phoenix")
@@ -160,17 +159,7 @@ class PhoenixExporter(Exporter):
     async def _post(self, path: str, data: list[dict[str, Any]]) -> None:
         url = self.config.base_url + path
         body = json.dumps({"data": data}).encode()
-        try:
-            async with self._session.post(url, data=body, headers=self._headers) as response:
-                payload = await response.read()
-                if response.status == 429 or response.status >= 500:
-                    raise ExportError(
-                        f"{url}: HTTP {response.status}", True, retry_after(response.headers.get("Retry-After"))
-                    )
-                if response.status >= 300:
-                    raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ExportError(f"{url}: {type(exc).__name__}: {exc}", True) from None
+        await post(self._session, url, body, self._headers, lambda status: status == 429 or status >= 500)
         log.debug("exporter %s: %d annotations to %s", self.id, len(data), url)
 
     async def close(self) -> None:
