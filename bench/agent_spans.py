@@ -20,8 +20,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 SESSION_DIGITS = 8
 ORDER_DIGITS = 8
 _INPUT = '[{"role":"user","parts":[{"type":"text","content":"Where is my order ORDER? It was due yesterday."}]}]'
-_OUTPUT = ('[{"role":"assistant","parts":[{"type":"text","content":"Your order ORDER shipped on Monday and left '
-           'the Lyon depot this morning; DPD expects to deliver it on Thursday."}],"finish_reason":"stop"}]')
+_OUTPUT = (
+    '[{"role":"assistant","parts":[{"type":"text","content":"Your order ORDER shipped on Monday and left '
+    'the Lyon depot this morning; DPD expects to deliver it on Thursday."}],"finish_reason":"stop"}]'
+)
 
 
 def _kv(key, value):
@@ -31,7 +33,9 @@ def _kv(key, value):
 
 
 class AgentRequests:
-    def __init__(self, spans_per_request: int = 512, spans_per_trace: int = 8, traces_per_session: int = 4, seed: int = 1):
+    def __init__(
+        self, spans_per_request: int = 512, spans_per_trace: int = 8, traces_per_session: int = 4, seed: int = 1
+    ):
         assert spans_per_request % spans_per_trace == 0
         self.spans_per_trace = spans_per_trace
         self.traces_per_request = spans_per_request // spans_per_trace
@@ -73,8 +77,11 @@ class AgentRequests:
                         _kv("gen_ai.tool.name", "search_orders"),
                         _kv("gen_ai.tool.call.id", f"call_{t:03d}_{i}"),
                         _kv("gen_ai.tool.call.arguments", '{"order_id": "1234", "fields": ["status", "eta", "depot"]}'),
-                        _kv("gen_ai.tool.call.result", '{"status": "shipped", "eta": "Thursday", "depot": "Lyon", '
-                                                       '"carrier": "DPD", "tracking": "FR123456789", "signed": false, "attempts": 0}'),
+                        _kv(
+                            "gen_ai.tool.call.result",
+                            '{"status": "shipped", "eta": "Thursday", "depot": "Lyon", '
+                            '"carrier": "DPD", "tracking": "FR123456789", "signed": false, "attempts": 0}',
+                        ),
                         _kv("gen_ai.agent.name", "support"),
                     ]
                 else:
@@ -85,15 +92,25 @@ class AgentRequests:
                         _kv("gen_ai.usage.input_tokens", 1200 + i),
                         _kv("gen_ai.usage.output_tokens", 80 + i),
                         _kv("gen_ai.response.finish_reasons", "tool_calls"),
-                        _kv("gen_ai.response.id", f"chatcmpl-{t:04d}{i:02d}-bench-response-identifier-0001-eu-west-1-b7"),
+                        _kv(
+                            "gen_ai.response.id", f"chatcmpl-{t:04d}{i:02d}-bench-response-identifier-0001-eu-west-1-b7"
+                        ),
                     ]
-                scope_spans.spans.append(Span(
-                    trace_id=trace_marker, span_id=span_marker, parent_span_id=b"" if root else root_marker,
-                    name=name, kind=Span.SPAN_KIND_INTERNAL if root else Span.SPAN_KIND_CLIENT,
-                    start_time_unix_nano=1_700_000_000_000_000_000 + i * 1_000_000,
-                    end_time_unix_nano=1_700_000_000_400_000_000, attributes=attributes,
-                ))
-                layout.append((trace_marker, span_marker, None if root else root_marker, session_marker if root else None))
+                scope_spans.spans.append(
+                    Span(
+                        trace_id=trace_marker,
+                        span_id=span_marker,
+                        parent_span_id=b"" if root else root_marker,
+                        name=name,
+                        kind=Span.SPAN_KIND_INTERNAL if root else Span.SPAN_KIND_CLIENT,
+                        start_time_unix_nano=1_700_000_000_000_000_000 + i * 1_000_000,
+                        end_time_unix_nano=1_700_000_000_400_000_000,
+                        attributes=attributes,
+                    )
+                )
+                layout.append(
+                    (trace_marker, span_marker, None if root else root_marker, session_marker if root else None)
+                )
         template = request.SerializeToString()
         self.template = np.frombuffer(template, dtype=np.uint8)
         self.bytes_per_span = len(template) / spans_per_request

@@ -121,8 +121,12 @@ def speed_texts(pairs: Sequence[dict], count: int) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--table", type=Path, default=TABLE_DIR,
-                        help="directory made by scripts/distill_static_embedder.py (default: the shipped table)")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        default=TABLE_DIR,
+        help="directory made by scripts/distill_static_embedder.py (default: the shipped table)",
+    )
     parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-minilm-speed", action="store_true", help="skip timing the full model")
@@ -162,9 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     identical = np.array([p["a"] == p["b"] for p in pairs])
     different = ~identical
     print(f"pairs: {len(pairs)} from {args.pairs} ({int(identical.sum())} of two identical texts)")
+    recipe_keys = ("route", "variant", "pca_dropped_top_components", "dims", "sif_coefficient", "sif_power")
+    recipe = {k: v for k, v in static.meta.items() if k in recipe_keys}
     print(
         f"table: {args.table} {static.table.shape[0]} x {static.dimension} {static.table.dtype}; "
-        f"recipe: {json.dumps({k: v for k, v in static.meta.items() if k in ('route', 'variant', 'pca_dropped_top_components', 'dims', 'sif_coefficient', 'sif_power')})}"
+        f"recipe: {json.dumps(recipe)}"
     )
     print()
     print("agreement with all-MiniLM-L6-v2 (cosine of each pair)")
@@ -172,9 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  Pearson             {pearson(minilm_cos, static_cos):.4f}")
     low, high = bootstrap_spearman(minilm_cos, static_cos)
     print(f"  Spearman 95% CI     {low:.4f} .. {high:.4f} (bootstrap over pairs)")
-    print(
-        f"  Spearman, {int(different.sum())} pairs of different texts  {spearman(minilm_cos[different], static_cos[different]):.4f}"
-    )
+    rho_different = spearman(minilm_cos[different], static_cos[different])
+    print(f"  Spearman, {int(different.sum())} pairs of different texts  {rho_different:.4f}")
     slope, intercept = np.polyfit(static_cos, minilm_cos, 1)
     residual = minilm_cos - (slope * static_cos + intercept)
     print(f"  MiniLM ~= {slope:.3f} * static + {intercept:.3f}  (residual RMS {np.sqrt(np.mean(residual**2)):.3f})")
@@ -189,9 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  {'kind':<22}{'pairs':>6}{'MiniLM':>9}{'static':>9}{'Spearman':>10}")
     for kind, members in sorted(by_kind.items(), key=lambda kv: -np.mean(minilm_cos[kv[1]])):
         rho = spearman(minilm_cos[members], static_cos[members]) if len(members) > 2 else float("nan")
-        print(
-            f"  {kind:<22}{len(members):>6}{np.mean(minilm_cos[members]):>9.3f}{np.mean(static_cos[members]):>9.3f}{rho:>10.3f}"
-        )
+        means = f"{np.mean(minilm_cos[members]):>9.3f}{np.mean(static_cos[members]):>9.3f}"
+        print(f"  {kind:<22}{len(members):>6}{means}{rho:>10.3f}")
     print()
     readme = pair_cosines(minilm.embed_sync, [{"a": README_PAIR[0], "b": README_PAIR[1]}])[0]
     readme_static = pair_cosines(static.embed_sync, [{"a": README_PAIR[0], "b": README_PAIR[1]}])[0]
@@ -205,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  on disk            table {table_mb:.2f} MB + tokenizer {tokenizer_mb:.2f} MB")
     print(f"  load               {1000 * load_seconds:.0f} ms (table + tokenizer + first call)")
     print(
-        f"  memory             table {static.table.nbytes / 1e6:.1f} MB; process RSS +{rss_after - rss_before:.1f} MB on load"
+        f"  memory             table {static.table.nbytes / 1e6:.1f} MB; "
+        f"process RSS +{rss_after - rss_before:.1f} MB on load"
     )
     print(
         f"  speed, 1 thread    {static_single:,.0f} texts/s in calls of 1; {static_batch:,.0f} texts/s in calls of 256 "
@@ -221,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(threads)
         print(f"full MiniLM (torch; loaded in {minilm_load:.1f} s incl. imports)")
         print(
-            f"  speed, 1 thread    {minilm_single:,.0f} texts/s in calls of 1; {minilm_batch:,.0f} texts/s in calls of 256"
+            f"  speed, 1 thread    {minilm_single:,.0f} texts/s in calls of 1; "
+            f"{minilm_batch:,.0f} texts/s in calls of 256"
         )
     return 0
 

@@ -80,8 +80,7 @@ def report(label: str, seconds: float, texts: int, traces: int) -> None:
     print(f"  {label:<34}{texts / seconds:>12,.0f}{1000 * seconds / traces:>12.3f}")
 
 
-def run(name: str, make: Callable[[], Embedder], traces: Sequence[tuple[str, str]], rounds: int,
-        batch: int) -> None:
+def run(name: str, make: Callable[[], Embedder], traces: Sequence[tuple[str, str]], rounds: int, batch: int) -> None:
     print(f"{name}")
     print(f"  {'':<34}{'texts/s':>12}{'ms/trace':>12}")
     started = time.perf_counter()
@@ -101,7 +100,7 @@ def run(name: str, make: Callable[[], Embedder], traces: Sequence[tuple[str, str
 
     def batched() -> None:
         for start in range(0, len(texts), batch):
-            embedder.embed_sync(texts[start:start + batch])
+            embedder.embed_sync(texts[start : start + batch])
 
     report("warm, one call per trace", best_seconds(per_trace, rounds), len(texts), len(traces))
     report(f"warm, batches of {batch}", best_seconds(batched, rounds), len(texts), len(traces))

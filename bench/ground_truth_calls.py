@@ -42,11 +42,16 @@ def answer(request) -> Reply:
     return Reply(content=json.dumps(verdicts[0] if keys == [None] else dict(zip(keys, verdicts))))
 
 
-async def requests_for(server: OpenAIServer, case: Case, turns: list[AgentTrace], trials: int, batched: bool,
-                       early_stop: bool) -> int:
+async def requests_for(
+    server: OpenAIServer, case: Case, turns: list[AgentTrace], trials: int, batched: bool, early_stop: bool
+) -> int:
     before = len(server.requests)
-    judge = GroundTruthJudge(build_judge(JudgeConfig(base_url=server.base_url, model="gpt-test", cache={"enabled": False})),
-                             trials=trials, early_stop=early_stop, batched=batched)
+    judge = GroundTruthJudge(
+        build_judge(JudgeConfig(base_url=server.base_url, model="gpt-test", cache={"enabled": False})),
+        trials=trials,
+        early_stop=early_stop,
+        batched=batched,
+    )
     completed: set[int] = set()
     for turn in range(len(turns)):
         pending = [i for i in range(len(case.subgoals)) if i not in completed]
@@ -63,16 +68,29 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args()
-    case = Case.model_validate({"id": "bench", "user_instruction": "Plan a trip",
-                                "subgoals": [{"details": f"Mentions marker-{i}"} for i in range(args.subgoals)]})
-    turns = [AgentTrace(trace_id=f"{t:032x}", user_input=f"question {t}", final_output=f"answer marker-{t}")
-             for t in range(args.turns)]
+    case = Case.model_validate(
+        {
+            "id": "bench",
+            "user_instruction": "Plan a trip",
+            "subgoals": [{"details": f"Mentions marker-{i}"} for i in range(args.subgoals)],
+        }
+    )
+    turns = [
+        AgentTrace(trace_id=f"{t:032x}", user_input=f"question {t}", final_output=f"answer marker-{t}")
+        for t in range(args.turns)
+    ]
     naive = args.turns * args.subgoals * args.trials
-    print(f"{args.turns} turns, {args.subgoals} subgoals (subgoal i done at turn i), {args.trials} trials; "
-          f"naive: {naive} requests")
+    print(
+        f"{args.turns} turns, {args.subgoals} subgoals (subgoal i done at turn i), {args.trials} trials; "
+        f"naive: {naive} requests"
+    )
     with OpenAIServer(handler=answer) as server:
-        for label, batched, early in (("unbatched, all trials", False, False), ("unbatched, early stop", False, True),
-                                      ("batched, all trials", True, False), ("batched, early stop", True, True)):
+        for label, batched, early in (
+            ("unbatched, all trials", False, False),
+            ("unbatched, early stop", False, True),
+            ("batched, all trials", True, False),
+            ("batched, early stop", True, True),
+        ):
             count = asyncio.run(requests_for(server, case, turns, args.trials, batched, early))
             print(f"{label:<24}{count:>6} requests ({count / naive:.0%} of naive)")
 

@@ -89,12 +89,25 @@ def cpu_seconds(pid: int) -> float:
 class Stack:
     """A sink process and a collector process wired to it."""
 
-    def __init__(self, workdir: Path, compression: str, trace_wait: str = "1s", extra: str = "", metrics: bool = False,
-                 workers: int = 0, backlog: int = 0, storage: str = ""):
+    def __init__(
+        self,
+        workdir: Path,
+        compression: str,
+        trace_wait: str = "1s",
+        extra: str = "",
+        metrics: bool = False,
+        workers: int = 0,
+        backlog: int = 0,
+        storage: str = "",
+    ):
         self.sink_port, self.grpc_port = free_port(), free_port()
         self.sink_output = workdir / f"sink-{self.sink_port}.npz"
-        self.sink = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.sink = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "sink.py"), str(self.sink_port), str(self.sink_output)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.sink.stdout.readline().strip() == "ready"
         config = workdir / f"config-{self.grpc_port}.yaml"
         processors = "[assembler, embedding_metrics, session_metrics]" if metrics else "[assembler]"
@@ -152,8 +165,9 @@ async def send(channel_call, payload: bytes, refused: list[int]) -> None:
             await asyncio.sleep(0.05)
 
 
-async def closed_loop(port: int, requests: AgentRequests, seconds: float, in_flight: int = 4,
-                      first_refusal: list[int] | None = None) -> tuple[int, int, float]:
+async def closed_loop(
+    port: int, requests: AgentRequests, seconds: float, in_flight: int = 4, first_refusal: list[int] | None = None
+) -> tuple[int, int, float]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
         refused = [0]
@@ -227,19 +241,28 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50_000.0, help="offered spans/s in the latency phase")
     parser.add_argument("--compression", choices=["none", "gzip"], default="none")
     parser.add_argument("--buffered", type=int, default=100_000)
-    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
-                        help="scoring_workers settings to measure the metrics phase with")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="*",
+        default=[1, 2],
+        help="scoring_workers settings to measure the metrics phase with",
+    )
     parser.add_argument("--only-throughput", action="store_true", help="skip the latency and memory phases")
     args = parser.parse_args()
     requests = AgentRequests()
-    print(f"spans: {requests.bytes_per_span:.0f} bytes, 6 attributes, {requests.spans_per_request} per request, "
-          f"{requests.spans_per_trace} per trace, {requests.traces_per_session} traces per session; "
-          f"exporter compression {args.compression}; {os.cpu_count()} cores shared by client, collector and sink")
+    print(
+        f"spans: {requests.bytes_per_span:.0f} bytes, 6 attributes, {requests.spans_per_request} per request, "
+        f"{requests.spans_per_trace} per trace, {requests.traces_per_session} traces per session; "
+        f"exporter compression {args.compression}; {os.cpu_count()} cores shared by client, collector and sink"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        phases = [("collector core", False, 0),
-                  ("with coherence, loop_detection, session metrics (static embedder)", True, 0)]
+        phases = [
+            ("collector core", False, 0),
+            ("with coherence, loop_detection, session metrics (static embedder)", True, 0),
+        ]
         phases += [(f"the same metrics, scoring_workers: {n}", True, n) for n in args.workers]
         for label, metrics, workers in phases:
             # With metrics the collector accepts spans faster than it scores them; a bound
@@ -258,15 +281,16 @@ def main() -> None:
             samples: list[tuple[int, list[float]]] = []
             sampling = threading.Event()
 
-            def sample_cpu() -> None:
+            def sample_cpu(sampling=sampling, samples=samples, pids=pids) -> None:  # this phase's, bound now
                 while not sampling.wait(0.25):
                     samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
 
             sampler = threading.Thread(target=sample_cpu, daemon=True)
             sampler.start()
             first_refusal: list[int] = []
-            sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, args.seconds,
-                                                             first_refusal=first_refusal))
+            sent, refused, elapsed = asyncio.run(
+                closed_loop(stack.grpc_port, requests, args.seconds, first_refusal=first_refusal)
+            )
             sampling.set()
             sampler.join()
             samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
@@ -275,23 +299,28 @@ def main() -> None:
             time.sleep(TRACE_WAIT_S + 1.5)
             data = stack.stop()
             received = int(data["request_spans"].sum())
-            print(f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
-                  f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
-                  f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
-                  + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"]))
+            print(
+                f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
+                f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
+                f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
+                + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"])
+            )
             if metrics and window[0][0] < window[1][0]:
                 (start_ns, cpu_start), (end_ns, cpu_end) = window
                 times = data["request_times"]
                 exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
                 cpu = [end - start for start, end in zip(cpu_start, cpu_end)]
                 collector_us = cpu[0] / exported * 1e6
-                line = (f"  CPU per span that reached the sink in a steady-state window of "
-                        f"{(end_ns - start_ns) / 1e9:.1f}s: collector process {collector_us:.1f} us")
+                line = (
+                    f"  CPU per span that reached the sink in a steady-state window of "
+                    f"{(end_ns - start_ns) / 1e9:.1f}s: collector process {collector_us:.1f} us"
+                )
                 if workers:
                     worker_us = sum(cpu[1:]) / exported * 1e6
                     bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
-                    line += (f", workers {worker_us:.1f} us; on paper, with a free core each: "
-                             + ", ".join(f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)))
+                    line += f", workers {worker_us:.1f} us; on paper, with a free core each: " + ", ".join(
+                        f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)
+                    )
                 print(line)
 
         if args.only_throughput:
@@ -301,9 +330,12 @@ def main() -> None:
         time.sleep(TRACE_WAIT_S + 1.5)
         data = stack.stop()
         latency, found = latencies_ms(keys, times, data)
-        print(f"latency at {offered:,.0f} spans/s offered: {len(latency)} traces ({found:.1%} of sent) forwarded; "
-              f"added beyond trace_wait p50 {np.percentile(latency, 50):.0f} ms, p99 {np.percentile(latency, 99):.0f} ms, "
-              f"max {latency.max():.0f} ms; refused {refused}; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB")
+        print(
+            f"latency at {offered:,.0f} spans/s offered: {len(latency)} traces ({found:.1%} of sent) forwarded; "
+            f"added beyond trace_wait p50 {np.percentile(latency, 50):.0f} ms, "
+            f"p99 {np.percentile(latency, 99):.0f} ms, max {latency.max():.0f} ms; refused {refused}; "
+            f"collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
+        )
 
         for label, metrics in (("collector core", False), ("metrics on (static embedder)", True)):
             stack = Stack(workdir, args.compression, trace_wait="10m", extra=", trace_timeout: 20m", metrics=metrics)
@@ -318,9 +350,11 @@ def main() -> None:
             stack.sink.stdin.close()
             stack.sink.wait(60)
             flushed = int(np.load(stack.sink_output)["request_spans"].sum())
-            print(f"memory, {label}: {n_requests * requests.spans_per_request} spans buffered: RSS "
-                  f"{held['VmRSS'] / 1024:.0f} MiB (idle {idle / 1024:.0f} MiB, peak {held['VmHWM'] / 1024:.0f} MiB); "
-                  f"{flushed} spans flushed at shutdown")
+            print(
+                f"memory, {label}: {n_requests * requests.spans_per_request} spans buffered: RSS "
+                f"{held['VmRSS'] / 1024:.0f} MiB (idle {idle / 1024:.0f} MiB, peak {held['VmHWM'] / 1024:.0f} MiB); "
+                f"{flushed} spans flushed at shutdown"
+            )
 
 
 async def closed_loop_count(port: int, requests: AgentRequests, n_requests: int) -> None:

@@ -43,24 +43,43 @@ server.stop()
 
 def weather_trace(i: int) -> AgentTrace:
     return AgentTrace(
-        trace_id=f"{i:032x}", user_input=f"What's the weather in Paris? (conversation {i})",
-        final_output="It is sunny and 22 C in Paris.", agent_name="weather_agent",
+        trace_id=f"{i:032x}",
+        user_input=f"What's the weather in Paris? (conversation {i})",
+        final_output="It is sunny and 22 C in Paris.",
+        agent_name="weather_agent",
         available_tools=[ToolDefinition(name="get_weather", description="Get the current weather for a city.")],
         reasoning=["I will look up the current weather in Paris, then answer."],
         steps=[
-            Step(kind="llm", name="chat", span_id="01" * 8, model="gpt-test",
-                 tool_calls=[ToolCall(id="c1", name="get_weather", arguments={"city": "Paris"})],
-                 reasoning=["I will look up the current weather in Paris, then answer."]),
-            Step(kind="tool", name="get_weather", span_id="02" * 8, arguments={"city": "Paris"},
-                 result="Sunny, 22 C", tool_call_id="c1"),
+            Step(
+                kind="llm",
+                name="chat",
+                span_id="01" * 8,
+                model="gpt-test",
+                tool_calls=[ToolCall(id="c1", name="get_weather", arguments={"city": "Paris"})],
+                reasoning=["I will look up the current weather in Paris, then answer."],
+            ),
+            Step(
+                kind="tool",
+                name="get_weather",
+                span_id="02" * 8,
+                arguments={"city": "Paris"},
+                result="Sunny, 22 C",
+                tool_call_id="c1",
+            ),
             Step(kind="llm", name="chat", span_id="03" * 8, model="gpt-test", result="It is sunny and 22 C in Paris."),
         ],
     )
 
 
 async def run_mode(base_url: str, mode: str, traces: int, concurrency: int) -> dict[str, float]:
-    judge = OpenAIJudge(model="bench-judge", base_url=base_url, api_key="bench", max_concurrency=concurrency,
-                        retry=RetryPolicy(max_retries=0), cache=None)
+    judge = OpenAIJudge(
+        model="bench-judge",
+        base_url=base_url,
+        api_key="bench",
+        max_concurrency=concurrency,
+        retry=RetryPolicy(max_retries=0),
+        cache=None,
+    )
     plan = JudgePlan(mode=mode)
     in_flight = asyncio.Semaphore(concurrency * 8)  # enough traces waiting to keep every judge slot busy
     totals = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "errors": 0}
@@ -78,7 +97,11 @@ async def run_mode(base_url: str, mode: str, traces: int, concurrency: int) -> d
     await asyncio.gather(*(score(i) for i in range(traces)))
     elapsed = time.perf_counter() - started
     await judge.close()
-    return {**{k: v / traces for k, v in totals.items()}, "traces_per_s": traces / elapsed, "max_calls": plan.max_calls()}
+    return {
+        **{k: v / traces for k, v in totals.items()},
+        "traces_per_s": traces / elapsed,
+        "max_calls": plan.max_calls(),
+    }
 
 
 def main() -> None:
@@ -89,19 +112,27 @@ def main() -> None:
     args = parser.parse_args()
     latency_s = args.latency_ms / 1000
     root = str(Path(__file__).resolve().parents[1])
-    server = subprocess.Popen([sys.executable, "-c", SERVER.format(root=root, latency=latency_s)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER.format(root=root, latency=latency_s)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     base_url = server.stdout.readline().strip()
     try:
-        print(f"judge answering after {args.latency_ms:.0f} ms, client concurrency {args.concurrency}, "
-              f"{args.traces} traces per mode; naive stage-by-stage count: {NAIVE_CALLS} calls per trace")
+        print(
+            f"judge answering after {args.latency_ms:.0f} ms, client concurrency {args.concurrency}, "
+            f"{args.traces} traces per mode; naive stage-by-stage count: {NAIVE_CALLS} calls per trace"
+        )
         for mode in ("per_metric", "combined"):
             f = asyncio.run(run_mode(base_url, mode, args.traces, args.concurrency))
             bound = args.concurrency / (latency_s * f["calls"])
-            print(f"{mode}: {f['calls']:.2f} calls/trace (plan's maximum {f['max_calls']:.0f}), "
-                  f"{f['input_tokens']:.0f} input + {f['output_tokens']:.0f} output tokens/trace, "
-                  f"{f['errors']:.2f} errors/trace; {f['traces_per_s']:.1f} traces/s against a bound of "
-                  f"{bound:.1f} ({f['traces_per_s'] / bound:.0%})")
+            print(
+                f"{mode}: {f['calls']:.2f} calls/trace (plan's maximum {f['max_calls']:.0f}), "
+                f"{f['input_tokens']:.0f} input + {f['output_tokens']:.0f} output tokens/trace, "
+                f"{f['errors']:.2f} errors/trace; {f['traces_per_s']:.1f} traces/s against a bound of "
+                f"{bound:.1f} ({f['traces_per_s'] / bound:.0%})"
+            )
     finally:
         server.stdin.close()
         server.wait(30)

@@ -7,9 +7,10 @@ runs the `embedding_metrics` processor over agent-like traces (8 spans, GenAI
 conventions, 4 traces per session), every trace with fresh texts so the embedding cache
 does not hide the embedder's cost, and reports milliseconds per trace: the agent
 summary the metrics read (and, for comparison, the full normalized view with steps,
-and the floor under both: touching every attribute of every span), then the metrics themselves, embedding included, one trace at a time and in the
-pipeline's batches (`scoring_batch`: one trace per session per batch, one embedding
-call per batch). Then the `session_metrics` processor per closed session.
+and the floor under both: touching every attribute of every span), then the metrics
+themselves, embedding included, one trace at a time and in the pipeline's batches
+(`scoring_batch`: one trace per session per batch, one embedding call per batch). Then
+the `session_metrics` processor per closed session.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 
 from bench.agent_spans import AgentRequests  # noqa: E402
-from spanscore.pipeline.assembler import Assembler  # noqa: E402
-from spanscore.pipeline.settings import DEFAULT_SCORING_BATCH, PipelineSettings  # noqa: E402
-from spanscore.pipeline.gc_tuning import tune_for_collector  # noqa: E402
-from spanscore.pipeline.ready_queue import ReadyQueue  # noqa: E402
 from spanscore.core.attributes import any_value_to_python  # noqa: E402
 from spanscore.core.session import Session, TraceSummary  # noqa: E402
+from spanscore.pipeline.assembler import Assembler  # noqa: E402
+from spanscore.pipeline.gc_tuning import tune_for_collector  # noqa: E402
+from spanscore.pipeline.ready_queue import ReadyQueue  # noqa: E402
+from spanscore.pipeline.settings import DEFAULT_SCORING_BATCH, PipelineSettings  # noqa: E402
 from spanscore.processors.agent_trace import agent_summary_of, build_agent_trace  # noqa: E402
 from spanscore.processors.agent_trace.build import read_span_views, summarize  # noqa: E402
 from spanscore.processors.embedders.minilm import minilm_available  # noqa: E402
@@ -53,7 +54,7 @@ def make_traces(count: int) -> list:
 def _rewrite_output(trace, text: str) -> None:
     for kv in trace.root.attributes:
         if kv.key == "gen_ai.output.messages":
-            kv.value.string_value = '[{"role":"assistant","parts":[{"type":"text","content":"%s"}]}]' % text
+            kv.value.string_value = f'[{{"role":"assistant","parts":[{{"type":"text","content":"{text}"}}]}}]'
 
 
 def attribute_floor_us(traces: list) -> tuple[float, float]:
@@ -87,12 +88,17 @@ async def run(embedder: str, traces: list, batch_size: int) -> dict[str, float]:
     for trace in traces:
         build_agent_trace(trace.trace_id, list(trace.spans()), trace.session_id)
     full_s = time.perf_counter() - started
-    figures = {"summary_ms": summary_s / len(traces) * 1e3, "full_ms": full_s / len(traces) * 1e3,
-               "keys_ms": keys_us / 1e3, "values_ms": values_us / 1e3}
+    figures = {
+        "summary_ms": summary_s / len(traces) * 1e3,
+        "full_ms": full_s / len(traces) * 1e3,
+        "keys_ms": keys_us / 1e3,
+        "values_ms": values_us / 1e3,
+    }
     for size in sorted({1, batch_size}):
         # A fresh processor (and embedding cache) per pass: every text is a miss in each.
-        processor = EmbeddingMetrics("embedding_metrics",
-                                     EmbeddingMetricsConfig.model_validate({"embedder": {"type": embedder}}))
+        processor = EmbeddingMetrics(
+            "embedding_metrics", EmbeddingMetricsConfig.model_validate({"embedder": {"type": embedder}})
+        )
         await processor.start()
         await processor._warm_up
         for trace in traces:  # what the scope built before the processors run: not timed
@@ -127,8 +133,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--minilm-traces", type=int, default=400)
-    parser.add_argument("--batch", type=int, default=DEFAULT_SCORING_BATCH,
-                        help="traces per batch (the pipeline's scoring_batch)")
+    parser.add_argument(
+        "--batch", type=int, default=DEFAULT_SCORING_BATCH, help="traces per batch (the pipeline's scoring_batch)"
+    )
     args = parser.parse_args()
     tune_for_collector()  # garbage collection as `spanscore run` sets it
     embedders = [("static", args.traces), ("hashing", args.traces)]
@@ -136,13 +143,16 @@ def main() -> None:
         embedders.append(("minilm", args.minilm_traces))
     for embedder, count in embedders:
         figures = asyncio.run(run(embedder, make_traces(count), args.batch))
-        print(f"{embedder}: {count} traces: agent summary {figures['summary_ms']:.3f} ms/trace "
-              f"(full normalized view {figures['full_ms']:.3f}; touching every attribute key "
-              f"{figures['keys_ms']:.3f}, keys and values {figures['values_ms']:.3f}); coherence + loop_detection, embedding included: "
-              f"{figures['metrics_ms_1']:.3f} ms/trace one at a time, "
-              f"{figures[f'metrics_ms_{args.batch}']:.3f} in batches of {args.batch}; "
-              f"agent_reliability + agent_consistency {figures['session_ms']:.3f} ms/session "
-              f"({figures['sessions']} sessions of 4 traces)")
+        print(
+            f"{embedder}: {count} traces: agent summary {figures['summary_ms']:.3f} ms/trace "
+            f"(full normalized view {figures['full_ms']:.3f}; touching every attribute key "
+            f"{figures['keys_ms']:.3f}, keys and values {figures['values_ms']:.3f}); "
+            f"coherence + loop_detection, embedding included: "
+            f"{figures['metrics_ms_1']:.3f} ms/trace one at a time, "
+            f"{figures[f'metrics_ms_{args.batch}']:.3f} in batches of {args.batch}; "
+            f"agent_reliability + agent_consistency {figures['session_ms']:.3f} ms/session "
+            f"({figures['sessions']} sessions of 4 traces)"
+        )
     if not minilm_available():
         print("minilm: not installed (pip install 'spanscore[minilm]')")
 

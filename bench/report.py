@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spanscore.core.otlp_json import encode_request  # noqa: E402
 from spanscore.offline.suite_attempts import read_scored  # noqa: E402
 from spanscore.offline.suite_html import render  # noqa: E402
 from spanscore.offline.suite_report import summarize  # noqa: E402
-from spanscore.core.otlp_json import encode_request  # noqa: E402
 from tests.support.spans import new_span_id, new_trace_id, request_of, span  # noqa: E402
 
 SPANS_PER_ATTEMPT = 8
@@ -33,15 +33,34 @@ ATTEMPTS_PER_LINE = 64
 
 def attempt(index: int) -> list:
     trace_id, root = new_trace_id(), new_span_id()
-    spans = [span(trace_id, "invoke_agent weather", span_id=root, attributes={
-        "gen_ai.operation.name": "invoke_agent", "eval.case.id": f"case-{index % 50}",
-        "eval.success.score": 1.0 if index % 5 < 3 else 0.0,
-        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]'})]
+    spans = [
+        span(
+            trace_id,
+            "invoke_agent weather",
+            span_id=root,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "eval.case.id": f"case-{index % 50}",
+                "eval.success.score": 1.0 if index % 5 < 3 else 0.0,
+                "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
+            },
+        )
+    ]
     spans.append(span(trace_id, "chat", parent=root, attributes={"gen_ai.operation.name": "chat"}))
     for call in range(SPANS_PER_ATTEMPT - 2):
-        spans.append(span(trace_id, "execute_tool", parent=root, attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{(index + call) % 4}",
-            "gen_ai.tool.call.arguments": '{"city": "Oslo"}', "gen_ai.tool.call.result": "Snowing"}))
+        spans.append(
+            span(
+                trace_id,
+                "execute_tool",
+                parent=root,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": f"tool_{(index + call) % 4}",
+                    "gen_ai.tool.call.arguments": '{"city": "Oslo"}',
+                    "gen_ai.tool.call.result": "Snowing",
+                },
+            )
+        )
     return spans
 
 
@@ -66,12 +85,14 @@ def main() -> None:
         page = render(summary, run, [str(path)])
         total_s = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{attempts * SPANS_PER_ATTEMPT:,} spans ({size_mib:.1f} MiB, {attempts:,} attempts, "
-          f"{len(summary['cases'])} cases): read {read_s:.1f}s, summarized {summarized_s - read_s:.1f}s, "
-          f"HTML {total_s - summarized_s:.1f}s ({len(page) / 2**20:.1f} MiB), "
-          f"total {total_s:.1f}s ({attempts * SPANS_PER_ATTEMPT / total_s:,.0f} spans/s); "
-          f"peak RSS {peak:.0f} MiB (before reading {rss_before:.0f} MiB); TSR {summary['tsr']['estimate']:.3f}; "
-          f"pid {os.getpid()}")
+    print(
+        f"{attempts * SPANS_PER_ATTEMPT:,} spans ({size_mib:.1f} MiB, {attempts:,} attempts, "
+        f"{len(summary['cases'])} cases): read {read_s:.1f}s, summarized {summarized_s - read_s:.1f}s, "
+        f"HTML {total_s - summarized_s:.1f}s ({len(page) / 2**20:.1f} MiB), "
+        f"total {total_s:.1f}s ({attempts * SPANS_PER_ATTEMPT / total_s:,.0f} spans/s); "
+        f"peak RSS {peak:.0f} MiB (before reading {rss_before:.0f} MiB); TSR {summary['tsr']['estimate']:.3f}; "
+        f"pid {os.getpid()}"
+    )
 
 
 if __name__ == "__main__":

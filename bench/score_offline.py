@@ -26,8 +26,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from bench.agent_spans import AgentRequests  # noqa: E402
 from spanscore.config.loader import load_config  # noqa: E402
-from spanscore.offline.score_files import score_files, summary_table  # noqa: E402
 from spanscore.core.otlp_json import encode_request  # noqa: E402
+from spanscore.offline.score_files import score_files, summary_table  # noqa: E402
 
 
 def main() -> None:

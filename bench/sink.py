@@ -48,14 +48,20 @@ async def serve(port: int, output: str) -> None:
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 512 * 2**20)])
     handler = grpc.unary_unary_rpc_method_handler(export, request_deserializer=None, response_serializer=None)
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),)
+        (
+            grpc.method_handlers_generic_handler(
+                "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}
+            ),
+        )
     )
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     print("ready", flush=True)
     stdin_closed = asyncio.Event()
     loop = asyncio.get_running_loop()
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set)), daemon=True).start()
+    threading.Thread(
+        target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set)), daemon=True
+    ).start()
     await stdin_closed.wait()
     await server.stop(0)
     np.savez(

@@ -53,8 +53,10 @@ def main() -> None:
     requests = AgentRequests()
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         workdir = Path(tmp)
-        print(f"write-ahead log in {workdir} (filesystem of {Path.home()}); "
-              f"{requests.spans_per_request} spans per request")
+        print(
+            f"write-ahead log in {workdir} (filesystem of {Path.home()}); "
+            f"{requests.spans_per_request} spans per request"
+        )
         baseline = None
         for label, fsync in (("write-ahead off", None), ("fsync batch", "batch"), ("fsync always", "always")):
             extra = storage(workdir / f"wal-{fsync}", fsync) if fsync else ""
@@ -65,13 +67,16 @@ def main() -> None:
             rate = sustained_rate(data)
             baseline = baseline or rate
             stack = Stack(workdir, "none", storage=extra)
-            keys, times, refused_open, offered = asyncio.run(open_loop(stack.grpc_port, requests, args.rate,
-                                                                       args.seconds))
+            keys, times, refused_open, offered = asyncio.run(
+                open_loop(stack.grpc_port, requests, args.rate, args.seconds)
+            )
             time.sleep(TRACE_WAIT_S + 1.5)
             latency, found = latencies_ms(keys, times, stack.stop())
-            print(f"{label}: sustained {rate:,.0f} spans/s ({rate / baseline:.0%} of write-ahead off); at "
-                  f"{offered:,.0f} spans/s offered, added latency p50 {np.percentile(latency, 50):.0f} ms, "
-                  f"p99 {np.percentile(latency, 99):.0f} ms ({found:.1%} of traces forwarded)")
+            print(
+                f"{label}: sustained {rate:,.0f} spans/s ({rate / baseline:.0%} of write-ahead off); at "
+                f"{offered:,.0f} spans/s offered, added latency p50 {np.percentile(latency, 50):.0f} ms, "
+                f"p99 {np.percentile(latency, 99):.0f} ms ({found:.1%} of traces forwarded)"
+            )
 
         directory = workdir / "wal-recovery"
         extra = storage(directory, "batch")
@@ -84,7 +89,9 @@ def main() -> None:
         config = next(workdir.glob(f"config-{stack.grpc_port}.yaml"))
         config.write_text(config.read_text().replace("trace_wait: 10m", "trace_wait: 1s"))
         started = time.monotonic()
-        stack.collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT)
+        stack.collector = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT
+        )
         wait_for_port(stack.grpc_port, timeout_s=300)
         accepting_s = time.monotonic() - started
         stack.collector.send_signal(signal.SIGTERM)  # flushes every replayed trace
@@ -93,9 +100,12 @@ def main() -> None:
         stack.sink.stdin.close()
         stack.sink.wait(60)
         delivered = int(np.load(stack.sink_output)["request_spans"].sum())
-        print(f"recovery: {n_requests * requests.spans_per_request} spans acknowledged and held, log {on_disk / 2**20:.1f} "
-              f"MiB; after SIGKILL, restart accepting in {accepting_s:.1f} s, all {delivered} spans at the sink "
-              f"{flushed_s:.1f} s after start (including shutdown)")
+        print(
+            f"recovery: {n_requests * requests.spans_per_request} spans acknowledged and held, "
+            f"log {on_disk / 2**20:.1f} MiB; after SIGKILL, restart accepting in {accepting_s:.1f} s, "
+            f"all {delivered} spans at the sink "
+            f"{flushed_s:.1f} s after start (including shutdown)"
+        )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ class Service:
         self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
         self.host = Host(dict(zip((c.id for c in config.extensions), self.extensions)))
         # Listed in service.extensions, file_storage turns on the write-ahead log.
-        self.storage = next((e for c, e in zip(config.extensions, self.extensions) if c.type == FILE_STORAGE_TYPE),
-                            None)
+        self.storage = next(
+            (e for c, e in zip(config.extensions, self.extensions) if c.type == FILE_STORAGE_TYPE), None
+        )
         self.assembler = Assembler(config.pipeline_settings)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
         self.workers = _workers(config, processors)
@@ -52,17 +53,24 @@ class Service:
         self.score_metrics: ScoreMetrics | None = None
         if config.metric_exporters:
             interval_s = config.service.pipelines.metrics.export_interval
-            self.score_metrics = ScoreMetrics([
-                _reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters
-            ], config.service.pipelines.metrics.span_attributes)
+            self.score_metrics = ScoreMetrics(
+                [_reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters],
+                config.service.pipelines.metrics.span_attributes,
+            )
         self.evaluation_logs: EvaluationLogs | None = None
         if config.log_exporters:
             self.evaluation_logs = EvaluationLogs([_log_exporter(c) for c in config.log_exporters])
-        self.pipeline = Pipeline(self.assembler, processors, exporters, score_metrics=self.score_metrics,
-                                 span_events=config.service.pipelines.traces.span_events,
-                                 evaluation_logs=self.evaluation_logs, workers=self.workers,
-                                 write_ahead=self.storage.log if self.storage is not None else None,
-                                 router=self.router)
+        self.pipeline = Pipeline(
+            self.assembler,
+            processors,
+            exporters,
+            score_metrics=self.score_metrics,
+            span_events=config.service.pipelines.traces.span_events,
+            evaluation_logs=self.evaluation_logs,
+            workers=self.workers,
+            write_ahead=self.storage.log if self.storage is not None else None,
+            router=self.router,
+        )
         if self.score_metrics is not None:
             self.score_metrics.observe(pipeline_telemetry(self.pipeline))
         self.memory_limiter = None  # between the receivers and the pipeline, when configured
@@ -119,7 +127,10 @@ class Service:
         counts = self.pipeline.counts
         log.info(
             "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans",
-            counts.received_spans, counts.rejected_spans, counts.exported_traces, dropped,
+            counts.received_spans,
+            counts.rejected_spans,
+            counts.exported_traces,
+            dropped,
         )
 
     def _before_receivers(self) -> list[Component]:
@@ -150,10 +161,15 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
     # A judge's hourly budget is one budget, however many workers call the judge; every
     # processor that calls judges gets a window (and so reports its judges' telemetry).
     windows = {c.id: BudgetWindow(shared=True) for c, p in scoring if isinstance(p, UsesJudges)}
-    setup = WorkerSetup([(c.id, c.factory, c.config) for c, _ in scoring], config.pipeline_settings.score,
-                        logging.getLogger("spanscore").getEffectiveLevel(), windows)
-    return WorkerScoring(setup, count, tuple(n for _, p in scoring for n in p.metric_names),
-                         any(p.uses_sessions for _, p in scoring))
+    setup = WorkerSetup(
+        [(c.id, c.factory, c.config) for c, _ in scoring],
+        config.pipeline_settings.score,
+        logging.getLogger("spanscore").getEffectiveLevel(),
+        windows,
+    )
+    return WorkerScoring(
+        setup, count, tuple(n for _, p in scoring for n in p.metric_names), any(p.uses_sessions for _, p in scoring)
+    )
 
 
 def _reader(create, component_id: str, config, interval_s: float):

@@ -18,10 +18,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 
-from spanscore.pipeline import assembler, memory_limiter, score_router
 from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
+from spanscore.pipeline import assembler, memory_limiter, score_router
 from spanscore.processors import embedding_metrics, judge_metrics, session_metrics
 from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.receivers import otlp

@@ -31,7 +31,9 @@ def expand_env(node: Any, path: str, problems: list[str], environ: Mapping[str, 
         return node
     bad = _MALFORMED.search(node.replace("$$", ""))
     if bad:
-        problems.append(f"{path or '<root>'}: {bad.group(0)!r} is not a valid reference; use ${{env:VAR}} or ${{env:VAR:-default}}")
+        problems.append(
+            f"{path or '<root>'}: {bad.group(0)!r} is not a valid reference; use ${{env:VAR}} or ${{env:VAR:-default}}"
+        )
         return node
 
     def substitute(match: re.Match[str]) -> str:

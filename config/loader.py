@@ -85,8 +85,9 @@ class MetricsPipeline(_OwnSourcePipeline):
         result_keys = (".score", ".label", ".explanation", ".error", ".evaluator", ".revision")
         for key in keys:
             if not key.startswith("eval.") or key.endswith(result_keys):
-                raise ValueError(f"{key!r} is not an attribute a processor writes beside its scores, "
-                                 "such as eval.case.id")
+                raise ValueError(
+                    f"{key!r} is not an attribute a processor writes beside its scores, such as eval.case.id"
+                )
         return keys
 
 
@@ -184,7 +185,10 @@ def load_config(path: str | Path, environ: dict[str, str] | None = None, factori
 
 
 def parse_config(
-    text: str, source: str = "<memory>", environ: dict[str, str] | None = None, factories: Factories | None = None,
+    text: str,
+    source: str = "<memory>",
+    environ: dict[str, str] | None = None,
+    factories: Factories | None = None,
 ) -> Config:
     """Validate `text` against `factories` (default: built-ins and installed plugins)."""
     if factories is None:
@@ -201,7 +205,9 @@ def parse_config(
     raw = expand_env(raw, "", problems, environ)
     for key in raw:
         if key not in _SECTIONS and key != "service":
-            problems.append(f"{key}: unknown section; expected one of receivers, processors, exporters, extensions, service")
+            problems.append(
+                f"{key}: unknown section; expected one of receivers, processors, exporters, extensions, service"
+            )
 
     sections: dict[str, dict[str, ConfiguredComponent]] = {}
     for section, kind in _SECTIONS.items():
@@ -209,7 +215,9 @@ def parse_config(
     if ASSEMBLER_TYPE not in _mapping(raw.get("processors")):
         # Every pipeline assembles traces: the assembler needs no section of its own.
         factory = factories.lookup("processor", ASSEMBLER_TYPE)
-        sections["processors"][ASSEMBLER_TYPE] = ConfiguredComponent(ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory)
+        sections["processors"][ASSEMBLER_TYPE] = ConfiguredComponent(
+            ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory
+        )
 
     service = None
     if "service" not in raw:
@@ -247,10 +255,14 @@ def parse_config(
                 continue
             factory = component.factory
             if key == "exporters" and factory.create is None:
-                problems.append(f"{where}[{i}]: {component_id!r} exports metrics only; list it under service.pipelines.metrics")
+                problems.append(
+                    f"{where}[{i}]: {component_id!r} exports metrics only; list it under service.pipelines.metrics"
+                )
                 continue
             if key == "metric_exporters" and factory.create_metric_reader is None:
-                problems.append(f"{where}[{i}]: {component_id!r} cannot export metrics; use prometheus, otlp or otlphttp")
+                problems.append(
+                    f"{where}[{i}]: {component_id!r} cannot export metrics; use prometheus, otlp or otlphttp"
+                )
                 continue
             if key == "log_exporters" and factory.create_log_exporter is None:
                 problems.append(f"{where}[{i}]: {component_id!r} cannot export logs; use otlp, otlphttp or file")
@@ -271,7 +283,9 @@ def parse_config(
     if len(assemblers) > 1:
         problems.append("service.pipelines.traces.processors: only one assembler may run")
     elif assemblers and assemblers[0] != 0:
-        problems.append("service.pipelines.traces.processors: the assembler must come first; processors read assembled traces")
+        problems.append(
+            "service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"
+        )
     elif not assemblers and ASSEMBLER_TYPE in sections["processors"]:  # else its settings were invalid
         processors.insert(0, sections["processors"][ASSEMBLER_TYPE])
     if problems:
@@ -297,7 +311,11 @@ def parse_config(
 
 
 def _validate_section(
-    section: str, kind: Kind, raw: Any, factories: Factories, problems: list[str],
+    section: str,
+    kind: Kind,
+    raw: Any,
+    factories: Factories,
+    problems: list[str],
 ) -> dict[str, ConfiguredComponent]:
     if raw is None:
         return {}
@@ -313,7 +331,9 @@ def _validate_section(
         type_name = component_type(component_id)
         factory = factories.lookup(kind, type_name)
         if factory is None:
-            problems.append(f"{where}: unknown {kind} type {type_name!r}; known: {', '.join(factories.known(kind)) or 'none'}")
+            problems.append(
+                f"{where}: unknown {kind} type {type_name!r}; known: {', '.join(factories.known(kind)) or 'none'}"
+            )
             continue
         if settings is None:
             settings = {}
@@ -330,7 +350,10 @@ def _validate_section(
 
 
 def _authenticator_problems(
-    chosen: dict[str, list[ConfiguredComponent]], extensions: dict[str, ConfiguredComponent], written: Any, service: ServiceConfig,
+    chosen: dict[str, list[ConfiguredComponent]],
+    extensions: dict[str, ConfiguredComponent],
+    written: Any,
+    service: ServiceConfig,
 ) -> list[str]:
     """Each `auth.authenticator` must name an extension that is defined, started by
     `service.extensions`, and authenticates the side it is used on."""
@@ -356,7 +379,10 @@ def _authenticator_problems(
 
 
 def _storage_problems(
-    exporters: list[ConfiguredComponent], extensions: dict[str, ConfiguredComponent], written: Any, service: ServiceConfig,
+    exporters: list[ConfiguredComponent],
+    extensions: dict[str, ConfiguredComponent],
+    written: Any,
+    service: ServiceConfig,
 ) -> list[str]:
     """Each `sending_queue.storage` must name a file_storage extension that
     `service.extensions` starts, on an exporter that can keep its queue there."""
@@ -369,7 +395,9 @@ def _storage_problems(
         where = f"exporters.{exporter.id}.sending_queue.storage"
         extension = extensions.get(storage_id)
         if not getattr(exporter.factory.create, "stores_requests", False):
-            problems.append(f"{where}: exporter {exporter.id!r} cannot keep its queue in storage; otlp and otlphttp can")
+            problems.append(
+                f"{where}: exporter {exporter.id!r} cannot keep its queue in storage; otlp and otlphttp can"
+            )
         elif extension is None:
             if not (isinstance(written, dict) and storage_id in written):  # else its settings were reported
                 problems.append(f"{where}: {storage_id!r} is not defined under extensions")
@@ -389,10 +417,14 @@ def _routing_problems(routers: list[ConfiguredComponent], exporters: list[str]) 
     """A router may name only exporters of the traces pipeline, and there is one at most."""
     problems = []
     if len(routers) > 1:
-        problems.append(f"service.pipelines.traces.processors: one router at most, got {', '.join(c.id for c in routers)}")
+        problems.append(
+            f"service.pipelines.traces.processors: one router at most, got {', '.join(c.id for c in routers)}"
+        )
     for router in routers:
         for exporter in sorted(router.config.exporter_ids() - set(exporters)):
-            problems.append(f"processors.{router.id}: exporter {exporter!r} is not in service.pipelines.traces.exporters")
+            problems.append(
+                f"processors.{router.id}: exporter {exporter!r} is not in service.pipelines.traces.exporters"
+            )
     return problems
 
 

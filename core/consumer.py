@@ -42,8 +42,9 @@ class WithoutWriteAhead:
     def check_capacity(self) -> None:
         self.consumer.check_capacity()
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
+    def consume(
+        self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
+    ) -> ConsumeOutcome:
         return self.consumer.consume(request, None, write_ahead=False)
 
     async def durable(self, outcome: ConsumeOutcome) -> None:
@@ -60,8 +61,9 @@ class TracesConsumer(Protocol):
     def check_capacity(self) -> None:
         """Raise ConsumerFull when nothing more can be taken now."""
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
+    def consume(
+        self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
+    ) -> ConsumeOutcome:
         """Take every valid span of `request`; raises ConsumerFull.
 
         `data` is the request's protobuf encoding when the receiver has it (kept by a

@@ -69,8 +69,19 @@ _EMAIL_DOMAIN = re.compile(r"@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[
 _EMAIL_LOCAL = frozenset(string.ascii_letters + string.digits + "._%+-")
 MAX_EMAIL_LOCAL = 64
 SECRET_KEYS: tuple[str, ...] = (
-    "api_key", "apikey", "api-key", "x-api-key", "access_token", "refresh_token", "auth_token", "client_secret",
-    "secret_key", "aws_secret_access_key", "private_key", "password", "passwd",
+    "api_key",
+    "apikey",
+    "api-key",
+    "x-api-key",
+    "access_token",
+    "refresh_token",
+    "auth_token",
+    "client_secret",
+    "secret_key",
+    "aws_secret_access_key",
+    "private_key",
+    "password",
+    "passwd",
 )
 MAX_MESSAGE_CHARS = 300  # a server's error message in a log line or an error attribute
 
@@ -159,8 +170,11 @@ class Redaction:
         unknown = set(config) - {"patterns", "keys", "builtin"}
         if unknown:
             raise ValueError(f"redact: unknown keys {sorted(unknown)} (expected builtin, patterns, keys)")
-        return cls(patterns=tuple(config.get("patterns") or ()), keys=tuple(config.get("keys") or ()),
-                   builtin=bool(config.get("builtin", True)))
+        return cls(
+            patterns=tuple(config.get("patterns") or ()),
+            keys=tuple(config.get("keys") or ()),
+            builtin=bool(config.get("builtin", True)),
+        )
 
     @property
     def enabled(self) -> bool:

@@ -50,6 +50,10 @@ class MetricResult(BaseModel):
     def failure(cls, name: str, error: BaseException | str, threshold: float = DEFAULT_THRESHOLD) -> MetricResult:
         """A result recording that the metric could not be computed."""
         if isinstance(error, BaseException):
-            return cls(name=name, threshold=threshold, error=str(error) or type(error).__name__,
-                       error_type=type(error).__name__)
+            return cls(
+                name=name,
+                threshold=threshold,
+                error=str(error) or type(error).__name__,
+                error_type=type(error).__name__,
+            )
         return cls(name=name, threshold=threshold, error=error, error_type="error")

@@ -18,5 +18,9 @@ def is_session_carrier(trace: Trace) -> bool:
     """Whether `trace` is a session carrier spanscore wrote (a root `evaluate_session`
     span in the `spanscore` scope): a report of scores, not an agent's work."""
     root, origin = trace.root, trace.root_origin
-    return (root is not None and origin is not None and root.name == SESSION_SPAN_NAME
-            and origin.scope_spans.scope.name == SCOPE_NAME)
+    return (
+        root is not None
+        and origin is not None
+        and root.name == SESSION_SPAN_NAME
+        and origin.scope_spans.scope.name == SCOPE_NAME
+    )

@@ -56,8 +56,20 @@ class Trace:
     """
 
     __slots__ = (
-        "trace_id", "spans_by_origin", "span_count", "root", "root_origin", "first_seen", "last_seen",
-        "session_id", "late", "results", "derived", "undelivered", "_pending_exports", "_on_exported",
+        "trace_id",
+        "spans_by_origin",
+        "span_count",
+        "root",
+        "root_origin",
+        "first_seen",
+        "last_seen",
+        "session_id",
+        "late",
+        "results",
+        "derived",
+        "undelivered",
+        "_pending_exports",
+        "_on_exported",
     )
 
     def __init__(self, trace_id: bytes, now: float, late: bool = False):

@@ -10,6 +10,13 @@ from spanscore.exporters.prometheus import PrometheusReader
 from spanscore.exporters.score_metrics import ScoreMetrics
 
 __all__ = [
-    "DebugExporter", "Exporter", "ExporterConfig", "ExportError", "FileExporter", "OtlpGrpcExporter", "OtlpHttpExporter",
-    "PrometheusReader", "ScoreMetrics",
+    "DebugExporter",
+    "Exporter",
+    "ExporterConfig",
+    "ExportError",
+    "FileExporter",
+    "OtlpGrpcExporter",
+    "OtlpHttpExporter",
+    "PrometheusReader",
+    "ScoreMetrics",
 ]

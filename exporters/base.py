@@ -118,8 +118,9 @@ class Exporter:
         if self.storage is not None:
             restored = self.storage.open()
             if restored:
-                log.warning("exporter %s: %d spans stored unsent before the last stop; sending them first",
-                            self.id, restored)
+                log.warning(
+                    "exporter %s: %d spans stored unsent before the last stop; sending them first", self.id, restored
+                )
             self._workers.append(asyncio.create_task(self._work_stored(), name=f"{self.id}-stored"))
 
     def enqueue(self, trace: Trace) -> None:
@@ -217,13 +218,16 @@ class Exporter:
     async def _work_stored(self) -> None:
         """Sends the stored requests, oldest first; what is not sent stays stored."""
         storage = self.storage
-        while items := await self._next_items(lambda: storage.take(self.config.sending_queue.batch_max_spans),
-                                        self._stored_ready):
+        while items := await self._next_items(
+            lambda: storage.take(self.config.sending_queue.batch_max_spans), self._stored_ready
+        ):
             # Encoded requests concatenated are one request holding all their spans.
             payload = b"".join(data for _, data, _ in items)
             span_count = sum(spans for _, _, spans in items)
             try:
-                outcome = await self._send_with_retry(lambda: self.send_encoded(payload), span_count, stored=True)
+                outcome = await self._send_with_retry(
+                    lambda payload=payload: self.send_encoded(payload), span_count, stored=True
+                )
             except asyncio.CancelledError:
                 storage.give_back(items)
                 raise
@@ -245,8 +249,7 @@ class Exporter:
             spans += trace.span_count
         return batch
 
-    async def _send_with_retry(self, send: Callable[[], Awaitable[None]], span_count: int,
-                               stored: bool = False) -> str:
+    async def _send_with_retry(self, send: Callable[[], Awaitable[None]], span_count: int, stored: bool = False) -> str:
         """SENT; REFUSED (for good, or an unexpected error: not retried); or GAVE_UP while the
         backend could still take it: past `max_elapsed_time` (not for stored requests) or
         the shutdown deadline."""
@@ -275,16 +278,26 @@ class Exporter:
                 limits.append(self._deadline)
             give_up_at = min(limits, default=None)
             if not error.retryable:
-                log.error("exporter %s: dropping %d spans after %.1fs: %s (not retryable)", self.id, span_count,
-                          now - started, error)
+                log.error(
+                    "exporter %s: dropping %d spans after %.1fs: %s (not retryable)",
+                    self.id,
+                    span_count,
+                    now - started,
+                    error,
+                )
                 return REFUSED
             if not retry.enabled or (give_up_at is not None and now + delay > give_up_at):
                 if stored:
-                    log.warning("exporter %s: %d stored spans not sent by the shutdown deadline (%s); they stay "
-                                "stored", self.id, span_count, error)
+                    log.warning(
+                        "exporter %s: %d stored spans not sent by the shutdown deadline (%s); they stay stored",
+                        self.id,
+                        span_count,
+                        error,
+                    )
                 else:
-                    log.error("exporter %s: dropping %d spans after %.1fs: %s", self.id, span_count, now - started,
-                              error)
+                    log.error(
+                        "exporter %s: dropping %d spans after %.1fs: %s", self.id, span_count, now - started, error
+                    )
                 return GAVE_UP
             log.warning("exporter %s: %s; retrying in %.2fs", self.id, error, delay)
             await asyncio.sleep(delay)

@@ -56,7 +56,10 @@ def _span_lines(trace: Trace) -> list[str]:
     for span, _ in sorted(trace.spans(), key=lambda item: item[0].start_time_unix_nano):
         duration_ms = (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6
         parent = span.parent_span_id.hex() or "-"
-        lines.append(f"  span {span.span_id.hex()} parent={parent} {span.name!r} {duration_ms:.1f}ms attributes={len(span.attributes)}")
+        lines.append(
+            f"  span {span.span_id.hex()} parent={parent} {span.name!r} {duration_ms:.1f}ms "
+            f"attributes={len(span.attributes)}"
+        )
     return lines
 
 

@@ -58,9 +58,17 @@ class EvaluationLogs:
             attributes = evaluation_attributes(result)
             if response_id is not None:
                 attributes[RESPONSE_ID] = str(response_id)
-            self._logger.emit(LogRecord(timestamp=now_ns, observed_timestamp=now_ns, trace_id=trace_id,
-                                        span_id=span_id, trace_flags=TraceFlags(TraceFlags.SAMPLED),
-                                        event_name=EVALUATION_EVENT, attributes=attributes))
+            self._logger.emit(
+                LogRecord(
+                    timestamp=now_ns,
+                    observed_timestamp=now_ns,
+                    trace_id=trace_id,
+                    span_id=span_id,
+                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                    event_name=EVALUATION_EVENT,
+                    attributes=attributes,
+                )
+            )
 
     async def shutdown(self, deadline: float) -> None:
         provider, self.provider = self.provider, None

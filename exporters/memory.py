@@ -90,15 +90,17 @@ class MemoryExporter:
         if self._shut_down:
             raise RuntimeError(f"exporter {self.id} is shut down")
         anchor = trace.anchor
-        self.exported.append(ExportedTrace(
-            trace_id=trace.trace_id,
-            session_id=trace.session_id,
-            complete=trace.complete,
-            late=trace.late,
-            results=tuple(trace.results),
-            request=build_request([trace]),
-            anchor_span_id=None if anchor is None else anchor.span_id,
-        ))
+        self.exported.append(
+            ExportedTrace(
+                trace_id=trace.trace_id,
+                session_id=trace.session_id,
+                complete=trace.complete,
+                late=trace.late,
+                results=tuple(trace.results),
+                request=build_request([trace]),
+                anchor_span_id=None if anchor is None else anchor.span_id,
+            )
+        )
         if self.holding:
             self._held.append(trace)
         else:

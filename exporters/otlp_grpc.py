@@ -64,7 +64,10 @@ class OtlpGrpcExporter(Exporter):
 
     async def open(self) -> None:
         config = self.config
-        options = [("grpc.max_send_message_length", _MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)]
+        options = [
+            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+        ]
         if config.tls.server_name_override:
             options.append(("grpc.ssl_target_name_override", config.tls.server_name_override))
         compression = grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression
@@ -76,7 +79,9 @@ class OtlpGrpcExporter(Exporter):
                 private_key=config.tls.read("key_file"),
                 certificate_chain=config.tls.read("cert_file"),
             )
-            self._channel = grpc.aio.secure_channel(config.target, credentials, options=options, compression=compression)
+            self._channel = grpc.aio.secure_channel(
+                config.target, credentials, options=options, compression=compression
+            )
         self._export = self._channel.unary_unary(
             EXPORT_METHOD, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
         )
@@ -95,7 +100,9 @@ class OtlpGrpcExporter(Exporter):
             raise ExportError(f"{self.config.target}: {code.name}: {exc.details()}", retryable, retry_after) from None
         partial = response.partial_success
         if partial.rejected_spans or partial.error_message:
-            log.warning("exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message)
+            log.warning(
+                "exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message
+            )
 
     async def close(self) -> None:
         channel = getattr(self, "_channel", None)
@@ -143,9 +150,14 @@ def _sdk_exporter_settings(config: OtlpGrpcExporterConfig, host: Host) -> dict:
             private_key=config.tls.read("key_file"),
             certificate_chain=config.tls.read("cert_file"),
         )
-    return {"endpoint": config.target, "insecure": config.plaintext, "credentials": credentials,
-            "headers": client_headers(config, host), "timeout": config.timeout,
-            "compression": grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression}
+    return {
+        "endpoint": config.target,
+        "insecure": config.plaintext,
+        "credentials": credentials,
+        "headers": client_headers(config, host),
+        "timeout": config.timeout,
+        "compression": grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression,
+    }
 
 
 FACTORY = ComponentFactory("exporter", "otlp", OtlpGrpcExporterConfig, OtlpGrpcExporter, metric_reader, log_exporter)

@@ -6,7 +6,6 @@ import gzip
 import logging
 from typing import Literal
 
-import aiohttp
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -18,8 +17,8 @@ from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.trace import Trace
-from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
-from spanscore.exporters.http_client import client_session, retry_after
+from spanscore.exporters.base import Exporter, ExporterConfig
+from spanscore.exporters.http_client import client_session, post
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.otlphttp")
@@ -74,8 +73,9 @@ class OtlpHttpExporter(Exporter):
 
     async def send(self, traces: list[Trace]) -> None:
         request = build_request(traces)
-        await self._post(encode_request(request).encode() if self.config.encoding == "json"
-                         else request.SerializeToString())
+        await self._post(
+            encode_request(request).encode() if self.config.encoding == "json" else request.SerializeToString()
+        )
 
     async def send_encoded(self, request: bytes) -> None:
         if self.config.encoding == "json":
@@ -86,19 +86,13 @@ class OtlpHttpExporter(Exporter):
         if self.config.compression == "gzip":
             body = gzip.compress(body, compresslevel=1)
         url = self.config.url
-        try:
-            async with self._session.post(url, data=body, headers=self._headers) as response:
-                payload = await response.read()
-                if response.status in _RETRYABLE_STATUS:
-                    raise ExportError(f"{url}: HTTP {response.status}", True, retry_after(response.headers.get("Retry-After")))
-                if response.status >= 300:
-                    raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ExportError(f"{url}: {type(exc).__name__}: {exc}", True) from None
-        if payload and response.content_type == "application/x-protobuf":
+        payload, content_type = await post(self._session, url, body, self._headers, _RETRYABLE_STATUS.__contains__)
+        if payload and content_type == "application/x-protobuf":
             partial = ExportTraceServiceResponse.FromString(payload).partial_success
             if partial.rejected_spans or partial.error_message:
-                log.warning("exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message)
+                log.warning(
+                    "exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message
+                )
 
     async def close(self) -> None:
         session = getattr(self, "_session", None)
@@ -108,37 +102,40 @@ class OtlpHttpExporter(Exporter):
 
 def metric_reader(component_id: str, config: OtlpHttpExporterConfig, interval_s: float, host: Host):
     """The score metrics over OTLP/HTTP (protobuf) with the same headers and TLS files."""
-    from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
     url = config.metrics_endpoint or (config.endpoint.rstrip("/") + METRICS_PATH if config.endpoint else None)
     if url is None:
         raise ValueError(f"exporter {component_id}: set metrics_endpoint (or endpoint) to send metrics")
-    exporter = OTLPMetricExporter(
-        endpoint=url, headers=client_headers(config, host), timeout=config.timeout,
-        compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
-        certificate_file=config.tls.ca_file if config.tls.ca_file else None,
-        client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
-    )
+    exporter = OTLPMetricExporter(**_sdk_exporter_settings(url, config, host))
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
 def log_exporter(component_id: str, config: OtlpHttpExporterConfig, host: Host):
     """The evaluation events over OTLP/HTTP (protobuf) with the same headers and TLS files."""
-    from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
     url = config.logs_endpoint or (config.endpoint.rstrip("/") + LOGS_PATH if config.endpoint else None)
     if url is None:
         raise ValueError(f"exporter {component_id}: set logs_endpoint (or endpoint) to send logs")
-    return OTLPLogExporter(
-        endpoint=url, headers=client_headers(config, host), timeout=config.timeout,
-        compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
-        certificate_file=config.tls.ca_file if config.tls.ca_file else None,
-        client_certificate_file=config.tls.cert_file, client_key_file=config.tls.key_file,
-    )
+    return OTLPLogExporter(**_sdk_exporter_settings(url, config, host))
 
 
-FACTORY = ComponentFactory("exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader,
-                           log_exporter)
+def _sdk_exporter_settings(url: str, config: OtlpHttpExporterConfig, host: Host) -> dict:
+    from opentelemetry.exporter.otlp.proto.http import Compression
+
+    return {
+        "endpoint": url,
+        "headers": client_headers(config, host),
+        "timeout": config.timeout,
+        "compression": Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
+        "certificate_file": config.tls.ca_file if config.tls.ca_file else None,
+        "client_certificate_file": config.tls.cert_file,
+        "client_key_file": config.tls.key_file,
+    }
+
+
+FACTORY = ComponentFactory(
+    "exporter", "otlphttp", OtlpHttpExporterConfig, OtlpHttpExporter, metric_reader, log_exporter
+)

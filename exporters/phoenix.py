@@ -28,7 +28,6 @@ import logging
 import urllib.parse
 from typing import Any
 
-import aiohttp
 from pydantic import Field, model_validator
 
 from spanscore.core.attributes import find_attribute
@@ -36,8 +35,8 @@ from spanscore.core.component import ComponentFactory
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import is_session_carrier
 from spanscore.core.trace import Trace
-from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
-from spanscore.exporters.http_client import client_session, retry_after
+from spanscore.exporters.base import Exporter, ExporterConfig
+from spanscore.exporters.http_client import client_session, post
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.phoenix")
@@ -50,8 +49,17 @@ ERROR_LABEL = "error"  # the label of a result with no score, so errors can be f
 # (processors/judge/rubrics.py) and the embedding metrics' names
 # (processors/embedding_metrics.py) are repeated here; tests/e2e/test_phoenix.py
 # checks they match.
-JUDGE_METRICS = frozenset({"task_completion", "tool_correctness", "argument_correctness", "step_efficiency",
-                           "confidence", "plan_adherence", "plan_quality"})
+JUDGE_METRICS = frozenset(
+    {
+        "task_completion",
+        "tool_correctness",
+        "argument_correctness",
+        "step_efficiency",
+        "confidence",
+        "plan_adherence",
+        "plan_quality",
+    }
+)
 EMBEDDING_METRICS = frozenset({"coherence", "loop_detection"})
 CODE_EVALUATOR = "code"  # spanscore.core.provenance.CODE
 
@@ -106,8 +114,13 @@ def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
         outcome = {"label": ERROR_LABEL, "score": None, "explanation": result.error}
     else:
         outcome = {"label": result.label, "score": result.score, "explanation": result.explanation}
-    return {"name": result.name, "annotator_kind": annotator_kind(result.name, evaluator), "result": outcome,
-            "metadata": metadata, "identifier": IDENTIFIER}
+    return {
+        "name": result.name,
+        "annotator_kind": annotator_kind(result.name, evaluator),
+        "result": outcome,
+        "metadata": metadata,
+        "identifier": IDENTIFIER,
+    }
 
 
 class PhoenixExporter(Exporter):
@@ -115,8 +128,7 @@ class PhoenixExporter(Exporter):
 
     async def open(self) -> None:
         config = self.config
-        self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers,
-                                       config.timeout)
+        self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers, config.timeout)
         self._headers = {**self.headers, "Content-Type": "application/json"}
 
     def annotations(self, traces: list[Trace]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -128,8 +140,9 @@ class PhoenixExporter(Exporter):
             if not trace.results or anchor is None:
                 continue
             if self.config.annotate_sessions and trace.session_id is not None and is_session_carrier(trace):
-                sessions.extend({**annotation(r, anchor.attributes), "session_id": trace.session_id}
-                                for r in trace.results)
+                sessions.extend(
+                    {**annotation(r, anchor.attributes), "session_id": trace.session_id} for r in trace.results
+                )
             else:
                 span_id = anchor.span_id.hex()
                 spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
@@ -146,16 +159,7 @@ class PhoenixExporter(Exporter):
     async def _post(self, path: str, data: list[dict[str, Any]]) -> None:
         url = self.config.base_url + path
         body = json.dumps({"data": data}).encode()
-        try:
-            async with self._session.post(url, data=body, headers=self._headers) as response:
-                payload = await response.read()
-                if response.status == 429 or response.status >= 500:
-                    raise ExportError(f"{url}: HTTP {response.status}", True,
-                                      retry_after(response.headers.get("Retry-After")))
-                if response.status >= 300:
-                    raise ExportError(f"{url}: HTTP {response.status}: {payload[:200]!r}", False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ExportError(f"{url}: {type(exc).__name__}: {exc}", True) from None
+        await post(self._session, url, body, self._headers, lambda status: status == 429 or status >= 500)
         log.debug("exporter %s: %d annotations to %s", self.id, len(data), url)
 
     async def close(self) -> None:

@@ -27,8 +27,9 @@ class PrometheusExporterConfig(ComponentConfig):
 class PrometheusReader(PrometheusMetricReader):
     """A metric reader that also serves its registry over HTTP until shut down."""
 
-    def __init__(self, component_id: str, config: PrometheusExporterConfig, interval_s: float = 0.0,
-                 host: Host = NO_EXTENSIONS):
+    def __init__(
+        self, component_id: str, config: PrometheusExporterConfig, interval_s: float = 0.0, host: Host = NO_EXTENSIONS
+    ):
         # Scraped on demand: the export interval does not apply.
         self._registry = CollectorRegistry()
         super().__init__(registry=self._registry, scope_info_enabled=False)

@@ -73,11 +73,15 @@ class ScoreMetrics:
         )
         meter = self.provider.get_meter("spanscore", VERSION)
         self._scores = meter.create_histogram(
-            SCORE_HISTOGRAM, unit="1", description="Evaluation scores in [0, 1]",
+            SCORE_HISTOGRAM,
+            unit="1",
+            description="Evaluation scores in [0, 1]",
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
         self._results = meter.create_counter(
-            RESULT_COUNTER, unit="{result}", description="Evaluation results by label: pass, fail or error",
+            RESULT_COUNTER,
+            unit="{result}",
+            description="Evaluation results by label: pass, fail or error",
         )
         self._meter = meter
         for metric in self._telemetry:
@@ -88,9 +92,14 @@ class ScoreMetrics:
         """Report these self-telemetry metrics beside the scores; call before `start`."""
         self._telemetry.extend(telemetry)
 
-    def record(self, results: Iterable[MetricResult], service_name: str | None, agent_name: str | None,
-               span_attributes: Iterable[SpanAttribute] = (),
-               provenance: Mapping[str, Provenance] | None = None) -> None:
+    def record(
+        self,
+        results: Iterable[MetricResult],
+        service_name: str | None,
+        agent_name: str | None,
+        span_attributes: Iterable[SpanAttribute] = (),
+        provenance: Mapping[str, Provenance] | None = None,
+    ) -> None:
         if self.provider is None:
             return
         common = {a.key: a.value for a in span_attributes if a.key in self.span_attributes}
@@ -130,11 +139,13 @@ class ScoreMetrics:
         if counters is None:
             counters = self._usage_counters[evaluator] = (
                 self._meter.create_counter(
-                    USAGE_CALLS_COUNTER.format(evaluator=evaluator), unit="{request}",
+                    USAGE_CALLS_COUNTER.format(evaluator=evaluator),
+                    unit="{request}",
                     description=f"Requests sent to the {evaluator} evaluator, retries included",
                 ),
                 self._meter.create_counter(
-                    USAGE_TOKENS_COUNTER.format(evaluator=evaluator), unit="{token}",
+                    USAGE_TOKENS_COUNTER.format(evaluator=evaluator),
+                    unit="{token}",
                     description=f"{evaluator} evaluator tokens by gen_ai.token.type (input, output)",
                 ),
             )

@@ -78,8 +78,11 @@ class BearerTokenAuth:
         scheme, _, presented = headers.get("authorization", "").strip().partition(" ")
         token = self.token()
         # Auth schemes are case-insensitive (RFC 9110); the token is not.
-        return (bool(token) and scheme.lower() == self.config.scheme.lower()
-                and hmac.compare_digest(presented.strip().encode(), token))
+        return (
+            bool(token)
+            and scheme.lower() == self.config.scheme.lower()
+            and hmac.compare_digest(presented.strip().encode(), token)
+        )
 
     def challenge(self) -> str:
         return self.config.scheme
@@ -112,8 +115,13 @@ class BearerTokenAuth:
             if problem != self._problem:  # once per problem, not once per request
                 self._problem = problem
                 # A file being rewritten must not lock every client out.
-                log.warning("bearertokenauth %s: cannot read a token from %s: %s%s", self.id, path, problem,
-                            "; keeping the previous one" if self._token else "")
+                log.warning(
+                    "bearertokenauth %s: cannot read a token from %s: %s%s",
+                    self.id,
+                    path,
+                    problem,
+                    "; keeping the previous one" if self._token else "",
+                )
         return self._token
 
 

@@ -66,9 +66,13 @@ class FileStorage:
         except OSError as exc:
             raise OSError(f"file_storage cannot use {self.config.directory}: {exc}") from exc
         if self.replay:
-            log.warning("write-ahead log %s: %d acknowledged requests were not exported by every exporter before "
-                        "the last stop; replaying them (%d spans of theirs already exported are not sent again)",
-                        self.config.directory, len(self.replay), self.log.skipped_exported_spans)
+            log.warning(
+                "write-ahead log %s: %d acknowledged requests were not exported by every exporter before "
+                "the last stop; replaying them (%d spans of theirs already exported are not sent again)",
+                self.config.directory,
+                len(self.replay),
+                self.log.skipped_exported_spans,
+            )
 
     async def shutdown(self, deadline: float) -> None:
         self.log.close()

@@ -58,8 +58,7 @@ class Replayed:
 class WriteAheadLog:
     """Not thread-safe: used from the collector's event loop (fsync runs in a thread)."""
 
-    def __init__(self, directory: Path, fsync: str = "batch", max_bytes: int = 1 << 30,
-                 segment_bytes: int = 16 << 20):
+    def __init__(self, directory: Path, fsync: str = "batch", max_bytes: int = 1 << 30, segment_bytes: int = 16 << 20):
         self.directory = Path(directory)
         self.fsync = fsync
         self.max_bytes = max_bytes
@@ -94,8 +93,7 @@ class WriteAheadLog:
         segments = sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
         for index, segment in enumerate(segments):
             path = self._path(segment)
-            size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1,
-                                      payloads=payloads)
+            size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1, payloads=payloads)
             self._segment_sizes[segment] = size
             self._segment_pending[segment] = 0
             self.bytes_on_disk += size
@@ -125,14 +123,19 @@ class WriteAheadLog:
         while offset + _HEADER.size <= len(blob):
             kind, length, crc = _HEADER.unpack_from(blob, offset)
             end = offset + _HEADER.size + length
-            payload = blob[offset + _HEADER.size:end]
+            payload = blob[offset + _HEADER.size : end]
             if end > len(blob) or zlib.crc32(payload) != crc or kind not in (DATA, MARK, EXPORTED):
                 break
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
                 start = offset + _HEADER.size + _DATA.size
-                data[sequence] = (segment, spans, payload[_DATA.size:] if payloads else b"", start,
-                                  length - _DATA.size)
+                data[sequence] = (
+                    segment,
+                    spans,
+                    payload[_DATA.size :] if payloads else b"",
+                    start,
+                    length - _DATA.size,
+                )
             elif kind == MARK:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 marks.setdefault(sequence, []).append((spans, trace_id))
@@ -142,8 +145,13 @@ class WriteAheadLog:
             offset = end
         if offset < len(blob):
             where = "cut off at the end" if last else "corrupt"
-            log.warning("write-ahead log %s: %d bytes after offset %d are %s; ignoring them",
-                        path.name, len(blob) - offset, offset, where)
+            log.warning(
+                "write-ahead log %s: %d bytes after offset %d are %s; ignoring them",
+                path.name,
+                len(blob) - offset,
+                offset,
+                where,
+            )
             if last:
                 with open(path, "r+b") as f:
                     f.truncate(offset)

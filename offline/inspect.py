@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.settings import PipelineSettings
-from spanscore.offline.otlp_files import read_requests
-from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
+from spanscore.offline.otlp_files import read_requests
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import Step, agent_trace_of
 
 EXIT_PROBLEMS = 2
@@ -99,8 +99,13 @@ def describe(trace: Trace, scope: ScoreScope) -> dict[str, Any]:
     return record
 
 
-def run(paths: Sequence[str], as_json: bool, assembler_config: PipelineSettings | None = None,
-        out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run(
+    paths: Sequence[str],
+    as_json: bool,
+    assembler_config: PipelineSettings | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """The `inspect` command: traces to `out`, problems to `err`; 0, or 2 on any problem."""
     out = out or sys.stdout
     err = err or sys.stderr
@@ -114,8 +119,10 @@ def run(paths: Sequence[str], as_json: bool, assembler_config: PipelineSettings 
             out.write("\n".join(human_lines(record)) + "\n\n")
     if not as_json:
         scored = sum(1 for record in inspection.traces if record["scored"])
-        out.write(f"{_count(len(inspection.traces), 'trace')} in {_count(inspection.files, 'file')}; "
-                  f"{scored} would be scored\n")
+        out.write(
+            f"{_count(len(inspection.traces), 'trace')} in {_count(inspection.files, 'file')}; "
+            f"{scored} would be scored\n"
+        )
     out.flush()
     return EXIT_PROBLEMS if inspection.problems else 0
 
@@ -128,8 +135,13 @@ def _count(n: int, noun: str) -> str:
 
 
 def _step(step: Step) -> dict[str, Any]:
-    return {"kind": step.kind, "name": step.name, "arguments": step.arguments, "result": step.result,
-            "error": step.error}
+    return {
+        "kind": step.kind,
+        "name": step.name,
+        "arguments": step.arguments,
+        "result": step.result,
+        "error": step.error,
+    }
 
 
 def _scores(anchor) -> dict[str, dict[str, Any]]:
@@ -159,8 +171,10 @@ def human_lines(record: dict[str, Any]) -> list[str]:
         header += " (incomplete: no root span)"
     lines = [header]
     if record["kind"] == "session_carrier":
-        lines.append(f"  spanscore session carrier, not an agent trace: session {record['session_id']}, "
-                     f"{_count(len(record['linked_traces']), 'linked trace')}")
+        lines.append(
+            f"  spanscore session carrier, not an agent trace: session {record['session_id']}, "
+            f"{_count(len(record['linked_traces']), 'linked trace')}"
+        )
     else:
         conventions = ", ".join(record["conventions"]) or "none"
         scored = "yes" if record["scored"] else f"no, {record['not_scored_because']}"
@@ -174,8 +188,9 @@ def human_lines(record: dict[str, Any]) -> list[str]:
         elif record["session_id"]:
             lines.append(f"  session: {record['session_id']}")
     if record["scores"]:
-        lines.append("  scores on the span: " + ", ".join(_score_text(name, score)
-                                                          for name, score in record["scores"].items()))
+        lines.append(
+            "  scores on the span: " + ", ".join(_score_text(name, score) for name, score in record["scores"].items())
+        )
     return lines
 
 
@@ -221,4 +236,3 @@ def _score_text(name: str, score: dict[str, Any]) -> str:
     value = score.get("score")
     label = f" {score['label']}" if "label" in score else ""
     return f"{name}={value:.2f}{label}" if isinstance(value, float) else f"{name}={value}{label}"
-

@@ -67,7 +67,9 @@ def _is_document(line: bytes) -> bool:
     return True
 
 
-def _json_lines(path: Path, lines: Iterable[bytes], problems: list[str]) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
+def _json_lines(
+    path: Path, lines: Iterable[bytes], problems: list[str]
+) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

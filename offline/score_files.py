@@ -24,15 +24,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from spanscore.core.component import NO_EXTENSIONS, Host
-from spanscore.pipeline.assembler import Assembler
 from spanscore.config.components import build_factories
 from spanscore.config.loader import Config, ConfiguredComponent
-from spanscore.offline.otlp_files import read_requests
-from spanscore.pipeline.wiring import Pipeline
+from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.consumer import ConsumerFull
 from spanscore.core.trace import Trace
 from spanscore.exporters.file import FileExporter, FileExporterConfig
+from spanscore.offline.otlp_files import read_requests
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.wiring import Pipeline
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
 
@@ -103,7 +103,9 @@ class ResultTally:
         trace.export_done()
 
 
-async def score_files(paths: Sequence[Path], config: Config, output: Path, progress: TextIO | None = None) -> ScoreSummary:
+async def score_files(
+    paths: Sequence[Path], config: Config, output: Path, progress: TextIO | None = None
+) -> ScoreSummary:
     """Score every trace and session of `paths` into `output`; bad lines are reported, not fatal."""
     summary = ScoreSummary()
     started = time.monotonic()
@@ -111,8 +113,13 @@ async def score_files(paths: Sequence[Path], config: Config, output: Path, progr
     step = config.pipeline_settings.trace_wait / REQUESTS_PER_TRACE_WAIT
     processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
     writer = FileExporter("file/score", FileExporterConfig(path=str(output), append=False))
-    pipeline = Pipeline(Assembler(config.pipeline_settings), processors, [writer, ResultTally(summary)], clock=clock,
-                        span_events=config.service.pipelines.traces.span_events)
+    pipeline = Pipeline(
+        Assembler(config.pipeline_settings),
+        processors,
+        [writer, ResultTally(summary)],
+        clock=clock,
+        span_events=config.service.pipelines.traces.span_events,
+    )
     receiver = MemoryReceiver(pipeline.intake, "score")
     components = [processor for _, processor in processors] + [writer]
     shown = time.monotonic()
@@ -142,8 +149,9 @@ async def score_files(paths: Sequence[Path], config: Config, output: Path, progr
     return summary
 
 
-async def _send(receiver: MemoryReceiver, pipeline: Pipeline, clock: LogicalClock, request, where: str,
-                summary: ScoreSummary) -> None:
+async def _send(
+    receiver: MemoryReceiver, pipeline: Pipeline, clock: LogicalClock, request, where: str, summary: ScoreSummary
+) -> None:
     spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
     waits = (pipeline.assembler.config.trace_wait, pipeline.assembler.config.trace_timeout)
     attempt = 0
@@ -172,8 +180,10 @@ async def _send(receiver: MemoryReceiver, pipeline: Pipeline, clock: LogicalCloc
 
 def _show_progress(out: TextIO, summary: ScoreSummary, pipeline: Pipeline, elapsed_s: float) -> None:
     calls = sum(pipeline.counts.evaluator_calls.values())
-    out.write(f"\r\033[K{summary.spans:,} spans, {summary.traces:,} traces ({summary.traces / elapsed_s:,.0f}/s), "
-              f"{calls:,} judge calls, {len(summary.problems)} problems")
+    out.write(
+        f"\r\033[K{summary.spans:,} spans, {summary.traces:,} traces ({summary.traces / elapsed_s:,.0f}/s), "
+        f"{calls:,} judge calls, {len(summary.problems)} problems"
+    )
     out.flush()
 
 
@@ -184,7 +194,9 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
         f"{summary.unscored_traces:,} not agent traces, forwarded unscored",
     ]
     if summary.evaluator_calls:
-        lines.append("model calls: " + ", ".join(f"{name} {count:,}" for name, count in summary.evaluator_calls.items()))
+        lines.append(
+            "model calls: " + ", ".join(f"{name} {count:,}" for name, count in summary.evaluator_calls.items())
+        )
     if summary.metrics:
         lines.append(f"{'metric':<26}{'results':>9}{'mean':>8}{'pass':>8}{'errors':>8}")
         for name, tally in sorted(summary.metrics.items()):
@@ -209,14 +221,17 @@ def with_dataset(config: Config, dataset: Path) -> Config:
     if existing:
         component = processors[existing[0]]
         settings = {**component.config.model_dump(exclude_unset=True), "dataset": str(dataset)}
-        processors[existing[0]] = ConfiguredComponent(component.id, GROUND_TRUTH, factory.config_model.model_validate(settings),
-                                            factory)
+        processors[existing[0]] = ConfiguredComponent(
+            component.id, GROUND_TRUTH, factory.config_model.model_validate(settings), factory
+        )
     else:
         judge = next((c.config.judge for c in processors if c.type == "judge_metrics" and c.config.configured), None)
         settings = {"dataset": str(dataset)}
         if judge is not None:
             settings["judge"] = judge.model_dump()
-        processors.append(ConfiguredComponent(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory))
+        processors.append(
+            ConfiguredComponent(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory)
+        )
     ids = config.processor_ids if existing else (*config.processor_ids, GROUND_TRUTH)
     return replace(config, processors=processors, processor_ids=ids)
 

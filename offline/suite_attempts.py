@@ -24,11 +24,11 @@ from pathlib import Path
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.settings import PipelineSettings
-from spanscore.offline.otlp_files import read_requests
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
+from spanscore.offline.otlp_files import read_requests
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of
 
 CASE_KEY = "eval.case.id"
@@ -85,10 +85,12 @@ class ScoredRun:
     def only(self, group: str | None) -> ScoredRun:
         """The part of this run in one group."""
         return ScoredRun(
-            outcome=self.outcome, by=None,
+            outcome=self.outcome,
+            by=None,
             attempts=[a for a in self.attempts if a.group == group],
             ungraded=[u for u in self.ungraded if u.group == group],
-            scores={None: self.scores.get(group, {})}, problems=self.problems,
+            scores={None: self.scores.get(group, {})},
+            problems=self.problems,
         )
 
 
@@ -107,8 +109,11 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
         if anchor is None:
             continue
         attributes = {kv.key: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith("eval.")}
-        scored = {key[5:-len(SCORE_SUFFIX)]: value for key, value in attributes.items()
-                  if key.endswith(SCORE_SUFFIX) and isinstance(value, (int, float))}
+        scored = {
+            key[5 : -len(SCORE_SUFFIX)]: value
+            for key, value in attributes.items()
+            if key.endswith(SCORE_SUFFIX) and isinstance(value, (int, float))
+        }
         ungraded = attributes.get(error_key, attributes.get(skipped_key))
         if not scored and score_key not in attributes and ungraded is None:
             continue
@@ -121,13 +126,18 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
         if score_key in attributes:
             label = attributes.get(f"eval.{outcome}{LABEL_SUFFIX}")
             success = label == "pass" if label is not None else attributes[score_key] == 1.0
-            run.attempts.append(Attempt(
-                case_id=case_id, success=success, trace_id=trace.trace_id_hex, group=group,
-                steps=[(step.name, step.error is None) for t in linked for step in agent_trace_of(t).tool_steps],
-                progress_auc=scored.get("progress_auc"),
-                findings=_findings(anchor, attributes) + [f for t in linked if t is not trace
-                                                          for f in _findings_of(t)],
-            ))
+            run.attempts.append(
+                Attempt(
+                    case_id=case_id,
+                    success=success,
+                    trace_id=trace.trace_id_hex,
+                    group=group,
+                    steps=[(step.name, step.error is None) for t in linked for step in agent_trace_of(t).tool_steps],
+                    progress_auc=scored.get("progress_auc"),
+                    findings=_findings(anchor, attributes)
+                    + [f for t in linked if t is not trace for f in _findings_of(t)],
+                )
+            )
         elif ungraded is not None:
             run.ungraded.append(Ungraded(case_id, trace.trace_id_hex, str(ungraded), group))
     return run
@@ -156,9 +166,9 @@ def _findings(span: Span, attributes: dict) -> list[Finding]:
     found = []
     for key, value in attributes.items():
         if key.endswith(LABEL_SUFFIX) and value == "fail":
-            metric = key[5:-len(LABEL_SUFFIX)]
+            metric = key[5 : -len(LABEL_SUFFIX)]
             score = attributes.get(f"eval.{metric}{SCORE_SUFFIX}")
             found.append(Finding(metric, span.name, score, str(attributes.get(f"eval.{metric}.explanation", ""))))
         elif key.endswith(".error"):
-            found.append(Finding(key[5:-len(".error")], span.name, None, str(value)))
+            found.append(Finding(key[5 : -len(".error")], span.name, None, str(value)))
     return found

@@ -73,8 +73,10 @@ def _checked(path: Path, data: dict[str, Any], outcome: str, by: str | None) -> 
     if by is not None and data.get("by") != by:
         raise ValueError(f"{path}: a summary not grouped by {by}; write it with spanscore report --by {by} --json")
     if by is None and "groups" in data:
-        raise ValueError(f"{path}: a summary grouped by {data.get('by')}; "
-                         f"compare its groups with --by {data.get('by')} --baseline V1 --candidate V2")
+        raise ValueError(
+            f"{path}: a summary grouped by {data.get('by')}; "
+            f"compare its groups with --by {data.get('by')} --baseline V1 --candidate V2"
+        )
     if data.get("outcome", DEFAULT_OUTCOME) != outcome:
         raise ValueError(f"{path}: a summary of {data.get('outcome')!r}, not of {outcome!r}")
     for part in data["groups"].values() if "groups" in data else [data]:
@@ -87,8 +89,9 @@ def group(summary: dict[str, Any], value: str, where: str) -> dict[str, Any]:
     """One group of a grouped summary; ValueError naming the groups there are."""
     groups = summary["groups"]
     if value not in groups:
-        raise ValueError(f"{where}: no attempts with {summary['by']} = {value!r}; "
-                         f"found {', '.join(map(repr, groups)) or 'none'}")
+        raise ValueError(
+            f"{where}: no attempts with {summary['by']} = {value!r}; found {', '.join(map(repr, groups)) or 'none'}"
+        )
     return groups[value]
 
 
@@ -97,10 +100,14 @@ def compare(baseline: dict[str, Any], candidate: dict[str, Any]) -> Comparison:
     before = rng.beta(1 + baseline["successes"], 1 + baseline["attempts"] - baseline["successes"], size=SAMPLES)
     after = rng.beta(1 + candidate["successes"], 1 + candidate["attempts"] - candidate["successes"], size=SAMPLES)
     rates = {c["case_id"]: c["successes"] / c["attempts"] for c in baseline["cases"]}
-    regressed = [(c["case_id"], rates[c["case_id"]], c["successes"] / c["attempts"])
-                 for c in candidate["cases"] if c["case_id"] in rates and c["successes"] / c["attempts"] < rates[c["case_id"]]]
+    regressed = [
+        (c["case_id"], rates[c["case_id"]], c["successes"] / c["attempts"])
+        for c in candidate["cases"]
+        if c["case_id"] in rates and c["successes"] / c["attempts"] < rates[c["case_id"]]
+    ]
     return Comparison(
-        baseline=baseline, candidate=candidate,
+        baseline=baseline,
+        candidate=candidate,
         drop=baseline["tsr"]["estimate"] - candidate["tsr"]["estimate"],
         p_worse=float(np.mean(after < before)),
         regressed=sorted(regressed, key=lambda r: r[2] - r[1]),
@@ -109,10 +116,13 @@ def compare(baseline: dict[str, Any], candidate: dict[str, Any]) -> Comparison:
 
 def text(comparison: Comparison, max_drop: float, sides: tuple[str, str] = ("baseline", "candidate")) -> str:
     """The comparison as lines; `sides` names the two (shadow mode: the attribute's values)."""
+
     def tsr(summary: dict[str, Any]) -> str:
         rate = summary["tsr"]
-        return (f"{rate['estimate']:.3f} [{rate['low']:.3f}, {rate['high']:.3f}] "
-                f"({summary['successes']}/{summary['attempts']})")
+        return (
+            f"{rate['estimate']:.3f} [{rate['low']:.3f}, {rate['high']:.3f}] "
+            f"({summary['successes']}/{summary['attempts']})"
+        )
 
     verdict = "FAIL" if comparison.exceeds(max_drop) else "ok"
     width = max(map(len, sides))

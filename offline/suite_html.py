@@ -17,10 +17,10 @@ from functools import lru_cache
 from html import escape
 from typing import Any
 
+from spanscore.core.version import VERSION
 from spanscore.offline.suite_attempts import ScoredRun
 from spanscore.offline.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, ungraded_reasons
 from spanscore.offline.svg_charts import Marker, Series, histogram, interval_bar, line_chart
-from spanscore.core.version import VERSION
 from spanscore.processors.metrics.intervals import pass_at_k_interval, pass_pow_k_interval
 from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_k_unbiased
 from spanscore.processors.metrics.reliability import episode_success
@@ -37,8 +37,9 @@ def render(summary: dict[str, Any], run: ScoredRun, sources: list[str]) -> str:
     if grouped:
         parts.append(_group_table(summary))
         for index, (group, part) in enumerate(summary["groups"].items()):
-            parts.append(f'<section class="group" id="group-{index}"><h2>{escape(summary["by"])} = '
-                         f'{escape(group)}</h2>')
+            parts.append(
+                f'<section class="group" id="group-{index}"><h2>{escape(summary["by"])} = {escape(group)}</h2>'
+            )
             parts.append(_body(part, run.scores.get(group, {}), f"g{index}"))
             parts.append("</section>")
     else:
@@ -48,86 +49,120 @@ def render(summary: dict[str, Any], run: ScoredRun, sources: list[str]) -> str:
 
 
 def _head() -> str:
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>spanscore suite report</title><style>{STYLE}</style></head>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>spanscore suite report</title><style>{STYLE}</style></head>"
+    )
 
 
 def _header(summary: dict[str, Any], sources: list[str]) -> str:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     outcome = summary.get("outcome", "success")
-    what = ("an attempt succeeds when every ground-truth check of its case passed (eval.success)"
-            if outcome == "success" else f"an attempt is a span scored by {outcome}; it succeeds on a pass label")
-    return (f"<header><h1>Suite report</h1><p class=meta>{escape(', '.join(sources))} · {escape(what)} · "
-            f"generated {generated} by spanscore {escape(VERSION)}</p></header>")
+    what = (
+        "an attempt succeeds when every ground-truth check of its case passed (eval.success)"
+        if outcome == "success"
+        else f"an attempt is a span scored by {outcome}; it succeeds on a pass label"
+    )
+    return (
+        f"<header><h1>Suite report</h1><p class=meta>{escape(', '.join(sources))} · {escape(what)} · "
+        f"generated {generated} by spanscore {escape(VERSION)}</p></header>"
+    )
 
 
 def _group_table(summary: dict[str, Any]) -> str:
     rows = []
     for index, (group, part) in enumerate(summary["groups"].items()):
         ssr = part["ssr"]
-        rows.append(f'<tr><td><a href="#group-{index}">{escape(group)}</a></td><td class=num>{part["attempts"]}</td>'
-                    f'<td class=num>{part["successes"]}</td><td>{_rate_cell(part["tsr"])}</td>'
-                    f'<td>{_rate_cell(ssr) if ssr else "–"}</td></tr>')
-    return (f'<section><h2>Groups by {escape(summary["by"])}</h2><table class=groups><thead><tr>'
-            f'<th>{escape(summary["by"])}</th><th>Attempts</th><th>Successes</th><th>TSR (95% interval)</th>'
-            f'<th>SSR (95% interval)</th></tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
+        rows.append(
+            f'<tr><td><a href="#group-{index}">{escape(group)}</a></td><td class=num>{part["attempts"]}</td>'
+            f"<td class=num>{part['successes']}</td><td>{_rate_cell(part['tsr'])}</td>"
+            f"<td>{_rate_cell(ssr) if ssr else '–'}</td></tr>"
+        )
+    return (
+        f"<section><h2>Groups by {escape(summary['by'])}</h2><table class=groups><thead><tr>"
+        f"<th>{escape(summary['by'])}</th><th>Attempts</th><th>Successes</th><th>TSR (95% interval)</th>"
+        f"<th>SSR (95% interval)</th></tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+    )
 
 
 def _body(summary: dict[str, Any], scores: dict[str, list[float]], key: str) -> str:
-    return "".join([
-        _headline(summary),
-        '<div class=charts>', _suite_curves(summary), _budget(summary), "</div>",
-        _distributions(scores),
-        _cases(summary, key),
-    ])
+    return "".join(
+        [
+            _headline(summary),
+            "<div class=charts>",
+            _suite_curves(summary),
+            _budget(summary),
+            "</div>",
+            _distributions(scores),
+            _cases(summary, key),
+        ]
+    )
 
 
 def _headline(summary: dict[str, Any]) -> str:
     tsr, ssr, steps = summary["tsr"], summary["ssr"], summary["steps"]
-    cards = [_card("Task success rate (TSR)", tsr,
-                   f'{summary["successes"]} of {summary["attempts"]} attempts succeeded'),
-             _card("Step success rate (SSR)", ssr,
-                   f'tool calls that did not fail and were expected, mean over {steps["attempts_with_steps"]} attempts'
-                   if steps else "no attempt called a tool")]
-    facts = [f'<b>{len(summary["cases"])}</b> cases', f'<b>{summary["attempts"]}</b> attempts']
+    cards = [
+        _card("Task success rate (TSR)", tsr, f"{summary['successes']} of {summary['attempts']} attempts succeeded"),
+        _card(
+            "Step success rate (SSR)",
+            ssr,
+            f"tool calls that did not fail and were expected, mean over {steps['attempts_with_steps']} attempts"
+            if steps
+            else "no attempt called a tool",
+        ),
+    ]
+    facts = [f"<b>{len(summary['cases'])}</b> cases", f"<b>{summary['attempts']}</b> attempts"]
     if summary["ungraded"]:
-        facts.append(f'<b class=warn>{summary["ungraded"]}</b> ungraded (outcome recorded as an error or skipped, '
-                     f'left out of the rates)')
-        facts += [f'<span class=note>{count} × {escape(reason)}</span>'
-                  for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]]
+        facts.append(
+            f"<b class=warn>{summary['ungraded']}</b> ungraded (outcome recorded as an error or skipped, "
+            f"left out of the rates)"
+        )
+        facts += [
+            f"<span class=note>{count} × {escape(reason)}</span>"
+            for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]
+        ]
     if steps:
-        facts.append(f'<b>{steps["mean_steps"]:.1f}</b> steps per attempt')
-        facts.append(f'per-step error <b>{steps["step_error"]:.3f}</b>')
-    return (f'<div class=cards>{"".join(cards)}<div class="card facts">{"<br>".join(facts)}</div></div>')
+        facts.append(f"<b>{steps['mean_steps']:.1f}</b> steps per attempt")
+        facts.append(f"per-step error <b>{steps['step_error']:.3f}</b>")
+    return f'<div class=cards>{"".join(cards)}<div class="card facts">{"<br>".join(facts)}</div></div>'
 
 
 def _card(title: str, rate: dict[str, float] | None, note: str) -> str:
     if rate is None:
-        return f'<div class=card><h3>{title}</h3><p class=big>–</p><p class=note>{escape(note)}</p></div>'
-    return (f'<div class=card><h3>{title}</h3><p class=big>{rate["estimate"]:.1%}</p>'
-            f'<p>95% interval {rate["low"]:.1%} – {rate["high"]:.1%}</p>'
-            f'{interval_bar(rate["estimate"], rate["low"], rate["high"])}<p class=note>{escape(note)}</p></div>')
+        return f"<div class=card><h3>{title}</h3><p class=big>–</p><p class=note>{escape(note)}</p></div>"
+    return (
+        f"<div class=card><h3>{title}</h3><p class=big>{rate['estimate']:.1%}</p>"
+        f"<p>95% interval {rate['low']:.1%} – {rate['high']:.1%}</p>"
+        f"{interval_bar(rate['estimate'], rate['low'], rate['high'])}<p class=note>{escape(note)}</p></div>"
+    )
 
 
 def _suite_curves(summary: dict[str, Any]) -> str:
     suite = summary["suite"]
     ks = sorted(int(k) for k in suite["pass_at_k"])
     series = [_series("pass@k", suite["pass_at_k"], AT_K), _series("pass^k", suite["pass_pow_k"], POW_K)]
-    chart = line_chart(series, "k (attempts)", "probability", max(ks), x_min=1, integer_x=True,
-                       title="suite pass@k and pass^k over k")
-    note = (f"Mean over the {len(summary['cases'])} cases of each case's unbiased estimate; bands are 95% "
-            f"intervals. k goes up to the fewest attempts of any case ({max(ks)}). pass@k: at least one of k "
-            f"attempts succeeds; pass^k: all k do.")
+    chart = line_chart(
+        series, "k (attempts)", "probability", max(ks), x_min=1, integer_x=True, title="suite pass@k and pass^k over k"
+    )
+    note = (
+        f"Mean over the {len(summary['cases'])} cases of each case's unbiased estimate; bands are 95% "
+        f"intervals. k goes up to the fewest attempts of any case ({max(ks)}). pass@k: at least one of k "
+        f"attempts succeeds; pass^k: all k do."
+    )
     if len(ks) == 1:
         note += " Run each case more than once to see how they change with k."
-    return f'<figure><figcaption>pass@k and pass^k, suite</figcaption>{chart}<p class=note>{note}</p></figure>'
+    return f"<figure><figcaption>pass@k and pass^k, suite</figcaption>{chart}<p class=note>{note}</p></figure>"
 
 
 def _series(name: str, rates: dict[str, dict[str, float]], color: str) -> Series:
     ks = sorted(rates, key=int)
-    return Series(name, [(int(k), rates[k]["estimate"]) for k in ks],
-                  band=[(int(k), rates[k]["low"], rates[k]["high"]) for k in ks], color=color)
+    return Series(
+        name,
+        [(int(k), rates[k]["estimate"]) for k in ks],
+        band=[(int(k), rates[k]["low"], rates[k]["high"]) for k in ks],
+        color=color,
+    )
 
 
 def _budget(summary: dict[str, Any]) -> str:
@@ -141,60 +176,100 @@ def _budget(summary: dict[str, Any]) -> str:
     series = [Series(f"ε = {e:g}", [(n, episode_success(e, n)) for n in ns], markers=False) for e in shown]
     markers = []
     if measured is not None:
-        series.append(Series(f"measured ε = {measured:.3f}", [(n, episode_success(measured, n)) for n in ns],
-                             color="#111", dashed=True, markers=False))
+        series.append(
+            Series(
+                f"measured ε = {measured:.3f}",
+                [(n, episode_success(measured, n)) for n in ns],
+                color="#111",
+                dashed=True,
+                markers=False,
+            )
+        )
         expected = episode_success(measured, max(1, round(length)))
         markers.append(Marker(length, expected, f"{length:.1f} steps → {expected:.0%} expected"))
         markers.append(Marker(length, summary["tsr"]["estimate"], f"measured TSR {summary['tsr']['estimate']:.0%}"))
-    chart = line_chart(series, "N (steps per episode)", "episode success (1 − ε)^N", n_max, x_min=1,
-                       markers=markers, title="reliability budget")
-    note = ("Expected episode success when each of N steps fails independently with probability ε. "
-            + ("The circles mark the suite's mean steps per attempt with the success its per-step error predicts, "
-               "and the TSR it measured." if steps else "No attempt called a tool, so no per-step error is marked."))
-    return f'<figure><figcaption>Reliability budget</figcaption>{chart}<p class=note>{note}</p></figure>'
+    chart = line_chart(
+        series,
+        "N (steps per episode)",
+        "episode success (1 − ε)^N",
+        n_max,
+        x_min=1,
+        markers=markers,
+        title="reliability budget",
+    )
+    note = "Expected episode success when each of N steps fails independently with probability ε. " + (
+        "The circles mark the suite's mean steps per attempt with the success its per-step error predicts, "
+        "and the TSR it measured."
+        if steps
+        else "No attempt called a tool, so no per-step error is marked."
+    )
+    return f"<figure><figcaption>Reliability budget</figcaption>{chart}<p class=note>{note}</p></figure>"
 
 
 def _distributions(scores: dict[str, list[float]]) -> str:
     if not scores:
         return ""
     figures = []
-    for i, (metric, values) in enumerate(sorted(scores.items())):
+    for metric, values in sorted(scores.items()):
         mean = sum(values) / len(values)
-        figures.append(f'<figure class=small><figcaption>{escape(metric)} <span class=note>n={len(values)}, '
-                       f'mean {mean:.2f}</span></figcaption>{histogram(values, title=metric)}</figure>')
-    return ('<section><h2>Score distributions</h2><p class=note>Every score of every scored span and session, '
-            f'in tenths of [0, 1]. Hover a bar for its count.</p><div class=grid>{"".join(figures)}</div></section>')
+        figures.append(
+            f"<figure class=small><figcaption>{escape(metric)} <span class=note>n={len(values)}, "
+            f"mean {mean:.2f}</span></figcaption>{histogram(values, title=metric)}</figure>"
+        )
+    return (
+        "<section><h2>Score distributions</h2><p class=note>Every score of every scored span and session, "
+        f"in tenths of [0, 1]. Hover a bar for its count.</p><div class=grid>{''.join(figures)}</div></section>"
+    )
 
 
 def _cases(summary: dict[str, Any], key: str) -> str:
     ks = sorted({int(k) for case in summary["cases"] for k in case["pass_at_k"]})
-    head = ["Case", "Attempts", "Successes", "Success rate", *(f"pass@{k}" for k in ks), *(f"pass^{k}" for k in ks),
-            "Progress AUC", "Trajectory similarity"]
+    head = [
+        "Case",
+        "Attempts",
+        "Successes",
+        "Success rate",
+        *(f"pass@{k}" for k in ks),
+        *(f"pass^{k}" for k in ks),
+        "Progress AUC",
+        "Trajectory similarity",
+    ]
     rows = []
     for index, case in enumerate(summary["cases"]):
         n, c = case["attempts"], case["successes"]
-        cells = [(case["case_id"], f'<td><button class=open aria-expanded=false>▸</button> '
-                                   f'{escape(case["case_id"])}</td>'),
-                 (n, f"<td class=num>{n}</td>"), (c, f"<td class=num>{c}</td>"),
-                 (c / n, f"<td class=num>{c / n:.2f}</td>")]
+        cells = [
+            (case["case_id"], f"<td><button class=open aria-expanded=false>▸</button> {escape(case['case_id'])}</td>"),
+            (n, f"<td class=num>{n}</td>"),
+            (c, f"<td class=num>{c}</td>"),
+            (c / n, f"<td class=num>{c / n:.2f}</td>"),
+        ]
         for rates in (case["pass_at_k"], case["pass_pow_k"]):
             for k in ks:
                 rate = rates.get(str(k))
-                cells.append((rate["estimate"], f'<td class=num title="95% interval {rate["low"]:.3f} – '
-                                                f'{rate["high"]:.3f}">{rate["estimate"]:.2f}</td>')
-                             if rate else (-1, '<td class=num title="fewer attempts than k">–</td>'))
+                cells.append(
+                    (
+                        rate["estimate"],
+                        f'<td class=num title="95% interval {rate["low"]:.3f} – '
+                        f'{rate["high"]:.3f}">{rate["estimate"]:.2f}</td>',
+                    )
+                    if rate
+                    else (-1, '<td class=num title="fewer attempts than k">–</td>')
+                )
         for value in (case["progress_auc"], case["trajectory_similarity"]):
-            cells.append((value, f"<td class=num>{value:.2f}</td>") if value is not None
-                         else (-1, "<td class=num>–</td>"))
+            cells.append(
+                (value, f"<td class=num>{value:.2f}</td>") if value is not None else (-1, "<td class=num>–</td>")
+            )
         row_class = "fail" if c < n else "pass"
         sort_values = escape(json.dumps([v for v, _ in cells]))
         rows.append(f'<tr class="case {row_class}" data-sort="{sort_values}">{"".join(h for _, h in cells)}</tr>')
-        rows.append(f'<tr class=detail hidden><td colspan={len(head)}>{_case_detail(case, f"{key}-{index}")}</td></tr>')
-    header = "".join(f'<th data-col={i} tabindex=0>{escape(h)}</th>' for i, h in enumerate(head))
-    return ('<section><h2>Cases</h2><p class=note>Click a column to sort, a case to see its pass@k curves and '
-            'the failed checks and explanations of each failed attempt. Hover a pass@k cell for its interval.</p>'
-            f'<div class=scroll><table class=cases><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody>'
-            '</table></div></section>')
+        rows.append(f"<tr class=detail hidden><td colspan={len(head)}>{_case_detail(case, f'{key}-{index}')}</td></tr>")
+    header = "".join(f"<th data-col={i} tabindex=0>{escape(h)}</th>" for i, h in enumerate(head))
+    return (
+        "<section><h2>Cases</h2><p class=note>Click a column to sort, a case to see its pass@k curves and "
+        "the failed checks and explanations of each failed attempt. Hover a pass@k cell for its interval.</p>"
+        f"<div class=scroll><table class=cases><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody>"
+        "</table></div></section>"
+    )
 
 
 def _case_detail(case: dict[str, Any], key: str) -> str:
@@ -202,25 +277,44 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
     ks = list(range(1, min(n, MAX_CURVE_K) + 1))
     at_k = [(k, pass_at_k_unbiased(n, c, k), *_interval(pass_at_k_interval, n, c, k)) for k in ks]
     pow_k = [(k, pass_pow_k_unbiased(n, c, k), *_interval(pass_pow_k_interval, n, c, k)) for k in ks]
-    chart = line_chart([
-        Series("pass@k", [(k, e) for k, e, _, _ in at_k], band=[(k, lo, hi) for k, _, lo, hi in at_k], color=AT_K),
-        Series("pass^k", [(k, e) for k, e, _, _ in pow_k], band=[(k, lo, hi) for k, _, lo, hi in pow_k], color=POW_K),
-    ], "k (attempts)", "probability", max(ks), x_min=1, integer_x=True, width=420, height=230,
-        title=f"pass@k and pass^k of {case['case_id']}")
+    chart = line_chart(
+        [
+            Series("pass@k", [(k, e) for k, e, _, _ in at_k], band=[(k, lo, hi) for k, _, lo, hi in at_k], color=AT_K),
+            Series(
+                "pass^k", [(k, e) for k, e, _, _ in pow_k], band=[(k, lo, hi) for k, _, lo, hi in pow_k], color=POW_K
+            ),
+        ],
+        "k (attempts)",
+        "probability",
+        max(ks),
+        x_min=1,
+        integer_x=True,
+        width=420,
+        height=230,
+        title=f"pass@k and pass^k of {case['case_id']}",
+    )
     failures = case["failures"]
     if failures:
         items = []
         for number, failure in enumerate(failures[:FAILURES_SHOWN], 1):
-            findings = "".join(
-                f'<li><b>{escape(f["metric"])}</b>'
-                + (f' {f["score"]:.2f}' if f["score"] is not None else ' <span class=warn>error</span>')
-                + f' <span class=note>on {escape(f["where"])}</span><br>{escape(f["text"])}</li>'
-                for f in failure["findings"]) or "<li>No failed result was recorded on its spans.</li>"
-            items.append(f'<div class=failure><p>Failed attempt {number} of {len(failures)} · trace '
-                         f'<code>{escape(failure["trace_id"])}</code></p><ul>{findings}</ul></div>')
+            findings = (
+                "".join(
+                    f"<li><b>{escape(f['metric'])}</b>"
+                    + (f" {f['score']:.2f}" if f["score"] is not None else " <span class=warn>error</span>")
+                    + f" <span class=note>on {escape(f['where'])}</span><br>{escape(f['text'])}</li>"
+                    for f in failure["findings"]
+                )
+                or "<li>No failed result was recorded on its spans.</li>"
+            )
+            items.append(
+                f"<div class=failure><p>Failed attempt {number} of {len(failures)} · trace "
+                f"<code>{escape(failure['trace_id'])}</code></p><ul>{findings}</ul></div>"
+            )
         if len(failures) > FAILURES_SHOWN:
-            items.append(f"<p class=note>{len(failures) - FAILURES_SHOWN} more failed attempts are listed in the "
-                         f"JSON summary (--json).</p>")
+            items.append(
+                f"<p class=note>{len(failures) - FAILURES_SHOWN} more failed attempts are listed in the "
+                f"JSON summary (--json).</p>"
+            )
         failed = "".join(items)
     else:
         failed = "<p>Every attempt succeeded.</p>"
@@ -235,7 +329,7 @@ def _interval(function, n: int, c: int, k: int) -> tuple[float, float]:
 
 
 def _rate_cell(rate: dict[str, float]) -> str:
-    return f'{rate["estimate"]:.1%} <span class=note>[{rate["low"]:.1%}, {rate["high"]:.1%}]</span>'
+    return f"{rate['estimate']:.1%} <span class=note>[{rate['low']:.1%}, {rate['high']:.1%}]</span>"
 
 
 STYLE = """
@@ -249,13 +343,16 @@ color:var(--muted);font-weight:600;text-transform:uppercase;letter-spacing:.03em
 border-radius:8px;padding:14px 16px;min-width:240px;flex:1}.card p{margin:4px 0}.big{font-size:30px;font-weight:700}
 .facts{line-height:1.9}.charts{display:flex;gap:14px;flex-wrap:wrap}figure{background:#fff;border:1px solid var(--line);
 border-radius:8px;padding:12px;margin:0;flex:1;min-width:300px}figure svg{max-width:100%;height:auto}
-figcaption{font-weight:600;margin-bottom:6px}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));
-gap:12px}figure.small{min-width:0}table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
+figcaption{font-weight:600;margin-bottom:6px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));
+gap:12px}figure.small{min-width:0}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
 th,td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{background:#f3f4f6;cursor:pointer;user-select:none;white-space:nowrap;position:sticky;top:0}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}tr.case{cursor:pointer}tr.case:hover{background:#f3f4f6}
-tr.case td:first-child{white-space:nowrap}tr.case.fail td:first-child{border-left:3px solid var(--fail)}tr.case.pass td:first-child{border-left:3px solid var(--pass)}
+tr.case td:first-child{white-space:nowrap}tr.case.fail td:first-child{border-left:3px solid var(--fail)}
+tr.case.pass td:first-child{border-left:3px solid var(--pass)}
 button.open{border:0;background:none;cursor:pointer;font-size:12px;padding:0 4px}
 .detail-body{display:flex;gap:16px;flex-wrap:wrap}.detail-body figure{flex:0 0 auto;border:0;padding:0}
 .failures{flex:1;min-width:320px;max-height:420px;overflow:auto}.failure{border-left:3px solid var(--fail);
@@ -288,7 +385,8 @@ document.querySelectorAll('table.cases').forEach(function (table) {
       });
       pairs.sort(function (a, b) {
         var x = a[0], y = b[0];
-        var order = (typeof x === 'string') ? String(x).localeCompare(String(y)) : (x === null ? -1 : x) - (y === null ? -1 : y);
+        var order = (typeof x === 'string') ? String(x).localeCompare(String(y))
+            : (x === null ? -1 : x) - (y === null ? -1 : y);
         return ascending ? order : -order;
       });
       pairs.forEach(function (p) { body.appendChild(p[1]); body.appendChild(p[2]); });

@@ -39,16 +39,21 @@ MAX_CURVE_K = 20
 UNGRADED_REASONS_SHOWN = 3  # distinct reasons the text and the page name; the JSON has every attempt
 
 
-def summarize_groups(run: ScoredRun, ks: Sequence[int] = DEFAULT_K,
-                     dataset: Dataset | None = None) -> dict[str, Any]:
+def summarize_groups(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
     """`{"by": key, "groups": {value: summary}}` for a run read with `by`; else one summary."""
     if run.by is None:
         return summarize(run, ks, dataset)
     if not run.attempts:
         raise ValueError(_nothing_graded(run))
-    return {"by": run.by, "outcome": run.outcome,
-            "groups": {group: summarize(run.only(group), ks, dataset) for group in run.groups()
-                       if any(a.group == group for a in run.attempts)}}
+    return {
+        "by": run.by,
+        "outcome": run.outcome,
+        "groups": {
+            group: summarize(run.only(group), ks, dataset)
+            for group in run.groups()
+            if any(a.group == group for a in run.attempts)
+        },
+    }
 
 
 def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
@@ -57,54 +62,89 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
     attempts = run.attempts
     successes = sum(a.success for a in attempts)
     summary: dict[str, Any] = {
-        "outcome": run.outcome, "attempts": len(attempts), "successes": successes,
-        "ungraded": len(run.ungraded), "tsr": _rate(successes, len(attempts)), "ssr": None, "steps": None,
-        "suite": {}, "cases": [],
+        "outcome": run.outcome,
+        "attempts": len(attempts),
+        "successes": successes,
+        "ungraded": len(run.ungraded),
+        "tsr": _rate(successes, len(attempts)),
+        "ssr": None,
+        "steps": None,
+        "suite": {},
+        "cases": [],
         # Left out of the rates: which attempts, and why (an error, or skipped past the judge's budget).
         "ungraded_attempts": [{"case_id": u.case_id, "trace_id": u.trace_id, "reason": u.error} for u in run.ungraded],
     }
-    episodes = [[ok and (expected is None or name in expected) for name, ok in a.steps]
-                for a in attempts if a.steps for expected in [_expected_tools(dataset, a.case_id)]]
+    episodes = [
+        [ok and (expected is None or name in expected) for name, ok in a.steps]
+        for a in attempts
+        if a.steps
+        for expected in [_expected_tools(dataset, a.case_id)]
+    ]
     if episodes:
         ssr = step_success_rate(episodes)
         interval = mean_rate_interval([sum(e) / len(e) for e in episodes])
         summary["ssr"] = {"estimate": ssr, "low": interval.low, "high": interval.high}
-        summary["steps"] = {"attempts_with_steps": len(episodes), "mean_steps": sum(map(len, episodes)) / len(episodes),
-                            "step_error": 1 - ssr}
+        summary["steps"] = {
+            "attempts_with_steps": len(episodes),
+            "mean_steps": sum(map(len, episodes)) / len(episodes),
+            "step_error": 1 - ssr,
+        }
     by_case: dict[str, list[Attempt]] = defaultdict(list)
     for attempt in attempts:
         by_case[attempt.case_id].append(attempt)
     counts = [(len(a), sum(x.success for x in a)) for _, a in sorted(by_case.items())]
     fewest = min(MAX_CURVE_K, *(n for n, _ in counts))
     summary["suite"] = {
-        "pass_at_k": {str(k): _suite_rate([pass_at_k_unbiased(n, c, k) for n, c in counts])
-                      for k in range(1, fewest + 1)},
-        "pass_pow_k": {str(k): _suite_rate([pass_pow_k_unbiased(n, c, k) for n, c in counts])
-                       for k in range(1, fewest + 1)},
+        "pass_at_k": {
+            str(k): _suite_rate([pass_at_k_unbiased(n, c, k) for n, c in counts]) for k in range(1, fewest + 1)
+        },
+        "pass_pow_k": {
+            str(k): _suite_rate([pass_pow_k_unbiased(n, c, k) for n, c in counts]) for k in range(1, fewest + 1)
+        },
     }
     for case_id, case_attempts in sorted(by_case.items()):
         n, c = len(case_attempts), sum(a.success for a in case_attempts)
         aucs = [a.progress_auc for a in case_attempts if a.progress_auc is not None]
-        summary["cases"].append({
-            "case_id": case_id, "attempts": n, "successes": c,
-            "pass_at_k": {str(k): _with_interval(pass_at_k_unbiased(n, c, k), pass_at_k_interval(n, c, k))
-                          for k in ks if k <= n},
-            "pass_pow_k": {str(k): _with_interval(pass_pow_k_unbiased(n, c, k), pass_pow_k_interval(n, c, k))
-                           for k in ks if k <= n},
-            "progress_auc": sum(aucs) / len(aucs) if aucs else None,
-            "trajectory_similarity": mean_pairwise_similarity([[name for name, _ in a.steps] for a in case_attempts]),
-            "failures": [{"trace_id": a.trace_id,
-                          "findings": [{"metric": f.metric, "where": f.where, "score": f.score, "text": f.text}
-                                       for f in a.findings]}
-                         for a in case_attempts if not a.success],
-        })
+        summary["cases"].append(
+            {
+                "case_id": case_id,
+                "attempts": n,
+                "successes": c,
+                "pass_at_k": {
+                    str(k): _with_interval(pass_at_k_unbiased(n, c, k), pass_at_k_interval(n, c, k))
+                    for k in ks
+                    if k <= n
+                },
+                "pass_pow_k": {
+                    str(k): _with_interval(pass_pow_k_unbiased(n, c, k), pass_pow_k_interval(n, c, k))
+                    for k in ks
+                    if k <= n
+                },
+                "progress_auc": sum(aucs) / len(aucs) if aucs else None,
+                "trajectory_similarity": mean_pairwise_similarity(
+                    [[name for name, _ in a.steps] for a in case_attempts]
+                ),
+                "failures": [
+                    {
+                        "trace_id": a.trace_id,
+                        "findings": [
+                            {"metric": f.metric, "where": f.where, "score": f.score, "text": f.text} for f in a.findings
+                        ],
+                    }
+                    for a in case_attempts
+                    if not a.success
+                ],
+            }
+        )
     return summary
 
 
 def _nothing_graded(run: ScoredRun) -> str:
     if run.ungraded:
-        return (f"no graded attempts found: all {len(run.ungraded)} carry eval.{run.outcome}.error or .skipped "
-                f"(first: {run.ungraded[0].error})")
+        return (
+            f"no graded attempts found: all {len(run.ungraded)} carry eval.{run.outcome}.error or .skipped "
+            f"(first: {run.ungraded[0].error})"
+        )
     if run.outcome == "success":
         return "no graded attempts found: score the files with the ground_truth processor first"
     return f"no graded attempts found: no span carries eval.{run.outcome}.score"
@@ -133,16 +173,20 @@ def text(summary: dict[str, Any]) -> str:
     """The summary (or each group's) as a few readable lines."""
     if "groups" in summary:
         return "\n\n".join(f"{summary['by']} = {group}\n{text(part)}" for group, part in summary["groups"].items())
-    lines = [f"TSR {_show(summary['tsr'])} ({summary['successes']}/{summary['attempts']} {summary['outcome']})"
-             + (f", {summary['ungraded']} ungraded" if summary["ungraded"] else ""),
-             f"SSR {_show(summary['ssr']) if summary['ssr'] else '- (no steps)'}"]
+    lines = [
+        f"TSR {_show(summary['tsr'])} ({summary['successes']}/{summary['attempts']} {summary['outcome']})"
+        + (f", {summary['ungraded']} ungraded" if summary["ungraded"] else ""),
+        f"SSR {_show(summary['ssr']) if summary['ssr'] else '- (no steps)'}",
+    ]
     for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]:
         lines.append(f"ungraded x{count}: {reason}")
     for case in summary["cases"]:
         rates = "  ".join(f"pass@{k} {_show(v)}" for k, v in case["pass_at_k"].items())
         similarity = case["trajectory_similarity"]
-        lines.append(f"{case['case_id']}: {case['successes']}/{case['attempts']} succeeded  {rates}"
-                     + (f"  similarity {similarity:.2f}" if similarity is not None else ""))
+        lines.append(
+            f"{case['case_id']}: {case['successes']}/{case['attempts']} succeeded  {rates}"
+            + (f"  similarity {similarity:.2f}" if similarity is not None else "")
+        )
     return "\n".join(lines)
 
 

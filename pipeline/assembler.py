@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.component import ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
 from spanscore.core.quoting import excerpt
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.pipeline.settings import PipelineSettings
+
 
 class Assembler:
     """Buffers spans by trace id until their trace is ready."""
@@ -160,11 +162,15 @@ def _id_problem(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> str |
     if len(trace_id) != 16 or not any(trace_id):
         return f"span with invalid trace_id {excerpt(trace_id.hex()) or '(empty)'}: must be 16 bytes, not all zero"
     if len(span_id) != 8 or not any(span_id):
-        return (f"span with invalid span_id {excerpt(span_id.hex()) or '(empty)'} in trace {trace_id.hex()}: "
-                "must be 8 bytes, not all zero")
+        return (
+            f"span with invalid span_id {excerpt(span_id.hex()) or '(empty)'} in trace {trace_id.hex()}: "
+            "must be 8 bytes, not all zero"
+        )
     if parent_span_id and len(parent_span_id) != 8:
-        return (f"span {span_id.hex()} has an invalid parent_span_id {excerpt(parent_span_id.hex())}: "
-                "must be empty or 8 bytes")
+        return (
+            f"span {span_id.hex()} has an invalid parent_span_id {excerpt(parent_span_id.hex())}: "
+            "must be empty or 8 bytes"
+        )
     return None
 
 

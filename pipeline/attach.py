@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from spanscore.pipeline.counts import PipelineCounts
-from spanscore.pipeline.scoring import Scored
 from spanscore.core.attributes import find_attribute
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session
@@ -21,15 +19,23 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
-from spanscore.processors.agent_trace import agent_name_of
+from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, session_carrier
+from spanscore.pipeline.scoring import Scored
+from spanscore.processors.agent_trace import agent_name_of
 
 
 class ScoreAttacher:
     """Called on the collector's event loop; mutates only the span it attaches to."""
 
-    def __init__(self, counts: PipelineCounts, clock: Callable[[], float], span_events: bool = True,
-                 score_metrics: ScoreMetrics | None = None, evaluation_logs: EvaluationLogs | None = None):
+    def __init__(
+        self,
+        counts: PipelineCounts,
+        clock: Callable[[], float],
+        span_events: bool = True,
+        score_metrics: ScoreMetrics | None = None,
+        evaluation_logs: EvaluationLogs | None = None,
+    ):
         self.counts = counts
         self.clock = clock
         self.span_events = span_events
@@ -63,8 +69,7 @@ class ScoreAttacher:
         if self.score_metrics is not None:
             service = find_attribute(session.resource.attributes, "service.name")
             self._record(session.results, usages, service, None, attributes)
-        resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION, self.provenance,
-                                         self.span_events)
+        resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION, self.provenance, self.span_events)
         scope_spans = resource_spans.scope_spans[0]
         span = scope_spans.spans[0]
         attach_attributes(span, attributes)

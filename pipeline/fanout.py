@@ -12,21 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spanscore.pipeline.counts import PipelineCounts
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.routing import ROUTE_ATTRIBUTE, TraceRouter
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.trace_exporter import TraceExporter
+from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.score_attributes import attach_attributes
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
 
 class FanOut:
     """Called on the collector's event loop; exporters call back through `trace.export_done`."""
 
-    def __init__(self, exporters: list[TraceExporter], counts: PipelineCounts, router: TraceRouter | None = None,
-                 book: WriteAheadBook | None = None, open_sessions: Mapping[str, Session] | None = None):
+    def __init__(
+        self,
+        exporters: list[TraceExporter],
+        counts: PipelineCounts,
+        router: TraceRouter | None = None,
+        book: WriteAheadBook | None = None,
+        open_sessions: Mapping[str, Session] | None = None,
+    ):
         self.exporters = exporters
         self.counts = counts
         self.router = router

@@ -15,11 +15,11 @@ from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
+from spanscore.extensions.write_ahead_log import Replayed
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
-from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
-from spanscore.extensions.write_ahead_log import Replayed
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -27,8 +27,13 @@ log = logging.getLogger("spanscore.pipeline")
 class Intake:
     """The traces consumer receivers call, on the collector's event loop."""
 
-    def __init__(self, assembler: Assembler, counts: PipelineCounts, clock: Callable[[], float],
-                 book: WriteAheadBook | None = None):
+    def __init__(
+        self,
+        assembler: Assembler,
+        counts: PipelineCounts,
+        clock: Callable[[], float],
+        book: WriteAheadBook | None = None,
+    ):
         self.assembler = assembler
         self.counts = counts
         self.clock = clock
@@ -40,15 +45,20 @@ class Intake:
         counts = self.counts
         if counts.held_spans >= counts.max_held_spans:
             counts.refused_requests += 1
-            raise ConsumerFull(f"spanscore is holding {counts.held_spans} spans, its limit; retry later",
-                               self.retry_after_s)
+            raise ConsumerFull(
+                f"spanscore is holding {counts.held_spans} spans, its limit; retry later", self.retry_after_s
+            )
         if self.book is not None and self.book.log.full:
             counts.refused_requests += 1
-            raise ConsumerFull(f"the write-ahead log holds {self.book.log.bytes_on_disk >> 20} MiB, its limit, "
-                               "until exports catch up; retry later", self.retry_after_s)
+            raise ConsumerFull(
+                f"the write-ahead log holds {self.book.log.bytes_on_disk >> 20} MiB, its limit, "
+                "until exports catch up; retry later",
+                self.retry_after_s,
+            )
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
+    def consume(
+        self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
+    ) -> ConsumeOutcome:
         """Take a parsed request; raises ConsumerFull."""
         self.check_capacity()
         wal = self.book.log if self.book is not None and write_ahead else None
@@ -85,5 +95,6 @@ class Intake:
             self.counts.held_spans += outcome.accepted
             self.counts.replayed_spans += outcome.accepted
         if requests:
-            log.warning("replayed %d spans of %d requests from the write-ahead log", self.counts.replayed_spans,
-                        len(requests))
+            log.warning(
+                "replayed %d spans of %d requests from the write-ahead log", self.counts.replayed_spans, len(requests)
+            )

@@ -70,8 +70,14 @@ class MemoryLimiter:
     /proc/self/statm fails at start rather than never refusing; nothing to release.
     """
 
-    def __init__(self, component_id: str, config: MemoryLimiterConfig, consumer: TracesConsumer,
-                 read_rss: Callable[[], int] = resident_bytes, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        component_id: str,
+        config: MemoryLimiterConfig,
+        consumer: TracesConsumer,
+        read_rss: Callable[[], int] = resident_bytes,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.id = component_id
         self.config = config
         self.consumer = consumer
@@ -88,8 +94,9 @@ class MemoryLimiter:
         try:
             self.rss_bytes = self.read_rss()
         except OSError as exc:
-            raise OSError(f"memory_limiter {self.id} cannot read this process's memory use from {STATM}: "
-                          f"{exc.strerror or exc}") from None
+            raise OSError(
+                f"memory_limiter {self.id} cannot read this process's memory use from {STATM}: {exc.strerror or exc}"
+            ) from None
 
     async def shutdown(self, deadline: float) -> None:
         return None
@@ -98,8 +105,9 @@ class MemoryLimiter:
         self._refuse_when_high()
         self.consumer.check_capacity()
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
+    def consume(
+        self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
+    ) -> ConsumeOutcome:
         self._refuse_when_high()
         return self.consumer.consume(request, data, write_ahead)
 
@@ -113,8 +121,11 @@ class MemoryLimiter:
             self._measure()
         if self._above_soft:
             self.refused_requests += 1
-            raise ConsumerFull(f"memory use {self.rss_bytes / MIB:.0f} MiB is above the memory_limiter's soft limit "
-                               f"of {self.config.soft_limit_mib:.0f} MiB; retry later", self.retry_after_s)
+            raise ConsumerFull(
+                f"memory use {self.rss_bytes / MIB:.0f} MiB is above the memory_limiter's soft limit "
+                f"of {self.config.soft_limit_mib:.0f} MiB; retry later",
+                self.retry_after_s,
+            )
 
     def _measure(self) -> None:
         self.rss_bytes = self.read_rss()
@@ -122,14 +133,21 @@ class MemoryLimiter:
         above_soft = rss_mib > self.config.soft_limit_mib
         above_hard = rss_mib > self.config.limit_mib
         if above_hard and not self._above_hard:
-            log.error("memory use %.0f MiB is above the hard limit of %d MiB; refusing data", rss_mib,
-                      self.config.limit_mib)
+            log.error(
+                "memory use %.0f MiB is above the hard limit of %d MiB; refusing data", rss_mib, self.config.limit_mib
+            )
         elif above_soft and not self._above_soft and not above_hard:
-            log.warning("memory use %.0f MiB is above the soft limit of %.0f MiB; refusing data", rss_mib,
-                        self.config.soft_limit_mib)
+            log.warning(
+                "memory use %.0f MiB is above the soft limit of %.0f MiB; refusing data",
+                rss_mib,
+                self.config.soft_limit_mib,
+            )
         elif self._above_soft and not above_soft:
-            log.info("memory use %.0f MiB is back below the soft limit of %.0f MiB; taking data again", rss_mib,
-                     self.config.soft_limit_mib)
+            log.info(
+                "memory use %.0f MiB is back below the soft limit of %.0f MiB; taking data again",
+                rss_mib,
+                self.config.soft_limit_mib,
+            )
         self._above_soft, self._above_hard = above_soft, above_hard
 
 

@@ -16,19 +16,19 @@ import logging
 import time
 from collections.abc import Callable
 
+from spanscore.core.once import FirstSeen
+from spanscore.core.quoting import excerpt
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.attach import ScoreAttacher
-from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.pipeline.score_scope import NOT_AGENT_TRACE
 from spanscore.pipeline.scoring import Scoring
 from spanscore.pipeline.sessions import Sessions
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
-from spanscore.core.once import FirstSeen
-from spanscore.core.quoting import excerpt
-from spanscore.core.session import Session
-from spanscore.core.trace import Trace
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -39,9 +39,17 @@ MIN_TICK_S = 0.005
 class Scheduler:
     """Owns the ready queue and the scoring tasks; on the collector's event loop."""
 
-    def __init__(self, assembler: Assembler, scoring: Scoring | None, attacher: ScoreAttacher, fanout: FanOut,
-                 sessions: Sessions, counts: PipelineCounts, clock: Callable[[], float],
-                 book: WriteAheadBook | None = None):
+    def __init__(
+        self,
+        assembler: Assembler,
+        scoring: Scoring | None,
+        attacher: ScoreAttacher,
+        fanout: FanOut,
+        sessions: Sessions,
+        counts: PipelineCounts,
+        clock: Callable[[], float],
+        book: WriteAheadBook | None = None,
+    ):
         config = assembler.config
         self.assembler = assembler
         self.scoring = scoring
@@ -53,16 +61,18 @@ class Scheduler:
         self.book = book
         self.concurrency = config.scoring_concurrency
         self.tracks_sessions = scoring is not None and scoring.tracks_sessions
-        self.ready = ReadyQueue(config.scoring_batch, max_out=config.scoring_concurrency,
-                                ordered_sessions=self.tracks_sessions)
+        self.ready = ReadyQueue(
+            config.scoring_batch, max_out=config.scoring_concurrency, ordered_sessions=self.tracks_sessions
+        )
         self._scorers: list[asyncio.Task] = []
         self._ticker: asyncio.Task | None = None
         self._unscored_services = FirstSeen()
 
     def start(self) -> None:
         if self.scoring is not None:
-            self._scorers = [asyncio.create_task(self._score_forever(), name=f"scoring-{i}")
-                             for i in range(self.concurrency)]
+            self._scorers = [
+                asyncio.create_task(self._score_forever(), name=f"scoring-{i}") for i in range(self.concurrency)
+            ]
         self._ticker = asyncio.create_task(self._tick_forever(), name="pipeline-ticker")
 
     # Readiness -------------------------------------------------------------------------
@@ -143,8 +153,12 @@ class Scheduler:
         if isinstance(service, str):  # the client's text: quoted, and remembered, cut short
             service = excerpt(service)
         if reason == NOT_AGENT_TRACE and self._unscored_services.first(service):
-            log.info("service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
-                     "processors.assembler.score.agent_traces_only: false scores every trace)", service, reason)
+            log.info(
+                "service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
+                "processors.assembler.score.agent_traces_only: false scores every trace)",
+                service,
+                reason,
+            )
         else:
             log.debug("trace %s forwarded unscored: %s", trace.trace_id_hex, reason)
 
@@ -175,8 +189,9 @@ class Scheduler:
         try:
             await asyncio.wait_for(self.ready.join(), max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-            log.error("shutdown deadline passed with %d traces waiting to be scored; exporting them unscored",
-                      len(self.ready))
+            log.error(
+                "shutdown deadline passed with %d traces waiting to be scored; exporting them unscored", len(self.ready)
+            )
             for scorer in self._scorers:
                 scorer.cancel()  # a cancelled scoring still exports its traces
             await asyncio.gather(*self._scorers, return_exceptions=True)

@@ -29,9 +29,13 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.pipeline import score_wire
 
 
-
-def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | None = None,
-                   provenance: Mapping[str, Provenance] | None = None, span_events: bool = True) -> None:
+def attach_results(
+    span: Span,
+    results: Iterable[MetricResult],
+    now_ns: int | None = None,
+    provenance: Mapping[str, Provenance] | None = None,
+    span_events: bool = True,
+) -> None:
     """Add score attributes (and, with `span_events`, evaluation events) for `results` to
     `span` in place; `provenance` by metric name (code when a metric is not in it).
 
@@ -62,8 +66,11 @@ def attach_results(span: Span, results: Iterable[MetricResult], now_ns: int | No
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
     """`eval.<evaluator>.calls`, `.input_tokens` and `.output_tokens` on `span`."""
     prefix = f"eval.{usage.evaluator}."
-    pairs = [(prefix + "calls", int(usage.calls)), (prefix + "input_tokens", int(usage.input_tokens)),
-             (prefix + "output_tokens", int(usage.output_tokens))]
+    pairs = [
+        (prefix + "calls", int(usage.calls)),
+        (prefix + "input_tokens", int(usage.input_tokens)),
+        (prefix + "output_tokens", int(usage.output_tokens)),
+    ]
     span.MergeFromString(_new_attributes(span, pairs))
 
 
@@ -88,8 +95,14 @@ def _new_attributes(span: Span, pairs: list[tuple[str, str | bool | int | float]
     return score_wire.span_attributes(pairs)
 
 
-def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version: str,
-                    provenance: Mapping[str, Provenance] | None = None, span_events: bool = True) -> ResourceSpans:
+def session_carrier(
+    session: Session,
+    start_ns: int,
+    end_ns: int,
+    scope_version: str,
+    provenance: Mapping[str, Provenance] | None = None,
+    span_events: bool = True,
+) -> ResourceSpans:
     """A one-span trace carrying the session's results, linked to each of its traces."""
     span = Span(
         trace_id=_random_nonzero(16),
@@ -105,11 +118,7 @@ def session_carrier(session: Session, start_ns: int, end_ns: int, scope_version:
             _kv("openinference.span.kind", AnyValue(string_value="EVALUATOR")),
             _kv("eval.session.trace_count", AnyValue(int_value=len(session.traces))),
         ],
-        links=[
-            Span.Link(trace_id=t.trace_id, span_id=t.anchor_span_id)
-            for t in session.traces
-            if t.anchor_span_id
-        ],
+        links=[Span.Link(trace_id=t.trace_id, span_id=t.anchor_span_id) for t in session.traces if t.anchor_span_id],
     )
     attach_results(span, session.results, now_ns=end_ns, provenance=provenance, span_events=span_events)
     resource_spans = ResourceSpans()

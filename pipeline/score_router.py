@@ -95,8 +95,10 @@ class ScoreRouterConfig(ComponentConfig):
     def _named(cls, table):
         # An unnamed route is called by its position, as it is marked on the spans.
         if isinstance(table, list):
-            return [{**route, "name": route.get("name") or f"route{i}"} if isinstance(route, dict) else route
-                    for i, route in enumerate(table)]
+            return [
+                {**route, "name": route.get("name") or f"route{i}"} if isinstance(route, dict) else route
+                for i, route in enumerate(table)
+            ]
         return table
 
     @model_validator(mode="after")

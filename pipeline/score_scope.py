@@ -11,8 +11,8 @@ exactly as received. `agent_traces_only: false` scores every trace.
 shape (`match_type: strict|regexp`, `services`, `span_names`, `attributes: [{key,
 value}]`): within one of them every property given must match, any entry of `services`
 or `span_names` may match, and every entry of `attributes` must match on the root span
-(the earliest span when no root arrived) or its resource. A trace is scored when it matches `include` (if given) and does not
-match `exclude`. These are checked first, as they cost no normalization.
+(the earliest span when no root arrived) or its resource. A trace is scored when it
+matches `include` (if given) and does not match `exclude`. These are checked first, as they cost no normalization.
 
 The `evaluate_session` carrier spans spanscore writes are never scored again: a
 carrier coming back (a chained collector, a replayed file) holds results already, and
@@ -29,12 +29,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentConfig
+from spanscore.core.score_encoding import is_session_carrier
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_summary_of
-from spanscore.core.score_encoding import is_session_carrier
 from spanscore.processors.metrics.expected_calls import json_equal
 
-NOT_AGENT_TRACE = "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"
+NOT_AGENT_TRACE = (
+    "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"
+)
 SESSION_CARRIER = "a spanscore evaluate_session carrier"
 NOT_INCLUDED = "not matched by score.include"
 EXCLUDED = "matched by score.exclude"
@@ -111,8 +113,9 @@ class TraceMatcher:
         self._value = _value_searcher if regexp else json_equal
         self._services = [_compiled(s, regexp) for s in properties.services]
         self._span_names = [_compiled(s, regexp) for s in properties.span_names]
-        self._attributes = [(a.key, None if a.value is None else _compiled(a.value, regexp))
-                            for a in properties.attributes]
+        self._attributes = [
+            (a.key, None if a.value is None else _compiled(a.value, regexp)) for a in properties.attributes
+        ]
 
     def matches(self, trace: Trace) -> bool:
         if self._services:
@@ -163,5 +166,6 @@ def _regex_problems(pattern: Any, loc: tuple[str | int, ...]) -> list[InitErrorD
             return []
         except re.error as exc:
             message = f"invalid regular expression: {exc}"
-    return [InitErrorDetails(type=PydanticCustomError("regexp", "{message}", {"message": message}),
-                             loc=loc, input=pattern)]
+    return [
+        InitErrorDetails(type=PydanticCustomError("regexp", "{message}", {"message": message}), loc=loc, input=pattern)
+    ]

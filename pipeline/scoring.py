@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
+from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.processors.base import Processor
 
 log = logging.getLogger("spanscore.pipeline")

@@ -33,13 +33,13 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from spanscore.pipeline.gc_tuning import tune_for_collector
-from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
-from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
+from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.budget import BudgetWindow
 from spanscore.processors.judge.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
@@ -148,12 +148,18 @@ class WorkerScoring:
         if self._stopping:
             return
         if handle.ready.exception() is not None:  # it never started: another would fail the same way
-            log.error("scoring worker %d exited before it was ready; its traces are exported with an error result",
-                      handle.index)
+            log.error(
+                "scoring worker %d exited before it was ready; its traces are exported with an error result",
+                handle.index,
+            )
             return
         self.restarts += 1
-        log.error("scoring worker %d (pid %s) exited with code %s; starting it again", handle.index, handle.pid,
-                  handle.exitcode)
+        log.error(
+            "scoring worker %d (pid %s) exited with code %s; starting it again",
+            handle.index,
+            handle.pid,
+            handle.exitcode,
+        )
         self._workers[handle.index] = _WorkerHandle(handle.index, self.setup, asyncio.get_running_loop(), self._lost)
 
     async def shutdown(self, deadline: float) -> None:
@@ -167,8 +173,11 @@ class WorkerScoring:
 def _origins_of(trace: Trace) -> list[tuple[bytes, bytes, list[bytes]]]:
     """The trace's spans as bytes, grouped by the resource and scope they came with."""
     return [
-        (origin.resource.SerializeToString(), origin.scope_spans.scope.SerializeToString(),
-         [origin.scope_spans.spans[p].SerializeToString() for p in positions])
+        (
+            origin.resource.SerializeToString(),
+            origin.scope_spans.scope.SerializeToString(),
+            [origin.scope_spans.spans[p].SerializeToString() for p in positions],
+        )
         for origin, positions in trace.spans_by_origin.items()
     ]
 
@@ -203,8 +212,9 @@ class _WorkerHandle:
         self.judge_telemetry: list[JudgeTelemetry] = []  # as the worker last reported them
         context = multiprocessing.get_context("spawn")  # never fork the gRPC server's threads
         self._conn, child_conn = context.Pipe()
-        self._process = context.Process(target=worker_main, args=(child_conn, setup), daemon=True,
-                                        name=f"spanscore-scoring-{index}")
+        self._process = context.Process(
+            target=worker_main, args=(child_conn, setup), daemon=True, name=f"spanscore-scoring-{index}"
+        )
         self._process.start()
         child_conn.close()
         self.pid = self._process.pid
@@ -297,7 +307,9 @@ class _WorkerHandle:
         self.lost = True
         error = WorkerLost(f"scoring worker process exited (code {self._process.exitcode}) while scoring")
         if not self.ready.done():
-            self.ready.set_exception(RuntimeError(f"worker exited with code {self._process.exitcode} before it was ready"))
+            self.ready.set_exception(
+                RuntimeError(f"worker exited with code {self._process.exitcode} before it was ready")
+            )
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(error)
@@ -321,8 +333,10 @@ def worker_main(conn, setup: WorkerSetup) -> None:
     # Ctrl-C reaches the whole process group; the collector decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # As in the collector process: the judge's HTTP clients log request URLs at INFO.
-    logging.basicConfig(level=max(setup.log_level, logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s [%(processName)s]: %(message)s")
+    logging.basicConfig(
+        level=max(setup.log_level, logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s [%(processName)s]: %(message)s",
+    )
     logging.getLogger("spanscore").setLevel(setup.log_level)
     asyncio.run(_Worker(conn, setup).serve())
 

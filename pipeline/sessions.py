@@ -14,13 +14,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from spanscore.pipeline.attach import ScoreAttacher
-from spanscore.pipeline.fanout import FanOut
-from spanscore.pipeline.counts import PipelineCounts
-from spanscore.pipeline.scoring import Scoring
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
+from spanscore.pipeline.attach import ScoreAttacher
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.scoring import Scoring
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -28,9 +28,18 @@ log = logging.getLogger("spanscore.pipeline")
 class Sessions:
     """Owns the open sessions and the tasks closing them; on the collector's event loop."""
 
-    def __init__(self, open_sessions: OrderedDict[str, Session], idle_s: float, max_open: int,
-                 scoring: Scoring | None, attacher: ScoreAttacher, fanout: FanOut, counts: PipelineCounts,
-                 clock: Callable[[], float], book: WriteAheadBook | None = None):
+    def __init__(
+        self,
+        open_sessions: OrderedDict[str, Session],
+        idle_s: float,
+        max_open: int,
+        scoring: Scoring | None,
+        attacher: ScoreAttacher,
+        fanout: FanOut,
+        counts: PipelineCounts,
+        clock: Callable[[], float],
+        book: WriteAheadBook | None = None,
+    ):
         self.open = open_sessions  # least recently active first; the fan-out reads it too
         self.idle_s = idle_s
         self.max_open = max_open
@@ -57,8 +66,9 @@ class Sessions:
             self.open[trace.session_id] = session
             if len(self.open) > self.max_open:
                 oldest = next(iter(self.open))
-                log.warning("more than %d open sessions: closing the least recently active (%s) early",
-                            self.max_open, oldest)
+                log.warning(
+                    "more than %d open sessions: closing the least recently active (%s) early", self.max_open, oldest
+                )
                 self.close(oldest)
         session.last_activity = now
         self.open.move_to_end(trace.session_id)
@@ -96,8 +106,7 @@ class Sessions:
         while self._closing:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                log.error("shutdown deadline passed with %d traces or sessions still being scored",
-                          len(self._closing))
+                log.error("shutdown deadline passed with %d traces or sessions still being scored", len(self._closing))
                 for task in list(self._closing):
                     task.cancel()
                 await asyncio.gather(*self._closing, return_exceptions=True)

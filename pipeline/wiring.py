@@ -25,22 +25,22 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.attach import ScoreAttacher
-from spanscore.pipeline.fanout import FanOut
-from spanscore.pipeline.intake import Intake
-from spanscore.pipeline.counts import PipelineCounts
-from spanscore.pipeline.scheduler import Scheduler
-from spanscore.pipeline.score_scope import ScoreScope
-from spanscore.pipeline.scoring import LocalScoring, Scoring
-from spanscore.pipeline.sessions import Sessions
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.core.routing import TraceRouter
 from spanscore.core.session import Session
 from spanscore.core.trace_exporter import TraceExporter
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.extensions.write_ahead_log import WriteAheadLog
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.attach import ScoreAttacher
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.intake import Intake
+from spanscore.pipeline.scheduler import Scheduler
+from spanscore.pipeline.score_scope import ScoreScope
+from spanscore.pipeline.scoring import LocalScoring, Scoring
+from spanscore.pipeline.sessions import Sessions
+from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.processors.base import Processor
 
 if TYPE_CHECKING:
@@ -74,15 +74,26 @@ class Pipeline:
         # Scoring runs here, or in worker processes (`scoring_workers`) that run the
         # same processors on copies of the traces and hand their outputs back.
         self.scoring: Scoring | None = workers or (
-            LocalScoring(processors, ScoreScope(config.score)) if processors else None)
+            LocalScoring(processors, ScoreScope(config.score)) if processors else None
+        )
         self.intake = Intake(assembler, self.counts, clock, book)
         self.attacher = ScoreAttacher(self.counts, clock, span_events, score_metrics, evaluation_logs)
         open_sessions: OrderedDict[str, Session] = OrderedDict()
         self.fanout = FanOut(exporters, self.counts, router, book, open_sessions)
-        self.sessions = Sessions(open_sessions, config.session_idle, config.max_open_sessions, self.scoring,
-                                 self.attacher, self.fanout, self.counts, clock, book)
-        self.scheduler = Scheduler(assembler, self.scoring, self.attacher, self.fanout, self.sessions,
-                                   self.counts, clock, book)
+        self.sessions = Sessions(
+            open_sessions,
+            config.session_idle,
+            config.max_open_sessions,
+            self.scoring,
+            self.attacher,
+            self.fanout,
+            self.counts,
+            clock,
+            book,
+        )
+        self.scheduler = Scheduler(
+            assembler, self.scoring, self.attacher, self.fanout, self.sessions, self.counts, clock, book
+        )
 
     async def start(self) -> None:
         """Start scoring and releasing; the processors and exporters are already started."""

@@ -73,7 +73,8 @@ class Processor:
         return []
 
     async def process_batch(
-        self, items: Sequence[tuple[Trace, Session | None]],
+        self,
+        items: Sequence[tuple[Trace, Session | None]],
     ) -> list[Sequence[TraceOutput] | BaseException]:
         """`process_trace` for each (trace, session), in one call: what the pipeline calls.
 
@@ -84,8 +85,9 @@ class Processor:
         """
         if type(self).process_trace is Processor.process_trace:  # nothing to run per trace
             return [[] for _ in items]
-        return await asyncio.gather(*(self.process_trace(trace, session) for trace, session in items),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            *(self.process_trace(trace, session) for trace, session in items), return_exceptions=True
+        )
 
     async def process_session(self, session: Session) -> Sequence[SessionOutput]:
         return []

@@ -52,7 +52,8 @@ class EmbeddingMetrics(Processor):
         self.id = component_id
         self.config = config
         self.metric_names = tuple(
-            name for name, settings in ((COHERENCE, config.coherence), (LOOP_DETECTION, config.loop_detection))
+            name
+            for name, settings in ((COHERENCE, config.coherence), (LOOP_DETECTION, config.loop_detection))
             if settings.enabled
         )
         self.embedder = None
@@ -93,15 +94,17 @@ class EmbeddingMetrics(Processor):
         return outputs
 
     async def process_batch(
-        self, items: Sequence[tuple[Trace, Session | None]],
+        self,
+        items: Sequence[tuple[Trace, Session | None]],
     ) -> list[list[MetricResult] | BaseException]:
         """The batch's inputs and outputs embedded in one call, then each trace scored."""
         coherence_on = self.config.coherence.enabled
         loop_on = self.config.loop_detection.enabled
         wanted = [coherence_on or (loop_on and session is not None) for _, session in items]
         summaries = [agent_summary_of(trace) if want else None for (trace, _), want in zip(items, wanted)]
-        texts = [text for summary in summaries if summary is not None
-                 for text in (summary.user_input, summary.final_output)]
+        texts = [
+            text for summary in summaries if summary is not None for text in (summary.user_input, summary.final_output)
+        ]
         try:
             vectors = await self.embedder.embed(texts) if texts else None
         except Exception as exc:  # each trace fails as it would have alone
@@ -113,25 +116,39 @@ class EmbeddingMetrics(Processor):
                 outputs.append([])
                 continue
             try:
-                outputs.append(self._score(summary.user_input, summary.final_output, vectors[row], vectors[row + 1],
-                                           session if loop_on else None))
+                outputs.append(
+                    self._score(
+                        summary.user_input,
+                        summary.final_output,
+                        vectors[row],
+                        vectors[row + 1],
+                        session if loop_on else None,
+                    )
+                )
             except Exception as exc:
                 outputs.append(exc)
             row += 2
         return outputs
 
-    def _score(self, user_input: str, output: str, input_vector, output_vector,
-               session: Session | None) -> list[MetricResult]:
+    def _score(
+        self, user_input: str, output: str, input_vector, output_vector, session: Session | None
+    ) -> list[MetricResult]:
         results = []
         if self.config.coherence.enabled:
-            results.append(coherence_from_vectors(user_input, output, input_vector, output_vector,
-                                                  threshold=self.config.coherence.threshold))
+            results.append(
+                coherence_from_vectors(
+                    user_input, output, input_vector, output_vector, threshold=self.config.coherence.threshold
+                )
+            )
         if session is not None:
             settings = self.config.loop_detection
             previous: deque[PreviousOutput] = session.state.setdefault(self.id, deque(maxlen=settings.window))
             tokens = word_set(output)
-            results.append(loop_detection_from_vectors(tokens, output_vector, previous,
-                                                       window=settings.window, threshold=settings.threshold))
+            results.append(
+                loop_detection_from_vectors(
+                    tokens, output_vector, previous, window=settings.window, threshold=settings.threshold
+                )
+            )
             previous.append(PreviousOutput(trace_index=len(session.traces), vector=output_vector, tokens=tokens))
         return results
 

@@ -104,9 +104,11 @@ class JudgeMetrics(Processor):
         self._no_content_services = FirstSeen()
         if config.configured and enabled:
             self.plan = JudgePlan(
-                metrics=enabled, mode=config.mode,
+                metrics=enabled,
+                mode=config.mode,
                 thresholds={name: config.settings(name).threshold for name in enabled},
-                trials=config.trials, early_stop=config.early_stop,
+                trials=config.trials,
+                early_stop=config.early_stop,
                 redact=config.redact.redaction(),
                 max_field_chars=config.max_field_chars,
             )
@@ -114,13 +116,21 @@ class JudgeMetrics(Processor):
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self.plan is None:
             if not self.config.configured:
-                log.info("LLM-judge metrics not run (%s): no judge configured; set OPENAI_API_KEY "
-                         "(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give %s a judge with api_key or base_url",
-                         ", ".join(METRIC_NAMES), self.id)
+                log.info(
+                    "LLM-judge metrics not run (%s): no judge configured; set OPENAI_API_KEY "
+                    "(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give %s a judge with api_key or base_url",
+                    ", ".join(METRIC_NAMES),
+                    self.id,
+                )
             return
         self.judge = build_judge(self.config.judge)
-        log.info("LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
-                 ", ".join(self.plan.metrics), self.config.judge.model, self.config.mode, self.plan.max_calls())
+        log.info(
+            "LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
+            ", ".join(self.plan.metrics),
+            self.config.judge.model,
+            self.config.mode,
+            self.plan.max_calls(),
+        )
 
     def judges(self) -> tuple[Judge, ...]:
         return () if self.judge is None else (self.judge,)
@@ -128,9 +138,19 @@ class JudgeMetrics(Processor):
     def provenance(self, metric_name: str) -> Provenance:
         # The rubric's wording and code, and every setting that changes how it is asked.
         rubric = RUBRICS[metric_name]
-        return Provenance(self.config.judge.model, revision_of(
-            metric_name, inspect.getsource(type(rubric)), vars(rubric), self.config.mode, self.config.trials,
-            self.config.settings(metric_name).threshold, self.config.max_field_chars, self.config.redact.model_dump()))
+        return Provenance(
+            self.config.judge.model,
+            revision_of(
+                metric_name,
+                inspect.getsource(type(rubric)),
+                vars(rubric),
+                self.config.mode,
+                self.config.trials,
+                self.config.settings(metric_name).threshold,
+                self.config.max_field_chars,
+                self.config.redact.model_dump(),
+            ),
+        )
 
     async def shutdown(self, deadline: float) -> None:
         judge, self.judge = self.judge, None
@@ -144,8 +164,10 @@ class JudgeMetrics(Processor):
         if not agent.has_content:
             return self._nothing_to_judge(trace, agent)
         results, usage = await self.plan.run(agent, self.judge)
-        return [*map(_skipped_when_over_budget, results),
-                EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"])]
+        return [
+            *map(_skipped_when_over_budget, results),
+            EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"]),
+        ]
 
     def _nothing_to_judge(self, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
         conventions = ", ".join(sorted(agent.conventions)) or "none"
@@ -155,12 +177,19 @@ class JudgeMetrics(Processor):
         # metrics until its instrumentation records message content, which is usually
         # opt-in; per trace it would flood the log at the trace rate.
         if self._no_content_services.first(service):
-            log.warning("%s: service %r sends agent traces without message content, so the judge metrics are not "
-                        "run on them: %s. Content capture is often opt-in, e.g. "
-                        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true", self.id, service, message)
+            log.warning(
+                "%s: service %r sends agent traces without message content, so the judge metrics are not "
+                "run on them: %s. Content capture is often opt-in, e.g. "
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true",
+                self.id,
+                service,
+                message,
+            )
         plan = self.plan
-        return [MetricResult(name=name, threshold=plan.threshold(name), error=message, error_type=NO_CONTENT)
-                for name in plan.metrics]
+        return [
+            MetricResult(name=name, threshold=plan.threshold(name), error=message, error_type=NO_CONTENT)
+            for name in plan.metrics
+        ]
 
     def _sampled(self, trace_id: bytes) -> bool:
         return trace_id_sampled(trace_id, self.config.sample_ratio)

@@ -32,8 +32,14 @@ UNAUTHENTICATED = "missing or invalid credentials"
 
 
 class GrpcReceiver:
-    def __init__(self, endpoint: str, max_message_bytes: int, consumer: TracesConsumer,
-                 tls: TlsServerConfig | None = None, authenticator: ServerAuthenticator | None = None):
+    def __init__(
+        self,
+        endpoint: str,
+        max_message_bytes: int,
+        consumer: TracesConsumer,
+        tls: TlsServerConfig | None = None,
+        authenticator: ServerAuthenticator | None = None,
+    ):
         self.endpoint = endpoint
         self.max_message_bytes = max_message_bytes
         self.consumer = consumer
@@ -49,8 +55,9 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        handler = grpc.stream_unary_rpc_method_handler(self._export, request_deserializer=None,
-                                                       response_serializer=None)
+        handler = grpc.stream_unary_rpc_method_handler(
+            self._export, request_deserializer=None, response_serializer=None
+        )
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
         credentials = self.tls.grpc_credentials() if self.tls is not None else None
         try:
@@ -62,8 +69,11 @@ class GrpcReceiver:
             raise OSError(f"OTLP/gRPC receiver cannot listen on {self.endpoint}: {exc}") from None
         await server.start()
         self._server = server
-        log.info("OTLP/gRPC receiver listening on %s (%s)", self.endpoint.rsplit(":", 1)[0] + f":{self.port}",
-                 security(self.tls))
+        log.info(
+            "OTLP/gRPC receiver listening on %s (%s)",
+            self.endpoint.rsplit(":", 1)[0] + f":{self.port}",
+            security(self.tls),
+        )
 
     async def stop(self, grace_s: float) -> None:
         server, self._server = self._server, None

@@ -37,8 +37,16 @@ class _TooLarge(Exception):
 
 
 class HttpReceiver:
-    def __init__(self, host: str, port: int, path: str, max_body_bytes: int, consumer: TracesConsumer,
-                 tls: TlsServerConfig | None = None, authenticator: ServerAuthenticator | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        path: str,
+        max_body_bytes: int,
+        consumer: TracesConsumer,
+        tls: TlsServerConfig | None = None,
+        authenticator: ServerAuthenticator | None = None,
+    ):
         self.host = host
         self.port = port
         self.path = path
@@ -61,11 +69,19 @@ class HttpReceiver:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
-            raise OSError(f"OTLP/HTTP receiver cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
+            raise OSError(
+                f"OTLP/HTTP receiver cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+            ) from None
         self._runner = runner
         self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
-        log.info("OTLP/HTTP receiver listening on %s://%s:%d%s (%s)", "http" if self.tls is None else "https",
-                 self.host or "0.0.0.0", self.port, self.path, security(self.tls))
+        log.info(
+            "OTLP/HTTP receiver listening on %s://%s:%d%s (%s)",
+            "http" if self.tls is None else "https",
+            self.host or "0.0.0.0",
+            self.port,
+            self.path,
+            security(self.tls),
+        )
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
@@ -76,8 +92,13 @@ class HttpReceiver:
         content_type = _CONTENT_TYPES.get(request.content_type)
         authenticator = self.authenticator
         if authenticator is not None and not authenticator.authenticate(request.headers):
-            return _error(content_type or JSON, 401, code_pb2.UNAUTHENTICATED, "missing or invalid credentials",
-                          headers={"WWW-Authenticate": authenticator.challenge()})
+            return _error(
+                content_type or JSON,
+                401,
+                code_pb2.UNAUTHENTICATED,
+                "missing or invalid credentials",
+                headers={"WWW-Authenticate": authenticator.challenge()},
+            )
         if content_type is None:
             return web.Response(
                 status=415,
@@ -86,15 +107,23 @@ class HttpReceiver:
         try:
             self.consumer.check_capacity()  # refuse before reading and parsing the body
         except ConsumerFull as exc:
-            return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
+            return _error(
+                content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
+            )
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip", "deflate", ""):
-            return _error(content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip")
+            return _error(
+                content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip"
+            )
         try:
             body = await self._read_body(request, encoding)
         except _TooLarge:
-            return _error(content_type, 413, code_pb2.RESOURCE_EXHAUSTED,
-                          f"request body exceeds the limit of {self.max_body_bytes} bytes (after decompression)")
+            return _error(
+                content_type,
+                413,
+                code_pb2.RESOURCE_EXHAUSTED,
+                f"request body exceeds the limit of {self.max_body_bytes} bytes (after decompression)",
+            )
         except zlib.error as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, f"body is not valid {encoding}: {exc}")
         try:
@@ -111,8 +140,9 @@ class HttpReceiver:
         except InvalidRequest as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         except ConsumerFull as exc:
-            return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc),
-                          headers={"Retry-After": str(exc.retry_after_s)})
+            return _error(
+                content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
+            )
         return _encode(content_type, 200, response)
 
     async def _read_body(self, request: web.Request, encoding: str) -> bytes:
@@ -188,7 +218,9 @@ def _encode(content_type: str, status: int, message, headers: dict[str, str] | N
     return web.Response(status=status, text=encode_message(message), content_type=JSON, headers=headers)
 
 
-def _error(content_type: str, status: int, code: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+def _error(
+    content_type: str, status: int, code: int, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
     if status >= 500:
         log.warning("OTLP/HTTP %d: %s", status, message)
     else:

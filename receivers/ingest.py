@@ -15,8 +15,9 @@ class InvalidRequest(Exception):
     """The request cannot be used: HTTP 400 / gRPC INVALID_ARGUMENT; the client must not retry."""
 
 
-async def ingest(consumer: TracesConsumer, request: ExportTraceServiceRequest,
-                 data: bytes | None = None) -> ExportTraceServiceResponse:
+async def ingest(
+    consumer: TracesConsumer, request: ExportTraceServiceRequest, data: bytes | None = None
+) -> ExportTraceServiceResponse:
     """Hand `request` (encoded as `data`, when protobuf) to the consumer and wait until it
     is stored as durably as configured: the answer to send the client.
 
@@ -30,8 +31,9 @@ async def ingest(consumer: TracesConsumer, request: ExportTraceServiceRequest,
     return response
 
 
-def accept(consumer: TracesConsumer, request: ExportTraceServiceRequest,
-           data: bytes | None = None) -> tuple[ExportTraceServiceResponse, ConsumeOutcome]:
+def accept(
+    consumer: TracesConsumer, request: ExportTraceServiceRequest, data: bytes | None = None
+) -> tuple[ExportTraceServiceResponse, ConsumeOutcome]:
     """`ingest` without waiting for durability: the answer, and what was taken."""
     outcome = consumer.consume(request, data)
     if outcome.rejected and not outcome.accepted:

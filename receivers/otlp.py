@@ -60,7 +60,9 @@ class Protocols(ComponentConfig):
 
 
 class OtlpReceiverConfig(ComponentConfig):
-    protocols: Protocols = Field(default_factory=lambda: Protocols(grpc=GrpcProtocolConfig(), http=HttpProtocolConfig()))
+    protocols: Protocols = Field(
+        default_factory=lambda: Protocols(grpc=GrpcProtocolConfig(), http=HttpProtocolConfig())
+    )
     # With file_storage on: false keeps this receiver's traffic out of the write-ahead log.
     write_ahead: bool = True
 
@@ -80,15 +82,23 @@ class OtlpReceiver:
         protocols = self.config.protocols
         if protocols.grpc is not None:
             self.grpc = GrpcReceiver(
-                protocols.grpc.endpoint, int(protocols.grpc.max_recv_msg_size_mib * 2**20), self.consumer,
-                protocols.grpc.tls, server_authenticator(protocols.grpc.auth, host),
+                protocols.grpc.endpoint,
+                int(protocols.grpc.max_recv_msg_size_mib * 2**20),
+                self.consumer,
+                protocols.grpc.tls,
+                server_authenticator(protocols.grpc.auth, host),
             )
             await self.grpc.start()
         if protocols.http is not None:
             address, port = split_host_port(protocols.http.endpoint)
             self.http = HttpReceiver(
-                address, port, protocols.http.traces_url_path, protocols.http.max_request_body_size, self.consumer,
-                protocols.http.tls, server_authenticator(protocols.http.auth, host),
+                address,
+                port,
+                protocols.http.traces_url_path,
+                protocols.http.max_request_body_size,
+                self.consumer,
+                protocols.http.tls,
+                server_authenticator(protocols.http.auth, host),
             )
             try:
                 await self.http.start()

@@ -32,9 +32,11 @@ def test_validate_prints_a_summary_for_a_good_config():
 
 def test_validate_lists_every_problem_and_fails(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("receivers: {otlp: {protocols: {grpc: {endpoint: nope}}}}\n"
-                   "exporters: {debug: {verbosity: loud}}\n"
-                   "service: {pipelines: {traces: {receivers: [otlp], exporters: [debug, file]}}}\n")
+    bad.write_text(
+        "receivers: {otlp: {protocols: {grpc: {endpoint: nope}}}}\n"
+        "exporters: {debug: {verbosity: loud}}\n"
+        "service: {pipelines: {traces: {receivers: [otlp], exporters: [debug, file]}}}\n"
+    )
     result = subprocess.run([*SPANSCORE, "validate", str(bad)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -45,16 +47,22 @@ def test_validate_lists_every_problem_and_fails(tmp_path):
 
 
 def test_run_refuses_an_invalid_config_and_a_busy_port(tmp_path):
-    result = subprocess.run([*SPANSCORE, "run", "--config", str(tmp_path / "missing.yaml")], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [*SPANSCORE, "run", "--config", str(tmp_path / "missing.yaml")], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 2 and "cannot read" in result.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         config = tmp_path / "busy.yaml"
-        config.write_text(f"receivers: {{otlp: {{protocols: {{http: {{endpoint: '127.0.0.1:{port}'}}}}}}}}\n"
-                          "exporters: {debug: {}}\nservice: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}\n")
-        result = subprocess.run([*SPANSCORE, "run", "--config", str(config)], capture_output=True, text=True, cwd=ROOT, timeout=30)
+        config.write_text(
+            f"receivers: {{otlp: {{protocols: {{http: {{endpoint: '127.0.0.1:{port}'}}}}}}}}\n"
+            "exporters: {debug: {}}\nservice: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}\n"
+        )
+        result = subprocess.run(
+            [*SPANSCORE, "run", "--config", str(config)], capture_output=True, text=True, cwd=ROOT, timeout=30
+        )
     assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
 
 
@@ -80,9 +88,16 @@ service:
   pipelines:
     traces: {{receivers: [otlp], exporters: [file]}}
 """)
-    process = subprocess.Popen([*SPANSCORE, "run", "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [*SPANSCORE, "run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
+
         def healthy() -> bool:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/", timeout=1) as response:
@@ -92,7 +107,9 @@ service:
 
         assert wait_until(healthy, timeout_s=20), "collector did not come up"
         provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True)))
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True))
+        )
         tracer = provider.get_tracer("cli-test")
         for i in range(5):
             with tracer.start_as_current_span(f"agent turn {i}", attributes={"session.id": "cli"}):
@@ -109,30 +126,44 @@ service:
             process.kill()
     assert process.returncode == 0, stderr
     assert time.monotonic() - sent < 10
-    names = [span["name"] for line in output.read_text().splitlines()
-             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+    names = [
+        span["name"]
+        for line in output.read_text().splitlines()
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+    ]
     assert sorted(names) == sorted([f"agent turn {i}" for i in range(5)] + ["llm call"] * 5)
     assert "flushing and stopping" in stderr and "received 10 spans" in stderr
 
 
 def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_path):
     grpc_port, http_port, prometheus_port = free_port(), free_port(), free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
-           "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}", "PYTHONPATH": str(ROOT),
-           "SPANSCORE_PROMETHEUS_ENDPOINT": f"127.0.0.1:{prometheus_port}"}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
+        "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
+        "PYTHONPATH": str(ROOT),
+        "SPANSCORE_PROMETHEUS_ENDPOINT": f"127.0.0.1:{prometheus_port}",
+    }
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):  # the offline default: no judge
         env.pop(name, None)
-    process = subprocess.Popen([*SPANSCORE, "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+    process = subprocess.Popen(
+        [*SPANSCORE, "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
+
         def accepting() -> bool:
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", http_port)) == 0
 
         assert wait_until(accepting, timeout_s=20), "collector did not come up"
-        request = urllib.request.Request(f"http://127.0.0.1:{http_port}/v1/traces",
-                                         data=(ROOT / "examples" / "weather-agent.json").read_bytes(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{http_port}/v1/traces",
+            data=(ROOT / "examples" / "weather-agent.json").read_bytes(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200
         assert wait_until(lambda: (tmp_path / "scored.jsonl").exists(), timeout_s=30)  # a model may load first
@@ -147,8 +178,9 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
     lines = stdout.splitlines()
     assert len(lines) == 3, stdout
     for line, trace_id in zip(lines, ("5c00e5c00e0000000000000000000001", "5c0e5c0e000000000000000000000002")):
-        assert line.startswith(f"trace {trace_id} root='invoke_agent weather-agent' spans=4 session=demo-session-1 "
-                               "scores: coherence=")
+        assert line.startswith(
+            f"trace {trace_id} root='invoke_agent weather-agent' spans=4 session=demo-session-1 scores: coherence="
+        )
         assert " loop_detection=1.00 pass" in line  # the two answers share few words
     assert " root='evaluate_session' spans=1 session=demo-session-1 scores: agent_reliability=" in lines[2]
     assert "agent_consistency=1.00 pass" in lines[2]  # no confidence signal without a judge
@@ -156,5 +188,7 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
     spans = [span for doc in written for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
     assert len(spans) == 9
     roots = [span for span in spans if span["name"] == "invoke_agent weather-agent"]
-    assert all({"eval.coherence.score", "eval.loop_detection.score"} <= {a["key"] for a in span["attributes"]}
-               for span in roots)
+    assert all(
+        {"eval.coherence.score", "eval.loop_detection.score"} <= {a["key"] for a in span["attributes"]}
+        for span in roots
+    )

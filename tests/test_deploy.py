@@ -25,9 +25,9 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from spanscore.pipeline.settings import DEFAULT_SESSION_KEYS
 from spanscore.config.loader import Config, load_config
 from spanscore.core.endpoints import split_host_port
+from spanscore.pipeline.settings import DEFAULT_SESSION_KEYS
 from tests.support.ports import free_port
 from tests.support.running import health_check_ok, wait_until
 
@@ -46,6 +46,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 # --- reading the files ------------------------------------------------------------------
+
 
 def dockerfile() -> tuple[list[tuple[str, str]], dict[str, str]]:
     """(instruction, arguments) in order, continuations joined; and heredoc COPY bodies by destination."""
@@ -148,8 +149,10 @@ def port_of(endpoint: str) -> int:
 def ports(config: Config) -> dict[str, int]:
     """Every port a config listens on, by role."""
     (receiver,) = config.receivers
-    found = {"grpc": port_of(receiver.config.protocols.grpc.endpoint),
-             "http": port_of(receiver.config.protocols.http.endpoint)}
+    found = {
+        "grpc": port_of(receiver.config.protocols.grpc.endpoint),
+        "http": port_of(receiver.config.protocols.http.endpoint),
+    }
     found.update({c.type: port_of(c.config.endpoint) for c in config.metric_exporters + config.extensions})
     return found
 
@@ -167,8 +170,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 def start_spanscore(config: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     """`spanscore run` with its log in cwd/spanscore.log (a pipe nobody reads could fill and block it)."""
     with open(cwd / "spanscore.log", "w") as log:
-        return subprocess.Popen([*SPANSCORE, "run", "--config", str(config)], cwd=cwd, env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)
+        return subprocess.Popen(
+            [*SPANSCORE, "run", "--config", str(config)], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
 
 
 def log_of(cwd: Path) -> str:
@@ -187,11 +191,17 @@ def stop(process: subprocess.Popen, timeout_s: float = 45) -> None:
 
 # --- every file parses, every config validates ------------------------------------------
 
+
 def test_every_yaml_file_under_deploy_parses():
     files = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml"))
     names = {str(p.relative_to(DEPLOY)) for p in files}
-    assert {"spanscore.yaml", "compose.yaml", "prometheus/prometheus.yml", "k8s/sidecar.yaml",
-            "loadbalancing/otelcol.yaml"} <= names
+    assert {
+        "spanscore.yaml",
+        "compose.yaml",
+        "prometheus/prometheus.yml",
+        "k8s/sidecar.yaml",
+        "loadbalancing/otelcol.yaml",
+    } <= names
     for path in files:
         documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
         assert documents and all(isinstance(d, dict) for d in documents), path
@@ -209,13 +219,21 @@ def test_spanscore_validate_accepts_the_config(source, tmp_path):
     path = DEPLOY_CONFIG if source == "deploy/spanscore.yaml" else tmp_path / "config.yaml"
     if path != DEPLOY_CONFIG:
         path.write_text(CONFIG_SOURCES[source]())
-    result = subprocess.run([*SPANSCORE, "validate", str(path)], cwd=ROOT, env=clean_env(), capture_output=True,
-                            text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [*SPANSCORE, "validate", str(path)],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"{path}: valid;")
 
 
 # --- the deployed configs score as the default does --------------------------------------
+
 
 def scoring_view(raw: dict) -> dict:
     """A config without what a deployment may change: exporters, extensions and endpoint values."""
@@ -281,6 +299,7 @@ def test_deploy_config_listens_on_all_interfaces_and_forwards_to_jaeger():
 
 # --- Dockerfile ---------------------------------------------------------------------------
 
+
 def test_dockerfile_runs_as_a_numeric_non_root_user():
     uid = image_uid()
     assert uid.isdigit() and int(uid) != 0  # numeric, so Kubernetes' runAsNonRoot can check it
@@ -305,7 +324,7 @@ def package_folder(package: str) -> Path:
     """Where pyproject's package-dir puts `package` (the longest mapped prefix wins)."""
     mapping = PYPROJECT["tool"]["setuptools"]["package-dir"]
     base = max((p for p in mapping if package == p or package.startswith(p + ".")), key=len)
-    return ROOT / mapping[base] / Path(*package[len(base):].split(".")[1:])
+    return ROOT / mapping[base] / Path(*package[len(base) :].split(".")[1:])
 
 
 def test_dockerfile_copies_every_folder_pyproject_maps_and_what_the_build_reads():
@@ -337,8 +356,11 @@ def dockerignored(path: str, patterns: list[str]) -> bool:
 
 
 def test_dockerignore_keeps_every_copied_file_in_the_build_context():
-    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     kept = []
     for source in copied_sources():
         path = ROOT / source
@@ -352,8 +374,9 @@ def test_dockerignore_keeps_every_copied_file_in_the_build_context():
 def test_dockerfile_runs_its_embedded_config_and_exposes_its_ports(tmp_path):
     assert exec_form(instruction_args("ENTRYPOINT")[-1]) == ["spanscore"]
     assert exec_form(instruction_args("CMD")[-1]) == ["run", "--config", image_config_path()]
-    help_text = subprocess.run([*SPANSCORE, "run", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                               check=True)
+    help_text = subprocess.run(
+        [*SPANSCORE, "run", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
     assert "--config" in help_text.stdout
     config = loaded(image_config_text(), tmp_path, image_env())
     listening = ports(config)
@@ -394,8 +417,9 @@ service:
     assert health_check_exit_code() != 0  # nothing listens yet
     process = start_spanscore(config, tmp_path, clean_env())
     try:
-        assert wait_until(lambda: health_check_exit_code() == 0 or process.poll() is not None, timeout_s=60,
-                          interval_s=0.2)
+        assert wait_until(
+            lambda: health_check_exit_code() == 0 or process.poll() is not None, timeout_s=60, interval_s=0.2
+        )
         assert process.poll() is None, log_of(tmp_path)
     finally:
         stop(process)
@@ -404,6 +428,7 @@ service:
 
 
 # --- the compose demo ---------------------------------------------------------------------
+
 
 def service_volumes(service: dict) -> list[tuple[str, str]]:
     """(source, target) of each short-syntax volume."""
@@ -424,10 +449,11 @@ def test_compose_references_only_files_that_exist():
     assert {"agent", "spanscore", "jaeger", "prometheus", "grafana"} <= set(stack["services"])
     for name, service in stack["services"].items():
         if "build" in service:
-            dockerfile_name = service["build"].get("dockerfile", "Dockerfile") if isinstance(service["build"], dict) \
-                else "Dockerfile"
+            dockerfile_name = (
+                service["build"].get("dockerfile", "Dockerfile") if isinstance(service["build"], dict) else "Dockerfile"
+            )
             assert (build_context(service) / dockerfile_name).is_file(), name
-        for source, target in service_volumes(service):
+        for source, _target in service_volumes(service):
             if not source.startswith((".", "/")):
                 assert source in stack.get("volumes", {}), f"{name}: volume {source} is not declared"
             elif name != "grafana":
@@ -463,14 +489,16 @@ def test_compose_runs_the_image_with_the_deploy_config(tmp_path):
 
 # --- the Kubernetes sidecar ---------------------------------------------------------------
 
+
 def test_k8s_config_map_holds_deploy_config_verbatim():
     assert k8s_documents()["ConfigMap"]["data"]["spanscore.yaml"] == DEPLOY_CONFIG.read_text()
 
 
 def test_k8s_sidecar_probes_ask_the_health_check_port_of_its_config(tmp_path):
     sidecar = k8s_container("spanscore")
-    config = loaded(k8s_documents()["ConfigMap"]["data"]["spanscore.yaml"], tmp_path,
-                    {**image_env(), **container_env(sidecar)})
+    config = loaded(
+        k8s_documents()["ConfigMap"]["data"]["spanscore.yaml"], tmp_path, {**image_env(), **container_env(sidecar)}
+    )
     check = health_check(config)
     named = {p["name"]: p["containerPort"] for p in sidecar["ports"] if "name" in p}
     assert {"livenessProbe", "readinessProbe"} <= set(sidecar)
@@ -485,8 +513,9 @@ def test_k8s_pod_wires_the_agent_to_its_sidecar(tmp_path):
     pod, sidecar, agent = k8s_pod(), k8s_container("spanscore"), k8s_container("agent")
     if sidecar in pod.get("initContainers", []):
         assert sidecar["restartPolicy"] == "Always"  # a native sidecar, not a one-shot init container
-    config = loaded(k8s_documents()["ConfigMap"]["data"]["spanscore.yaml"], tmp_path,
-                    {**image_env(), **container_env(sidecar)})
+    config = loaded(
+        k8s_documents()["ConfigMap"]["data"]["spanscore.yaml"], tmp_path, {**image_env(), **container_env(sidecar)}
+    )
     assert container_env(agent)["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://localhost:{ports(config)['grpc']}"
     # The ConfigMap is mounted where the sidecar's --config points.
     args = sidecar["args"]
@@ -507,6 +536,7 @@ def test_k8s_pod_wires_the_agent_to_its_sidecar(tmp_path):
 
 # --- the agent, through the deployed config -------------------------------------------------
 
+
 def test_demo_agent_compiles(tmp_path):
     py_compile.compile(str(AGENT_SCRIPT), cfile=str(tmp_path / "agent.pyc"), doraise=True)
 
@@ -517,25 +547,35 @@ def attributes(span) -> dict:
 
 def test_demo_agent_spans_are_scored_by_the_deploy_config_and_forwarded(tmp_path, sink):
     grpc_port, metrics_port, health_port = free_port(), free_port(), free_port()
-    env = clean_env(SPANSCORE_GRPC_ENDPOINT=f"127.0.0.1:{grpc_port}", SPANSCORE_HTTP_ENDPOINT="127.0.0.1:0",
-                    SPANSCORE_PROMETHEUS_ENDPOINT=f"127.0.0.1:{metrics_port}",
-                    SPANSCORE_HEALTH_ENDPOINT=f"127.0.0.1:{health_port}",
-                    SPANSCORE_EXPORTER_OTLP_ENDPOINT=f"127.0.0.1:{sink.grpc_port}")  # the sink stands in for Jaeger
+    env = clean_env(
+        SPANSCORE_GRPC_ENDPOINT=f"127.0.0.1:{grpc_port}",
+        SPANSCORE_HTTP_ENDPOINT="127.0.0.1:0",
+        SPANSCORE_PROMETHEUS_ENDPOINT=f"127.0.0.1:{metrics_port}",
+        SPANSCORE_HEALTH_ENDPOINT=f"127.0.0.1:{health_port}",
+        SPANSCORE_EXPORTER_OTLP_ENDPOINT=f"127.0.0.1:{sink.grpc_port}",
+    )  # the sink stands in for Jaeger
     process = start_spanscore(DEPLOY_CONFIG, tmp_path, env)
     try:
-        assert wait_until(lambda: health_check_ok(health_port) or process.poll() is not None, timeout_s=60, interval_s=0.2)
+        assert wait_until(
+            lambda: health_check_ok(health_port) or process.poll() is not None, timeout_s=60, interval_s=0.2
+        )
         assert process.poll() is None, log_of(tmp_path)
-        agent_env = clean_env(AGENT_TURNS="3", AGENT_INTERVAL_SECONDS="0",
-                              OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{grpc_port}")
-        agent = subprocess.run([sys.executable, str(AGENT_SCRIPT)], env=agent_env, capture_output=True, text=True,
-                               timeout=60, check=False)
+        agent_env = clean_env(
+            AGENT_TURNS="3", AGENT_INTERVAL_SECONDS="0", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{grpc_port}"
+        )
+        agent = subprocess.run(
+            [sys.executable, str(AGENT_SCRIPT)], env=agent_env, capture_output=True, text=True, timeout=60, check=False
+        )
         assert agent.returncode == 0, agent.stderr
 
         def roots():
             return [s for s in sink.spans() if s.name == "invoke_agent weather-agent"]
 
-        assert wait_until(lambda: len(roots()) == 3 and all("eval.coherence.score" in attributes(s) for s in roots()),
-                          timeout_s=60, interval_s=0.2), log_of(tmp_path)
+        assert wait_until(
+            lambda: len(roots()) == 3 and all("eval.coherence.score" in attributes(s) for s in roots()),
+            timeout_s=60,
+            interval_s=0.2,
+        ), log_of(tmp_path)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
             assert "gen_ai_evaluation_results_total" in response.read().decode()
     finally:
@@ -553,6 +593,7 @@ def test_demo_agent_spans_are_scored_by_the_deploy_config_and_forwarded(tmp_path
 
 
 # --- scale-out behind the Collector ---------------------------------------------------------
+
 
 def test_load_balancer_routes_by_session_to_the_replicas_grpc_port():
     collector = yaml.safe_load((DEPLOY / "loadbalancing" / "otelcol.yaml").read_text())

@@ -73,8 +73,9 @@ EXCLUDED = ("tests/fixtures/",)
 
 SECTIONS = ("receivers", "processors", "exporters", "extensions", "service")
 BASE_CONFIG: dict[str, Any] = {
-    "receivers": {"otlp": {"protocols": {"grpc": {"endpoint": "127.0.0.1:4317"},
-                                         "http": {"endpoint": "127.0.0.1:4318"}}}},
+    "receivers": {
+        "otlp": {"protocols": {"grpc": {"endpoint": "127.0.0.1:4317"}, "http": {"endpoint": "127.0.0.1:4318"}}}
+    },
     "exporters": {"debug": {}},
     "service": {"pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["debug"]}}},
 }
@@ -101,14 +102,23 @@ def tracked_files() -> set[str]:
     A virtualenv made inside the checkout under a name .gitignore does not know is left out.
     """
     try:
-        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                                capture_output=True, text=True, check=True).stdout.splitlines()
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):  # not a checkout: every file but the hidden ones
-        listed = [str(p.relative_to(ROOT).as_posix()) for p in ROOT.rglob("*")
-                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+        listed = [
+            str(p.relative_to(ROOT).as_posix())
+            for p in ROOT.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
+        ]
     venvs = {str(PurePosixPath(path).parent) for path in listed if PurePosixPath(path).name == "pyvenv.cfg"}
-    return {path for path in listed if (ROOT / path).exists()
-            and not any(path.startswith(venv + "/") for venv in venvs)}
+    return {
+        path for path in listed if (ROOT / path).exists() and not any(path.startswith(venv + "/") for venv in venvs)
+    }
 
 
 FILES = tracked_files()
@@ -264,8 +274,12 @@ def as_config(fragment: dict[str, Any]) -> dict[str, Any]:
         service["extensions"] = list(service.get("extensions") or []) + list(fragment.get("extensions") or {})
     named = [("receivers", cid) for cid in traces.get("receivers") or []]
     named += [("processors", cid) for cid in traces.get("processors") or []]
-    named += [("exporters", cid) for pipeline in pipelines.values() if isinstance(pipeline, dict)
-              for cid in pipeline.get("exporters") or []]
+    named += [
+        ("exporters", cid)
+        for pipeline in pipelines.values()
+        if isinstance(pipeline, dict)
+        for cid in pipeline.get("exporters") or []
+    ]
     named += [("extensions", cid) for cid in service.get("extensions") or []]
     for section, component_id in named:
         defined = config.setdefault(section, {})
@@ -281,8 +295,11 @@ def classify(block: Block, data: Any) -> str | None:
     if BODY_MARKER.match(first) and isinstance(data, dict):
         return "component"
     if isinstance(data, dict) and data and set(data) <= set(SECTIONS):
-        full = {"receivers", "exporters"} <= set(data) and isinstance(data.get("service"), dict) \
+        full = (
+            {"receivers", "exporters"} <= set(data)
+            and isinstance(data.get("service"), dict)
             and "pipelines" in data["service"]
+        )
         return "config" if full else "fragment"
     if isinstance(data, dict) and set(data) == {"cases"}:
         return "dataset"
@@ -365,13 +382,18 @@ def test_the_docs_are_found():
 def test_readme_stays_short():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, (
-        f"README.md has {len(lines)} lines; keep it to {README_MAX_LINES} and move details into docs/")
+        f"README.md has {len(lines)} lines; keep it to {README_MAX_LINES} and move details into docs/"
+    )
 
 
 @pytest.mark.parametrize("path", MARKDOWN)
 def test_relative_links_resolve(path):
-    problems = [f"{path}:{line}: {problem}" for line, target in links(page(path))
-                for problem in [link_problem(path, target)] if problem]
+    problems = [
+        f"{path}:{line}: {problem}"
+        for line, target in links(page(path))
+        for problem in [link_problem(path, target)]
+        if problem
+    ]
     assert not problems, "broken links:\n" + "\n".join(problems)
 
 
@@ -427,7 +449,10 @@ def test_slugs_follow_github():
 def test_a_fragment_is_completed_into_a_config():
     config = as_config({"processors": {"judge_metrics": {"mode": "combined"}}, "extensions": {"health_check": {}}})
     assert config["service"]["pipelines"]["traces"] == {
-        "receivers": ["otlp"], "exporters": ["debug"], "processors": ["judge_metrics"]}
+        "receivers": ["otlp"],
+        "exporters": ["debug"],
+        "processors": ["judge_metrics"],
+    }
     assert config["service"]["extensions"] == ["health_check"]
     routed = as_config({"service": {"pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["otlp/tempo"]}}}})
     assert routed["exporters"]["otlp/tempo"] == STAND_INS[("exporters", "otlp")]

@@ -72,7 +72,8 @@ def test_installed_packages_cover_every_source_folder():
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
     # Folders of data only (no __init__.py) are listed too, so setuptools ships their files.
     data_only = set(PYPROJECT["tool"]["setuptools"]["package-data"]) - {
-        name for name, path in spanscore_modules().items() if path.name == "__init__.py"}
+        name for name, path in spanscore_modules().items() if path.name == "__init__.py"
+    }
     on_disk = {name for name, path in spanscore_modules().items() if path.name == "__init__.py"}
     assert on_disk == listed - data_only
 

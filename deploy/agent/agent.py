@@ -28,12 +28,20 @@ TURNS_PER_SESSION = 3
 # question, tool arguments, tool result (None: the tool failed), answer. Some answers
 # miss the question or fail, so the scores vary.
 SCRIPT = [
-    ("What's the weather in Paris?", {"city": "Paris"}, {"temp_c": 21, "sky": "sunny"},
-     "It is 21°C and sunny in Paris."),
+    (
+        "What's the weather in Paris?",
+        {"city": "Paris"},
+        {"temp_c": 21, "sky": "sunny"},
+        "It is 21°C and sunny in Paris.",
+    ),
     ("And in Lyon?", {"city": "Lyon"}, {"temp_c": 17, "sky": "light rain"}, "Lyon has light rain at 17°C."),
     ("Do I need an umbrella in Oslo?", {"city": "Oslo"}, None, "Sorry, I could not reach the weather service."),
-    ("Is it warm in Madrid today?", {"city": "Madrid"}, {"temp_c": 29, "sky": "clear"},
-     "Madrid is warm today: 29°C under a clear sky."),
+    (
+        "Is it warm in Madrid today?",
+        {"city": "Madrid"},
+        {"temp_c": 29, "sky": "clear"},
+        "Madrid is warm today: 29°C under a clear sky.",
+    ),
     ("What's the weather in Rome?", {"city": "Rome"}, {"temp_c": 24, "sky": "cloudy"}, "Here is a pasta recipe."),
 ]
 
@@ -47,28 +55,52 @@ def run_turn(tracer, session_id: str, turn: int) -> None:
     # session.id on every span, not only the root: a Collector routing on it
     # (deploy/loadbalancing) then keeps the whole trace on one spanscore replica.
     common = {"session.id": session_id, "gen_ai.conversation.id": session_id}
-    with tracer.start_as_current_span(f"invoke_agent {AGENT}", attributes={
-        **common, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT,
-        "gen_ai.input.messages": messages("user", question),
-    }) as root:
-        with tracer.start_as_current_span(f"chat {MODEL}", kind=SpanKind.CLIENT, attributes={
-            **common, "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
-            "gen_ai.usage.input_tokens": 112, "gen_ai.usage.output_tokens": 18,
-        }):
+    with tracer.start_as_current_span(
+        f"invoke_agent {AGENT}",
+        attributes={
+            **common,
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": AGENT,
+            "gen_ai.input.messages": messages("user", question),
+        },
+    ) as root:
+        with tracer.start_as_current_span(
+            f"chat {MODEL}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                **common,
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.usage.input_tokens": 112,
+                "gen_ai.usage.output_tokens": 18,
+            },
+        ):
             pass
-        with tracer.start_as_current_span("execute_tool get_weather", attributes={
-            **common, "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-            "gen_ai.tool.call.arguments": json.dumps(arguments),
-        }) as tool:
+        with tracer.start_as_current_span(
+            "execute_tool get_weather",
+            attributes={
+                **common,
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.arguments": json.dumps(arguments),
+            },
+        ) as tool:
             if result is None:
                 tool.set_attribute("error.type", "TimeoutError")
                 tool.set_status(Status(StatusCode.ERROR, "weather service timed out"))
             else:
                 tool.set_attribute("gen_ai.tool.call.result", json.dumps(result))
-        with tracer.start_as_current_span(f"chat {MODEL}", kind=SpanKind.CLIENT, attributes={
-            **common, "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
-            "gen_ai.usage.input_tokens": 160, "gen_ai.usage.output_tokens": 31,
-        }):
+        with tracer.start_as_current_span(
+            f"chat {MODEL}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                **common,
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.usage.input_tokens": 160,
+                "gen_ai.usage.output_tokens": 31,
+            },
+        ):
             pass
         root.set_attribute("gen_ai.output.messages", messages("assistant", answer))
 

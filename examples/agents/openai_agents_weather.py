@@ -29,9 +29,13 @@ MODEL = os.environ.get("OPENAI_MODEL", "gpt-4.1-mini")
 # The exporter appends /v1/traces; spanscore's OTLP/HTTP receiver listens on 4318.
 os.environ.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
 
-provider = TracerProvider(resource=Resource.create({
-    "service.name": os.environ.get("OTEL_SERVICE_NAME", "weather-agent-openai-agents"),
-}))
+provider = TracerProvider(
+    resource=Resource.create(
+        {
+            "service.name": os.environ.get("OTEL_SERVICE_NAME", "weather-agent-openai-agents"),
+        }
+    )
+)
 provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
 OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
 

@@ -27,9 +27,13 @@ MODEL = os.environ.get("OPENAI_MODEL", "gpt-4.1-mini")
 # The exporter appends /v1/traces; spanscore's OTLP/HTTP receiver listens on 4318.
 os.environ.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
 
-provider = TracerProvider(resource=Resource.create({
-    "service.name": os.environ.get("OTEL_SERVICE_NAME", "weather-agent-pydantic-ai"),
-}))
+provider = TracerProvider(
+    resource=Resource.create(
+        {
+            "service.name": os.environ.get("OTEL_SERVICE_NAME", "weather-agent-pydantic-ai"),
+        }
+    )
+)
 provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
 # include_content: the prompts and answers are what spanscore scores.
 Agent.instrument_all(InstrumentationSettings(tracer_provider=provider, include_content=True))

@@ -9,6 +9,14 @@ from spanscore.processors.agent_trace.model import AgentTrace, Message, Step, To
 from spanscore.processors.agent_trace.of_trace import agent_name_of, agent_summary_of, agent_trace_of
 
 __all__ = [
-    "AgentSummary", "AgentTrace", "Message", "Step", "ToolCall", "ToolDefinition", "agent_name_of",
-    "agent_summary_of", "agent_trace_of", "build_agent_trace",
+    "AgentSummary",
+    "AgentTrace",
+    "Message",
+    "Step",
+    "ToolCall",
+    "ToolDefinition",
+    "agent_name_of",
+    "agent_summary_of",
+    "agent_trace_of",
+    "build_agent_trace",
 ]

@@ -202,19 +202,21 @@ def _build(trace_id: str, read: SpanViews, session_id: str | None) -> AgentTrace
     root = by_depth[0] if by_depth else None
     # All fields in one validated construction rather than assigned one by one; as
     # `conventions` is filled in place afterwards, the explicitly set fields are the same.
-    trace = new_agent_trace(dict(
-        trace_id=trace_id,
-        session_id=session_id,
-        steps=steps,
-        available_tools=_available_tools(views, tool_views),
-        user_input=(_user_input(by_depth, containers, llm_views) or "").strip(),
-        final_output=(_final_output(by_depth, containers, llm_views) or "").strip(),
-        agent_name=_agent_name(by_depth, containers),
-        user_id=next((v.user_id for v in by_depth if v.user_id), None),
-        system_prompt=_system_prompt(views, llm_steps),
-        reasoning=_dedupe(text for step in llm_steps for text in step.reasoning),
-        error=next((v.error for v in ([root] if root else []) + containers if v.error), None),
-    ))
+    trace = new_agent_trace(
+        dict(
+            trace_id=trace_id,
+            session_id=session_id,
+            steps=steps,
+            available_tools=_available_tools(views, tool_views),
+            user_input=(_user_input(by_depth, containers, llm_views) or "").strip(),
+            final_output=(_final_output(by_depth, containers, llm_views) or "").strip(),
+            agent_name=_agent_name(by_depth, containers),
+            user_id=next((v.user_id for v in by_depth if v.user_id), None),
+            system_prompt=_system_prompt(views, llm_steps),
+            reasoning=_dedupe(text for step in llm_steps for text in step.reasoning),
+            error=next((v.error for v in ([root] if root else []) + containers if v.error), None),
+        )
+    )
     conventions = trace.conventions
     for view in views:
         if view.conventions:
@@ -340,23 +342,41 @@ def _llm_step(view: SpanView) -> Step:
             reasoning += [m.content for m in assistant if m.content.strip()]
     else:
         text, calls, reasoning = "", [], []
-    return new_step(dict(
-        kind="llm", name=view.name or (view.model or "llm"), span_id=view.span_id,
-        parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
-        result=text or None, error=view.error, model=view.model,
-        input_messages=view.input_messages or [], tool_calls=calls, reasoning=reasoning,
-        convention=_convention(view),
-    ))
+    return new_step(
+        dict(
+            kind="llm",
+            name=view.name or (view.model or "llm"),
+            span_id=view.span_id,
+            parent_span_id=view.parent_id,
+            start_time_unix_nano=view.start,
+            end_time_unix_nano=view.end,
+            result=text or None,
+            error=view.error,
+            model=view.model,
+            input_messages=view.input_messages or [],
+            tool_calls=calls,
+            reasoning=reasoning,
+            convention=_convention(view),
+        )
+    )
 
 
 def _tool_step(view: SpanView) -> Step:
-    return new_step(dict(
-        kind="tool", name=view.tool_name or view.name or "tool", span_id=view.span_id,
-        parent_span_id=view.parent_id, start_time_unix_nano=view.start, end_time_unix_nano=view.end,
-        arguments=parse_arguments(unwrap(view.tool_arguments)),
-        result=_result_text(view.tool_result), error=view.error, tool_call_id=view.tool_call_id,
-        convention=_convention(view),
-    ))
+    return new_step(
+        dict(
+            kind="tool",
+            name=view.tool_name or view.name or "tool",
+            span_id=view.span_id,
+            parent_span_id=view.parent_id,
+            start_time_unix_nano=view.start,
+            end_time_unix_nano=view.end,
+            arguments=parse_arguments(unwrap(view.tool_arguments)),
+            result=_result_text(view.tool_result),
+            error=view.error,
+            tool_call_id=view.tool_call_id,
+            convention=_convention(view),
+        )
+    )
 
 
 def _result_text(value: Any) -> str | None:
@@ -399,12 +419,21 @@ def _unobserved_tool_calls(llm_views: list[SpanView], llm_steps: list[Step], too
                     span_step.arguments = call.arguments
                 continue
             answer = results.get(call.id) if call.id else None
-            extra.append(Step(
-                kind="tool", name=call.name, span_id=view.span_id, parent_span_id=view.parent_id,
-                start_time_unix_nano=view.end, end_time_unix_nano=view.end, arguments=call.arguments,
-                result=answer.content if answer is not None else None, tool_call_id=call.id,
-                from_span=False, convention=step.convention,
-            ))
+            extra.append(
+                Step(
+                    kind="tool",
+                    name=call.name,
+                    span_id=view.span_id,
+                    parent_span_id=view.parent_id,
+                    start_time_unix_nano=view.end,
+                    end_time_unix_nano=view.end,
+                    arguments=call.arguments,
+                    result=answer.content if answer is not None else None,
+                    tool_call_id=call.id,
+                    from_span=False,
+                    convention=step.convention,
+                )
+            )
     return extra
 
 
@@ -522,7 +551,8 @@ def _available_tools(views: list[SpanView], tool_views: list[SpanView]) -> list[
                 continue
         parameters = parse_json(view.tool_parameters)
         tool = ToolDefinition(
-            name=name, description=view.tool_description,
+            name=name,
+            description=view.tool_description,
             parameters=parameters if isinstance(parameters, dict) else None,
         )
         if known is None:

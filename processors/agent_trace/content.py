@@ -45,7 +45,7 @@ def parse_json(value: Any) -> Any:
         except UnicodeDecodeError:
             return value
     stripped = value.strip()
-    if not stripped or stripped[0] not in "{[\"":
+    if not stripped or stripped[0] not in '{["':
         return value
     try:
         parsed, end = _scan_json(stripped, 0)
@@ -157,8 +157,11 @@ def _tool_call(data: Any) -> ToolCall | None:
     if not isinstance(name, str) or not name:
         return None
     call_id = data.get("id", data.get("call_id"))
-    return ToolCall(id=str(call_id) if call_id is not None else None, name=name,
-                    arguments=parse_arguments(function.get("arguments", function.get("input"))))
+    return ToolCall(
+        id=str(call_id) if call_id is not None else None,
+        name=name,
+        arguments=parse_arguments(function.get("arguments", function.get("input"))),
+    )
 
 
 def _parsed_items(value: Any, parse: Callable[[Any], _T | None]) -> list[_T]:
@@ -203,8 +206,9 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
         call = _tool_call(data)
         return Message(role="assistant", tool_calls=[call] if call else [])
     if kind == "function_call_output":
-        return Message(role="tool", content=to_text(data.get("output")) or "",
-                       tool_call_id=_str_or_none(data.get("call_id")))
+        return Message(
+            role="tool", content=to_text(data.get("output")) or "", tool_call_id=_str_or_none(data.get("call_id"))
+        )
     if kind == "reasoning":
         summary = data.get("summary")
         texts = [p.get("text") for p in summary if isinstance(p, MAPPING)] if isinstance(summary, list) else []
@@ -219,8 +223,11 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
     # passed, so it does not count as an explicitly set field.
     parts = data.get("parts")
     if isinstance(parts, list):
-        if role == "user" and parts and all(isinstance(p, MAPPING) and p.get("type") == "tool_call_response"
-                                            for p in parts):
+        if (
+            role == "user"
+            and parts
+            and all(isinstance(p, MAPPING) and p.get("type") == "tool_call_response" for p in parts)
+        ):
             role = "tool"  # tool results sent in a user turn (Strands, ADK) answer a call
         content, call_id, calls, reasoning = _read_parts(parts, call_id, role)
         message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content, finish_reason=finish))
@@ -235,15 +242,18 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
             result = _block_tool_result(contents)
             if result is not None:  # Bedrock sends tool results as user messages
                 role, call_id, content = "tool", result[0] or call_id, result[1]
-        message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content,
-                                   tool_calls=calls, finish_reason=finish))
+        message = new_message(
+            dict(role=role, name=name, tool_call_id=call_id, content=content, tool_calls=calls, finish_reason=finish)
+        )
         reasoning += _reasoning_texts(data)
     message.reasoning.extend(reasoning)
     return message
 
 
 def _is_tool_block(block: Any) -> bool:
-    return isinstance(block, MAPPING) and (block.get("type") in _SDK_TOOL_PARTS or not _BEDROCK_BLOCKS.isdisjoint(block))
+    return isinstance(block, MAPPING) and (
+        block.get("type") in _SDK_TOOL_PARTS or not _BEDROCK_BLOCKS.isdisjoint(block)
+    )
 
 
 def _block_tool_calls(blocks: list[Any]) -> list[ToolCall]:
@@ -256,11 +266,19 @@ def _block_tool_calls(blocks: list[Any]) -> list[ToolCall]:
             continue
         use = block.get("toolUse")
         if isinstance(use, MAPPING) and isinstance(use.get("name"), str):
-            calls.append(ToolCall(id=_str_or_none(use.get("toolUseId")), name=use["name"],
-                                  arguments=parse_arguments(use.get("input"))))
+            calls.append(
+                ToolCall(
+                    id=_str_or_none(use.get("toolUseId")), name=use["name"], arguments=parse_arguments(use.get("input"))
+                )
+            )
         elif block.get("type") == "tool-call" and isinstance(block.get("toolName"), str):
-            calls.append(ToolCall(id=_str_or_none(block.get("toolCallId")), name=block["toolName"],
-                                  arguments=parse_arguments(block.get("input", block.get("args")))))
+            calls.append(
+                ToolCall(
+                    id=_str_or_none(block.get("toolCallId")),
+                    name=block["toolName"],
+                    arguments=parse_arguments(block.get("input", block.get("args"))),
+                )
+            )
     return calls
 
 
@@ -442,5 +460,6 @@ def io_text(value: Any) -> str | None:
 def _looks_like_messages(value: Any) -> bool:
     if isinstance(value, MAPPING):
         return isinstance(value.get("messages"), list) or "role" in value
-    return isinstance(value, list) and any(isinstance(item, MAPPING) and ("role" in item or "type" in item)
-                                           for item in value)
+    return isinstance(value, list) and any(
+        isinstance(item, MAPPING) and ("role" in item or "type" in item) for item in value
+    )

@@ -119,5 +119,6 @@ def _text_under(value: Any, keys: tuple[str, ...], read: Any) -> str | None:
 def _is_message_list(value: Any) -> bool:
     if isinstance(value, MAPPING):
         return isinstance(value.get("messages"), list) or ("role" in value and "content" in value)
-    return isinstance(value, list) and any(isinstance(item, MAPPING) and ("role" in item or "type" in item)
-                                           for item in value)
+    return isinstance(value, list) and any(
+        isinstance(item, MAPPING) and ("role" in item or "type" in item) for item in value
+    )

@@ -72,9 +72,25 @@ _INPUT_EVENT_ROLES = {
 class _Keys:
     """Which of the keys `apply` reads a key shape has: decided once per shape."""
 
-    __slots__ = ("any", "legacy", "current", "operation", "input_messages", "output_messages", "messages",
-                 "tool_arguments", "tool_result", "agent_name", "call_evidence", "model", "system_instructions",
-                 "tool_definitions", "tool_name", "tool_call_id", "tool_description")
+    __slots__ = (
+        "any",
+        "legacy",
+        "current",
+        "operation",
+        "input_messages",
+        "output_messages",
+        "messages",
+        "tool_arguments",
+        "tool_result",
+        "agent_name",
+        "call_evidence",
+        "model",
+        "system_instructions",
+        "tool_definitions",
+        "tool_name",
+        "tool_call_id",
+        "tool_description",
+    )
 
     def __init__(self, shape: KeyShape):
         keys = shape.positions

@@ -68,7 +68,9 @@ def _role(operation: str) -> str:
 def _response(text: str | None, tool_calls: Any) -> list[Message]:
     calls = parse_json(tool_calls)
     found = [
-        ToolCall(id=call.get("toolCallId"), name=call["toolName"], arguments=parse_json(call.get("input", call.get("args"))))
+        ToolCall(
+            id=call.get("toolCallId"), name=call["toolName"], arguments=parse_json(call.get("input", call.get("args")))
+        )
         for call in (calls if isinstance(calls, list) else [])
         if isinstance(call, dict) and isinstance(call.get("toolName"), str)
     ]

@@ -128,8 +128,7 @@ class CachedEmbedder(Embedder):
         if vectors is not None:
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.shape[0] != len(missing):
-                raise RuntimeError(
-                    f"{self.inner!r} returned {vectors.shape[0]} rows for {len(missing)} texts")
+                raise RuntimeError(f"{self.inner!r} returned {vectors.shape[0]} rows for {len(missing)} texts")
             with self._lock:
                 for key, row in zip(missing.values(), vectors):
                     stored = row.copy()

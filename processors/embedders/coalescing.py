@@ -85,5 +85,5 @@ def _hand_out(done: asyncio.Future, batch: list[tuple[Sequence[str], asyncio.Fut
     vectors, start = done.result(), 0
     for texts, future in batch:
         if not future.done():  # a caller cancelled meanwhile
-            future.set_result(vectors[start:start + len(texts)])
+            future.set_result(vectors[start : start + len(texts)])
         start += len(texts)

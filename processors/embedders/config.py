@@ -13,16 +13,17 @@ embedder:
 
 `EmbedderConfig` is a union discriminated by `type`. A mapping without `type` means
 `auto`: MiniLM when the `spanscore[minilm]` extra is installed, else the static table
-distilled from it (semantic, built in); the choice is logged at INFO once per process. Validation errors carry the key path without the
-union's branch name (`embedder.batch_size`, not `embedder.openai.batch_size`), so the
-Collector config's messages point at keys the user actually wrote.
+distilled from it (semantic, built in); the choice is logged at INFO once per process.
+Validation errors carry the key path without the union's branch name
+(`embedder.batch_size`, not `embedder.openai.batch_size`), so the Collector config's
+messages point at keys the user actually wrote.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, WrapValidator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -102,16 +103,23 @@ def _by_type(value: Any, handler: Any) -> Any:
     model = _MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         expected = ", ".join(repr(k) for k in _MODELS)
-        raise ValidationError.from_exception_data("EmbedderConfig", [InitErrorDetails(
-            type=PydanticCustomError("embedder_type", "unknown embedder type; expected one of {expected}",
-                                     {"expected": expected}),
-            loc=("type",), input=kind)])
+        raise ValidationError.from_exception_data(
+            "EmbedderConfig",
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "embedder_type", "unknown embedder type; expected one of {expected}", {"expected": expected}
+                    ),
+                    loc=("type",),
+                    input=kind,
+                )
+            ],
+        )
     return model.model_validate(value)
 
 
 EmbedderConfig = Annotated[
-    Union[StaticEmbedderConfig, HashingEmbedderConfig, MiniLMEmbedderConfig, OpenAIEmbedderConfig,
-          AutoEmbedderConfig],
+    StaticEmbedderConfig | HashingEmbedderConfig | MiniLMEmbedderConfig | OpenAIEmbedderConfig | AutoEmbedderConfig,
     Field(discriminator="type"),
     WrapValidator(_by_type),
 ]
@@ -142,8 +150,11 @@ def resolve_auto() -> str:
             missing = minilm.missing_modules()
             _auto_choice = "static" if missing else "minilm"
             if missing:
-                _log.info("embedder auto: using static (MiniLM's distilled token table); for the full model "
-                          "install spanscore[minilm] (missing %s)", ", ".join(missing))
+                _log.info(
+                    "embedder auto: using static (MiniLM's distilled token table); for the full model "
+                    "install spanscore[minilm] (missing %s)",
+                    ", ".join(missing),
+                )
             else:
                 _log.info("embedder auto: using minilm (%s)", minilm.MODEL_ID)
         return _auto_choice

@@ -89,11 +89,7 @@ def stable_hash(feature: str) -> int:
 def char_ngrams(word: str) -> list[str]:
     """The word's character n-grams, `<`/`>` marking its ends."""
     marked = f"<{word}>"
-    grams = [
-        marked[i:i + n]
-        for n in range(MIN_CHAR_NGRAM, MAX_CHAR_NGRAM + 1)
-        for i in range(len(marked) - n + 1)
-    ]
+    grams = [marked[i : i + n] for n in range(MIN_CHAR_NGRAM, MAX_CHAR_NGRAM + 1) for i in range(len(marked) - n + 1)]
     # A one-letter word has no 3-gram inside its markers; its marked form stands in.
     return grams or [marked]
 
@@ -147,8 +143,8 @@ class HashingEmbedder(Embedder):
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), CHUNK_TEXTS):
-            chunk = texts[start:start + CHUNK_TEXTS]
-            out[start:start + len(chunk)] = self._embed_chunk(chunk)
+            chunk = texts[start : start + CHUNK_TEXTS]
+            out[start : start + len(chunk)] = self._embed_chunk(chunk)
         return out
 
     def _embed_chunk(self, texts: Sequence[str]) -> np.ndarray:
@@ -186,18 +182,23 @@ class HashingEmbedder(Embedder):
         words = np.array(word_hashes, dtype=np.int64).view(np.uint64)
         sizes = np.fromiter((b.size for b in char_buckets), dtype=np.intp, count=len(char_buckets))
         pairs, pair_rows, pair_weights = _bigram_features(
-            np.array(token_hashes, dtype=np.int64).view(np.uint64), np.array(token_rows, dtype=np.intp))
+            np.array(token_hashes, dtype=np.int64).view(np.uint64), np.array(token_rows, dtype=np.intp)
+        )
 
-        cells = np.concatenate([
-            (rows * 3 + 0) * d + (words % self._dim).astype(np.intp),
-            (pair_rows * 3 + 1) * d + (pairs % self._dim).astype(np.intp),
-            (np.repeat(rows, sizes) * 3 + 2) * d + np.concatenate(char_buckets),
-        ])
-        weights = np.concatenate([
-            word_weights * _signs(words),
-            pair_weights * _signs(pairs),
-            np.repeat(word_weights, sizes) * np.concatenate(char_values),
-        ])
+        cells = np.concatenate(
+            [
+                (rows * 3 + 0) * d + (words % self._dim).astype(np.intp),
+                (pair_rows * 3 + 1) * d + (pairs % self._dim).astype(np.intp),
+                (np.repeat(rows, sizes) * 3 + 2) * d + np.concatenate(char_buckets),
+            ]
+        )
+        weights = np.concatenate(
+            [
+                word_weights * _signs(words),
+                pair_weights * _signs(pairs),
+                np.repeat(word_weights, sizes) * np.concatenate(char_values),
+            ]
+        )
         per_group = np.bincount(cells, weights=weights, minlength=n * 3 * d).reshape(n, 3, d)
         norms = np.sqrt(np.einsum("ngd,ngd->ng", per_group, per_group))
         scale = np.divide(_GROUP_WEIGHT_VECTOR, norms, out=np.zeros_like(norms), where=norms > 0)

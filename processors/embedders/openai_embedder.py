@@ -136,9 +136,17 @@ class OpenAIEmbedder(Embedder):
         self.name = f"openai/{model}" + (f"/d{dimensions}" if dimensions else "")
         self._where = safe_url(base_url) if base_url else "the OpenAI API"
         self.endpoint = Endpoint(
-            f"embedder {model!r} at {self._where}", base_url=base_url, api_key=api_key, retry=self.retry, log=_log,
-            what="embeddings request", timeout_s=timeout_s, max_concurrency=max_concurrency, max_wait_s=max_wait_s,
-            seed=seed)
+            f"embedder {model!r} at {self._where}",
+            base_url=base_url,
+            api_key=api_key,
+            retry=self.retry,
+            log=_log,
+            what="embeddings request",
+            timeout_s=timeout_s,
+            max_concurrency=max_concurrency,
+            max_wait_s=max_wait_s,
+            seed=seed,
+        )
         self.breaker = self.endpoint.breaker
         self._width: int | None = dimensions
         self._lock = threading.Lock()
@@ -180,7 +188,7 @@ class OpenAIEmbedder(Embedder):
         positions = [i for i, text in enumerate(texts) if text and not text.isspace()]
         redact = self.redaction.text if self.redaction.enabled else None
         wanted = [redact(texts[i]) if redact else texts[i] for i in positions]
-        return positions, [wanted[i:i + self.batch_size] for i in range(0, len(wanted), self.batch_size)]
+        return positions, [wanted[i : i + self.batch_size] for i in range(0, len(wanted), self.batch_size)]
 
     def _assemble(self, n: int, positions: list[int], results: list[np.ndarray]) -> np.ndarray:
         out = np.zeros((n, self._width or 0), dtype=np.float32)
@@ -205,8 +213,9 @@ class OpenAIEmbedder(Embedder):
         items = sorted(response.data, key=lambda item: item.index)
         if [item.index for item in items] != list(range(expected)):
             raise EmbeddingRequestError(
-                f"the embeddings response for {expected} texts had indexes "
-                f"{[item.index for item in response.data]}", attempts=1)
+                f"the embeddings response for {expected} texts had indexes {[item.index for item in response.data]}",
+                attempts=1,
+            )
         rows = [_decode(item.embedding) for item in items]
         widths = {row.size for row in rows}
         if len(widths) != 1 or 0 in widths:
@@ -217,8 +226,8 @@ class OpenAIEmbedder(Embedder):
                 self._width = width
         if width != self._width:
             raise EmbeddingRequestError(
-                f"{self.model!r} returned {width}-dimensional vectors after {self._width}-dimensional ones",
-                attempts=1)
+                f"{self.model!r} returned {width}-dimensional vectors after {self._width}-dimensional ones", attempts=1
+            )
         return np.stack(rows)
 
 
@@ -233,8 +242,13 @@ class _Batch(Exchange[np.ndarray]):
         return client.embeddings.create(**self.embedder._params(self.batch))
 
     def classify(self, error: openai.OpenAIError) -> Failure:
-        return Failure(_describe(error), is_retryable(error), retry_after_s(error),
-                       outage_reason(error, self.embedder.timeout_s), error)
+        return Failure(
+            _describe(error),
+            is_retryable(error),
+            retry_after_s(error),
+            outage_reason(error, self.embedder.timeout_s),
+            error,
+        )
 
     def read(self, response: Any) -> np.ndarray:
         return self.embedder._vectors(response, len(self.batch))
@@ -250,13 +264,17 @@ class _Batch(Exchange[np.ndarray]):
         return EmbeddingRequestError(
             f"embedding {size} text{'s' if size > 1 else ''} with {self.embedder.model!r} at "
             f"{self.embedder._where} failed ({reason}): {failure.message}",
-            attempts=attempts, status=_status(failure.cause))
+            attempts=attempts,
+            status=_status(failure.cause),
+        )
 
     def unreachable(self, outage: Unreachable) -> EmbeddingRequestError:
         size = len(self.batch)
         return EmbeddingRequestError(
             f"embedding {size} text{'s' if size > 1 else ''}: {self.embedder.breaker.name} unreachable for "
-            f"{format_duration(outage.waited_s)} (max_embedder_wait): {outage.reason}", attempts=self.requests)
+            f"{format_duration(outage.waited_s)} (max_embedder_wait): {outage.reason}",
+            attempts=self.requests,
+        )
 
 
 def _decode(embedding: Any) -> np.ndarray:

@@ -94,7 +94,7 @@ class StaticEmbedder(Embedder):
         others: list[int] = []
         for i, text in enumerate(texts):
             if text.isascii():
-                ids.append(self._ascii.ids(text)[:self.max_tokens])
+                ids.append(self._ascii.ids(text)[: self.max_tokens])
             else:
                 ids.append([])
                 others.append(i)
@@ -120,11 +120,12 @@ def _pooled(table: np.ndarray, ids: list[list[int]], zero_row: int) -> np.ndarra
     order = np.argsort(lengths, kind="stable")
     order = order[lengths[order] > 0]
     for start in range(0, len(order), POOL_GROUP):
-        group = order[start:start + POOL_GROUP]
+        group = order[start : start + POOL_GROUP]
         group_lengths = lengths[group]
         width = int(group_lengths[-1])
         padded = np.full((len(group), width), zero_row, dtype=np.int64)
         padded[np.arange(width) < group_lengths[:, None]] = np.fromiter(
-            (token for i in group for token in ids[i]), dtype=np.int64, count=int(group_lengths.sum()))
+            (token for i in group for token in ids[i]), dtype=np.int64, count=int(group_lengths.sum())
+        )
         sums[group] = table[padded].sum(axis=1)
     return sums

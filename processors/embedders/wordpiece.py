@@ -39,9 +39,13 @@ class AsciiWordPiece:
         spec = json.loads(Path(tokenizer_file).read_text(encoding="utf-8"))
         model = spec["model"]
         normalizer, pre_tokenizer = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}
-        if (model.get("type") != "WordPiece" or normalizer.get("type") != "BertNormalizer"
-                or not normalizer.get("lowercase") or not normalizer.get("clean_text")
-                or pre_tokenizer.get("type") != "BertPreTokenizer"):
+        if (
+            model.get("type") != "WordPiece"
+            or normalizer.get("type") != "BertNormalizer"
+            or not normalizer.get("lowercase")
+            or not normalizer.get("clean_text")
+            or pre_tokenizer.get("type") != "BertPreTokenizer"
+        ):
             raise ValueError(f"{tokenizer_file}: not a lowercasing BERT WordPiece tokenizer")
         self.vocab: dict[str, int] = model["vocab"]
         self.unknown = self.vocab[model["unk_token"]]

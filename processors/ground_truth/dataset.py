@@ -131,7 +131,7 @@ class Expected(_Strict):
         return "value" if self.check is None else "check"
 
 
-class ExpectedParameter(Expected):
+class ExpectedArgument(Expected):
     """One argument of an expected call, by its exact name."""
 
     name: str = Field(min_length=1)
@@ -142,7 +142,7 @@ class ExpectedToolCall(_Strict):
 
     tool: Text
     turn: TurnIndex | None = None
-    parameters: list[ExpectedParameter] = []
+    parameters: list[ExpectedArgument] = []
     output: Expected | None = None
 
     @model_validator(mode="after")
@@ -211,9 +211,9 @@ class Dataset(_Strict):
 
     @model_validator(mode="after")
     def _joinable(self) -> Dataset:
-        _raise_problems([
-            (f"cases[{i}].{path}", message) for i, path, message in _clashes(self.cases, lambda j: f"cases[{j}]")
-        ])
+        _raise_problems(
+            [(f"cases[{i}].{path}", message) for i, path, message in _clashes(self.cases, lambda j: f"cases[{j}]")]
+        )
         return self
 
     def model_post_init(self, context: Any) -> None:
@@ -331,8 +331,10 @@ def _clashes(cases: Sequence[Case], position: Callable[[int], str]) -> list[tupl
             earlier = first_messages.setdefault(case.first_message, i)
             if earlier != i:
                 path = "turns[0].message" if case.turns else "user_instruction"
-                message = (f"{position(earlier)} starts with the same user message, "
-                           "so a session starting with it cannot be joined to one case")
+                message = (
+                    f"{position(earlier)} starts with the same user message, "
+                    "so a session starting with it cannot be joined to one case"
+                )
                 out.append((i, path, message))
     return out
 

@@ -101,9 +101,15 @@ class GroundTruthJudge:
     recorded value before it reaches a prompt; `max_field_chars`: longer values are cut.
     """
 
-    def __init__(self, judge: Judge, trials: int = 5, early_stop: bool = True, batched: bool = True,
-                 redaction: Redaction | Mapping[str, Any] | None = None,
-                 max_field_chars: int = DEFAULT_MAX_FIELD_CHARS):
+    def __init__(
+        self,
+        judge: Judge,
+        trials: int = 5,
+        early_stop: bool = True,
+        batched: bool = True,
+        redaction: Redaction | Mapping[str, Any] | None = None,
+        max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    ):
         validate_trials(trials)
         self.judge = judge
         self.trials = trials
@@ -116,11 +122,16 @@ class GroundTruthJudge:
         self.cached = 0  # answers served from the judge's cache (no request sent)
 
     def usage(self) -> dict[str, int]:
-        return {"calls": self.calls, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens, "cached": self.cached}
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached": self.cached,
+        }
 
-    async def _ask(self, data_block: str, instructions: str, schema: dict[str, Any], schema_name: str,
-                   trial: int) -> dict[str, Any]:
+    async def _ask(
+        self, data_block: str, instructions: str, schema: dict[str, Any], schema_name: str, trial: int
+    ) -> dict[str, Any]:
         messages = self.builder.messages(data_block, instructions, trial=trial)
         try:
             reply = await self.judge.complete(messages, schema, schema_name)
@@ -134,15 +145,17 @@ class GroundTruthJudge:
         return reply.data
 
     # -- subgoals ------------------------------------------------------------------------
-    async def subgoal_verdicts(self, case: Case, turns: Sequence[AgentTrace],
-                               pending: Sequence[int]) -> dict[int, SubgoalVerdict]:
+    async def subgoal_verdicts(
+        self, case: Case, turns: Sequence[AgentTrace], pending: Sequence[int]
+    ) -> dict[int, SubgoalVerdict]:
         """A verdict for each pending subgoal (indices into `case.subgoals`) on the
         transcript of `turns`; JudgeError when any of them gets no majority."""
         indices = list(dict.fromkeys(pending))
         for index in indices:
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(case.subgoals):
-                raise ValueError(f"pending: {index!r} is not a subgoal index of case {case.id!r} "
-                                 f"({len(case.subgoals)} subgoals)")
+                raise ValueError(
+                    f"pending: {index!r} is not a subgoal index of case {case.id!r} ({len(case.subgoals)} subgoals)"
+                )
         if not indices:
             return {}
         calls_before = self.calls
@@ -155,13 +168,15 @@ class GroundTruthJudge:
             errors = {index: errs for index, (_, errs) in zip(indices, runs)}
         verdicts = {}
         for index in indices:
-            side, explanation, tally = _decide(ballots[index], errors[index], f"subgoal {index}",
-                                               self.trials, self.calls - calls_before)
+            side, explanation, tally = _decide(
+                ballots[index], errors[index], f"subgoal {index}", self.trials, self.calls - calls_before
+            )
             verdicts[index] = SubgoalVerdict(complete=side, explanation=explanation, votes=tally)
         return verdicts
 
-    async def _subgoals_batched(self, case: Case, data: str, indices: list[int]
-                                ) -> tuple[dict[int, list[Ballot]], dict[int, list[JudgeError]]]:
+    async def _subgoals_batched(
+        self, case: Case, data: str, indices: list[int]
+    ) -> tuple[dict[int, list[Ballot]], dict[int, list[JudgeError]]]:
         need = self.trials // 2 + 1
         # Ballots per trial, filled in between waves (run_trials reads the votes of all
         # answers after each wave), so every request of a wave asks about the same subgoals.
@@ -176,16 +191,22 @@ class GroundTruthJudge:
         async def ask(trial: int) -> dict[str, Any]:
             asked = still_open() or indices
             pairs = [(index, case.subgoals[index].details) for index in asked]
-            answer = await self._ask(data, subgoals_instructions(case.user_instruction, pairs),
-                                     subgoals_schema(asked), SUBGOALS_SCHEMA_NAME, trial)
+            answer = await self._ask(
+                data,
+                subgoals_instructions(case.user_instruction, pairs),
+                subgoals_schema(asked),
+                SUBGOALS_SCHEMA_NAME,
+                trial,
+            )
             return {"trial": trial, "asked": asked, "answer": answer}
 
         def parse(asked_answer: dict[str, Any]) -> dict[int, Ballot]:
             answer = asked_answer["answer"]
             ballot = {}
             for index in asked_answer["asked"]:
-                vote = _verdict(answer.get(SUBGOAL_KEY.format(index=index)) if isinstance(answer, Mapping) else None,
-                                "complete")
+                vote = _verdict(
+                    answer.get(SUBGOAL_KEY.format(index=index)) if isinstance(answer, Mapping) else None, "complete"
+                )
                 if vote is not None:
                     ballot[index] = vote
             return ballot
@@ -247,8 +268,9 @@ class GroundTruthJudge:
         return CheckVerdict(passed=passed, explanation=explanation)
 
     # -- answer correctness --------------------------------------------------------------
-    async def answer_correctness(self, question: str, expected: str, answer: str, tool_results: Sequence[str],
-                                 *, threshold: float | None = None) -> AnswerVerdict:
+    async def answer_correctness(
+        self, question: str, expected: str, answer: str, tool_results: Sequence[str], *, threshold: float | None = None
+    ) -> AnswerVerdict:
         """The final `answer` graded against the ground-truth `expected`, and whether it uses
         `tool_results`. Early stop needs the pass `threshold` the caller applies to the
         score (the decision the trials vote on); without it every trial runs."""
@@ -270,8 +292,9 @@ class GroundTruthJudge:
                 ballot["utilization"] = uses
             return ballot
 
-        run = await run_trials(ask, self.trials, votes=votes if threshold is not None else None,
-                               early_stop=self.early_stop)
+        run = await run_trials(
+            ask, self.trials, votes=votes if threshold is not None else None, early_stop=self.early_stop
+        )
         parsed = [p for p in (_answer(a, with_tools) for a in run.answers) if p is not None]
         if not parsed:
             raise _no_answer("answer correctness", run, self.calls - calls_before)
@@ -303,16 +326,20 @@ def _answer(answer: Any, with_tools: bool) -> tuple[float, bool | None, str] | N
     return float(answer["correctness_score"]), uses, reasoning.strip() if isinstance(reasoning, str) else ""
 
 
-def _decide(ballots: Sequence[Ballot], errors: Sequence[JudgeError], what: str, trials: int,
-            calls: int) -> tuple[bool, str, tuple[int, int]]:
+def _decide(
+    ballots: Sequence[Ballot], errors: Sequence[JudgeError], what: str, trials: int, calls: int
+) -> tuple[bool, str, tuple[int, int]]:
     """The majority side, the explanation of the first ballot on it, and (yes, no) votes."""
     yes = sum(side for side, _ in ballots)
     no = len(ballots) - yes
     if yes == no:
         failed = f", {len(errors)} failed" if errors else ""
         reason = f"; last error: {errors[-1]}" if errors else ""
-        raise JudgeError(f"{what}: no majority after {trials} trials ({yes} yes, {no} no{failed}){reason}",
-                         errors[-1].error_type if errors else NO_MAJORITY, calls=calls)
+        raise JudgeError(
+            f"{what}: no majority after {trials} trials ({yes} yes, {no} no{failed}){reason}",
+            errors[-1].error_type if errors else NO_MAJORITY,
+            calls=calls,
+        )
     side = yes > no
     explanation = next(text for vote, text in ballots if vote == side)
     return side, explanation, (yes, no)
@@ -321,8 +348,9 @@ def _decide(ballots: Sequence[Ballot], errors: Sequence[JudgeError], what: str, 
 def _no_answer(what: str, run: TrialRun, calls: int) -> JudgeError:
     if run.errors:
         last = run.errors[-1]
-        return JudgeError(f"{what}: no valid answer in {run.run} trials; last error: {last}", last.error_type,
-                          calls=calls)
+        return JudgeError(
+            f"{what}: no valid answer in {run.run} trials; last error: {last}", last.error_type, calls=calls
+        )
     return JudgeError(f"{what}: no valid answer in {run.run} trials", MALFORMED, calls=calls)
 
 

@@ -140,10 +140,19 @@ class GroundTruth(Processor):
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self.config.configured:
-            self.judging = GroundTruthJudge(build_judge(self.config.judge), trials=self.config.trials,
-                                            early_stop=self.config.early_stop, batched=self.config.batched)
-        log.info("%s: %d cases from %s; judge: %s", self.id, len(self.dataset.cases), self.config.dataset,
-                 self.config.judge.model if self.judging else "none (subgoals, checks and answers are not graded)")
+            self.judging = GroundTruthJudge(
+                build_judge(self.config.judge),
+                trials=self.config.trials,
+                early_stop=self.config.early_stop,
+                batched=self.config.batched,
+            )
+        log.info(
+            "%s: %d cases from %s; judge: %s",
+            self.id,
+            len(self.dataset.cases),
+            self.config.dataset,
+            self.config.judge.model if self.judging else "none (subgoals, checks and answers are not graded)",
+        )
 
     def judges(self) -> tuple[Judge, ...]:
         return () if self.judging is None else (self.judging.judge,)
@@ -152,17 +161,26 @@ class GroundTruth(Processor):
         # The cases are the rubric here: a changed dataset is a new revision.
         judged = self.judging is not None and metric_name != "tool_usage"
         settings = self.config.model_dump(exclude={"judge", "dataset"})
-        return Provenance(self.config.judge.model if judged else CODE, revision_of(
-            metric_name, self.config.loaded.model_dump(mode="json"), settings,
-            inspect.getsource(prompts) if judged else None))
+        return Provenance(
+            self.config.judge.model if judged else CODE,
+            revision_of(
+                metric_name,
+                self.config.loaded.model_dump(mode="json"),
+                settings,
+                inspect.getsource(prompts) if judged else None,
+            ),
+        )
 
     async def shutdown(self, deadline: float) -> None:
         judging, self.judging = self.judging, None
         if judging is not None:
             await judging.judge.close()
         if self.joins:
-            log.info("%s: attempts joined to a case: %s", self.id,
-                     ", ".join(f"{count} by {how}" for how, count in sorted(self.joins.items())))
+            log.info(
+                "%s: attempts joined to a case: %s",
+                self.id,
+                ", ".join(f"{count} by {how}" for how, count in sorted(self.joins.items())),
+            )
 
     # -- per turn ----------------------------------------------------------------------
 
@@ -191,7 +209,9 @@ class GroundTruth(Processor):
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
-    async def _turn_results(self, attempt: AttemptState, turn: int, agent: AgentTrace) -> list[MetricResult | SpanAttribute]:
+    async def _turn_results(
+        self, attempt: AttemptState, turn: int, agent: AgentTrace
+    ) -> list[MetricResult | SpanAttribute]:
         case, results = attempt.case, []
         usage = self._tool_usage(case, turn, agent)
         if usage is not None:
@@ -208,8 +228,13 @@ class GroundTruth(Processor):
         # `check` parameters need a judge: they are graded in tool_call_accuracy, and left
         # out of this deterministic comparison on both sides.
         judged = {p.name for c in expected for p in c.parameters if p.kind == "check"}
-        used = [(s.name, {k: v for k, v in (s.arguments if isinstance(s.arguments, dict) else {}).items()
-                          if k not in judged}) for s in agent.tool_steps]
+        used = [
+            (
+                s.name,
+                {k: v for k, v in (s.arguments if isinstance(s.arguments, dict) else {}).items() if k not in judged},
+            )
+            for s in agent.tool_steps
+        ]
         wanted = [(c.tool, {p.name: p.value for p in c.parameters if p.kind == "value"}) for c in expected]
         aspects = {
             "selection": tool_selection([n for n, _ in used], [n for n, _ in wanted]),
@@ -221,19 +246,29 @@ class GroundTruth(Processor):
         }
         overall = tool_usage_overall(*aspects.values(), weights=DEFAULT_TOOL_WEIGHTS)
         explanation = ", ".join(f"{name} {value:.2f}" for name, value in aspects.items())
-        return MetricResult(name="tool_usage", score=overall, threshold=self.config.tool_threshold,
-                            explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation}.", metadata=aspects)
+        return MetricResult(
+            name="tool_usage",
+            score=overall,
+            threshold=self.config.tool_threshold,
+            explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation}.",
+            metadata=aspects,
+        )
 
-    async def _answer(self, attempt: AttemptState, turn: int, agent: AgentTrace, expected: str,
-                      usage: MetricResult | None) -> MetricResult | SpanAttribute:
+    async def _answer(
+        self, attempt: AttemptState, turn: int, agent: AgentTrace, expected: str, usage: MetricResult | None
+    ) -> MetricResult | SpanAttribute:
         threshold = self.config.answer_threshold
         if self.judging is None:
             attempt.errors.append(f"turn {turn} answer not graded: {NO_JUDGE}")
             return MetricResult.failure("answer_correctness", NO_JUDGE, threshold)
         try:
             verdict = await self.judging.answer_correctness(
-                agent.user_input, expected, agent.final_output,
-                [s.result for s in agent.tool_steps if s.result], threshold=threshold)
+                agent.user_input,
+                expected,
+                agent.final_output,
+                [s.result for s in agent.tool_steps if s.result],
+                threshold=threshold,
+            )
         except JudgeError as exc:
             if _over_budget(exc):
                 attempt.skipped.append(f"turn {turn} answer not graded: {exc}")
@@ -245,7 +280,9 @@ class GroundTruth(Processor):
         attempt.answers.append((turn, correct))
         why = "" if tools_ok else f"; tool usage {usage.score:.2f} is below {self.config.tool_threshold}"
         return MetricResult(
-            name="answer_correctness", score=verdict.score, threshold=threshold,
+            name="answer_correctness",
+            score=verdict.score,
+            threshold=threshold,
             explanation=f"Turn {turn}: {verdict.reasoning}{why}",
             metadata={"correct": correct, "utilization": verdict.utilization, "expected": expected},
         )
@@ -255,8 +292,11 @@ class GroundTruth(Processor):
         if not case.subgoals or turn >= self.config.max_turns:
             return
         # Dynamic subgoals until complete; a subgoal pinned to a turn only at that turn.
-        pending = [i for i, goal in enumerate(case.subgoals)
-                   if i not in attempt.completed and (goal.turn is None or goal.turn == turn)]
+        pending = [
+            i
+            for i, goal in enumerate(case.subgoals)
+            if i not in attempt.completed and (goal.turn is None or goal.turn == turn)
+        ]
         if pending and self.judging is None:
             attempt.progress_error = attempt.progress_error or f"subgoals not judged: {NO_JUDGE}"
         elif pending:
@@ -284,8 +324,10 @@ class GroundTruth(Processor):
         if attempt is None or attempt.case is None:
             return []
         calls_before = self.judging.calls if self.judging else 0
-        outputs: list[SessionOutput] = [SpanAttribute(CASE_ATTRIBUTE, attempt.case.id),
-                                        *await self._attempt_results(attempt)]
+        outputs: list[SessionOutput] = [
+            SpanAttribute(CASE_ATTRIBUTE, attempt.case.id),
+            *await self._attempt_results(attempt),
+        ]
         if self.judging and self.judging.calls > calls_before:  # the tool-call checks
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
@@ -300,20 +342,28 @@ class GroundTruth(Processor):
             elif attempt.progress and attempt.progress_error is None:
                 padded = pad_progress(attempt.progress, self.config.max_turns)
                 final = padded[-1]
-                incomplete = "; ".join(f"{case.subgoals[i].details!r}: {why}"
-                                       for i, why in sorted(attempt.incomplete_reasons.items()))
+                incomplete = "; ".join(
+                    f"{case.subgoals[i].details!r}: {why}" for i, why in sorted(attempt.incomplete_reasons.items())
+                )
                 by_turn = ", ".join(f"{p:.2f}" for p in attempt.progress)
                 detail = f"Progress by turn: {by_turn}." + (f" Incomplete: {incomplete}." if incomplete else "")
                 metadata = {"progress_by_turn": attempt.progress, "completed": sorted(attempt.completed)}
                 results += [
-                    MetricResult(name="progress", score=final, threshold=threshold, explanation=detail,
-                                 metadata=metadata),
-                    MetricResult(name="progress_auc", score=progress_auc(padded), threshold=threshold,
-                                 explanation=detail),
-                    MetricResult(name="progress_per_turn", score=progress_per_turn(padded), threshold=threshold,
-                                 explanation=detail),
-                    MetricResult(name="success_final_turn", score=success_final_turn(padded), threshold=1.0,
-                                 explanation=detail),
+                    MetricResult(
+                        name="progress", score=final, threshold=threshold, explanation=detail, metadata=metadata
+                    ),
+                    MetricResult(
+                        name="progress_auc", score=progress_auc(padded), threshold=threshold, explanation=detail
+                    ),
+                    MetricResult(
+                        name="progress_per_turn",
+                        score=progress_per_turn(padded),
+                        threshold=threshold,
+                        explanation=detail,
+                    ),
+                    MetricResult(
+                        name="success_final_turn", score=success_final_turn(padded), threshold=1.0, explanation=detail
+                    ),
                 ]
                 checks.append(("every subgoal complete", final == 1.0))
             else:
@@ -331,11 +381,17 @@ class GroundTruth(Processor):
             metadata.update({f"pass^{k}": pass_pow_k(n, correct, k) for k in self.config.k})
             wrong = [turn for turn, ok in attempt.answers if not ok]
             rates = ", ".join(f"{name} {value:.2f}" for name, value in metadata.items())
-            results.append(MetricResult(
-                name="conversation_correctness", score=correct / n, threshold=1.0,
-                explanation=f"{correct} of {n} graded answers correct" + (f"; wrong at turns {wrong}" if wrong else "")
-                + f" ({rates})",
-                metadata=metadata))
+            results.append(
+                MetricResult(
+                    name="conversation_correctness",
+                    score=correct / n,
+                    threshold=1.0,
+                    explanation=f"{correct} of {n} graded answers correct"
+                    + (f"; wrong at turns {wrong}" if wrong else "")
+                    + f" ({rates})",
+                    metadata=metadata,
+                )
+            )
             checks.append(("every graded answer correct", correct == n))
         results.append(self._success(attempt, checks))
         return results
@@ -360,8 +416,10 @@ class GroundTruth(Processor):
         explanation = f"{sum(m.matched for m in matches)} of {len(matches)} expected tool calls made"
         if missed:
             explanation += "; missed " + "; ".join(missed)
-        return (MetricResult(name="tool_call_accuracy", score=score, threshold=1.0, explanation=explanation),
-                not missed)
+        return (
+            MetricResult(name="tool_call_accuracy", score=score, threshold=1.0, explanation=explanation),
+            not missed,
+        )
 
     async def _check_verdicts(self, expected, actual) -> dict[tuple[str, str], bool]:
         """Every `check` the matching could ask, decided by the judge once per distinct value."""
@@ -373,13 +431,21 @@ class GroundTruth(Processor):
                     if parameter.check is not None and parameter.name in candidate.arguments:
                         value = candidate.arguments[parameter.name]
                         needed[(parameter.check, _key(value))] = (
-                            parameter.check, value, f"argument {parameter.name} of tool {call.tool}")
+                            parameter.check,
+                            value,
+                            f"argument {parameter.name} of tool {call.tool}",
+                        )
                 if call.output is not None and call.output.check is not None:
                     needed[(call.output.check, _key(candidate.output))] = (
-                        call.output.check, candidate.output, f"output of tool {call.tool}")
+                        call.output.check,
+                        candidate.output,
+                        f"output of tool {call.tool}",
+                    )
         if needed and self.judging is None:
             raise LookupError(f"tool-call checks not judged: {NO_JUDGE}")
-        return {key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()}
+        return {
+            key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()
+        }
 
     def _success(self, attempt: AttemptState, checks: list[tuple[str, bool]]) -> MetricResult | SpanAttribute:
         errors = attempt.all_errors
@@ -389,8 +455,11 @@ class GroundTruth(Processor):
         skipped = attempt.all_skipped
         if skipped and not failed:  # a failed check decides it; otherwise the ungraded ones would
             return _skipped("success", "not every check was graded: " + "; ".join(skipped))
-        explanation = ("Every ground-truth check passed: " + ", ".join(n for n, _ in checks) if not failed
-                       else "Failed: " + ", ".join(failed))
+        explanation = (
+            "Every ground-truth check passed: " + ", ".join(n for n, _ in checks)
+            if not failed
+            else "Failed: " + ", ".join(failed)
+        )
         return MetricResult(name="success", score=0.0 if failed else 1.0, threshold=1.0, explanation=explanation)
 
 

@@ -23,8 +23,7 @@ UNIT = {"type": "number", "minimum": 0.0, "maximum": 1.0}
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
     # Every property required and nothing else allowed, as strict structured outputs need.
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def _author_text(text: str) -> str:
@@ -33,6 +32,7 @@ def _author_text(text: str) -> str:
 
 
 # --- data blocks ------------------------------------------------------------------------
+
 
 def transcript_block(builder: PromptBuilder, turns: Sequence[AgentTrace]) -> str:
     """The conversation so far: per turn the user message, what the agent said and which
@@ -99,11 +99,13 @@ def subgoals_instructions(task: str | None, subgoals: Sequence[tuple[int, str]])
 
 
 def subgoal_instructions(task: str | None, details: str) -> str:
-    return "\n".join([
-        _SUBGOAL_RULES.format(task=_task_line(task), what="the subgoal below"),
-        f"Subgoal: {_author_text(details)}",
-        f"Answer with a JSON object: {_VERDICT}.",
-    ])
+    return "\n".join(
+        [
+            _SUBGOAL_RULES.format(task=_task_line(task), what="the subgoal below"),
+            f"Subgoal: {_author_text(details)}",
+            f"Answer with a JSON object: {_VERDICT}.",
+        ]
+    )
 
 
 VERDICT_SCHEMA = _object({"explanation": EXPLANATION, "complete": {"type": "boolean"}})
@@ -115,14 +117,19 @@ def subgoals_schema(indices: Sequence[int]) -> dict[str, Any]:
 
 # --- checks -----------------------------------------------------------------------------
 
+
 def check_instructions(check_text: str, what: str) -> str:
-    return "\n".join([
-        f"The value in the trace data above is {_author_text(what)}, recorded from an AI agent's run.",
-        f"Does it satisfy this check: {_author_text(check_text)}",
-        ("Judge what the value means, not how it is formatted; when it does not clearly satisfy "
-         "the check, it fails."),
-        'Answer with a JSON object: {"explanation": "<one sentence>", "passed": true or false}.',
-    ])
+    return "\n".join(
+        [
+            f"The value in the trace data above is {_author_text(what)}, recorded from an AI agent's run.",
+            f"Does it satisfy this check: {_author_text(check_text)}",
+            (
+                "Judge what the value means, not how it is formatted; when it does not clearly satisfy "
+                "the check, it fails."
+            ),
+            'Answer with a JSON object: {"explanation": "<one sentence>", "passed": true or false}.',
+        ]
+    )
 
 
 CHECK_SCHEMA = _object({"explanation": EXPLANATION, "passed": {"type": "boolean"}})
@@ -130,20 +137,25 @@ CHECK_SCHEMA = _object({"explanation": EXPLANATION, "passed": {"type": "boolean"
 
 # --- answer correctness -----------------------------------------------------------------
 
+
 def answer_instructions(expected: str, with_tools: bool) -> str:
     expected_text = neutralize(expected).strip().replace("\n", "\n  ")
     lines = [
         "The trace data above holds a question put to an AI agent and the agent's final answer"
         + (", with the results of the tools it called." if with_tools else "."),
         f"The ground-truth answer to the question is:\n  {expected_text}",
-        ("correctness_score: how correct the agent's final answer is against the ground-truth "
-         "answer, from 0.0 to 1.0. 1.0 when it gives the same facts (wording and extra helpful "
-         "detail do not matter); lower for missing or imprecise parts; 0.0 when it contradicts "
-         "the ground truth, misses it entirely or gives no answer."),
+        (
+            "correctness_score: how correct the agent's final answer is against the ground-truth "
+            "answer, from 0.0 to 1.0. 1.0 when it gives the same facts (wording and extra helpful "
+            "detail do not matter); lower for missing or imprecise parts; 0.0 when it contradicts "
+            "the ground truth, misses it entirely or gives no answer."
+        ),
     ]
     if with_tools:
-        lines.append("uses_tool_results: true when the final answer uses the information the "
-                     "tool results returned; false when it ignores or contradicts them.")
+        lines.append(
+            "uses_tool_results: true when the final answer uses the information the "
+            "tool results returned; false when it ignores or contradicts them."
+        )
         answer = '{"reasoning": "<one or two sentences>", "correctness_score": <number>, "uses_tool_results": <bool>}'
     else:
         answer = '{"reasoning": "<one or two sentences>", "correctness_score": <number>}'

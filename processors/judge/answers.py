@@ -227,7 +227,8 @@ def _type_name(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
     return {dict: "object", list: "array", str: "string", int: "integer", float: "number"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 def _short(value: Any) -> str:

@@ -146,8 +146,13 @@ class JudgeBudget:
     """Spend over the last hour against `requests_per_hour` and `tokens_per_hour` (either
     may be None: no cap), kept in `window` (this budget's own unless one is given)."""
 
-    def __init__(self, requests_per_hour: int | None = None, tokens_per_hour: int | None = None,
-                 clock: Callable[[], float] = time.monotonic, window: BudgetWindow | None = None):
+    def __init__(
+        self,
+        requests_per_hour: int | None = None,
+        tokens_per_hour: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        window: BudgetWindow | None = None,
+    ):
         for name, cap in (("requests_per_hour", requests_per_hour), ("tokens_per_hour", tokens_per_hour)):
             if cap is not None and cap < 1:
                 raise ValueError(f"budget.{name} must be at least 1, got {cap}")

@@ -55,9 +55,17 @@ def cache_key(
 ) -> str:
     """Hex sha256 of the request's canonical JSON (sorted keys, no whitespace)."""
     canonical = json.dumps(
-        {"model": model, "messages": messages, "schema": schema, "schema_name": schema_name,
-         "temperature": temperature},
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str,
+        {
+            "model": model,
+            "messages": messages,
+            "schema": schema,
+            "schema_name": schema_name,
+            "temperature": temperature,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
     )
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -81,12 +81,21 @@ DEFAULT_TEMPERATURE = 0.0
 REJECTION_STATUS = frozenset({400, 422, 500, 501})
 _REJECTION_WORDS = re.compile(
     r"response_format|response format|json_schema|json schema|\bschema\b|structured output|guided_json|grammar",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_STATUS_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 408: "timeout", 409: "conflict", 422: "bad_request", 429: "rate_limited"}
+_STATUS_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    408: "timeout",
+    409: "conflict",
+    422: "bad_request",
+    429: "rate_limited",
+}
 UNAVAILABLE = "judge_unavailable"  # error_type of a call held past max_judge_wait
-SCHEMA_INSTRUCTION = ("Answer with a single JSON object and nothing else, matching this JSON schema:\n{schema}")
+SCHEMA_INSTRUCTION = "Answer with a single JSON object and nothing else, matching this JSON schema:\n{schema}"
 
 _log = logging.getLogger(__name__)
 
@@ -135,7 +144,6 @@ def is_format_rejection(error: BaseException) -> bool:
     return bool(_REJECTION_WORDS.search(f"{error.message} {body}"))
 
 
-
 def _classify(error: BaseException, timeout_s: float) -> Failure:
     outage = outage_reason(error, timeout_s)
     if isinstance(error, openai.APITimeoutError):
@@ -145,8 +153,9 @@ def _classify(error: BaseException, timeout_s: float) -> Failure:
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         kind = _STATUS_TYPES.get(status, "server_error" if status >= 500 else "bad_request")
-        return Failure(f"HTTP {status}: {scrub(error.message)}", is_retryable(error), retry_after_s(error), outage,
-                       error, kind)
+        return Failure(
+            f"HTTP {status}: {scrub(error.message)}", is_retryable(error), retry_after_s(error), outage, error, kind
+        )
     if isinstance(error, openai.APIResponseValidationError):
         return Failure(f"unreadable response: {scrub(str(error))}", True, cause=error, kind="malformed_answer")
     return Failure(scrub(f"{type(error).__name__}: {error}"), False, cause=error, kind="judge_error")
@@ -197,10 +206,17 @@ class OpenAIJudge(Judge):
         self.cache = cache
         self.budget = budget
         self.endpoint = Endpoint(
-            f"judge {model!r} at {safe_url(self.base_url)}", base_url=self.base_url,
-            api_key=api_key or os.environ.get(API_KEY_ENV) or PLACEHOLDER_API_KEY, retry=self.retry, log=_log,
-            what="judge request", timeout_s=timeout_s, max_concurrency=max_concurrency, max_wait_s=max_wait_s,
-            seed=seed)
+            f"judge {model!r} at {safe_url(self.base_url)}",
+            base_url=self.base_url,
+            api_key=api_key or os.environ.get(API_KEY_ENV) or PLACEHOLDER_API_KEY,
+            retry=self.retry,
+            log=_log,
+            what="judge request",
+            timeout_s=timeout_s,
+            max_concurrency=max_concurrency,
+            max_wait_s=max_wait_s,
+            seed=seed,
+        )
         self.breaker = self.endpoint.breaker
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(("completions", "cache_hits", "failures", "input_tokens", "output_tokens"), 0)
@@ -216,8 +232,9 @@ class OpenAIJudge(Judge):
     def stats(self) -> JudgeStats:
         sent = self.endpoint.stats()
         with self._lock:
-            return JudgeStats(requests=sent.requests, retries=sent.retries, request_seconds=sent.request_seconds,
-                              **self._counts)
+            return JudgeStats(
+                requests=sent.requests, retries=sent.retries, request_seconds=sent.request_seconds, **self._counts
+            )
 
     def _count(self, **amounts: float) -> None:
         with self._lock:
@@ -258,15 +275,18 @@ class OpenAIJudge(Judge):
             await self.cache.put(key, self.model, reply.data)
         return reply
 
-    def _params(self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str,
-                mode: StructuredMode) -> dict[str, Any]:
+    def _params(
+        self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str, mode: StructuredMode
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "temperature": self.temperature, "timeout": self.timeout_s}
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
         if mode is StructuredMode.JSON_SCHEMA:
             params["messages"] = messages
-            params["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": schema_name, "schema": schema, "strict": _strict_compatible(schema)}}
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "schema": schema, "strict": _strict_compatible(schema)},
+            }
             return params
         params["messages"] = _with_schema_instruction(messages, schema)
         if mode is StructuredMode.JSON_OBJECT_SCHEMA:
@@ -280,8 +300,7 @@ class _Asking(Exchange[JudgeReply]):
     """One `complete` call's requests: each in the mode the server is known to accept, the
     tokens of every answer summed."""
 
-    def __init__(self, judge: OpenAIJudge, messages: list[dict[str, str]], schema: dict[str, Any],
-                 schema_name: str):
+    def __init__(self, judge: OpenAIJudge, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str):
         self.judge = judge
         self.messages = messages
         self.schema = schema
@@ -295,16 +314,26 @@ class _Asking(Exchange[JudgeReply]):
 
     def send(self, client: openai.AsyncOpenAI) -> Any:
         self.mode = self.judge.mode
-        return client.chat.completions.create(**self.judge._params(self.messages, self.schema, self.schema_name,
-                                                                   self.mode))
+        return client.chat.completions.create(
+            **self.judge._params(self.messages, self.schema, self.schema_name, self.mode)
+        )
 
     def classify(self, error: openai.OpenAIError) -> Failure | None:
         judge = self.judge
-        if isinstance(error, openai.APIStatusError) and self.mode is not StructuredMode.TEXT \
-                and is_format_rejection(error):
+        if (
+            isinstance(error, openai.APIStatusError)
+            and self.mode is not StructuredMode.TEXT
+            and is_format_rejection(error)
+        ):
             chosen = _downgrade(judge.base_url, judge.model, self.mode)
-            _log.info("%s refused response_format %s (HTTP %d: %s); using %s", judge.breaker.name,
-                      self.mode.name.lower(), error.status_code, scrub(error.message), chosen.name.lower())
+            _log.info(
+                "%s refused response_format %s (HTTP %d: %s); using %s",
+                judge.breaker.name,
+                self.mode.name.lower(),
+                error.status_code,
+                scrub(error.message),
+                chosen.name.lower(),
+            )
             return None
         return _classify(error, judge.timeout_s)
 
@@ -323,8 +352,9 @@ class _Asking(Exchange[JudgeReply]):
         except MalformedAnswer as error:
             cut = " (cut off at max_tokens)" if truncated else ""
             return Failure(f"malformed answer{cut}: {scrub(str(error))}", True, cause=error, kind="malformed_answer")
-        return JudgeReply(data=data, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
-                          calls=self.requests)
+        return JudgeReply(
+            data=data, input_tokens=self.input_tokens, output_tokens=self.output_tokens, calls=self.requests
+        )
 
     def gave_up(self, failure: Failure, why: GiveUp) -> JudgeError:
         retry = self.judge.retry
@@ -333,14 +363,23 @@ class _Asking(Exchange[JudgeReply]):
         elif why is GiveUp.RETRIES_SPENT:
             reason = f"gave up after {self.requests} request{'s' if self.requests > 1 else ''}"
         else:
-            reason = (f"the server asked to wait {failure.retry_after_s:g} s, more than "
-                      f"max_retry_after={retry.max_retry_after_s:g} s")
-        return JudgeError(f"{self.judge.breaker.name} failed ({reason}): {failure.message}",
-                          error_type=failure.kind, calls=self.requests)
+            reason = (
+                f"the server asked to wait {failure.retry_after_s:g} s, more than "
+                f"max_retry_after={retry.max_retry_after_s:g} s"
+            )
+        return JudgeError(
+            f"{self.judge.breaker.name} failed ({reason}): {failure.message}",
+            error_type=failure.kind,
+            calls=self.requests,
+        )
 
     def unreachable(self, outage: Unreachable) -> JudgeError:
-        return JudgeError(f"{self.judge.breaker.name} unreachable for {format_duration(outage.waited_s)} "
-                          f"(max_judge_wait): {outage.reason}", error_type=UNAVAILABLE, calls=self.requests)
+        return JudgeError(
+            f"{self.judge.breaker.name} unreachable for {format_duration(outage.waited_s)} "
+            f"(max_judge_wait): {outage.reason}",
+            error_type=UNAVAILABLE,
+            calls=self.requests,
+        )
 
 
 def _usage(response: Any) -> tuple[int, int]:

@@ -58,8 +58,12 @@ class Usage:
     cached: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"calls": self.calls, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens, "cached": self.cached}
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached": self.cached,
+        }
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,9 @@ class _TraceJob:
         self.results[rubric.name] = rubric.skipped_result(facts, score, explanation, self.plan.threshold(rubric.name))
         return True
 
-    async def _ask(self, instructions: str, schema: dict[str, Any], schema_name: str,
-                   extracted: str = "", trial: int = 0) -> dict[str, Any]:
+    async def _ask(
+        self, instructions: str, schema: dict[str, Any], schema_name: str, extracted: str = "", trial: int = 0
+    ) -> dict[str, Any]:
         messages = self.builder.messages(self.data_block, instructions, extracted=extracted, trial=trial)
         try:
             reply = await self.judge.complete(messages, schema, schema_name)
@@ -176,8 +181,7 @@ class _TraceJob:
             return self.facts, []
         fields = Extraction.fields(frozenset().union(*(r.needs for r in dependent)))
         try:
-            answer = await self._ask(Extraction.instructions(fields), Extraction.schema(fields),
-                                     Extraction.schema_name)
+            answer = await self._ask(Extraction.instructions(fields), Extraction.schema(fields), Extraction.schema_name)
             extracted = Extraction.parse(answer, fields)
         except JudgeError as exc:
             for rubric in dependent:
@@ -221,8 +225,9 @@ class _TraceJob:
         fields = Extraction.fields(frozenset().union(*(r.needs for r in rubrics)))
         return self.builder.extracted_block(facts.extracted, fields) if fields else ""
 
-    async def _trials(self, ask: Callable[[int], Any], rubrics: Sequence[Rubric], facts: TraceFacts,
-                      part: Callable[[Any, Any], Any]) -> TrialRun:
+    async def _trials(
+        self, ask: Callable[[int], Any], rubrics: Sequence[Rubric], facts: TraceFacts, part: Callable[[Any, Any], Any]
+    ) -> TrialRun:
         def votes(answer: dict[str, Any]) -> dict[str, bool]:
             ballot: dict[str, bool] = {}
             for rubric in rubrics:
@@ -252,8 +257,12 @@ class _TraceJob:
         self.results[rubric.name] = rubric.result(facts, judgments, self.plan.threshold(rubric.name), valid)
 
     def _failure(self, rubric: Rubric, exc: JudgeError) -> MetricResult:
-        return MetricResult(name=rubric.name, threshold=self.plan.threshold(rubric.name),
-                            error=str(exc) or exc.error_type, error_type=exc.error_type)
+        return MetricResult(
+            name=rubric.name,
+            threshold=self.plan.threshold(rubric.name),
+            error=str(exc) or exc.error_type,
+            error_type=exc.error_type,
+        )
 
 
 def _part(name: str, answer: Any) -> Any:

@@ -146,8 +146,9 @@ class PromptBuilder:
         lines.append(EXTRACTED_CLOSE)
         return "\n".join(lines)
 
-    def messages(self, data_block: str, instructions: str, *, extracted: str = "",
-                 trial: int = 0) -> list[dict[str, str]]:
+    def messages(
+        self, data_block: str, instructions: str, *, extracted: str = "", trial: int = 0
+    ) -> list[dict[str, str]]:
         """`[system, user]`: data block first, instructions last.
 
         Trials after the first end with a trial number, so a caching judge keys them

@@ -56,8 +56,9 @@ class TraceFacts:
         return cls(
             user_input=redaction.value(trace.user_input),
             tools_called=[{"name": s.name, "parameters": redaction.value(s.arguments)} for s in trace.tool_steps],
-            available_tools=[{"name": t.name, "description": redaction.value(t.description)}
-                             for t in trace.available_tools],
+            available_tools=[
+                {"name": t.name, "description": redaction.value(t.description)} for t in trace.available_tools
+            ],
         )
 
     def with_extracted(self, extracted: Mapping[str, Any]) -> TraceFacts:
@@ -75,8 +76,7 @@ def malformed(message: str) -> JudgeError:
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
     # Every property required and nothing else allowed: what strict structured outputs need.
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 UNIT = {"type": "number", "minimum": 0.0, "maximum": 1.0}
@@ -87,11 +87,15 @@ REASON = {"type": "string"}
 
 _EXTRACT_LINES = {
     "task": "- task: the user's task or goal, in one sentence.",
-    "outcome": ("- outcome: what the agent actually did and produced, strictly factual. "
-                'No judgement words such as "successfully", "correctly" or "well".'),
-    "plan": ("- plan: the agent's explicit or implied plan, from its reasoning, thoughts or "
-             "messages, as a list of short steps in order. Only steps the trace shows; "
-             "an empty list if the trace holds no plan."),
+    "outcome": (
+        "- outcome: what the agent actually did and produced, strictly factual. "
+        'No judgement words such as "successfully", "correctly" or "well".'
+    ),
+    "plan": (
+        "- plan: the agent's explicit or implied plan, from its reasoning, thoughts or "
+        "messages, as a list of short steps in order. Only steps the trace shows; "
+        "an empty list if the trace holds no plan."
+    ),
 }
 _EXTRACT_SCHEMAS = {"task": REASON, "outcome": REASON, "plan": {"type": "array", "items": {"type": "string"}}}
 
@@ -134,6 +138,7 @@ class Extraction:
 
 
 # --- scoring ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Judgment:
@@ -180,22 +185,34 @@ class Rubric:
         """Metadata from the answer itself; `None` when the metric was settled without one."""
         return {}
 
-    def result(self, facts: TraceFacts, judgments: Sequence[Judgment], threshold: float,
-               run: TrialRun | None = None) -> MetricResult:
+    def result(
+        self, facts: TraceFacts, judgments: Sequence[Judgment], threshold: float, run: TrialRun | None = None
+    ) -> MetricResult:
         """Trials aggregate into one result; `run` adds their spread to the metadata."""
         judgment = self.aggregate(judgments)
         metadata = self.metadata(facts, judgment.score, threshold, self.extra_metadata(judgment))
         if run is not None and run.requested > 1:
             metadata["trials"] = trials_metadata(run, [j.score for j in judgments])
-        return MetricResult(name=self.name, score=judgment.score, threshold=threshold,
-                            explanation=self.explanation(judgment), metadata=metadata)
+        return MetricResult(
+            name=self.name,
+            score=judgment.score,
+            threshold=threshold,
+            explanation=self.explanation(judgment),
+            metadata=metadata,
+        )
 
     def skipped_result(self, facts: TraceFacts, score: float, explanation: str, threshold: float) -> MetricResult:
-        return MetricResult(name=self.name, score=score, threshold=threshold, explanation=explanation,
-                            metadata=self.metadata(facts, score, threshold, self.extra_metadata(None)))
+        return MetricResult(
+            name=self.name,
+            score=score,
+            threshold=threshold,
+            explanation=explanation,
+            metadata=self.metadata(facts, score, threshold, self.extra_metadata(None)),
+        )
 
-    def metadata(self, facts: TraceFacts, score: float, threshold: float,
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def metadata(
+        self, facts: TraceFacts, score: float, threshold: float, extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         # Copies: results of one trace must not share mutable lists (the plan, the tools).
         metadata = {name: copy.deepcopy(facts.get(name)) for name in self.metadata_fields}
         metadata.update(extra or {})
@@ -220,8 +237,10 @@ class ScaleRubric(Rubric):
         return None
 
     def instructions(self, facts: TraceFacts) -> str:
-        return (f"{self.criteria}\nAnswer with a JSON object: "
-                f'{{"{self.score_key}": <number from 0.0 to 1.0>, "reason": "<one or two sentences>"}}.')
+        return (
+            f"{self.criteria}\nAnswer with a JSON object: "
+            f'{{"{self.score_key}": <number from 0.0 to 1.0>, "reason": "<one or two sentences>"}}.'
+        )
 
     def schema(self, facts: TraceFacts) -> dict[str, Any]:
         return _object({self.score_key: UNIT, "reason": REASON})
@@ -248,18 +267,21 @@ class ArgumentRubric(Rubric):
 
     def instructions(self, facts: TraceFacts) -> str:
         n = len(facts.tools_called)
-        return (f"For each tool call #1 to #{n} in the trace data, in order, decide whether its "
-                "arguments correctly serve the user input: right values, none missing, none wrong. "
-                'verdict is "yes" or "no"; reason says what is wrong (may be empty for "yes"). '
-                "Then give a short overall reason.\n"
-                f'Answer with a JSON object: {{"verdicts": [{n} items of {{"verdict": "yes" or "no", '
-                '"reason": "..."}], "reason": "<one or two sentences>"}.')
+        return (
+            f"For each tool call #1 to #{n} in the trace data, in order, decide whether its "
+            "arguments correctly serve the user input: right values, none missing, none wrong. "
+            'verdict is "yes" or "no"; reason says what is wrong (may be empty for "yes"). '
+            "Then give a short overall reason.\n"
+            f'Answer with a JSON object: {{"verdicts": [{n} items of {{"verdict": "yes" or "no", '
+            '"reason": "..."}], "reason": "<one or two sentences>"}.'
+        )
 
     def schema(self, facts: TraceFacts) -> dict[str, Any]:
         n = len(facts.tools_called)
         verdict = _object({"verdict": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
-        return _object({"verdicts": {"type": "array", "items": verdict, "minItems": n, "maxItems": n},
-                        "reason": REASON})
+        return _object(
+            {"verdicts": {"type": "array", "items": verdict, "minItems": n, "maxItems": n}, "reason": REASON}
+        )
 
     def parse(self, answer: Any, facts: TraceFacts) -> Judgment:
         if not isinstance(answer, Mapping) or not isinstance(answer.get("verdicts"), list):
@@ -276,8 +298,11 @@ class ArgumentRubric(Rubric):
             verdicts.append((verdict, reason.strip() or None if isinstance(reason, str) else None))
         reason = answer.get("reason")
         yes = sum(v == "yes" for v, _ in verdicts)
-        return Judgment(score=yes / len(verdicts), reason=reason.strip() if isinstance(reason, str) else "",
-                        verdicts=tuple(verdicts))
+        return Judgment(
+            score=yes / len(verdicts),
+            reason=reason.strip() if isinstance(reason, str) else "",
+            verdicts=tuple(verdicts),
+        )
 
     def votes(self, judgment: Judgment, threshold: float) -> dict[str, bool]:
         return {f"{self.name}#{i}": v == "yes" for i, (v, _) in enumerate(judgment.verdicts or (), 1)}
@@ -313,54 +338,78 @@ RUBRICS: dict[str, Rubric] = {
     rubric.name: rubric
     for rubric in (
         ScaleRubric(
-            name="task_completion", score_key="verdict", needs=frozenset({"task", "outcome"}),
+            name="task_completion",
+            score_key="verdict",
+            needs=frozenset({"task", "outcome"}),
             metadata_fields=("task", "outcome"),
-            criteria=("Compare the extracted task with the extracted outcome and the trace: did the "
-                      "agent accomplish what the user asked? 1.0 perfectly accomplished; 0.75-0.99 "
-                      "mostly complete, minor aspects missing; 0.5-0.74 partially complete; "
-                      "0.25-0.49 significant gaps; 0.0-0.24 not meaningfully addressed."),
+            criteria=(
+                "Compare the extracted task with the extracted outcome and the trace: did the "
+                "agent accomplish what the user asked? 1.0 perfectly accomplished; 0.75-0.99 "
+                "mostly complete, minor aspects missing; 0.5-0.74 partially complete; "
+                "0.25-0.49 significant gaps; 0.0-0.24 not meaningfully addressed."
+            ),
         ),
         ScaleRubric(
-            name="tool_correctness", metadata_fields=("user_input", "tools_called", "available_tools"),
-            criteria=("Judge the agent's choice of tools for the user input. The tools it called are "
-                      "the tool call steps (name and arguments); the tools it could call are under "
-                      "available_tools. Lower the score for over-selection (unnecessary or redundant "
-                      "tools called), under-selection (useful available tools not called) and "
-                      "mis-selection (wrong or irrelevant tools). 1.0 exactly the tools the task "
-                      "needed; 0.0 entirely wrong tools."),
+            name="tool_correctness",
+            metadata_fields=("user_input", "tools_called", "available_tools"),
+            criteria=(
+                "Judge the agent's choice of tools for the user input. The tools it called are "
+                "the tool call steps (name and arguments); the tools it could call are under "
+                "available_tools. Lower the score for over-selection (unnecessary or redundant "
+                "tools called), under-selection (useful available tools not called) and "
+                "mis-selection (wrong or irrelevant tools). 1.0 exactly the tools the task "
+                "needed; 0.0 entirely wrong tools."
+            ),
         ),
         ArgumentRubric(),
         ScaleRubric(
-            name="step_efficiency", needs=_TASK, metadata_fields=("task",),
-            criteria=("Score how efficiently the agent carried out the extracted task: 1.0 when every "
-                      "step was needed and none repeated. Lower it for redundant or duplicate tool "
-                      "calls, unnecessary intermediate steps, speculative work the task did not need, "
-                      "and verbose reasoning that adds nothing."),
+            name="step_efficiency",
+            needs=_TASK,
+            metadata_fields=("task",),
+            criteria=(
+                "Score how efficiently the agent carried out the extracted task: 1.0 when every "
+                "step was needed and none repeated. Lower it for redundant or duplicate tool "
+                "calls, unnecessary intermediate steps, speculative work the task did not need, "
+                "and verbose reasoning that adds nothing."
+            ),
         ),
         ScaleRubric(
-            name="confidence", score_key="confidence",
-            criteria=("Score how decisive, appropriate and well-founded the agent's actions were. "
-                      "Consider decisiveness (no needless hesitation or contradictory steps), "
-                      "appropriateness (actions relevant to the user's goal), consistency (one coherent "
-                      "strategy) and signs of low confidence: hedging, contradictions, needless retries, "
-                      "vague outputs, repeated tool calls with identical arguments, abandoned "
-                      "strategies. 1.0 fully decisive; 0.75 minor hesitation; 0.5 noticeable "
-                      "indecision; 0.25 significant uncertainty; 0.0 completely uncertain."),
+            name="confidence",
+            score_key="confidence",
+            criteria=(
+                "Score how decisive, appropriate and well-founded the agent's actions were. "
+                "Consider decisiveness (no needless hesitation or contradictory steps), "
+                "appropriateness (actions relevant to the user's goal), consistency (one coherent "
+                "strategy) and signs of low confidence: hedging, contradictions, needless retries, "
+                "vague outputs, repeated tool calls with identical arguments, abandoned "
+                "strategies. 1.0 fully decisive; 0.75 minor hesitation; 0.5 noticeable "
+                "indecision; 0.25 significant uncertainty; 0.0 completely uncertain."
+            ),
         ),
         ScaleRubric(
-            name="plan_adherence", needs=_PLAN, metadata_fields=("task", "plan"), skip_without_plan=True,
-            criteria=("Score how closely the execution in the trace followed the extracted plan: were "
-                      "all planned steps executed, in the intended order, with no extraneous actions "
-                      "and none skipped? 1.0 execution matches the plan exactly; 0.75 minor "
-                      "deviations; 0.5 some steps skipped or reordered; 0.25 significant deviation; "
-                      "0.0 execution bears little relation to the plan."),
+            name="plan_adherence",
+            needs=_PLAN,
+            metadata_fields=("task", "plan"),
+            skip_without_plan=True,
+            criteria=(
+                "Score how closely the execution in the trace followed the extracted plan: were "
+                "all planned steps executed, in the intended order, with no extraneous actions "
+                "and none skipped? 1.0 execution matches the plan exactly; 0.75 minor "
+                "deviations; 0.5 some steps skipped or reordered; 0.25 significant deviation; "
+                "0.0 execution bears little relation to the plan."
+            ),
         ),
         ScaleRubric(
-            name="plan_quality", needs=_PLAN, metadata_fields=("task", "plan"), skip_without_plan=True,
-            criteria=("Score the quality of the extracted plan itself, whether or not it was followed: "
-                      "completeness for the task, logical order, efficiency, enough but not excessive "
-                      "detail, alignment with what the user wants. 1.0 excellent; 0.75 good with minor "
-                      "flaws; 0.5 adequate with notable gaps; 0.25 weak; 0.0 does not address the task."),
+            name="plan_quality",
+            needs=_PLAN,
+            metadata_fields=("task", "plan"),
+            skip_without_plan=True,
+            criteria=(
+                "Score the quality of the extracted plan itself, whether or not it was followed: "
+                "completeness for the task, logical order, efficiency, enough but not excessive "
+                "detail, alignment with what the user wants. 1.0 excellent; 0.75 good with minor "
+                "flaws; 0.5 adequate with notable gaps; 0.25 weak; 0.0 does not address the task."
+            ),
         ),
     )
 }
@@ -371,8 +420,12 @@ METRIC_NAMES = tuple(RUBRICS)
 def combined_instructions(rubrics: Sequence[Rubric], facts: TraceFacts) -> str:
     """All enabled rubrics in one call: one answer key per metric."""
     names = ", ".join(r.name for r in rubrics)
-    sections = [(f"Evaluate each criterion below separately. Answer with one JSON object whose keys "
-                 f"are {names}; each value is the answer that criterion asks for.")]
+    sections = [
+        (
+            f"Evaluate each criterion below separately. Answer with one JSON object whose keys "
+            f"are {names}; each value is the answer that criterion asks for."
+        )
+    ]
     sections.extend(f"## {r.name}\n{r.instructions(facts)}" for r in rubrics)
     return "\n\n".join(sections)
 

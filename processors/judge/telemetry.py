@@ -34,9 +34,13 @@ class JudgeTelemetry:
     def of(cls, judge: OpenAIJudge) -> JudgeTelemetry:
         stats, budget = judge.stats(), judge.budget
         return cls(
-            requests=stats.requests, input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
-            request_seconds=stats.request_seconds, breaker_state=int(judge.breaker.state),
-            held_calls=judge.breaker.held, refused=budget.refused if budget is not None else 0,
+            requests=stats.requests,
+            input_tokens=stats.input_tokens,
+            output_tokens=stats.output_tokens,
+            request_seconds=stats.request_seconds,
+            breaker_state=int(judge.breaker.state),
+            held_calls=judge.breaker.held,
+            refused=budget.refused if budget is not None else 0,
             remaining_requests=budget.remaining_requests() if budget is not None else None,
             remaining_tokens=budget.remaining_tokens() if budget is not None else None,
         )
@@ -44,15 +48,22 @@ class JudgeTelemetry:
 
 def judge_telemetry(processors: Iterable[object]) -> list[JudgeTelemetry]:
     """The telemetry of every judge the processors that call judges have built."""
-    return [JudgeTelemetry.of(judge) for processor in processors if isinstance(processor, UsesJudges)
-            for judge in processor.judges() if isinstance(judge, OpenAIJudge)]
+    return [
+        JudgeTelemetry.of(judge)
+        for processor in processors
+        if isinstance(processor, UsesJudges)
+        for judge in processor.judges()
+        if isinstance(judge, OpenAIJudge)
+    ]
 
 
 def spent(telemetry: Iterable[JudgeTelemetry]) -> JudgeTelemetry:
     """The counters of `telemetry` summed, without their state: what judges that are gone spent."""
     reported = list(telemetry)
     return JudgeTelemetry(
-        requests=sum(f.requests for f in reported), input_tokens=sum(f.input_tokens for f in reported),
+        requests=sum(f.requests for f in reported),
+        input_tokens=sum(f.input_tokens for f in reported),
         output_tokens=sum(f.output_tokens for f in reported),
-        request_seconds=sum(f.request_seconds for f in reported), refused=sum(f.refused for f in reported),
+        request_seconds=sum(f.request_seconds for f in reported),
+        refused=sum(f.refused for f in reported),
     )

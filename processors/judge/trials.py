@@ -152,5 +152,6 @@ def trials_metadata(run: TrialRun, scores: Sequence[float]) -> dict[str, Any]:
 
 def is_unit_score(value: Any) -> bool:
     """A real number in [0, 1]; bools are not scores even though Python says they are ints."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and 0.0 <= value <= 1.0)
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0.0 <= value <= 1.0
+    )

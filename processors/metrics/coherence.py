@@ -58,8 +58,15 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
     cached vectors work too. A zero vector (what embedders return for a text with no
     content) is similar to nothing: its cosine with anything is 0.
     """
-    if (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == 1 and a.shape == b.shape
-            and a.size and a.dtype.kind == "f" and b.dtype.kind == "f"):
+    if (
+        isinstance(a, np.ndarray)
+        and isinstance(b, np.ndarray)
+        and a.ndim == 1
+        and a.shape == b.shape
+        and a.size
+        and a.dtype.kind == "f"
+        and b.dtype.kind == "f"
+    ):
         # Embedder rows, the common case: three dot products, checked once at the end
         # rather than element by element (a non-finite element makes them non-finite).
         a, b = a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
@@ -100,7 +107,9 @@ def coherence_from_vectors(
         # note that coherence was assumed. An empty side gives nothing to be
         # incoherent with, so no gap is measured (and none is reported).
         return MetricResult(
-            name=NAME, score=1.0, threshold=threshold,
+            name=NAME,
+            score=1.0,
+            threshold=threshold,
             explanation=f"Coherence assumed: the {' and '.join(empty)} {'was' if len(empty) == 1 else 'were'} empty.",
             metadata={"coherence_assumed": True, "empty": empty},
         )
@@ -111,7 +120,9 @@ def coherence_from_vectors(
     score = min(1.0, max(0.0, similarity))
     gap = 1.0 - similarity
     return MetricResult(
-        name=NAME, score=score, threshold=threshold,
+        name=NAME,
+        score=score,
+        threshold=threshold,
         explanation=f"Cosine similarity {similarity:.2f} between input and output (distance {gap:.2f}).",
         metadata={"coherence_gap": round(gap, METADATA_DECIMALS)},
     )

@@ -249,7 +249,10 @@ def _require_check(expected: Sequence[ExpectedCall], check: Check | None) -> Non
 
 
 def _passes(
-    wanted: Any, check_text: str | None, actual: Any, check: Check | None,
+    wanted: Any,
+    check_text: str | None,
+    actual: Any,
+    check: Check | None,
 ) -> bool:
     if check_text is not None:
         assert check is not None  # _require_check ran first
@@ -303,7 +306,8 @@ def match_expected_calls(
         name = call.tool.strip()
         scope = "" if call.turn is None else f" in turn {call.turn}"
         candidates = [
-            index for index, candidate in enumerate(actual_calls)
+            index
+            for index, candidate in enumerate(actual_calls)
             if (call.turn is None or candidate.turn == call.turn) and candidate.name.strip() == name
         ]
         free = [index for index in candidates if index not in used]
@@ -311,10 +315,12 @@ def match_expected_calls(
             matches.append(CallMatch(matched=False, reason=f"no call to {name}{scope}"))
             continue
         if not free:
-            matches.append(CallMatch(
-                matched=False,
-                reason=f"every call to {name}{scope} already matched an earlier expected call",
-            ))
+            matches.append(
+                CallMatch(
+                    matched=False,
+                    reason=f"every call to {name}{scope} already matched an earlier expected call",
+                )
+            )
             continue
         reasons = []
         for index in free:
@@ -328,10 +334,12 @@ def match_expected_calls(
             if len(free) == 1:
                 matches.append(CallMatch(matched=False, reason=reasons[0]))
             else:
-                matches.append(CallMatch(
-                    matched=False,
-                    reason=f"none of the {len(free)} calls to {name}{scope} matched; the first: {reasons[0]}",
-                ))
+                matches.append(
+                    CallMatch(
+                        matched=False,
+                        reason=f"none of the {len(free)} calls to {name}{scope} matched; the first: {reasons[0]}",
+                    )
+                )
     return matches
 
 

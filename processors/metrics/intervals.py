@@ -132,12 +132,7 @@ def success_rate_interval(
 
 
 def pass_at_k_interval(
-    n: int,
-    c: int,
-    k: int,
-    ci_level: float = DEFAULT_CI_LEVEL,
-    samples: int = DEFAULT_SAMPLES,
-    seed: int = DEFAULT_SEED,
+    n: int, c: int, k: int, ci_level: float = DEFAULT_CI_LEVEL, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
 ) -> Interval:
     """The posterior interval of pass@k = 1 - (1 - p)**k, c successes of n tries.
 
@@ -151,12 +146,7 @@ def pass_at_k_interval(
 
 
 def pass_pow_k_interval(
-    n: int,
-    c: int,
-    k: int,
-    ci_level: float = DEFAULT_CI_LEVEL,
-    samples: int = DEFAULT_SAMPLES,
-    seed: int = DEFAULT_SEED,
+    n: int, c: int, k: int, ci_level: float = DEFAULT_CI_LEVEL, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
 ) -> Interval:
     """The posterior interval of pass^k = p**k, c successes of n tries.
 

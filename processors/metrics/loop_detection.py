@@ -81,7 +81,9 @@ def loop_detection_from_vectors(
     recent = list(previous)[-window:]
     if not recent:
         return MetricResult(
-            name=NAME, score=1.0, threshold=threshold,
+            name=NAME,
+            score=1.0,
+            threshold=threshold,
             explanation="No previous trace in the session to compare with.",
             metadata={"window_size": window, "comparisons": []},
         )
@@ -93,18 +95,22 @@ def loop_detection_from_vectors(
         lexical = jaccard(tokens, earlier.tokens)
         hybrid = cosine * lexical + 0.0  # + 0.0: a negative cosine times 0 is -0.0
         hybrids.append(hybrid)
-        comparisons.append({
-            "trace_index": earlier.trace_index,
-            "cosine_similarity": round(cosine, METADATA_DECIMALS),
-            "jaccard_similarity": round(lexical, METADATA_DECIMALS),
-            "hybrid_score": round(hybrid, METADATA_DECIMALS),
-        })
+        comparisons.append(
+            {
+                "trace_index": earlier.trace_index,
+                "cosine_similarity": round(cosine, METADATA_DECIMALS),
+                "jaccard_similarity": round(lexical, METADATA_DECIMALS),
+                "hybrid_score": round(hybrid, METADATA_DECIMALS),
+            }
+        )
     max_hybrid = max(hybrids)
     # A negative cosine makes a negative hybrid, so 1 - max can exceed 1: clamp.
     score = min(1.0, max(0.0, 1.0 - max_hybrid))
     closest = comparisons[hybrids.index(max_hybrid)]
     return MetricResult(
-        name=NAME, score=score, threshold=threshold,
+        name=NAME,
+        score=score,
+        threshold=threshold,
         explanation=(
             f"Highest hybrid similarity {max_hybrid:.2f} (cosine {closest['cosine_similarity']:.2f} × "
             f"Jaccard {closest['jaccard_similarity']:.2f}) with trace {closest['trace_index']} "

@@ -132,9 +132,7 @@ def progress_through_turns(verdicts_per_turn: Sequence[Iterable[int]], subgoal_c
     for turn, verdicts in enumerate(verdicts_per_turn):
         for index in verdicts:
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < subgoal_count:
-                raise ValueError(
-                    f"turn {turn}: subgoal index must be an int in [0, {subgoal_count}), got {index!r}"
-                )
+                raise ValueError(f"turn {turn}: subgoal index must be an int in [0, {subgoal_count}), got {index!r}")
             completed.add(index)
         progress.append(len(completed) / subgoal_count)
     return progress

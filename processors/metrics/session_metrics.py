@@ -37,10 +37,14 @@ DEFAULT_SIGNAL_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {CONFIDENCE: 1.0, "loop_detection": 1.0, "tool_correctness": 0.8, "coherence": 1.0}
 )
 # Names of the per-signal risks in `per_trace_signals`, as docs/metrics.md lists them.
-RISK_NAMES: Mapping[str, str] = MappingProxyType({
-    CONFIDENCE: "confidence_risk", "loop_detection": "loop_risk",
-    "tool_correctness": "tool_risk", "coherence": "coherence_risk",
-})
+RISK_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        CONFIDENCE: "confidence_risk",
+        "loop_detection": "loop_risk",
+        "tool_correctness": "tool_risk",
+        "coherence": "coherence_risk",
+    }
+)
 
 TOP_K_PERCENTILE = 0.15
 ENSEMBLE_WEIGHT = 0.1  # share of the single worst trace in the raw session risk
@@ -125,7 +129,10 @@ def _has_no_signals(signals: Signals) -> bool:
 
 def _unevaluated(name: str, explanation: str, total: int, weights: dict[str, float], threshold: float) -> MetricResult:
     return MetricResult(
-        name=name, score=1.0, threshold=threshold, explanation=explanation,
+        name=name,
+        score=1.0,
+        threshold=threshold,
+        explanation=explanation,
         metadata={"total_traces_in_session": total, "traces_evaluated": 0, "signal_weights": weights},
     )
 
@@ -169,7 +176,9 @@ def agent_reliability(
 
     skipped = len(signals) - len(step_risks)
     return MetricResult(
-        name=RELIABILITY, score=_clamp(1.0 - raw), threshold=threshold,
+        name=RELIABILITY,
+        score=_clamp(1.0 - raw),
+        threshold=threshold,
         explanation=(
             f"Session risk {raw:.2f} over {len(step_risks)} trace(s)"
             + (f" ({skipped} without signals skipped)" if skipped else "")
@@ -233,7 +242,9 @@ def agent_consistency(
     rms = math.sqrt(sum(u * u for u in uncertainties) / len(uncertainties))
     skipped = len(signals) - len(uncertainties)
     return MetricResult(
-        name=CONSISTENCY, score=_clamp(1.0 - rms), threshold=threshold,
+        name=CONSISTENCY,
+        score=_clamp(1.0 - rms),
+        threshold=threshold,
         explanation=(
             f"Session instability {rms:.2f}: root mean square of the weighted uncertainty of "
             f"{len(uncertainties)} trace(s)"

@@ -16,7 +16,8 @@ WORD = re.compile(r"\w+")
 # Single-character tokens ("a", "I", digits, stray letters) carry no content either.
 MIN_TOKEN_LENGTH = 2
 
-STOP_WORDS: frozenset[str] = frozenset("""
+STOP_WORDS: frozenset[str] = frozenset(
+    """
     a an the
     is are was were be been being
     have has had do does did
@@ -25,7 +26,8 @@ STOP_WORDS: frozenset[str] = frozenset("""
     and but or nor not so yet both either neither each every all any few more most
     other some such no only own same than too very
     it its
-""".split())
+""".split()
+)
 
 
 def word_set(text: str) -> frozenset[str]:
@@ -47,8 +49,7 @@ def word_set(text: str) -> frozenset[str]:
     ['21', 'city', 'get_weather', 'zürich', '東京']
     """
     return frozenset(
-        token for token in WORD.findall(text.lower())
-        if len(token) >= MIN_TOKEN_LENGTH and token not in STOP_WORDS
+        token for token in WORD.findall(text.lower()) if len(token) >= MIN_TOKEN_LENGTH and token not in STOP_WORDS
     )
 
 

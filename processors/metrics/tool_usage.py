@@ -47,8 +47,9 @@ def _calls(calls: Iterable[Call], what: str) -> list[tuple[str, Mapping[str, Any
     normalized = []
     for position, call in enumerate(calls, start=1):
         if isinstance(call, str) or not isinstance(call, Sequence) or len(call) not in (2, 3):
-            raise ValueError(f"{what}[{position - 1}] must be (name, parameters) or (name, parameters, step), "
-                             f"got {call!r}")
+            raise ValueError(
+                f"{what}[{position - 1}] must be (name, parameters) or (name, parameters, step), got {call!r}"
+            )
         name, parameters = call[0], call[1]
         step = call[2] if len(call) == 3 else position
         if not isinstance(name, str):
@@ -112,8 +113,7 @@ def tool_parameters(used_calls: Iterable[Call], expected_calls: Iterable[Call]) 
     if not expected:
         return 0.0
     scores = [
-        _parameter_match(parameters, used[name][0][1]) if name in used else 0.0
-        for name, parameters, _ in expected
+        _parameter_match(parameters, used[name][0][1]) if name in used else 0.0 for name, parameters, _ in expected
     ]
     return sum(scores) / len(scores)
 
@@ -171,7 +171,9 @@ def tool_usage_overall(
     """
     if isinstance(weights, (str, Mapping)) or not isinstance(weights, Sequence) or len(weights) != len(TOOL_ASPECTS):
         raise ValueError(f"weights must be {len(TOOL_ASPECTS)} numbers ({', '.join(TOOL_ASPECTS)}), got {weights!r}")
-    aspects = [_check_unit(value, name) for name, value in zip(TOOL_ASPECTS, (selection, parameters, sequence, utilization))]
+    aspects = [
+        _check_unit(value, name) for name, value in zip(TOOL_ASPECTS, (selection, parameters, sequence, utilization))
+    ]
     total = 0.0
     for name, weight, aspect in zip(TOOL_ASPECTS, weights, aspects):
         if isinstance(weight, bool) or not isinstance(weight, Real) or not math.isfinite(weight) or weight < 0:

@@ -80,8 +80,9 @@ class CircuitBreaker:
         clock: Callable[[], float] = time.monotonic,
     ):
         if failure_threshold < 1 or probe_delay_s <= 0 or max_probe_delay_s < probe_delay_s or max_wait_s <= 0:
-            raise ValueError("a breaker needs failure_threshold >= 1, 0 < probe_delay_s <= max_probe_delay_s "
-                             "and max_wait_s > 0")
+            raise ValueError(
+                "a breaker needs failure_threshold >= 1, 0 < probe_delay_s <= max_probe_delay_s and max_wait_s > 0"
+            )
         self.name = name
         self.failure_threshold = failure_threshold
         self.probe_delay_s = probe_delay_s
@@ -181,8 +182,12 @@ class CircuitBreaker:
             self._failures = 0
             if self._state is BreakerState.CLOSED:
                 return
-            _log.info("%s answers again after %s; %d held calls go out", self.name,
-                      format_duration(self._clock() - self._opened_at), self.held)
+            _log.info(
+                "%s answers again after %s; %d held calls go out",
+                self.name,
+                format_duration(self._clock() - self._opened_at),
+                self.held,
+            )
             self._state = BreakerState.CLOSED
             self._next_delay_s = self.probe_delay_s
             self._wake()
@@ -197,9 +202,15 @@ class CircuitBreaker:
                     return
                 self.opened += 1
                 self._opened_at = self._clock()
-                _log.warning("%s is unreachable (%d failures in a row, the last: %s): holding its calls for up to "
-                             "%s each, probing it every %s at most", self.name, self._failures, reason,
-                             format_duration(self.max_wait_s), format_duration(self.max_probe_delay_s))
+                _log.warning(
+                    "%s is unreachable (%d failures in a row, the last: %s): holding its calls for up to "
+                    "%s each, probing it every %s at most",
+                    self.name,
+                    self._failures,
+                    reason,
+                    format_duration(self.max_wait_s),
+                    format_duration(self.max_probe_delay_s),
+                )
             elif not probe:
                 return  # a request that left before the breaker opened
             else:

@@ -74,8 +74,13 @@ class EndpointSettings(RetrySettings):
 
     def client_args(self) -> dict[str, Any]:
         """These settings as keyword arguments of the clients (`OpenAIJudge`, `OpenAIEmbedder`)."""
-        return {"base_url": self.base_url, "api_key": self.api_key, "timeout_s": self.timeout,
-                "max_concurrency": self.max_concurrency, "retry": self.retry_policy()}
+        return {
+            "base_url": self.base_url,
+            "api_key": self.api_key,
+            "timeout_s": self.timeout,
+            "max_concurrency": self.max_concurrency,
+            "retry": self.retry_policy(),
+        }
 
 
 @dataclass(frozen=True)
@@ -150,8 +155,9 @@ class Endpoint:
         seed: int | None = None,
     ):
         self.retry = retry
-        self.breaker = CircuitBreaker(name, probe_delay_s=retry.initial_backoff_s,
-                                      max_probe_delay_s=retry.max_backoff_s, max_wait_s=max_wait_s)
+        self.breaker = CircuitBreaker(
+            name, probe_delay_s=retry.initial_backoff_s, max_probe_delay_s=retry.max_backoff_s, max_wait_s=max_wait_s
+        )
         self._client_args = {"api_key": api_key, "base_url": base_url, "timeout": timeout_s, "max_retries": 0}
         self._max_concurrency = max_concurrency
         self._log = log

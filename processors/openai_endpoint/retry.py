@@ -51,7 +51,7 @@ class RetryPolicy:
 
     def backoff_s(self, retry: int, rng: random.Random) -> float:
         """Full-jitter backoff before retry number `retry` (0-based)."""
-        return rng.uniform(0.0, min(self.max_backoff_s, self.initial_backoff_s * 2.0 ** retry))
+        return rng.uniform(0.0, min(self.max_backoff_s, self.initial_backoff_s * 2.0**retry))
 
     def give_up(self, retryable: bool, retry: int, retry_after: float | None) -> GiveUp | None:
         """Why retry number `retry` must not happen, or None when it may. An outage is
@@ -83,8 +83,7 @@ class RetrySettings(ComponentConfig):
     @model_validator(mode="after")
     def _backoff_bounds(self) -> RetrySettings:
         if self.initial_backoff > self.max_backoff:
-            raise ValueError(f"initial_backoff ({self.initial_backoff:g}s) exceeds max_backoff "
-                             f"({self.max_backoff:g}s)")
+            raise ValueError(f"initial_backoff ({self.initial_backoff:g}s) exceeds max_backoff ({self.max_backoff:g}s)")
         return self
 
     def retry_policy(self) -> RetryPolicy:

@@ -35,66 +35,109 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"spanscore {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the collector")
-    run.add_argument("--config", default=None,
-                     help=f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)")
+    run.add_argument(
+        "--config",
+        default=None,
+        help=f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)",
+    )
     validate = commands.add_parser("validate", help="check a config file and list every problem")
     validate.add_argument("path", help="config file")
     inspect_ = commands.add_parser(
-        "inspect", help="show what the metrics would read from OTLP/JSON files, per trace",
+        "inspect",
+        help="show what the metrics would read from OTLP/JSON files, per trace",
         description="Assemble the spans of OTLP/JSON files (one export request per line, as the file exporter "
-                    "writes, or one per file) into traces and print, per trace, the normalized agent view the "
-                    "metrics read and whether it would be scored. Exits 2 when a file or line cannot be read.")
+        "writes, or one per file) into traces and print, per trace, the normalized agent view the "
+        "metrics read and whether it would be scored. Exits 2 when a file or line cannot be read.",
+    )
     inspect_.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
     inspect_.add_argument("--json", action="store_true", help="one JSON object per trace per line, texts in full")
-    inspect_.add_argument("--config", default=None,
-                          help="take session_keys and the scoring scope from this config's assembler "
-                               "(default: the built-in defaults)")
+    inspect_.add_argument(
+        "--config",
+        default=None,
+        help="take session_keys and the scoring scope from this config's assembler (default: the built-in defaults)",
+    )
     score = commands.add_parser(
-        "score", help="score recorded OTLP/JSON files offline into an OTLP/JSON lines file",
+        "score",
+        help="score recorded OTLP/JSON files offline into an OTLP/JSON lines file",
         description="Replay OTLP/JSON files (the file exporter's lines, one request per file, gzip too) through "
-                    "the config's processors without opening a port; every trace and session is scored "
-                    "(sessions close at the end of input) and written to --output in the same format. Bad lines "
-                    "are reported with file and line number and skipped.")
+        "the config's processors without opening a port; every trace and session is scored "
+        "(sessions close at the end of input) and written to --output in the same format. Bad lines "
+        "are reported with file and line number and skipped.",
+    )
     score.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
     score.add_argument("-o", "--output", required=True, help="where the scored OTLP/JSON lines go (overwritten)")
-    score.add_argument("--config", default=None,
-                       help=f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)")
-    score.add_argument("--dataset", default=None,
-                       help="grade attempts against this eval-suite dataset (YAML or JSON Lines) with the "
-                            "ground_truth processor, judged by the config's judge_metrics judge when it has one")
+    score.add_argument(
+        "--config",
+        default=None,
+        help=f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)",
+    )
+    score.add_argument(
+        "--dataset",
+        default=None,
+        help="grade attempts against this eval-suite dataset (YAML or JSON Lines) with the "
+        "ground_truth processor, judged by the config's judge_metrics judge when it has one",
+    )
     score.add_argument("--quiet", action="store_true", help="no progress and no summary; problems still go to stderr")
     report = commands.add_parser(
-        "report", help="a suite's results from scored files: TSR, SSR, pass@k per case, an HTML report",
+        "report",
+        help="a suite's results from scored files: TSR, SSR, pass@k per case, an HTML report",
         description="Group the graded attempts of scored OTLP/JSON files (from `spanscore score --dataset` or a "
-                    "live file exporter with the ground_truth processor) by eval.case.id and print the suite's "
-                    "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity. "
-                    "-o writes the same as one self-contained HTML page with charts.")
+        "live file exporter with the ground_truth processor) by eval.case.id and print the suite's "
+        "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity. "
+        "-o writes the same as one self-contained HTML page with charts.",
+    )
     report.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
-    report.add_argument("--dataset", default=None, help="the suite's dataset: SSR counts only expected tools as correct")
+    report.add_argument(
+        "--dataset", default=None, help="the suite's dataset: SSR counts only expected tools as correct"
+    )
     report.add_argument("--k", default="1,3,5", help="comma-separated k values (default 1,3,5)")
     report.add_argument("--json", default=None, metavar="SUMMARY", help="also write the summary as JSON here")
     report.add_argument("-o", "--output", default=None, metavar="HTML", help="also write an HTML report here")
-    report.add_argument("--by", default=None, metavar="ATTRIBUTE",
-                        help="split the attempts by this span or resource attribute (such as service.version)")
-    report.add_argument("--metric", default="success", metavar="NAME",
-                        help="the outcome: this metric's pass label (default success, the ground-truth verdict)")
+    report.add_argument(
+        "--by",
+        default=None,
+        metavar="ATTRIBUTE",
+        help="split the attempts by this span or resource attribute (such as service.version)",
+    )
+    report.add_argument(
+        "--metric",
+        default="success",
+        metavar="NAME",
+        help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
+    )
     gate = commands.add_parser(
-        "compare", help="regression gate: exit 1 when the candidate's TSR dropped more than allowed",
+        "compare",
+        help="regression gate: exit 1 when the candidate's TSR dropped more than allowed",
         description="Compare two suite summaries (spanscore report --json) or scored files: TSR with intervals, "
-                    "the drop, the posterior probability that the candidate is worse, the cases that regressed. "
-                    "With --by, one scored file holds both sides (shadow mode): --baseline and --candidate name "
-                    "the attribute's values. Exit 1 when the drop exceeds --max-tsr-drop, 0 otherwise, 2 on bad input.")
-    gate.add_argument("files", nargs="+", metavar="FILE",
-                      help="BASELINE CANDIDATE (summary JSON or scored OTLP/JSON lines); one file with --by")
+        "the drop, the posterior probability that the candidate is worse, the cases that regressed. "
+        "With --by, one scored file holds both sides (shadow mode): --baseline and --candidate name "
+        "the attribute's values. Exit 1 when the drop exceeds --max-tsr-drop, 0 otherwise, 2 on bad input.",
+    )
+    gate.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="BASELINE CANDIDATE (summary JSON or scored OTLP/JSON lines); one file with --by",
+    )
     gate.add_argument("--max-tsr-drop", type=float, default=0.05, help="allowed drop in TSR, 0..1 (default 0.05)")
-    gate.add_argument("--by", default=None, metavar="ATTRIBUTE",
-                      help="compare two values of this span or resource attribute within one file")
-    gate.add_argument("--baseline", dest="baseline_value", default=None, metavar="VALUE",
-                      help="with --by: the baseline's value")
-    gate.add_argument("--candidate", dest="candidate_value", default=None, metavar="VALUE",
-                      help="with --by: the candidate's value")
-    gate.add_argument("--metric", default="success", metavar="NAME",
-                      help="the outcome: this metric's pass label (default success, the ground-truth verdict)")
+    gate.add_argument(
+        "--by",
+        default=None,
+        metavar="ATTRIBUTE",
+        help="compare two values of this span or resource attribute within one file",
+    )
+    gate.add_argument(
+        "--baseline", dest="baseline_value", default=None, metavar="VALUE", help="with --by: the baseline's value"
+    )
+    gate.add_argument(
+        "--candidate", dest="candidate_value", default=None, metavar="VALUE", help="with --by: the candidate's value"
+    )
+    gate.add_argument(
+        "--metric",
+        default="success",
+        metavar="NAME",
+        help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "compare":
@@ -145,8 +188,8 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
 def _score(files: list[str], output: str, config_path: str, dataset: str | None, quiet: bool) -> int:
     from pydantic import ValidationError
 
-    from spanscore.offline import score_files
     from spanscore.config.loader import ConfigError, load_config
+    from spanscore.offline import score_files
 
     try:
         config = load_config(config_path)
@@ -161,8 +204,9 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     out = Path(output)
     try:
-        summary = asyncio.run(score_files.score_files([Path(f) for f in files], config, out,
-                                                      score_files.progress_stream(quiet)))
+        summary = asyncio.run(
+            score_files.score_files([Path(f) for f in files], config, out, score_files.progress_stream(quiet))
+        )
     except OSError as exc:
         print(f"spanscore score: {exc}", file=sys.stderr)
         return EXIT_START
@@ -227,8 +271,9 @@ def _compare(args: argparse.Namespace) -> int:
     values = (args.baseline_value, args.candidate_value)
     if args.by is None:
         if len(args.files) != 2 or values != (None, None):
-            return fail("give BASELINE and CANDIDATE files, or one file with --by ATTRIBUTE --baseline V1 "
-                        "--candidate V2")
+            return fail(
+                "give BASELINE and CANDIDATE files, or one file with --by ATTRIBUTE --baseline V1 --candidate V2"
+            )
     elif len(args.files) != 1 or None in values:
         return fail("with --by give one file, --baseline and --candidate")
     try:
@@ -240,8 +285,11 @@ def _compare(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     comparison = suite_compare.compare(before, after)
-    sides = ("baseline", "candidate") if args.by is None else tuple(
-        f"{side} {args.by}={value}" for side, value in zip(("baseline", "candidate"), values))
+    sides = (
+        ("baseline", "candidate")
+        if args.by is None
+        else tuple(f"{side} {args.by}={value}" for side, value in zip(("baseline", "candidate"), values))
+    )
     print(suite_compare.text(comparison, args.max_tsr_drop, sides))
     return EXIT_REGRESSION if comparison.exceeds(args.max_tsr_drop) else 0
 
@@ -257,8 +305,9 @@ def _run(path: str) -> int:
     level = _LOG_LEVELS[config.service.telemetry.logs.level.lower()]
     # The level is spanscore's own. The HTTP clients under the judge and the embedder log
     # every request at INFO, with its URL (which can carry credentials): they stay at WARNING.
-    logging.basicConfig(level=max(level, logging.WARNING), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=max(level, logging.WARNING), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     logging.getLogger("spanscore").setLevel(level)
     for unused in config.unused:
         logging.getLogger("spanscore").info("%s is defined but not used by the pipeline", unused)
@@ -270,8 +319,13 @@ def _run(path: str) -> int:
     return 0
 
 
-_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING,
-               "error": logging.ERROR}
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def _report(header: str, problems: list[str]) -> None:

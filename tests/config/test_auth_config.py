@@ -10,9 +10,13 @@ from spanscore.config.loader import ConfigError, parse_config
 from tests.support.factories import TEST_FACTORIES
 
 
-def config(receiver_auth: str = "bearertokenauth/agents", exporter_auth: str | None = None,
-           extensions: str = "bearertokenauth/agents: {token: t0k3n}", listed: str = "[bearertokenauth/agents]",
-           http: str = "") -> str:
+def config(
+    receiver_auth: str = "bearertokenauth/agents",
+    exporter_auth: str | None = None,
+    extensions: str = "bearertokenauth/agents: {token: t0k3n}",
+    listed: str = "[bearertokenauth/agents]",
+    http: str = "",
+) -> str:
     exporter = "" if exporter_auth is None else f", auth: {{authenticator: {exporter_auth}}}"
     return f"""
 receivers:
@@ -44,36 +48,42 @@ def test_a_named_authenticator_that_is_defined_and_listed_is_accepted():
 
 def test_an_authenticator_that_is_not_defined_is_an_error():
     assert problems_of(config(receiver_auth="bearertokenauth/typo")) == [
-        "receivers.otlp.protocols.grpc.auth.authenticator: 'bearertokenauth/typo' is not defined under extensions"]
+        "receivers.otlp.protocols.grpc.auth.authenticator: 'bearertokenauth/typo' is not defined under extensions"
+    ]
 
 
 def test_an_authenticator_not_listed_in_service_extensions_is_an_error():
     assert problems_of(config(listed="[]")) == [
-        "receivers.otlp.protocols.grpc.auth.authenticator: 'bearertokenauth/agents' is not listed in "
-        "service.extensions"]
+        "receivers.otlp.protocols.grpc.auth.authenticator: 'bearertokenauth/agents' is not listed in service.extensions"
+    ]
 
 
 def test_an_extension_that_does_not_authenticate_is_an_error():
     assert problems_of(config(receiver_auth="health_check", listed="[health_check]")) == [
         "receivers.otlp.protocols.grpc.auth.authenticator: 'health_check' is not an authenticator that checks "
-        "requests received"]
+        "requests received"
+    ]
 
 
 def test_exporter_references_are_checked_too():
     assert problems_of(config(exporter_auth="bearertokenauth/backend")) == [
-        "exporters.otlp.auth.authenticator: 'bearertokenauth/backend' is not defined under extensions"]
+        "exporters.otlp.auth.authenticator: 'bearertokenauth/backend' is not defined under extensions"
+    ]
 
 
 def test_the_http_protocol_is_checked_on_its_own():
     problems = problems_of(config(http=", auth: {authenticator: bearertokenauth}"))
-    assert problems == ["receivers.otlp.protocols.http.auth.authenticator: 'bearertokenauth' is not defined under "
-                        "extensions"]
+    assert problems == [
+        "receivers.otlp.protocols.http.auth.authenticator: 'bearertokenauth' is not defined under extensions"
+    ]
 
 
 def test_a_token_read_as_a_number_is_refused_without_being_quoted():
     problems = problems_of(config(extensions="bearertokenauth/agents: {token: 73914402}"))
-    assert problems == ["extensions.bearertokenauth/agents: Value error, token must be text: quote it, or keep it in a "
-                        "file named by filename"]
+    assert problems == [
+        "extensions.bearertokenauth/agents: Value error, token must be text: quote it, or keep it in a "
+        "file named by filename"
+    ]
     assert "73914402" not in " ".join(problems)
 
 

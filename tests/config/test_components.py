@@ -16,8 +16,15 @@ def plugin(value: str) -> EntryPoint:
 def test_builtins_are_known_by_kind():
     factories = build_factories(plugins=False)
     assert factories.known("receiver") == ["otlp"]
-    assert factories.known("processor") == ["assembler", "embedding_metrics", "ground_truth", "judge_metrics",
-                                            "memory_limiter", "score_router", "session_metrics"]
+    assert factories.known("processor") == [
+        "assembler",
+        "embedding_metrics",
+        "ground_truth",
+        "judge_metrics",
+        "memory_limiter",
+        "score_router",
+        "session_metrics",
+    ]
     assert factories.known("exporter") == ["debug", "file", "otlp", "otlphttp", "phoenix", "prometheus"]
     assert factories.known("extension") == ["bearertokenauth", "file_storage", "health_check"]
     assert sorted(f.type for f in factories) == sorted(f.type for f in BUILTIN_FACTORIES)

@@ -28,7 +28,8 @@ def test_the_shipped_default_config_is_valid():
 
 
 def test_design_card_keys_are_accepted():
-    config = parse_config("""
+    config = parse_config(
+        """
 receivers:
   otlp:
     protocols:
@@ -42,14 +43,17 @@ exporters:
 service:
   pipelines:
     traces: {receivers: [otlp], processors: [], exporters: [otlp, otlphttp, file, debug]}
-""", environ={})
+""",
+        environ={},
+    )
     assert [c.type for c in config.exporters] == ["otlp", "otlphttp", "file", "debug"]
     assert config.exporters[1].config.url == "http://127.0.0.1:14318/v1/traces"
     assert config.exporters[0].config.plaintext
 
 
 def test_env_references_expand_with_types_and_defaults():
-    config = parse_config("""
+    config = parse_config(
+        """
 receivers:
   otlp:
     protocols:
@@ -62,7 +66,9 @@ exporters:
     tls: {insecure: "${env:PLAIN:-true}"}  # quoted inside flow style; still a bool once expanded
     headers: {x-key: "$${env:NOT_EXPANDED}"}
 service: {pipelines: {traces: {receivers: [otlp], exporters: [otlp/backend]}}}
-""", environ={"PORT": "9999", "LIMIT": "1024", "BACKEND": "tempo:4317"})
+""",
+        environ={"PORT": "9999", "LIMIT": "1024", "BACKEND": "tempo:4317"},
+    )
     http = config.receivers[0].config.protocols.http
     assert http.endpoint == "127.0.0.1:9999" and http.max_request_body_size == 1024
     exporter = config.exporters[0]
@@ -124,15 +130,22 @@ def test_assembler_must_come_first_and_timeout_cover_wait():
     base = MINIMAL.replace("exporters: [debug]", "processors: [toy_metric, assembler], exporters: [debug]")
 
     problems = problems_of(base + "processors: {assembler: {}, toy_metric: {}}\n")
-    assert problems == ["service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"]
+    assert problems == [
+        "service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"
+    ]
     problems = problems_of(base + "processors: {assembler: {trace_wait: 5s, trace_timeout: 1s}, toy_metric: {}}\n")
-    assert any(p.startswith("processors.assembler: Value error, trace_timeout must be at least trace_wait") for p in problems)
+    assert any(
+        p.startswith("processors.assembler: Value error, trace_timeout must be at least trace_wait") for p in problems
+    )
 
 
 def test_invalid_yaml_and_wrong_shapes():
     assert "not valid YAML" in problems_of("receivers: [unclosed")[0]
     assert problems_of("- a list")[0].startswith("<root>: expected a mapping")
-    assert any(p.startswith("exporters: expected a mapping") for p in problems_of("exporters: [debug]\n" + MINIMAL.split("\n", 3)[3]))
+    assert any(
+        p.startswith("exporters: expected a mapping")
+        for p in problems_of("exporters: [debug]\n" + MINIMAL.split("\n", 3)[3])
+    )
 
 
 def test_missing_file_is_a_config_error(tmp_path):
@@ -152,15 +165,19 @@ service:
 """
 
 
-@pytest.mark.parametrize(("storage", "listed", "problem"), [
-    ("file_storage/other", "file_storage, health_check", "'file_storage/other' is not defined under extensions"),
-    ("file_storage", "health_check", "'file_storage' is not listed in service.extensions"),
-    ("health_check", "file_storage, health_check", "'health_check' is not a file_storage extension"),
-])
+@pytest.mark.parametrize(
+    ("storage", "listed", "problem"),
+    [
+        ("file_storage/other", "file_storage, health_check", "'file_storage/other' is not defined under extensions"),
+        ("file_storage", "health_check", "'file_storage' is not listed in service.extensions"),
+        ("health_check", "file_storage, health_check", "'health_check' is not a file_storage extension"),
+    ],
+)
 def test_a_sending_queue_storage_must_be_a_started_file_storage(storage, listed, problem):
     with pytest.raises(ConfigError) as error:
         parse_config(STORED.format(storage=storage, listed=listed), factories=TEST_FACTORIES, environ={})
     assert f"exporters.otlp.sending_queue.storage: {problem}" in error.value.problems
     # The file exporter writes files itself: it has no queue to keep in storage.
-    assert ("exporters.file.sending_queue.storage: exporter 'file' cannot keep its queue in storage; otlp and "
-            "otlphttp can") in error.value.problems
+    assert (
+        "exporters.file.sending_queue.storage: exporter 'file' cannot keep its queue in storage; otlp and otlphttp can"
+    ) in error.value.problems

@@ -8,7 +8,9 @@ import pytest
 from spanscore.core.durations import parse_duration
 
 
-@pytest.mark.parametrize("text,seconds", [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("1h30m", 5400.0), (2, 2.0), ("0.25", 0.25)])
+@pytest.mark.parametrize(
+    "text,seconds", [("1s", 1.0), ("500ms", 0.5), ("2m", 120.0), ("1h30m", 5400.0), (2, 2.0), ("0.25", 0.25)]
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 

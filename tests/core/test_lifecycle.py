@@ -19,7 +19,9 @@ from tests.support.null_consumer import NullConsumer
 SETTINGS = {
     ("receiver", "otlp"): {"protocols": {"grpc": {"endpoint": "127.0.0.1:0"}, "http": {"endpoint": "127.0.0.1:0"}}},
     ("processor", "embedding_metrics"): {"embedder": {"type": "hashing"}},
-    ("processor", "ground_truth"): {"dataset": str(Path(__file__).resolve().parents[2] / "examples" / "weather-suite.yaml")},
+    ("processor", "ground_truth"): {
+        "dataset": str(Path(__file__).resolve().parents[2] / "examples" / "weather-suite.yaml")
+    },
     ("processor", "score_router"): {"table": [{"when": {"label": "fail"}, "exporters": ["debug"]}]},
     ("exporter", "otlp"): {"endpoint": "127.0.0.1:9", "tls": {"insecure": True}},
     ("exporter", "otlphttp"): {"endpoint": "http://127.0.0.1:9"},
@@ -80,4 +82,3 @@ async def test_score_metrics_follow_the_same_lifecycle():
     await metrics.shutdown(soon())
     await metrics.shutdown(soon())
     assert metrics.provider is None
-

@@ -55,8 +55,13 @@ def test_backend_down_for_60_s_loses_nothing_and_memory_stays_bounded(tmp_path, 
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(port=port, sink=sink.grpc_port, held=HELD, directory=tmp_path / "storage"))
     sink.down_until = time.monotonic() + OUTAGE_S
-    collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     acknowledged: set[bytes] = set()
     refused = [0]
     rss: list[float] = []
@@ -66,8 +71,9 @@ def test_backend_down_for_60_s_loses_nothing_and_memory_stays_bounded(tmp_path, 
 
         def send_for(seconds: float) -> None:
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-                export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                                             response_deserializer=None)
+                export = channel.unary_unary(
+                    EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString, response_deserializer=None
+                )
                 deadline = time.monotonic() + seconds
                 request = None
                 while time.monotonic() < deadline:
@@ -79,8 +85,9 @@ def test_backend_down_for_60_s_loses_nothing_and_memory_stays_bounded(tmp_path, 
                         refused[0] += 1
                         time.sleep(0.5)
                         continue
-                    acknowledged.update(s.span_id for rs in request.resource_spans
-                                        for ss in rs.scope_spans for s in ss.spans)
+                    acknowledged.update(
+                        s.span_id for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans
+                    )
                     request = None
                     time.sleep(0.016)  # 16 spans per request: ~1,000 spans/s
 
@@ -100,5 +107,7 @@ def test_backend_down_for_60_s_loses_nothing_and_memory_stays_bounded(tmp_path, 
     # Bounded: the held spans are capped, so memory does not grow with the outage's length.
     assert max(rss) - baseline < 150, f"RSS grew from {baseline:.0f} to {max(rss):.0f} MiB"
     assert collector.returncode == 0, stderr
-    print(f"{len(acknowledged)} spans acknowledged, all delivered; {refused[0]} refusals; RSS {baseline:.0f} -> "
-          f"max {max(rss):.0f} MiB; exporter attempts {sink.attempts}")
+    print(
+        f"{len(acknowledged)} spans acknowledged, all delivered; {refused[0]} refusals; RSS {baseline:.0f} -> "
+        f"max {max(rss):.0f} MiB; exporter attempts {sink.attempts}"
+    )

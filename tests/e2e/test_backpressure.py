@@ -17,9 +17,13 @@ from tests.support.spans import good_request
 def test_full_pipeline_answers_503_and_unavailable_with_retry_info(sink, start_collector):
     collector = start_collector(sink_config(sink, assembler="trace_wait: 1h, trace_timeout: 2h, max_buffered_spans: 2"))
     for i in range(2):
-        status, _, _ = post(collector.http_port, good_request(f"fits {i}").SerializeToString(), "application/x-protobuf")
+        status, _, _ = post(
+            collector.http_port, good_request(f"fits {i}").SerializeToString(), "application/x-protobuf"
+        )
         assert status == 200
-    status, headers, payload = post(collector.http_port, good_request("too many").SerializeToString(), "application/x-protobuf")
+    status, headers, payload = post(
+        collector.http_port, good_request("too many").SerializeToString(), "application/x-protobuf"
+    )
     assert status == 503 and int(headers["Retry-After"]) >= 1
     assert status_pb2.Status.FromString(payload).code == 14  # UNAVAILABLE
     with pytest.raises(grpc.RpcError) as error:
@@ -35,7 +39,9 @@ def test_full_pipeline_answers_503_and_unavailable_with_retry_info(sink, start_c
 def test_sdk_exporter_retries_through_backpressure_and_every_span_arrives(sink, start_collector):
     collector = start_collector(sink_config(sink, assembler="trace_wait: 50ms, max_buffered_spans: 3"))
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(GrpcExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True)))
+    provider.add_span_processor(
+        SimpleSpanProcessor(GrpcExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True))
+    )
     tracer = provider.get_tracer("burst")
     names = [f"span {i}" for i in range(8)]
     for name in names:

@@ -22,9 +22,11 @@ LIMIT = 64 * 1024
 
 @pytest.fixture
 def collector(sink, start_collector):
-    config = sink_config(sink).replace(
-        "grpc: {endpoint: 127.0.0.1:0}", "grpc: {endpoint: 127.0.0.1:0, max_recv_msg_size_mib: 0.0625}"
-    ).replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, max_request_body_size: {LIMIT}}}")
+    config = (
+        sink_config(sink)
+        .replace("grpc: {endpoint: 127.0.0.1:0}", "grpc: {endpoint: 127.0.0.1:0, max_recv_msg_size_mib: 0.0625}")
+        .replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, max_request_body_size: {LIMIT}}}")
+    )
     return start_collector(config)
 
 
@@ -54,8 +56,11 @@ def test_invalid_json_is_400_answered_in_json(collector, sink):
     status, headers, payload = post(collector.http_port, b'{"resourceSpans": [', "application/json")
     assert status == 400 and headers["Content-Type"].startswith("application/json")
     assert "invalid JSON" in rpc_status(payload, "application/json").message
-    status, _, payload = post(collector.http_port, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
-                              "application/json")
+    status, _, payload = post(
+        collector.http_port,
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+        "application/json",
+    )
     assert status == 400 and "is not hex" in rpc_status(payload, "application/json").message
     status, _, payload = post(collector.http_port, b'{"resourceSpans": 5}', "application/json")
     assert status == 400 and "not an OTLP trace export request" in rpc_status(payload, "application/json").message
@@ -74,7 +79,9 @@ def test_unknown_json_fields_are_ignored(collector, sink):
 def test_wrong_content_type_is_415(collector, sink):
     status, _, payload = post(collector.http_port, b"hello", "text/plain")
     assert status == 415 and b"application/x-protobuf" in payload
-    status, _, _ = post(collector.http_port, good_request("x").SerializeToString(), "application/x-protobuf", encoding="br")
+    status, _, _ = post(
+        collector.http_port, good_request("x").SerializeToString(), "application/x-protobuf", encoding="br"
+    )
     assert status == 415
     assert_still_serving(collector, sink, "after 415")
 

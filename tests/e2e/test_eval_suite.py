@@ -18,7 +18,7 @@ from tests.support.running import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 
 # The agent: two turns of one session, GenAI-convention spans, tagged by the environment only.
-AGENT = r'''
+AGENT = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["PROJECT_ROOT"])
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -48,7 +48,7 @@ for question, answer, tool in (
                                      "gen_ai.tool.call.arguments": tool[1], "gen_ai.tool.call.result": tool[2]})
         span.set_attribute("gen_ai.output.messages", message("assistant", answer))
 provider.shutdown()
-'''
+"""
 
 
 def judge_server_answer(request: RecordedRequest) -> Reply:
@@ -78,8 +78,9 @@ def graded(path: Path) -> dict[str, dict]:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     evals = {kv.key: kv.value for kv in span.attributes if kv.key.startswith("eval.")}
-                    question = next((kv.value.string_value for kv in span.attributes
-                                     if kv.key == "gen_ai.input.messages"), "")
+                    question = next(
+                        (kv.value.string_value for kv in span.attributes if kv.key == "gen_ai.input.messages"), ""
+                    )
                     if evals:
                         found[f"{span.name} {question}"] = evals
     return found
@@ -89,20 +90,40 @@ def test_tagged_attempts_are_graded_live_and_offline_alike(tmp_path, start_colle
     live, recorded, offline = tmp_path / "live.jsonl", tmp_path / "recorded.jsonl", tmp_path / "offline.jsonl"
     with OpenAIServer(handler=judge_server_answer) as server:
         collector = start_collector(config(tmp_path, server.base_url, live))
-        environment = {"PROJECT_ROOT": str(ROOT), "RECORD_TO": str(recorded), "PATH": "/usr/bin:/bin",
-                       "OTEL_RESOURCE_ATTRIBUTES": "service.name=weather-agent,eval.case.id=oslo-trip",
-                       "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{collector.http_port}/v1/traces"}
-        agent = subprocess.run([sys.executable, "-c", AGENT], env=environment, capture_output=True, text=True,
-                               timeout=60, check=False)
+        environment = {
+            "PROJECT_ROOT": str(ROOT),
+            "RECORD_TO": str(recorded),
+            "PATH": "/usr/bin:/bin",
+            "OTEL_RESOURCE_ATTRIBUTES": "service.name=weather-agent,eval.case.id=oslo-trip",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{collector.http_port}/v1/traces",
+        }
+        agent = subprocess.run(
+            [sys.executable, "-c", AGENT], env=environment, capture_output=True, text=True, timeout=60, check=False
+        )
         assert agent.returncode == 0, agent.stderr
         assert wait_until(lambda: collector.pipeline.counts.exported_traces >= 2, timeout_s=10)
         collector.stop()  # the session closes: its carrier holds the attempt's results
         live_calls = len(server.requests)
         config_file = tmp_path / "offline.yaml"
         config_file.write_text(config(tmp_path, server.base_url, tmp_path / "unused.jsonl"))
-        result = subprocess.run([sys.executable, "-m", "spanscore", "score", str(recorded), "-o", str(offline),
-                                 "--config", str(config_file)], cwd=ROOT, capture_output=True, text=True,
-                                timeout=120, check=False)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "spanscore",
+                "score",
+                str(recorded),
+                "-o",
+                str(offline),
+                "--config",
+                str(config_file),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert result.returncode == 0, result.stderr
         assert len(server.requests) == 2 * live_calls  # the same questions asked again offline
 

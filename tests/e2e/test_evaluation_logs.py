@@ -26,7 +26,8 @@ exporters:
   file: {{path: {tmp_path / "scored.jsonl"}}}
 service:
   pipelines:
-    traces: {{receivers: [otlp], processors: [assembler, toy_metric], exporters: [otlp], span_events: {str(span_events).lower()}}}
+    traces: {{receivers: [otlp], processors: [assembler, toy_metric], exporters: [otlp],
+              span_events: {str(span_events).lower()}}}
     logs: {{exporters: [otlp, otlphttp, file]}}
 """
 
@@ -34,8 +35,12 @@ service:
 def send_trace(collector, response_id: str | None = None) -> tuple[bytes, bytes]:
     trace_id, root_id = new_trace_id(), new_span_id()
     attributes = {**AGENT_ROOT, **({"gen_ai.response.id": response_id} if response_id else {})}
-    send(collector.grpc_port, request_of([span(trace_id, "agent", span_id=root_id, attributes=attributes),
-                                          span(trace_id, "step", parent=root_id)]))
+    send(
+        collector.grpc_port,
+        request_of(
+            [span(trace_id, "agent", span_id=root_id, attributes=attributes), span(trace_id, "step", parent=root_id)]
+        ),
+    )
     return trace_id, root_id
 
 
@@ -49,9 +54,12 @@ def test_each_score_is_a_log_record_on_every_logs_exporter(sink, start_collector
         assert (record.trace_id, record.span_id) == (trace_id, root_id)
         assert record.event_name == "gen_ai.evaluation.result"
         assert attributes_to_dict(record.attributes) == {
-            "gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.value": 0.5,
-            "gen_ai.evaluation.score.label": "pass", "gen_ai.evaluation.explanation": "2 spans",
-            "gen_ai.response.id": "chatcmpl-42"}
+            "gen_ai.evaluation.name": "toy",
+            "gen_ai.evaluation.score.value": 0.5,
+            "gen_ai.evaluation.score.label": "pass",
+            "gen_ai.evaluation.explanation": "2 spans",
+            "gen_ai.response.id": "chatcmpl-42",
+        }
     [line] = (tmp_path / "scored.logs.jsonl").read_text().splitlines()
     [written] = json.loads(line)["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
     assert (written["traceId"], written["spanId"]) == (trace_id.hex(), root_id.hex())

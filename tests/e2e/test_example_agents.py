@@ -31,12 +31,20 @@ from tests.support.running import sink_config, wait_until
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
 # The modules each example imports beyond the standard library.
 REQUIRES = {
-    "pydantic_ai_weather": ("pydantic_ai", "openai", "opentelemetry.sdk",
-                            "opentelemetry.exporter.otlp.proto.http"),
-    "langgraph_weather": ("langgraph.prebuilt", "langchain_openai", "openinference.instrumentation.langchain",
-                          "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
-    "openai_agents_weather": ("agents", "openinference.instrumentation.openai_agents", "opentelemetry.sdk",
-                              "opentelemetry.exporter.otlp.proto.http"),
+    "pydantic_ai_weather": ("pydantic_ai", "openai", "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    "langgraph_weather": (
+        "langgraph.prebuilt",
+        "langchain_openai",
+        "openinference.instrumentation.langchain",
+        "opentelemetry.sdk",
+        "opentelemetry.exporter.otlp.proto.http",
+    ),
+    "openai_agents_weather": (
+        "agents",
+        "openinference.instrumentation.openai_agents",
+        "opentelemetry.sdk",
+        "opentelemetry.exporter.otlp.proto.http",
+    ),
 }
 QUESTION = "What's the weather in Paris?"
 FOLLOW_UP = "Should I take an umbrella?"
@@ -63,13 +71,15 @@ def examples_python() -> str:
 
 def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
     """The modules `python` cannot find, asked in a subprocess so nothing is imported here."""
-    probe = ("import importlib.util, sys\n"
-             "def found(name):\n"
-             "    try:\n"
-             "        return importlib.util.find_spec(name) is not None\n"
-             "    except ImportError:\n"
-             "        return False\n"
-             "print(' '.join(m for m in sys.argv[1:] if not found(m)))")
+    probe = (
+        "import importlib.util, sys\n"
+        "def found(name):\n"
+        "    try:\n"
+        "        return importlib.util.find_spec(name) is not None\n"
+        "    except ImportError:\n"
+        "        return False\n"
+        "print(' '.join(m for m in sys.argv[1:] if not found(m)))"
+    )
     result = subprocess.run([python, "-c", probe, *modules], check=False, capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         return [f"(probe failed: {result.stderr.strip()})"]
@@ -80,8 +90,10 @@ def require_framework(example: str) -> str:
     python = examples_python()
     missing = missing_modules(python, REQUIRES[example])
     if missing:
-        reason = (f"{example}: {python} lacks {', '.join(missing)}; make a venv with "
-                  f"`pip install -r examples/agents/requirements.txt` and set SPANSCORE_EXAMPLES_PYTHON to its python")
+        reason = (
+            f"{example}: {python} lacks {', '.join(missing)}; make a venv with "
+            f"`pip install -r examples/agents/requirements.txt` and set SPANSCORE_EXAMPLES_PYTHON to its python"
+        )
         if os.environ.get("SPANSCORE_REQUIRE_EXAMPLES") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
@@ -90,25 +102,39 @@ def require_framework(example: str) -> str:
 
 def scores(span) -> dict:
     attributes = attributes_to_dict(span.attributes)
-    return {key[len("eval."):]: value for key, value in attributes.items() if key.startswith("eval.")}
+    return {key[len("eval.") :]: value for key, value in attributes.items() if key.startswith("eval.")}
 
 
 @pytest.mark.parametrize("example", sorted(REQUIRES))
 def test_example_agent_is_assembled_read_and_scored(example, sink, start_collector):
     python = require_framework(example)
-    collector = start_collector(sink_config(
-        sink, processors="[assembler, record_agent, embedding_metrics, session_metrics]",
-        extra_processors=PROCESSORS, assembler="trace_wait: 200ms, session_idle: 1s"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, record_agent, embedding_metrics, session_metrics]",
+            extra_processors=PROCESSORS,
+            assembler="trace_wait: 200ms, session_idle: 1s",
+        )
+    )
     with OpenAIServer(handler=weather_agent) as server:
         environment = {key: os.environ[key] for key in INHERITED if key in os.environ}
-        environment.update({
-            "OPENAI_BASE_URL": server.base_url,
-            "OPENAI_API_KEY": "test-key",
-            "OPENAI_MODEL": "gpt-test",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.http_port}",
-        })
-        run = subprocess.run([python, str(EXAMPLES / f"{example}.py")], check=False, env=environment, cwd=EXAMPLES,
-                             capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        environment.update(
+            {
+                "OPENAI_BASE_URL": server.base_url,
+                "OPENAI_API_KEY": "test-key",
+                "OPENAI_MODEL": "gpt-test",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.http_port}",
+            }
+        )
+        run = subprocess.run(
+            [python, str(EXAMPLES / f"{example}.py")],
+            check=False,
+            env=environment,
+            cwd=EXAMPLES,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
         model_requests = len(server.requests)
     assert run.returncode == 0, f"{example} failed ({run.returncode}):\n{run.stdout}\n{run.stderr}"
     # Turn 1 calls the tool, then answers; turn 2 answers from the history.
@@ -117,8 +143,9 @@ def test_example_agent_is_assembled_read_and_scored(example, sink, start_collect
     session_id = run.stdout.split()[1]  # the example's first line: "session <id>"
 
     [recorder] = [p for _, p in collector.pipeline.processors if isinstance(p, RecordAgent)]
-    assert wait_until(lambda: len([t for t in recorder.traces if t.recognized]) == 2, timeout_s=15), \
-        [(t.trace_id, t.conventions, t.user_input) for t in recorder.traces]
+    assert wait_until(lambda: len([t for t in recorder.traces if t.recognized]) == 2, timeout_s=15), [
+        (t.trace_id, t.conventions, t.user_input) for t in recorder.traces
+    ]
     first, second = [t for t in recorder.traces if t.recognized]
     if first.user_input != QUESTION:
         first, second = second, first
@@ -128,7 +155,8 @@ def test_example_agent_is_assembled_read_and_scored(example, sink, start_collect
     assert first.final_output.strip() == ANSWER
     assert first.agent_name == "weather_agent"
     assert [(s.name, s.arguments, s.result, s.error) for s in first.tool_steps] == [
-        ("get_weather", {"city": "Paris"}, WEATHER_REPORT, None)]
+        ("get_weather", {"city": "Paris"}, WEATHER_REPORT, None)
+    ]
     assert [(c.name, c.arguments) for c in first.llm_steps[0].tool_calls] == [("get_weather", {"city": "Paris"})]
     assert second.user_input == FOLLOW_UP
     assert second.final_output.strip() == ANSWER

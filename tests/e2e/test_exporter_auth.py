@@ -15,8 +15,11 @@ from tests.support.spans import new_trace_id, request_of, span
 
 
 def forwarding(backend, exporter: str, token: str, headers: str = "") -> str:
-    endpoint = (f"127.0.0.1:{backend.grpc_port}, tls: {{insecure: true}}" if exporter == "otlp"
-                else f"http://127.0.0.1:{backend.http_port}")
+    endpoint = (
+        f"127.0.0.1:{backend.grpc_port}, tls: {{insecure: true}}"
+        if exporter == "otlp"
+        else f"http://127.0.0.1:{backend.http_port}"
+    )
     return f"""
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
 processors: {{assembler: {{trace_wait: 20ms}}}}

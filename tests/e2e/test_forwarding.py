@@ -32,16 +32,29 @@ SDK_CLIENTS = {
 def run_sdk_agent(exporter) -> list:
     """Emit a small agent-shaped trace through `exporter`; return the spans the SDK made."""
     memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent", "deployment.environment": "test"}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "weather-agent", "deployment.environment": "test"})
+    )
     provider.add_span_processor(SimpleSpanProcessor(memory))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     tracer = provider.get_tracer("agent.tests", "0.1", schema_url="https://opentelemetry.io/schemas/1.26.0")
-    with tracer.start_as_current_span("invoke_agent weather", kind=SpanKind.SERVER,
-                                      attributes={"gen_ai.operation.name": "invoke_agent", "session.id": "s-1",
-                                                  "tags": ["a", "b"], "retries": 2, "ratio": 0.5, "ok": True}) as root:
+    with tracer.start_as_current_span(
+        "invoke_agent weather",
+        kind=SpanKind.SERVER,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "session.id": "s-1",
+            "tags": ["a", "b"],
+            "retries": 2,
+            "ratio": 0.5,
+            "ok": True,
+        },
+    ) as root:
         with tracer.start_as_current_span("chat gpt-4o", kind=SpanKind.CLIENT) as llm:
             llm.add_event("gen_ai.choice", {"index": 0})
-        with tracer.start_as_current_span("execute_tool get_weather", links=[Link(root.get_span_context(), {"why": "x"})]) as tool:
+        with tracer.start_as_current_span(
+            "execute_tool get_weather", links=[Link(root.get_span_context(), {"why": "x"})]
+        ) as tool:
             tool.set_status(Status(StatusCode.ERROR, "city not found"))
             tool.record_exception(ValueError("no such city"))
     provider.shutdown()
@@ -61,8 +74,11 @@ def test_every_field_and_value_type_survives_grpc(sink, start_collector):
     collector = start_collector(sink_config(sink))
     sent = every_field_request()
     with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                     request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=None,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
         response = export(sent.SerializeToString(), timeout=5)
     assert not response.partial_success.rejected_spans
     assert wait_until(lambda: len(sink.spans()) == 3)
@@ -92,8 +108,11 @@ def test_every_field_and_value_type_survives_http(encoding, sink, start_collecto
 def test_a_second_spanscore_as_the_backend_receives_everything_unchanged(sink, start_collector):
     """Chained collectors: the first forwards over OTLP/HTTP into the second's receiver."""
     downstream = start_collector(sink_config(sink, assembler="trace_wait: 20ms"))
-    upstream = start_collector(sink_config(sink, assembler="trace_wait: 20ms").replace(
-        f"otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}", f"otlp: {{endpoint: 127.0.0.1:{downstream.grpc_port}"))
+    upstream = start_collector(
+        sink_config(sink, assembler="trace_wait: 20ms").replace(
+            f"otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}", f"otlp: {{endpoint: 127.0.0.1:{downstream.grpc_port}"
+        )
+    )
     finished = run_sdk_agent(SDK_CLIENTS["http-json"](upstream))
     assert wait_until(lambda: len(sink.spans()) >= 3)
     assert_forwarded_faithfully([encode_spans(finished)], sink.requests)

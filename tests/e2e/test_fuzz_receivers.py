@@ -90,8 +90,9 @@ class Case:
     def expected(self) -> Expected:
         if self.transport == "grpc":
             return expected_grpc(self.body, LIMIT)
-        return expected_http(self.body, self.content_type or "application/octet-stream", self.encoding or "identity",
-                             LIMIT)
+        return expected_http(
+            self.body, self.content_type or "application/octet-stream", self.encoding or "identity", LIMIT
+        )
 
 
 # Mutators (seeded `random`, not hypothesis: ten thousand inputs in one run) --------------
@@ -128,19 +129,28 @@ class Mutator:
             elif edit == "insert":
                 buffer[at:at] = rng.randbytes(rng.randint(1, 8))
             elif edit == "delete":
-                del buffer[at:at + rng.randint(1, 8)]
+                del buffer[at : at + rng.randint(1, 8)]
             elif edit == "truncate":
                 del buffer[at:]
             else:
-                buffer[at:at + 1] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\x80" * 9 + b"\x01", b"\xff" * 10])
+                buffer[at : at + 1] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\x80" * 9 + b"\x01", b"\xff" * 10])
         return bytes(buffer)
 
     def json_value(self, depth: int = 0):
         rng = self.rng
         choice = rng.randrange(12 if depth < 3 else 9)
         if choice < 9:
-            return [None, True, rng.randint(-(2**70), 2**70), rng.random() * 10.0 ** rng.randint(-5, 300),
-                    float("nan"), "", "zz", "0" * 32, rng.randbytes(8).hex() + "x"][choice]
+            return [
+                None,
+                True,
+                rng.randint(-(2**70), 2**70),
+                rng.random() * 10.0 ** rng.randint(-5, 300),
+                float("nan"),
+                "",
+                "zz",
+                "0" * 32,
+                rng.randbytes(8).hex() + "x",
+            ][choice]
         if choice == 9:
             return [self.json_value(depth + 1) for _ in range(rng.randint(0, 3))]
         if choice == 10:
@@ -168,8 +178,17 @@ class Mutator:
             elif edit == "stringify" and isinstance(parent[last], (int, float)) and not isinstance(parent[last], bool):
                 parent[last] = str(parent[last])
             elif edit == "id":
-                parent[last] = rng.choice(["", "zz", "0" * 32, "0" * 16, rng.randbytes(rng.randint(1, 20)).hex(),
-                                           " " + rng.randbytes(8).hex(), "１" * 16])
+                parent[last] = rng.choice(
+                    [
+                        "",
+                        "zz",
+                        "0" * 32,
+                        "0" * 16,
+                        rng.randbytes(rng.randint(1, 20)).hex(),
+                        " " + rng.randbytes(8).hex(),
+                        "１" * 16,
+                    ]
+                )
         return document
 
     def mutate_text(self, text: str) -> str:
@@ -178,10 +197,13 @@ class Mutator:
             at = rng.randint(0, len(text))
             edit = rng.choice(["insert", "delete", "truncate"])
             if edit == "insert":
-                text = text[:at] + "".join(rng.choice('{}[]":,0123456789 \\nau-') for _ in range(rng.randint(1, 3))) \
+                text = (
+                    text[:at]
+                    + "".join(rng.choice('{}[]":,0123456789 \\nau-') for _ in range(rng.randint(1, 3)))
                     + text[at:]
+                )
             elif edit == "delete":
-                text = text[:at] + text[at + rng.randint(1, 5):]
+                text = text[:at] + text[at + rng.randint(1, 5) :]
             else:
                 text = text[:at]
         return text
@@ -201,12 +223,28 @@ def valid_traces(rng: random.Random, count: int) -> list[ExportTraceServiceReque
     traces = []
     for n in range(count):
         trace_id, root_id = rng.randbytes(15) + b"\x01", rng.randbytes(7) + b"\x01"
-        root = span(trace_id, "invoke_agent fuzz", span_id=root_id, attributes={**AGENT_ROOT, "session.id": f"s{n % 40}"})
-        chat = span(trace_id, "chat gpt-test", parent=root_id, span_id=rng.randbytes(7) + b"\x02",
-                    attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test"})
-        tool = span(trace_id, "execute_tool lookup", parent=root_id, span_id=rng.randbytes(7) + b"\x03",
-                    attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
-                                "gen_ai.tool.call.arguments": '{"order": 7}', "gen_ai.tool.call.result": "shipped"})
+        root = span(
+            trace_id, "invoke_agent fuzz", span_id=root_id, attributes={**AGENT_ROOT, "session.id": f"s{n % 40}"}
+        )
+        chat = span(
+            trace_id,
+            "chat gpt-test",
+            parent=root_id,
+            span_id=rng.randbytes(7) + b"\x02",
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test"},
+        )
+        tool = span(
+            trace_id,
+            "execute_tool lookup",
+            parent=root_id,
+            span_id=rng.randbytes(7) + b"\x03",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.arguments": '{"order": 7}',
+                "gen_ai.tool.call.result": "shipped",
+            },
+        )
         traces.append(request_of([root, chat, tool], service="fuzz-agent"))
     return traces
 
@@ -235,44 +273,100 @@ def malformed_cases(rng: random.Random) -> list[Case]:
         return gzip.compress(data, compresslevel=rng.choice([1, 6, 9]))
 
     weights = {
-        "http protobuf mutated": 1800, "http json mutated": 1800, "http wrong content type": 700,
-        "http bad content encoding": 300, "http corrupt gzip": 1200, "http corrupt deflate": 300,
-        "http oversized": 150, "http gzip bomb": 150, "http bad ids": 900,
-        "grpc protobuf mutated": 2200, "grpc random bytes": 300, "grpc bad ids": 500, "grpc oversized": 100,
+        "http protobuf mutated": 1800,
+        "http json mutated": 1800,
+        "http wrong content type": 700,
+        "http bad content encoding": 300,
+        "http corrupt gzip": 1200,
+        "http corrupt deflate": 300,
+        "http oversized": 150,
+        "http gzip bomb": 150,
+        "http bad ids": 900,
+        "grpc protobuf mutated": 2200,
+        "grpc random bytes": 300,
+        "grpc bad ids": 500,
+        "grpc oversized": 100,
     }
     assert sum(weights.values()) == MALFORMED
     for kind, count in weights.items():
         for _ in range(count):
             if kind == "http protobuf mutated":
-                cases.append(Case(kind, "http", mutator.flip(rng.choice(protobufs)),
-                                  rng.choice([PROTOBUF, "application/protobuf"])))
+                cases.append(
+                    Case(
+                        kind,
+                        "http",
+                        mutator.flip(rng.choice(protobufs)),
+                        rng.choice([PROTOBUF, "application/protobuf"]),
+                    )
+                )
             elif kind == "http json mutated":
                 line = rng.choice(documents)
-                text = (mutator.mutate_text(line) if rng.random() < 0.3
-                        else dumps(mutator.mutate_json(json.loads(line)), rng))
+                text = (
+                    mutator.mutate_text(line)
+                    if rng.random() < 0.3
+                    else dumps(mutator.mutate_json(json.loads(line)), rng)
+                )
                 cases.append(Case(kind, "http", text.encode(), JSON))
             elif kind == "http wrong content type":
-                cases.append(Case(kind, "http", rng.choice(protobufs), rng.choice([
-                    "text/plain", "application/xml", "application/octet-stream", "multipart/form-data; boundary=x",
-                    "application/x-www-form-urlencoded", "application/grpc", "", "application/jsonl", "image/png",
-                    "application/x-protobuf-v2"])))
+                cases.append(
+                    Case(
+                        kind,
+                        "http",
+                        rng.choice(protobufs),
+                        rng.choice(
+                            [
+                                "text/plain",
+                                "application/xml",
+                                "application/octet-stream",
+                                "multipart/form-data; boundary=x",
+                                "application/x-www-form-urlencoded",
+                                "application/grpc",
+                                "",
+                                "application/jsonl",
+                                "image/png",
+                                "application/x-protobuf-v2",
+                            ]
+                        ),
+                    )
+                )
             elif kind == "http bad content encoding":
-                cases.append(Case(kind, "http", gz(rng.choice(protobufs)), PROTOBUF,
-                                  rng.choice(["br", "compress", "zstd", "gzip, br", "x-gzip", "snappy"])))
+                cases.append(
+                    Case(
+                        kind,
+                        "http",
+                        gz(rng.choice(protobufs)),
+                        PROTOBUF,
+                        rng.choice(["br", "compress", "zstd", "gzip, br", "x-gzip", "snappy"]),
+                    )
+                )
             elif kind == "http corrupt gzip":
                 body = gz(rng.choice(protobufs))
-                body = rng.choice([body[:rng.randrange(len(body))], mutator.flip(body, rounds=2), rng.randbytes(40),
-                                   body[:10], b"\x1f\x8b" + rng.randbytes(30)])
+                body = rng.choice(
+                    [
+                        body[: rng.randrange(len(body))],
+                        mutator.flip(body, rounds=2),
+                        rng.randbytes(40),
+                        body[:10],
+                        b"\x1f\x8b" + rng.randbytes(30),
+                    ]
+                )
                 cases.append(Case(kind, "http", body, rng.choice([PROTOBUF, JSON]), "gzip"))
             elif kind == "http corrupt deflate":
                 body = zlib.compress(rng.choice(protobufs))
-                body = rng.choice([body[:rng.randrange(len(body))], mutator.flip(body, rounds=2), gz(b"not zlib")])
+                body = rng.choice([body[: rng.randrange(len(body))], mutator.flip(body, rounds=2), gz(b"not zlib")])
                 cases.append(Case(kind, "http", body, PROTOBUF, "deflate"))
             elif kind == "http oversized":
                 cases.append(Case(kind, "http", rng.randbytes(LIMIT + rng.randint(1, LIMIT)), PROTOBUF))
             elif kind == "http gzip bomb":
-                cases.append(Case(kind, "http", gzip.compress(b"\x00" * rng.randint(LIMIT + 1, 40 * LIMIT), 9),
-                                  rng.choice([PROTOBUF, JSON]), "gzip"))
+                cases.append(
+                    Case(
+                        kind,
+                        "http",
+                        gzip.compress(b"\x00" * rng.randint(LIMIT + 1, 40 * LIMIT), 9),
+                        rng.choice([PROTOBUF, JSON]),
+                        "gzip",
+                    )
+                )
             elif kind == "http bad ids":
                 request = bad_ids(rng, rng.choice(fresh), everyone=rng.random() < 0.7)
                 if rng.random() < 0.5:
@@ -284,8 +378,9 @@ def malformed_cases(rng: random.Random) -> list[Case]:
             elif kind == "grpc random bytes":
                 cases.append(Case(kind, "grpc", rng.randbytes(rng.randint(1, 300))))
             elif kind == "grpc bad ids":
-                cases.append(Case(kind, "grpc", bad_ids(rng, rng.choice(fresh), everyone=rng.random() < 0.7)
-                                  .SerializeToString()))
+                cases.append(
+                    Case(kind, "grpc", bad_ids(rng, rng.choice(fresh), everyone=rng.random() < 0.7).SerializeToString())
+                )
             elif kind == "grpc oversized":
                 cases.append(Case(kind, "grpc", rng.randbytes(LIMIT + rng.randint(1, LIMIT))))
     return cases
@@ -306,7 +401,9 @@ def well_formed_cases(rng: random.Random) -> tuple[list[Case], set[tuple[bytes, 
         elif how == "http json":
             cases.append(Case("valid", "http", encode_request(request).encode(), JSON, valid=True))
         else:
-            cases.append(Case("valid", "http", gzip.compress(request.SerializeToString()), PROTOBUF, "gzip", valid=True))
+            cases.append(
+                Case("valid", "http", gzip.compress(request.SerializeToString()), PROTOBUF, "gzip", valid=True)
+            )
     return cases, spans, roots
 
 
@@ -348,12 +445,18 @@ class Spanscore:
     def __init__(self, tmp_path: Path, sink_port: int):
         self.grpc, self.http, self.health = free_port(), free_port(), free_port()
         config = tmp_path / "fuzz.yaml"
-        config.write_text(CONFIG.format(grpc=self.grpc, http=self.http, health=self.health, sink=sink_port, limit=LIMIT))
+        config.write_text(
+            CONFIG.format(grpc=self.grpc, http=self.http, health=self.health, sink=sink_port, limit=LIMIT)
+        )
         self.stderr_path = tmp_path / "stderr.log"
         self._stderr = open(self.stderr_path, "w")  # a file, not a pipe: ten thousand log lines must not block it
-        self.process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
     def healthy(self) -> bool:
         return health_check_ok(self.health)
@@ -391,10 +494,15 @@ def test_ten_thousand_malformed_requests_beside_well_formed_traffic(tmp_path, si
 
         sent = Counter(case.kind for case in cases)
         by_answer = Counter(f"{case.transport} {answer.code}" for case, answer in zip(cases, answers))
-        accepted_malformed = Counter(case.kind for case, answer, expected in zip(cases, answers, expectations)
-                                     if not case.valid and expected.accepted)
-        print(f"\nfuzz run: {len(cases)} requests in {duration:.1f}s ({len(cases) / duration:.0f}/s), "
-              f"{len(malformed)} malformed, {len(valid)} well-formed traces; spanscore up in {started - launched:.1f}s")
+        accepted_malformed = Counter(
+            case.kind
+            for case, answer, expected in zip(cases, answers, expectations)
+            if not case.valid and expected.accepted
+        )
+        print(
+            f"\nfuzz run: {len(cases)} requests in {duration:.1f}s ({len(cases) / duration:.0f}/s), "
+            f"{len(malformed)} malformed, {len(valid)} well-formed traces; spanscore up in {started - launched:.1f}s"
+        )
         print("  sent by kind:", dict(sorted(sent.items())))
         print("  answers:", dict(sorted(by_answer.items(), key=str)))
         print("  malformed but decodable, accepted:", dict(sorted(accepted_malformed.items())))
@@ -404,21 +512,27 @@ def test_ten_thousand_malformed_requests_beside_well_formed_traffic(tmp_path, si
         for case, answer, expected in zip(cases, answers, expectations):
             problem = _check(case, answer, expected)
             if problem:
-                wrong.append(f"{case.kind} ({case.content_type!r}, {case.encoding!r}, {len(case.body)} bytes): {problem}")
+                wrong.append(
+                    f"{case.kind} ({case.content_type!r}, {case.encoding!r}, {len(case.body)} bytes): {problem}"
+                )
             elif expected.accepted:
                 must_arrive |= expected.spans()
         assert not wrong, f"{len(wrong)} wrong answers, first ones:\n" + "\n".join(wrong[:20])
-        assert not any(str(code).startswith("5") or code in ("INTERNAL", "UNKNOWN") for code in
-                       (answer.code for answer in answers))
+        assert not any(
+            str(code).startswith("5") or code in ("INTERNAL", "UNKNOWN") for code in (answer.code for answer in answers)
+        )
         assert len(malformed) >= 10_000 and sum(accepted_malformed.values()) < len(malformed) // 3
 
         def arrived() -> set[tuple[bytes, bytes]]:
             return {(s.trace_id, s.span_id) for s in sink.spans()}
 
-        assert wait_until(lambda: must_arrive <= arrived(), timeout_s=30), \
+        assert wait_until(lambda: must_arrive <= arrived(), timeout_s=30), (
             f"{len(must_arrive - arrived())} of {len(must_arrive)} accepted spans missing at the backend"
-        print(f"  all {len(must_arrive)} accepted spans ({len(valid_spans)} well-formed) at the backend "
-              f"{time.monotonic() - started - duration:.1f}s after the last answer")
+        )
+        print(
+            f"  all {len(must_arrive)} accepted spans ({len(valid_spans)} well-formed) at the backend "
+            f"{time.monotonic() - started - duration:.1f}s after the last answer"
+        )
         roots = [s for s in sink.spans() if s.span_id in valid_roots]
         assert all(any(kv.key == "eval.coherence.score" for kv in root.attributes) for root in roots)
         assert spanscore.process.poll() is None and spanscore.healthy()  # alive at the end
@@ -429,7 +543,7 @@ def test_ten_thousand_malformed_requests_beside_well_formed_traffic(tmp_path, si
     assert spanscore.terminate() == 0
     print(f"  exited 0 on SIGTERM in {time.monotonic() - stopping:.1f}s")
     stderr = spanscore.stderr_path.read_text()
-    assert "Traceback" not in stderr, stderr[stderr.index("Traceback") - 500:][:3000]
+    assert "Traceback" not in stderr, stderr[stderr.index("Traceback") - 500 :][:3000]
     longest = max(stderr.splitlines(), key=len, default="")
     assert len(longest) < MAX_LOG_LINE, longest[:500]
     print(f"  stderr: {len(stderr.splitlines())} lines, longest {len(longest)} characters")
@@ -454,9 +568,12 @@ async def _send_all(cases: list[Case], spanscore: Spanscore) -> list[Answer]:
         queue.put_nowait(i)
     url = f"http://127.0.0.1:{spanscore.http}/v1/traces"
     timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=True) as session, \
-            grpc.aio.insecure_channel(f"127.0.0.1:{spanscore.grpc}",
-                                      options=[("grpc.max_send_message_length", 64 * 2**20)]) as channel:
+    async with (
+        aiohttp.ClientSession(timeout=timeout, auto_decompress=True) as session,
+        grpc.aio.insecure_channel(
+            f"127.0.0.1:{spanscore.grpc}", options=[("grpc.max_send_message_length", 64 * 2**20)]
+        ) as channel,
+    ):
         export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
 
         async def worker() -> None:

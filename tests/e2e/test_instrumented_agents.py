@@ -18,8 +18,14 @@ FIXTURES = sorted(path.stem for path in SPANS_DIR.glob("*.jsonl"))
 @pytest.mark.parametrize("transport", ["grpc", "http-json"])
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_fixture_spans_normalize_in_the_pipeline(fixture, transport, sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, record_agent]",
-                                            extra_processors="  record_agent: {}", assembler="trace_wait: 50ms"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, record_agent]",
+            extra_processors="  record_agent: {}",
+            assembler="trace_wait: 50ms",
+        )
+    )
     requests = read_requests(SPANS_DIR / f"{fixture}.jsonl")
     for request in requests:
         if transport == "grpc":
@@ -33,8 +39,12 @@ def test_fixture_spans_normalize_in_the_pipeline(fixture, transport, sink, start
     assert trace.session_id == SESSION_ID
     # openai-v2 with content capture `true` records no message content on LLM spans.
     assert_weather_run(trace, content_on_llm_spans=fixture != "genai_v2")
-    assert wait_until(lambda: len(sink.spans()) == sum(len(ss.spans) for r in requests
-                                                       for rs in r.resource_spans for ss in rs.scope_spans))
+    assert wait_until(
+        lambda: (
+            len(sink.spans())
+            == sum(len(ss.spans) for r in requests for rs in r.resource_spans for ss in rs.scope_spans)
+        )
+    )
     assert_forwarded_faithfully(requests, sink.requests)
 
 

@@ -30,17 +30,26 @@ FAST = "max_retries: 1, initial_backoff: 50ms, max_backoff: 200ms"
 
 
 def judge_metrics(base_url: str, judge: str = "", extra: str = "") -> str:
-    return (f"  judge_metrics: {{judge: {{model: judge-test, base_url: '{base_url}', api_key: test-key, {FAST}"
-            f"{judge}}}{extra}}}")
+    return (
+        f"  judge_metrics: {{judge: {{model: judge-test, base_url: '{base_url}', api_key: test-key, {FAST}"
+        f"{judge}}}{extra}}}"
+    )
 
 
 def send_trace(collector, name: str, trace_id: bytes | None = None) -> bytes:
     trace_id = trace_id or new_trace_id()
-    root = span(trace_id, name, span_id=new_span_id(), attributes={
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",
-        "gen_ai.input.messages": messages("user", "Summarise my last order."),
-        # Each trace its own answer: the judge's cache would answer a repeated prompt.
-        "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name}).")})
+    root = span(
+        trace_id,
+        name,
+        span_id=new_span_id(),
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "helper",
+            "gen_ai.input.messages": messages("user", "Summarise my last order."),
+            # Each trace its own answer: the judge's cache would answer a repeated prompt.
+            "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name})."),
+        },
+    )
     grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
     return trace_id
 
@@ -67,8 +76,14 @@ class Loading:
 def test_a_judge_down_then_loading_then_back_judges_every_trace(sink, start_collector):
     handler = Loading()
     judge = OpenAIServer(handler=handler, port=free_port())  # not started: connections are refused
-    collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms",
-                                            extra_processors=judge_metrics(judge.base_url)))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, judge_metrics]",
+            assembler="trace_wait: 50ms",
+            extra_processors=judge_metrics(judge.base_url),
+        )
+    )
     try:
         for i in range(4):
             send_trace(collector, f"turn {i}")
@@ -92,8 +107,14 @@ def test_a_judge_down_then_loading_then_back_judges_every_trace(sink, start_coll
 def test_past_max_judge_wait_the_trace_leaves_with_errors_saying_the_judge_was_unreachable(sink, start_collector):
     port = free_port()  # nothing ever listens there
     base_url = f"http://127.0.0.1:{port}/v1"
-    collector = start_collector(sink_config(sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms",
-                                            extra_processors=judge_metrics(base_url, ", max_judge_wait: 1s")))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, judge_metrics]",
+            assembler="trace_wait: 50ms",
+            extra_processors=judge_metrics(base_url, ", max_judge_wait: 1s"),
+        )
+    )
     started = time.monotonic()
     send_trace(collector, "turn")
     assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=10)
@@ -107,8 +128,9 @@ def test_past_max_judge_wait_the_trace_leaves_with_errors_saying_the_judge_was_u
     assert {e.get("error.type") for e in events if e["gen_ai.evaluation.name"] in JUDGED} == {"judge_unavailable"}
 
 
-ONLY_CONFIDENCE = ", metrics: {" + ", ".join(
-    f"{m}: {{enabled: false}}" for m in METRIC_NAMES if m != "confidence") + "}"
+ONLY_CONFIDENCE = (
+    ", metrics: {" + ", ".join(f"{m}: {{enabled: false}}" for m in METRIC_NAMES if m != "confidence") + "}"
+)
 
 
 @pytest.mark.parametrize("workers", [0, 1], ids=["in process", "in a scoring worker"])
@@ -116,53 +138,73 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
     prometheus = free_port()
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:  # 120 + 30 tokens per reply
         assembler = "trace_wait: 50ms" + (f", scoring_workers: {workers}" if workers else "")
-        config = sink_config(sink, processors="[assembler, judge_metrics]", assembler=assembler,
-                             extra_processors=judge_metrics(judge.base_url, ", budget: {requests_per_hour: 3}",
-                                                              ONLY_CONFIDENCE))
-        config = config.replace("exporters:\n  otlp:", f"exporters:\n  prometheus: {{endpoint: 127.0.0.1:{prometheus}}}"
-                                                       "\n  otlp:", 1)
+        config = sink_config(
+            sink,
+            processors="[assembler, judge_metrics]",
+            assembler=assembler,
+            extra_processors=judge_metrics(judge.base_url, ", budget: {requests_per_hour: 3}", ONLY_CONFIDENCE),
+        )
+        config = config.replace(
+            "exporters:\n  otlp:", f"exporters:\n  prometheus: {{endpoint: 127.0.0.1:{prometheus}}}\n  otlp:", 1
+        )
         config += "    metrics: {exporters: [prometheus], export_interval: 100ms}\n"
         collector = start_collector(config)
         for i in range(4):  # one at a time, so the fourth is the one over the budget
             send_trace(collector, f"turn {i}")
-            assert wait_until(lambda: len(sink.spans()) == i + 1, timeout_s=10)
+            assert wait_until(lambda i=i: len(sink.spans()) == i + 1, timeout_s=10)
         assert len(judge.requests_to("/chat/completions")) == 3
     found = roots(sink)
     for i in range(3):
         assert found[f"turn {i}"]["eval.confidence.score"] == 0.8 and found[f"turn {i}"]["eval.judge.calls"] == 1
     skipped = {k: v for k, v in found["turn 3"].items() if k.startswith("eval.")}
-    assert skipped == {"eval.confidence.skipped": "judge budget exhausted: 3 requests in the last hour "
-                                                  "(requests_per_hour: 3)",
-                       "eval.judge.calls": 0, "eval.judge.input_tokens": 0, "eval.judge.output_tokens": 0}
+    assert skipped == {
+        "eval.confidence.skipped": "judge budget exhausted: 3 requests in the last hour (requests_per_hour: 3)",
+        "eval.judge.calls": 0,
+        "eval.judge.input_tokens": 0,
+        "eval.judge.output_tokens": 0,
+    }
     [turn_3] = [s for s in sink.spans() if s.name == "turn 3"]
     assert list(turn_3.events) == []  # no evaluation result: skipped is not a failure
 
     def samples() -> dict[tuple, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{prometheus}/metrics", timeout=5) as response:
             text = response.read().decode()
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(text) for s in family.samples}
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
 
     assert wait_until(lambda: samples().get(("spanscore_judge_budget_refused_requests_total", ())) == 1.0)
     spend = {name: value for (name, labels), value in samples().items() if name.startswith("spanscore_judge")}
     assert spend.pop("spanscore_judge_request_duration_seconds_total") > 0
     assert spend == {
         "spanscore_judge_requests_total": 3.0,
-        "spanscore_judge_input_tokens_total": 360.0, "spanscore_judge_output_tokens_total": 90.0,
-        "spanscore_judge_breaker_state": 0.0, "spanscore_judge_held_calls": 0.0,
+        "spanscore_judge_input_tokens_total": 360.0,
+        "spanscore_judge_output_tokens_total": 90.0,
+        "spanscore_judge_breaker_state": 0.0,
+        "spanscore_judge_held_calls": 0.0,
         "spanscore_judge_budget_refused_requests_total": 1.0,
         "spanscore_judge_budget_remaining_requests": 0.0,  # no token cap: no remaining-tokens gauge
     }
-    labels = {dict(labels).get("gen_ai_evaluation_score_label") for (name, labels) in samples()
-              if name == "gen_ai_evaluation_results_total"}
+    labels = {
+        dict(labels).get("gen_ai_evaluation_score_label")
+        for (name, labels) in samples()
+        if name == "gen_ai_evaluation_results_total"
+    }
     assert labels == {"pass"}  # three passes; the skipped one is no "error"
 
 
 def test_two_scoring_workers_share_one_judge_budget(sink, start_collector):
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:
-        collector = start_collector(sink_config(
-            sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms, scoring_workers: 2",
-            extra_processors=judge_metrics(judge.base_url, ", budget: {requests_per_hour: 3}", ONLY_CONFIDENCE)))
+        collector = start_collector(
+            sink_config(
+                sink,
+                processors="[assembler, judge_metrics]",
+                assembler="trace_wait: 50ms, scoring_workers: 2",
+                extra_processors=judge_metrics(judge.base_url, ", budget: {requests_per_hour: 3}", ONLY_CONFIDENCE),
+            )
+        )
         # Trace ids that go to worker 0, 1, 0, 1 (a trace without a session goes by its id):
         # each worker alone would have a budget left for its second trace.
         ids: list[bytes] = []
@@ -172,7 +214,7 @@ def test_two_scoring_workers_share_one_judge_budget(sink, start_collector):
                 ids.append(trace_id)
         for i, trace_id in enumerate(ids):  # one at a time, so the fourth is the one over the budget
             send_trace(collector, f"turn {i}", trace_id)
-            assert wait_until(lambda: len(sink.spans()) == i + 1, timeout_s=10)
+            assert wait_until(lambda i=i: len(sink.spans()) == i + 1, timeout_s=10)
         assert len(judge.requests_to("/chat/completions")) == 3
     found = roots(sink)
     assert [found[f"turn {i}"].get("eval.confidence.score") for i in range(4)] == [0.8, 0.8, 0.8, None]
@@ -181,9 +223,14 @@ def test_two_scoring_workers_share_one_judge_budget(sink, start_collector):
 
 def test_what_a_scoring_workers_judges_spent_still_counts_after_it_is_killed(sink, start_collector):
     with OpenAIServer(handler=schema_judge(score=0.8)) as judge:  # 120 + 30 tokens per reply
-        collector = start_collector(sink_config(
-            sink, processors="[assembler, judge_metrics]", assembler="trace_wait: 50ms, scoring_workers: 1",
-            extra_processors=judge_metrics(judge.base_url, "", ONLY_CONFIDENCE)))
+        collector = start_collector(
+            sink_config(
+                sink,
+                processors="[assembler, judge_metrics]",
+                assembler="trace_wait: 50ms, scoring_workers: 1",
+                extra_processors=judge_metrics(judge.base_url, "", ONLY_CONFIDENCE),
+            )
+        )
         workers = collector.service.workers
 
         def spent(field: str) -> float:
@@ -230,9 +277,12 @@ service:
 """)
     stderr_path = tmp_path / "stderr.log"
     with stderr_path.open("w") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)],
-                                   stdout=subprocess.DEVNULL, stderr=stderr,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     collector = type("Collector", (), {"grpc_port": grpc_port})()
 
     def scrape() -> dict[str, float]:
@@ -241,8 +291,12 @@ service:
                 text = response.read().decode()
         except OSError:
             return {}
-        return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
-                if s.name.startswith("spanscore_judge")}
+        return {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("spanscore_judge")
+        }
 
     def ready() -> bool:
         try:

@@ -29,8 +29,12 @@ PROTOBUF = "application/x-protobuf"
 
 
 def limited(sink, limiter: str, prometheus_port: int | None = None) -> str:
-    text = sink_config(sink, assembler="trace_wait: 20ms", processors="[memory_limiter, assembler]",
-                       extra_processors=f"  memory_limiter: {{{limiter}}}")
+    text = sink_config(
+        sink,
+        assembler="trace_wait: 20ms",
+        processors="[memory_limiter, assembler]",
+        extra_processors=f"  memory_limiter: {{{limiter}}}",
+    )
     if prometheus_port is not None:
         text = text.replace("service:\n", f"  prometheus: {{endpoint: 127.0.0.1:{prometheus_port}}}\nservice:\n")
         text += "    metrics: {exporters: [prometheus]}\n"
@@ -57,7 +61,8 @@ def test_a_process_over_the_limit_refuses_with_503_and_unavailable(sink, start_c
         with urllib.request.urlopen(f"http://127.0.0.1:{prometheus_port}/metrics", timeout=5) as response:
             text = response.read().decode()
         return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}.get(
-            "spanscore_memory_limiter_refused_requests_total")
+            "spanscore_memory_limiter_refused_requests_total"
+        )
 
     assert wait_until(lambda: refused() == 2.0)
 
@@ -70,8 +75,9 @@ def test_a_retrying_client_gets_through_once_memory_falls(sink, start_collector)
     assert status == 503
 
     results = []
-    sender = threading.Thread(target=lambda: results.append(
-        export_over_grpc(collector.grpc_port, "retried through", timeout_s=10)))
+    sender = threading.Thread(
+        target=lambda: results.append(export_over_grpc(collector.grpc_port, "retried through", timeout_s=10))
+    )
     sender.start()
     assert wait_until(lambda: collector.service.memory_limiter.refused_requests >= 2)  # the SDK was refused once
     memory["rss"] = 50 * MIB
@@ -96,9 +102,16 @@ service:
   extensions: [health_check]
   pipelines: {{traces: {{receivers: [otlp], processors: [memory_limiter], exporters: [file]}}}}
 """)
-    process = subprocess.Popen([*SPANSCORE, "run", "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [*SPANSCORE, "run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
+
         def healthy() -> bool:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/", timeout=1) as response:

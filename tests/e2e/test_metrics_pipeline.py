@@ -14,14 +14,19 @@ from tests.support.running import sink_config, wait_until
 
 def scores(span_) -> dict:
     attributes = attributes_to_dict(span_.attributes)
-    return {key[len("eval."):]: value for key, value in attributes.items() if key.startswith("eval.")}
+    return {key[len("eval.") :]: value for key, value in attributes.items() if key.startswith("eval.")}
 
 
 @pytest.fixture
 def scored_session(sink, start_collector):
-    collector = start_collector(sink_config(
-        sink, processors="[assembler, embedding_metrics, session_metrics]", extra_processors=METRICS,
-        assembler="trace_wait: 50ms, session_idle: 500ms"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, embedding_metrics, session_metrics]",
+            extra_processors=METRICS,
+            assembler="trace_wait: 50ms, session_idle: 500ms",
+        )
+    )
     send_session(collector)
     assert wait_until(lambda: any(s.name == "evaluate_session" for s in sink.spans()), timeout_s=10)
     roots = sorted((s for s in sink.spans() if s.name == "invoke_agent support"), key=lambda s: s.start_time_unix_nano)
@@ -54,8 +59,10 @@ def test_repeated_answer_is_a_loop_by_the_seed_formula(scored_session):
 def test_session_scores_on_the_carrier_follow_the_signals_on_the_traces(scored_session):
     roots, carrier = scored_session
     got = scores(carrier)
-    signals = {root.trace_id.hex(): {name: scores(root)[f"{name}.score"] for name in ("coherence", "loop_detection")}
-               for root in roots}
+    signals = {
+        root.trace_id.hex(): {name: scores(root)[f"{name}.score"] for name in ("coherence", "loop_detection")}
+        for root in roots
+    }
     assert got["agent_reliability.score"] == pytest.approx(agent_reliability(signals).score, abs=1e-9)
     # By hand: the loop trace has loop risk 1 - 0 = 1, weight 1.0, so its risk is 1.0 (the
     # maximum possible); k = max(1, ceil(3 x 0.15)) = 1; raw = 0.9 x 1.0 + 0.1 x 1.0 = 1.0.

@@ -39,8 +39,11 @@ def test_the_otlp_specification_example_is_forwarded_byte_for_byte_and_never_sco
     status, _, _ = post(collector.http_port, body, "application/json")
     assert status == 200
     assert wait_until(lambda: any(s.trace_id == trace_id for s in sink.spans()))  # at trace_timeout: no root
-    [forwarded] = [r for r in sink.requests
-                   if any(s.trace_id == trace_id for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans)]
+    [forwarded] = [
+        r
+        for r in sink.requests
+        if any(s.trace_id == trace_id for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans)
+    ]
     assert forwarded.SerializeToString() == sent.SerializeToString()
 
     send_session(collector)  # an agent's session next to it, so scores and metrics do flow

@@ -68,8 +68,9 @@ def test_a_down_backend_fills_the_disk_queue_not_memory_and_gets_everything_late
     sent: list[ExportTraceServiceRequest] = []
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                                         response_deserializer=None)
+            export = channel.unary_unary(
+                EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString, response_deserializer=None
+            )
             for _ in range(625):  # 16 spans each: 10,000 spans, five times max_buffered_spans
                 request = agent_request()
                 export(request, timeout=10)  # a refusal (UNAVAILABLE) fails the test
@@ -85,8 +86,9 @@ def test_a_down_backend_fills_the_disk_queue_not_memory_and_gets_everything_late
 
     sink.down_until = 0.0  # the backend is back
     collector = launch(config, port)
-    acknowledged = Counter((s.trace_id, s.span_id) for r in sent for rs in r.resource_spans
-                           for ss in rs.scope_spans for s in ss.spans)
+    acknowledged = Counter(
+        (s.trace_id, s.span_id) for r in sent for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans
+    )
     assert wait_until(lambda: len(sink.spans()) >= len(acknowledged), timeout_s=60)
     stderr = stop(collector)
     delivered = Counter((s.trace_id, s.span_id) for s in sink.spans())
@@ -102,8 +104,10 @@ def test_a_down_backend_fills_the_disk_queue_not_memory_and_gets_everything_late
     assert "sending them first" in stderr
     # Sent and acknowledged: the disk queue is empty again but for the segment being written.
     assert len(list((storage / "sending_queue" / "otlp").glob("*.wal"))) == 1
-    print(f"{len(acknowledged)} spans stored while the backend was down ({stored_bytes / 2**20:.1f} MiB on disk, "
-          f"RSS {baseline:.0f} -> {peak:.0f} MiB), all delivered after the restart")
+    print(
+        f"{len(acknowledged)} spans stored while the backend was down ({stored_bytes / 2**20:.1f} MiB on disk, "
+        f"RSS {baseline:.0f} -> {peak:.0f} MiB), all delivered after the restart"
+    )
 
 
 def test_the_queue_hands_items_out_oldest_first_and_keeps_what_is_not_acknowledged(tmp_path):

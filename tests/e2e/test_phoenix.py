@@ -83,6 +83,7 @@ def judge_server():
 
 def collector_config(processors: dict[str, str], exporters: dict[str, str]) -> str:
     """A config receiving OTLP/HTTP on an ephemeral port; sections given as flow YAML by id."""
+
     def section(components: dict[str, str]) -> str:
         return "".join(f"  {name}: {body}\n" for name, body in components.items())
 
@@ -112,17 +113,25 @@ def run_agent(collector, answers: list[str], also: SpanExporter | None = None) -
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
     if also is not None:
         provider.add_span_processor(SimpleSpanProcessor(also))
-    provider.add_span_processor(BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=f"http://127.0.0.1:{collector.http_port}/v1/traces", timeout=5)))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{collector.http_port}/v1/traces", timeout=5))
+    )
     tracer = provider.get_tracer("weather.agent", "0.1")
     turns = []
     for answer in answers:
-        with tracer.start_as_current_span("invoke_agent weather", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather", "session.id": SESSION,
+        with tracer.start_as_current_span(
+            "invoke_agent weather",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "weather",
+                "session.id": SESSION,
                 "gen_ai.input.messages": messages("user", QUESTION),
-                "gen_ai.output.messages": messages("assistant", answer)}) as root:
-            tracer.start_span("chat gpt-4o", attributes={
-                "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}).end()
+                "gen_ai.output.messages": messages("assistant", answer),
+            },
+        ) as root:
+            tracer.start_span(
+                "chat gpt-4o", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+            ).end()
         context = root.get_span_context()
         turns.append((format(context.trace_id, "032x"), format(context.span_id, "016x")))
     provider.shutdown()
@@ -134,8 +143,11 @@ def results_on(attributes: dict) -> dict[str, dict]:
     metrics: dict[str, dict] = {}
     for key, value in attributes.items():
         parts = key.split(".")
-        if len(parts) == 3 and parts[0] == "eval" and parts[2] in ("score", "label", "explanation", "error",
-                                                                    "evaluator", "revision"):
+        if (
+            len(parts) == 3
+            and parts[0] == "eval"
+            and parts[2] in ("score", "label", "explanation", "error", "evaluator", "revision")
+        ):
             metrics.setdefault(parts[1], {})[parts[2]] = value
     return {name: fields for name, fields in metrics.items() if "score" in fields or "error" in fields}
 
@@ -157,20 +169,26 @@ def assert_annotations_match(annotations: list[dict], results: dict[str, dict]) 
             assert annotation["result"]["explanation"] == fields.get("explanation")
 
 
-def test_scores_arrive_as_attributes_and_annotations_and_are_searchable(phoenix, judge_server, loop_thread,
-                                                                        start_collector, caplog):
+def test_scores_arrive_as_attributes_and_annotations_and_are_searchable(
+    phoenix, judge_server, loop_thread, start_collector, caplog
+):
     project = "spanscore-e2e"
-    collector = start_collector(collector_config(
-        processors={
-            "embedding_metrics": "{embedder: {type: hashing}}",
-            "judge_metrics": f"{{mode: combined, judge: {{model: judge-test, base_url: '{judge_server.base_url}', "
-                             "api_key: k}}",
-            "session_metrics": "{}",
-        },
-        exporters={
-            "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
-            "phoenix": f"{{endpoint: '{phoenix.url}', headers: {{authorization: 'Bearer {SECRET}'}}, {FAST_RETRY}}}",
-        }))
+    collector = start_collector(
+        collector_config(
+            processors={
+                "embedding_metrics": "{embedder: {type: hashing}}",
+                "judge_metrics": f"{{mode: combined, judge: {{model: judge-test, base_url: '{judge_server.base_url}', "
+                "api_key: k}}",
+                "session_metrics": "{}",
+            },
+            exporters={
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+                "phoenix": (
+                    f"{{endpoint: '{phoenix.url}', headers: {{authorization: 'Bearer {SECRET}'}}, {FAST_RETRY}}}"
+                ),
+            },
+        )
+    )
     (_, good_span), (bad_trace, bad_span) = run_agent(collector, [GOOD_ANSWER, BAD_ANSWER])
     assert wait_until(lambda: collector.pipeline.counts.exported_traces == 2, timeout_s=15)
     collector.stop()  # closes the session: its evaluate_session carrier is scored and exported
@@ -201,30 +219,44 @@ def test_scores_arrive_as_attributes_and_annotations_and_are_searchable(phoenix,
 
     # Every result is a span annotation on the root span, with what the attributes say.
     expected = len(good) + len(bad)
-    annotations = wait_for(lambda: phoenix.span_annotations(project, [good_span, bad_span]),
-                           lambda found: len(found) >= expected, timeout_s=30)
+    annotations = wait_for(
+        lambda: phoenix.span_annotations(project, [good_span, bad_span]),
+        lambda found: len(found) >= expected,
+        timeout_s=30,
+    )
     assert_annotations_match([a for a in annotations if a["span_id"] == good_span], good)
     assert_annotations_match([a for a in annotations if a["span_id"] == bad_span], bad)
     assert phoenix.span_filter(project, "annotations['coherence'].score < 0.5") == [bad_span]
     assert phoenix.span_filter(project, "annotations['task_completion'].label == 'fail'") == [bad_span]
-    low_annotated = phoenix.get(f"/v1/projects/{project}/traces", filter=(
-        "any(a.name == 'coherence' and a.score < 0.5 for a in span_annotations)"))
+    low_annotated = phoenix.get(
+        f"/v1/projects/{project}/traces",
+        filter=("any(a.name == 'coherence' and a.score < 0.5 for a in span_annotations)"),
+    )
     assert [t["trace_id"] for t in low_annotated["data"]] == [bad_trace]
 
     # The session's results are session annotations, not annotations of the carrier span.
     session_results = results_on(carrier["attributes"])
     assert set(session_results) == {"agent_reliability", "agent_consistency"}
-    sessions = wait_for(lambda: phoenix.get(f"/v1/projects/{project}/session_annotations",
-                                            session_ids=[SESSION], limit=100)["data"],
-                        lambda found: len(found) >= len(session_results), timeout_s=30)
+    sessions = wait_for(
+        lambda: phoenix.get(f"/v1/projects/{project}/session_annotations", session_ids=[SESSION], limit=100)["data"],
+        lambda found: len(found) >= len(session_results),
+        timeout_s=30,
+    )
     assert {a["session_id"] for a in sessions} == {SESSION}
     assert_annotations_match(sessions, session_results)
     reliability = session_results["agent_reliability"]["score"]
-    found = phoenix.get(f"/v1/projects/{project}/sessions",
-                        filter=f"session_annotations['agent_reliability'].score < {reliability + 0.01}")
+    found = phoenix.get(
+        f"/v1/projects/{project}/sessions",
+        filter=f"session_annotations['agent_reliability'].score < {reliability + 0.01}",
+    )
     assert [s["session_id"] for s in found["data"]] == [SESSION]
-    assert phoenix.get(f"/v1/projects/{project}/sessions",
-                       filter=f"session_annotations['agent_reliability'].score > {reliability + 0.01}")["data"] == []
+    assert (
+        phoenix.get(
+            f"/v1/projects/{project}/sessions",
+            filter=f"session_annotations['agent_reliability'].score > {reliability + 0.01}",
+        )["data"]
+        == []
+    )
     assert phoenix.span_annotations(project, [carrier["context"]["span_id"]]) == []
 
     exporter = next(e for e in collector.service.exporters if e.id == "phoenix")
@@ -232,18 +264,22 @@ def test_scores_arrive_as_attributes_and_annotations_and_are_searchable(phoenix,
     assert SECRET not in caplog.text
 
 
-def test_an_unreachable_or_refusing_phoenix_loses_no_span_for_the_other_exporters(phoenix, loop_thread,
-                                                                                  start_collector, caplog):
+def test_an_unreachable_or_refusing_phoenix_loses_no_span_for_the_other_exporters(
+    phoenix, loop_thread, start_collector, caplog
+):
     caplog.set_level(logging.INFO)
     project = "spanscore-e2e-failures"
     authorization = f"headers: {{authorization: 'Bearer {SECRET}'}}, {FAST_RETRY}"
-    collector = start_collector(collector_config(
-        processors={"embedding_metrics": "{embedder: {type: hashing}}"},
-        exporters={  # the failing ones first: they must not hold back the one that works
-            "phoenix/down": f"{{endpoint: 'http://127.0.0.1:{free_port()}', {authorization}}}",
-            "phoenix/refusing": f"{{endpoint: '{phoenix.url}/no-such-prefix', {authorization}}}",
-            "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
-        }))
+    collector = start_collector(
+        collector_config(
+            processors={"embedding_metrics": "{embedder: {type: hashing}}"},
+            exporters={  # the failing ones first: they must not hold back the one that works
+                "phoenix/down": f"{{endpoint: 'http://127.0.0.1:{free_port()}', {authorization}}}",
+                "phoenix/refusing": f"{{endpoint: '{phoenix.url}/no-such-prefix', {authorization}}}",
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+            },
+        )
+    )
     [(trace_id, span_id)] = run_agent(collector, [GOOD_ANSWER])
     assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=15)
     exporters = {e.id: e for e in collector.service.exporters}
@@ -264,14 +300,18 @@ def test_an_unreachable_or_refusing_phoenix_loses_no_span_for_the_other_exporter
     assert SECRET not in caplog.text
 
 
-def test_an_annotation_that_arrives_before_its_span_is_applied_once_the_span_is_stored(phoenix, loop_thread,
-                                                                                        start_collector):
+def test_an_annotation_that_arrives_before_its_span_is_applied_once_the_span_is_stored(
+    phoenix, loop_thread, start_collector
+):
     """The order the `otlphttp` and `phoenix` exporters reach Phoenix in is not fixed:
     here the annotations certainly come first, the spans seconds later."""
     project = "spanscore-e2e-late-spans"
-    collector = start_collector(collector_config(
-        processors={"embedding_metrics": "{embedder: {type: hashing}}"},
-        exporters={"phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}"}))
+    collector = start_collector(
+        collector_config(
+            processors={"embedding_metrics": "{embedder: {type: hashing}}"},
+            exporters={"phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}"},
+        )
+    )
     recorded = InMemorySpanExporter()
     [(_, span_id)] = run_agent(collector, [BAD_ANSWER], also=recorded)
     assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=15)
@@ -283,8 +323,9 @@ def test_an_annotation_that_arrives_before_its_span_is_applied_once_the_span_is_
     sent.shutdown()
     assert wait_for(lambda: phoenix.spans(project), lambda spans: len(spans) == 2, timeout_s=20)
     # Phoenix retries a held annotation every 10 s.
-    annotations = wait_for(lambda: phoenix.span_annotations(project, [span_id]),
-                           lambda found: len(found) == 2, timeout_s=30)
+    annotations = wait_for(
+        lambda: phoenix.span_annotations(project, [span_id]), lambda found: len(found) == 2, timeout_s=30
+    )
     by_name = {a["name"]: a for a in annotations}
     assert set(by_name) == {COHERENCE, LOOP_DETECTION}
     assert by_name[COHERENCE]["result"]["label"] == "fail" and by_name[COHERENCE]["result"]["score"] < 0.5
@@ -297,12 +338,15 @@ def test_a_phoenix_exporter_without_endpoint_is_a_config_error():
     with pytest.raises(ConfigError) as error:
         parse_config(collector_config({}, {"phoenix": "{endpoint: 'ftp://phoenix:6006'}"}), factories=TEST_FACTORIES)
     assert error.value.problems == [
-        "exporters.phoenix: Value error, endpoint: 'ftp://phoenix:6006' must be an http:// or https:// URL"]
+        "exporters.phoenix: Value error, endpoint: 'ftp://phoenix:6006' must be an http:// or https:// URL"
+    ]
     with pytest.raises(ConfigError) as error:  # and the key is not repeated in the message
-        parse_config(collector_config({}, {"phoenix": f"{{endpoint: 'https://me:{SECRET}@phoenix'}}"}),
-                     factories=TEST_FACTORIES)
+        parse_config(
+            collector_config({}, {"phoenix": f"{{endpoint: 'https://me:{SECRET}@phoenix'}}"}), factories=TEST_FACTORIES
+        )
     assert error.value.problems == [
-        "exporters.phoenix: Value error, endpoint: credentials go in headers (e.g. authorization), not in the URL"]
+        "exporters.phoenix: Value error, endpoint: credentials go in headers (e.g. authorization), not in the URL"
+    ]
 
 
 def carrier_of(session_id: str, results: list[MetricResult]) -> Trace:
@@ -319,19 +363,30 @@ def carrier_of(session_id: str, results: list[MetricResult]) -> Trace:
 
 @pytest.mark.parametrize("annotate_sessions", [True, False])
 def test_session_results_annotate_the_session_or_else_the_carrier_span(annotate_sessions):
-    results = [MetricResult(name="agent_reliability", score=0.25, explanation="risky"),
-               MetricResult.failure("agent_consistency", "No confidence signal")]
+    results = [
+        MetricResult(name="agent_reliability", score=0.25, explanation="risky"),
+        MetricResult.failure("agent_consistency", "No confidence signal"),
+    ]
     carrier = carrier_of("s-7", results)
-    config = phoenix_exporter.PhoenixExporterConfig(endpoint="http://127.0.0.1:6006/",
-                                                    annotate_sessions=annotate_sessions)
+    config = phoenix_exporter.PhoenixExporterConfig(
+        endpoint="http://127.0.0.1:6006/", annotate_sessions=annotate_sessions
+    )
     spans, sessions = phoenix_exporter.PhoenixExporter("phoenix", config).annotations([carrier])
     expected = [
-        {"name": "agent_reliability", "annotator_kind": "CODE", "identifier": "spanscore",
-         "result": {"label": "fail", "score": 0.25, "explanation": "risky"},
-         "metadata": {"threshold": 0.5, "evaluator": "code", "revision": ANY}},  # the e2e test checks it
-        {"name": "agent_consistency", "annotator_kind": "CODE", "identifier": "spanscore",
-         "result": {"label": "error", "score": None, "explanation": "No confidence signal"},
-         "metadata": {"threshold": 0.5, "evaluator": "code", "error_type": "error", "revision": ANY}},
+        {
+            "name": "agent_reliability",
+            "annotator_kind": "CODE",
+            "identifier": "spanscore",
+            "result": {"label": "fail", "score": 0.25, "explanation": "risky"},
+            "metadata": {"threshold": 0.5, "evaluator": "code", "revision": ANY},
+        },  # the e2e test checks it
+        {
+            "name": "agent_consistency",
+            "annotator_kind": "CODE",
+            "identifier": "spanscore",
+            "result": {"label": "error", "score": None, "explanation": "No confidence signal"},
+            "metadata": {"threshold": 0.5, "evaluator": "code", "error_type": "error", "revision": ANY},
+        },
     ]
     if annotate_sessions:
         assert spans == [] and sessions == [{**a, "session_id": "s-7"} for a in expected]

@@ -91,8 +91,9 @@ def retried_trace(sample: dict) -> dict:
 
 
 def post(port: int, body: bytes) -> None:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=5) as response:
         assert response.status == 200
 
@@ -118,10 +119,16 @@ def test_run_scores_tool_success_through_the_installed_plugin(tmp_path):
     output = tmp_path / "scored.jsonl"
     config = write_config(tmp_path, http_port, output)
     sample = json.loads(SAMPLE.read_text())
-    process = subprocess.Popen([*spanscore_command(), "run", "--config", str(config)], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [*spanscore_command(), "run", "--config", str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
+
         def accepting() -> bool:
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", http_port)) == 0
@@ -145,9 +152,11 @@ def test_run_scores_tool_success_through_the_installed_plugin(tmp_path):
     # `gen_ai.tool.call.result` and no error status, so 1 of 1 succeeded: 1/1 = 1.0,
     # `pass` at threshold 0.6. The retried copy of the Paris trace adds a tool span with
     # an error status: 1 of 2 succeeded, 1/2 = 0.5 < 0.6, `fail`.
-    expected = {PARIS: (1.0, "pass", "1 of 1 tool calls succeeded."),
-                LYON: (1.0, "pass", "1 of 1 tool calls succeeded."),
-                RETRIED: (0.5, "fail", "1 of 2 tool calls succeeded. Failed: get_weather: weather service timed out")}
+    expected = {
+        PARIS: (1.0, "pass", "1 of 1 tool calls succeeded."),
+        LYON: (1.0, "pass", "1 of 1 tool calls succeeded."),
+        RETRIED: (0.5, "fail", "1 of 2 tool calls succeeded. Failed: get_weather: weather service timed out"),
+    }
     for trace_id, (score, label, explanation) in expected.items():
         attributes = roots[trace_id]
         assert attributes["eval.tool_success.score"] == score, trace_id
@@ -157,7 +166,13 @@ def test_run_scores_tool_success_through_the_installed_plugin(tmp_path):
 
 def test_validate_accepts_a_config_naming_the_plugin(tmp_path):
     config = write_config(tmp_path, free_port(), tmp_path / "scored.jsonl")
-    result = subprocess.run([*spanscore_command(), "validate", str(config)], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=60, check=False)
+    result = subprocess.run(
+        [*spanscore_command(), "validate", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "processors: assembler, tool_success;" in result.stdout

@@ -50,12 +50,20 @@ WAVES = 2  # the second wave moves every counter, so rate() over the window is n
 SPANS_PER_WAVE = 2 * len(ATTEMPTS) + 2
 TRACES_PER_WAVE = len(ATTEMPTS) + 1
 METRIC_NAMES_EXPOSED = [
-    "gen_ai_evaluation_score_bucket", "gen_ai_evaluation_score_sum", "gen_ai_evaluation_score_count",
-    "gen_ai_evaluation_results_total", "gen_ai_evaluation_judge_calls_total", "gen_ai_evaluation_judge_tokens_total",
-    "otelcol_receiver_accepted_spans_total", "spanscore_receiver_rejected_spans_total",
-    "spanscore_receiver_refused_requests_total", "spanscore_pipeline_exported_traces_total",
-    "spanscore_pipeline_unscored_traces_total", "otelcol_exporter_send_failed_spans_total",
-    "spanscore_pipeline_held_spans", "spanscore_pipeline_held_spans_limit",
+    "gen_ai_evaluation_score_bucket",
+    "gen_ai_evaluation_score_sum",
+    "gen_ai_evaluation_score_count",
+    "gen_ai_evaluation_results_total",
+    "gen_ai_evaluation_judge_calls_total",
+    "gen_ai_evaluation_judge_tokens_total",
+    "otelcol_receiver_accepted_spans_total",
+    "spanscore_receiver_rejected_spans_total",
+    "spanscore_receiver_refused_requests_total",
+    "spanscore_pipeline_exported_traces_total",
+    "spanscore_pipeline_unscored_traces_total",
+    "otelcol_exporter_send_failed_spans_total",
+    "spanscore_pipeline_held_spans",
+    "spanscore_pipeline_held_spans_limit",
 ]
 
 
@@ -90,10 +98,12 @@ def used_variables(node) -> set[str]:
 
 def substitute(text: str, values: dict[str, str]) -> str:
     """Fill in variables as Grafana would."""
+
     def value(match: re.Match) -> str:
         name = next(g for g in match.groups() if g)
         assert name in values, f"${name} in {text!r} has no value here"
         return values[name]
+
     return VARIABLE.sub(value, text)
 
 
@@ -145,16 +155,27 @@ class Prometheus:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         config = directory / "prometheus.yml"
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "spanscore", "static_configs": [{"targets": [target]}]}],
-        }))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                    "scrape_configs": [{"job_name": "spanscore", "static_configs": [{"targets": [target]}]}],
+                }
+            )
+        )
         self.log = directory / "prometheus.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [str(binary), f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    str(binary),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={directory / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
     def get(self, path: str, **params) -> object:
         url = f"{self.url}{path}?{urllib.parse.urlencode(params, doseq=True)}"
@@ -203,11 +224,18 @@ def total(prometheus: Prometheus, expr: str) -> float | None:
 def unreadable_attempt():
     """An agent run recorded without message content: each judge metric records an error."""
     trace_id, root = new_trace_id(), new_span_id()
-    return request_of([
-        span(trace_id, "invoke_agent weather", span_id=root, attributes={"gen_ai.operation.name": "invoke_agent"}),
-        span(trace_id, "chat gpt-4o", parent=root, attributes={"gen_ai.operation.name": "chat",
-                                                               "gen_ai.request.model": "gpt-4o"}),
-    ], service=SERVICE)
+    return request_of(
+        [
+            span(trace_id, "invoke_agent weather", span_id=root, attributes={"gen_ai.operation.name": "invoke_agent"}),
+            span(
+                trace_id,
+                "chat gpt-4o",
+                parent=root,
+                attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"},
+            ),
+        ],
+        service=SERVICE,
+    )
 
 
 def config(dataset: Path, judge_url: str, metrics_port: int, scored: Path) -> str:
@@ -246,8 +274,9 @@ def test_scores_reach_prometheus_and_every_dashboard_panel_has_data(prometheus_b
                 traces = wave * TRACES_PER_WAVE
                 assert wait_until(lambda n=traces: collector.pipeline.counts.exported_traces == n)
                 # Scored and exported before this scrape: every counter of the wave is in it.
-                assert wait_until(lambda n=traces: total(prometheus, "spanscore_pipeline_exported_traces_total") == n,
-                                  timeout_s=10), prometheus.log_tail()
+                assert wait_until(
+                    lambda n=traces: total(prometheus, "spanscore_pipeline_exported_traces_total") == n, timeout_s=10
+                ), prometheus.log_tail()
             check_series(prometheus, collector, judge_calls=len(judge.requests_to("/chat/completions")))
             check_every_panel(prometheus)
         finally:
@@ -261,13 +290,17 @@ def check_series(prometheus: Prometheus, collector, judge_calls: int) -> None:
 
     labels = "service_name, gen_ai_agent_name, eval_case_id, gen_ai_evaluation_score_label"
     success = prometheus.query(
-        f'sum by ({labels}) (gen_ai_evaluation_results_total{{gen_ai_evaluation_name="success"}})')
+        f'sum by ({labels}) (gen_ai_evaluation_results_total{{gen_ai_evaluation_name="success"}})'
+    )
     assert values_by(success, *labels.split(", ")) == {
-        (SERVICE, AGENT, "oslo", "pass"): WAVES, (SERVICE, AGENT, "oslo", "fail"): WAVES,
-        (SERVICE, AGENT, "paris", "pass"): WAVES}
+        (SERVICE, AGENT, "oslo", "pass"): WAVES,
+        (SERVICE, AGENT, "oslo", "fail"): WAVES,
+        (SERVICE, AGENT, "paris", "pass"): WAVES,
+    }
     # The unreadable attempt: one error per judge metric, no score observed.
-    errors = prometheus.query('sum by (gen_ai_evaluation_name) '
-                              '(gen_ai_evaluation_results_total{gen_ai_evaluation_score_label="error"})')
+    errors = prometheus.query(
+        'sum by (gen_ai_evaluation_name) (gen_ai_evaluation_results_total{gen_ai_evaluation_score_label="error"})'
+    )
     assert values_by(errors, "gen_ai_evaluation_name") == {(name,): WAVES for name in METRIC_NAMES}
     # The judge answers 0.8 for every judged attempt: all six land in the (0.7, 0.8] bucket.
     judged = 'gen_ai_evaluation_name="task_completion"'
@@ -284,9 +317,12 @@ def check_series(prometheus: Prometheus, collector, judge_calls: int) -> None:
     expected = {
         "otelcol_receiver_accepted_spans_total": WAVES * SPANS_PER_WAVE,
         "spanscore_pipeline_exported_traces_total": WAVES * TRACES_PER_WAVE,
-        "spanscore_pipeline_unscored_traces_total": 0, "spanscore_receiver_rejected_spans_total": 0,
-        "spanscore_receiver_refused_requests_total": 0, "otelcol_exporter_send_failed_spans_total": 0,
-        "spanscore_pipeline_held_spans": 0, "spanscore_pipeline_held_spans_limit": collector.pipeline.counts.max_held_spans,
+        "spanscore_pipeline_unscored_traces_total": 0,
+        "spanscore_receiver_rejected_spans_total": 0,
+        "spanscore_receiver_refused_requests_total": 0,
+        "otelcol_exporter_send_failed_spans_total": 0,
+        "spanscore_pipeline_held_spans": 0,
+        "spanscore_pipeline_held_spans_limit": collector.pipeline.counts.max_held_spans,
     }
     assert {name: total(prometheus, name) for name in expected} == expected
 
@@ -309,8 +345,13 @@ def check_every_panel(prometheus: Prometheus) -> None:
     """Every target of every panel, with concrete values and with "All", returns finite data."""
     dashboard = load_dashboard()
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
-    common = {"__rate_interval": "1m", "__interval": "1m", "__range": "1m",
-              "input_price": variables["input_price"]["query"], "output_price": variables["output_price"]["query"]}
+    common = {
+        "__rate_interval": "1m",
+        "__interval": "1m",
+        "__range": "1m",
+        "input_price": variables["input_price"]["query"],
+        "output_price": variables["output_price"]["query"],
+    }
     concrete = {**common, **variable_values(prometheus, dashboard)}
     everything = {**common, **{name: variables[name]["allValue"] for name in ("service", "agent", "metric")}}
     pending = {}
@@ -328,20 +369,28 @@ def check_every_panel(prometheus: Prometheus) -> None:
                 del pending[key]
         if pending:
             time.sleep(0.5)
-    failures = "\n".join(f"panel {key[0]} {key[1]!r} {key[2]} ({key[3]}): {expr}\n  -> {answers.get(key)}"
-                         for key, expr in pending.items())
+    failures = "\n".join(
+        f"panel {key[0]} {key[1]!r} {key[2]} ({key[3]}): {expr}\n  -> {answers.get(key)}"
+        for key, expr in pending.items()
+    )
     assert not pending, f"{len(pending)} of {checked} panel queries returned no (finite) data:\n{failures}"
     assert checked == 2 * sum(len(p["targets"]) for p in query_panels(dashboard))
 
     # A few panels by value: 4 of 6 attempts succeeded, oslo 2 of 4, paris 2 of 2; the judge
     # was paid for. Window edges make increase() extrapolate, hence the tolerance.
     def only(title: str) -> dict:
-        [answer] = [a for (_, t, ref, selection), a in answers.items()
-                    if (t, ref, selection) == (title, "A", "selected")]
+        [answer] = [
+            a for (_, t, ref, selection), a in answers.items() if (t, ref, selection) == (title, "A", "selected")
+        ]
         return answer
 
     assert list(only("Suite TSR (time range)").values()) == [pytest.approx(2 / 3, rel=0.1)]
-    assert only("Pass rate per case") == {(("eval_case_id", "oslo"),): pytest.approx(0.5, rel=0.1),
-                                          (("eval_case_id", "paris"),): 1.0}
-    assert all(v > 0 for title in ("Judge calls/s", "Judge spend per hour", "Judge spend in time range")
-               for v in only(title).values())
+    assert only("Pass rate per case") == {
+        (("eval_case_id", "oslo"),): pytest.approx(0.5, rel=0.1),
+        (("eval_case_id", "paris"),): 1.0,
+    }
+    assert all(
+        v > 0
+        for title in ("Judge calls/s", "Judge spend per hour", "Judge spend in time range")
+        for v in only(title).values()
+    )

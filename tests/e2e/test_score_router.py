@@ -43,7 +43,8 @@ exporters:
   otlp/review: {{endpoint: 127.0.0.1:{review.grpc_port}, tls: {{insecure: true}}}}
 service:
   pipelines:
-    traces: {{receivers: [otlp], processors: [assembler, toy_metric, score_router], exporters: [otlp/main, otlp/review]}}
+    traces: {{receivers: [otlp], processors: [assembler, toy_metric, score_router],
+              exporters: [otlp/main, otlp/review]}}
 """
 
 
@@ -89,9 +90,13 @@ def test_unscored_traces_follow_the_default(sink, review, start_collector):
 def test_routes_may_name_only_exporters_of_the_pipeline():
     fake = type("S", (), {"grpc_port": 1})()
     with pytest.raises(ConfigError) as error:
-        parse_config(config(fake, fake, ROUTER.replace("[otlp/main]\n", "[otlp/elsewhere]\n")), factories=TEST_FACTORIES)
-    assert "processors.score_router: exporter 'otlp/elsewhere' is not in service.pipelines.traces.exporters" in \
-        error.value.problems
+        parse_config(
+            config(fake, fake, ROUTER.replace("[otlp/main]\n", "[otlp/elsewhere]\n")), factories=TEST_FACTORIES
+        )
+    assert (
+        "processors.score_router: exporter 'otlp/elsewhere' is not in service.pipelines.traces.exporters"
+        in error.value.problems
+    )
     with pytest.raises(ConfigError) as error:
         parse_config(config(fake, fake, ROUTER.replace("label: pass,", "label: passed,")), factories=TEST_FACTORIES)
     assert any("label must be one of pass, fail, error" in p for p in error.value.problems)
@@ -101,24 +106,31 @@ def result(name: str, score: float | None) -> MetricResult:
     return MetricResult(name=name, score=score, error=None if score is not None else "judge down")
 
 
-@pytest.mark.parametrize(("condition", "results", "holds"), [
-    ({"label": "fail"}, [result("a", 0.9), result("b", 0.1)], True),
-    ({"label": "fail", "every": True}, [result("a", 0.9), result("b", 0.1)], False),
-    ({"label": "pass", "every": True}, [result("a", 0.9), result("b", 0.6)], True),
-    ({"label": "pass", "every": True}, [], False),  # nothing scored is not "every metric passed"
-    ({"label": "error"}, [result("a", None)], True),
-    ({"metric": "b", "score_below": 0.5}, [result("a", 0.1), result("b", 0.5)], False),
-    ({"metric": "a", "score_below": 0.5}, [result("a", 0.1), result("b", 0.5)], True),
-    ({"score_at_least": 0.8}, [result("a", None), result("b", 0.8)], True),
-    ({"metric": "c"}, [result("a", 0.1)], False),
-])
+@pytest.mark.parametrize(
+    ("condition", "results", "holds"),
+    [
+        ({"label": "fail"}, [result("a", 0.9), result("b", 0.1)], True),
+        ({"label": "fail", "every": True}, [result("a", 0.9), result("b", 0.1)], False),
+        ({"label": "pass", "every": True}, [result("a", 0.9), result("b", 0.6)], True),
+        ({"label": "pass", "every": True}, [], False),  # nothing scored is not "every metric passed"
+        ({"label": "error"}, [result("a", None)], True),
+        ({"metric": "b", "score_below": 0.5}, [result("a", 0.1), result("b", 0.5)], False),
+        ({"metric": "a", "score_below": 0.5}, [result("a", 0.1), result("b", 0.5)], True),
+        ({"score_at_least": 0.8}, [result("a", None), result("b", 0.8)], True),
+        ({"metric": "c"}, [result("a", 0.1)], False),
+    ],
+)
 def test_conditions(condition, results, holds):
     assert Condition(**condition).holds(results) is holds
 
 
 def test_a_trace_sampled_out_of_its_route_is_not_sent_to_the_default():
-    router = ScoreRouter("score_router", ScoreRouterConfig(
-        table=[{"when": {"label": "pass"}, "exporters": ["main"], "sample_ratio": 0.0}], default_exporters=["all"]))
+    router = ScoreRouter(
+        "score_router",
+        ScoreRouterConfig(
+            table=[{"when": {"label": "pass"}, "exporters": ["main"], "sample_ratio": 0.0}], default_exporters=["all"]
+        ),
+    )
     route = router.route([result("a", 0.9)], bytes(16))
     assert route.exporters == frozenset() and route.matched == ()
     assert router.route([result("a", 0.1)], bytes(16)).exporters == frozenset({"all"})

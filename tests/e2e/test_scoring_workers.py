@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bench.ingest import child_pids
-from spanscore.pipeline.settings import PipelineSettings
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.pipeline.settings import PipelineSettings
 from tests.support.otlp_client import send
 from tests.support.ports import free_port
 from tests.support.replicas import CONFIG, Replica, scores, send_sessions
@@ -38,11 +38,19 @@ class WorkersReplica(Replica):
         self.grpc, self.health = free_port(), free_port()
         self.output = tmp_path / f"{name}.jsonl"
         config = tmp_path / f"{name}.yaml"
-        config.write_text(CONFIG.format(grpc=self.grpc, health=self.health, output=self.output).replace(
-            "session_idle: 5m", f"session_idle: 5m, scoring_workers: {workers}").replace("hashing", "static"))
-        self.process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        config.write_text(
+            CONFIG.format(grpc=self.grpc, health=self.health, output=self.output)
+            .replace("session_idle: 5m", f"session_idle: 5m, scoring_workers: {workers}")
+            .replace("hashing", "static")
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
 def test_two_worker_processes_score_as_the_collector_process_does(tmp_path):
@@ -67,8 +75,14 @@ def test_two_worker_processes_score_as_the_collector_process_does(tmp_path):
 def test_a_killed_worker_costs_its_traces_their_scores_not_the_traces(sink, start_collector):
     toy = TOY.replace("toy_metric: {", "toy_metric: {delay_s: 3, ")
     assert toy != TOY
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=toy,
-                                            assembler="trace_wait: 50ms, scoring_workers: 1"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=toy,
+            assembler="trace_wait: 50ms, scoring_workers: 1",
+        )
+    )
     [worker_pid] = collector.service.workers.pids
     held = []
     for i in range(3):

@@ -31,8 +31,14 @@ def carrier_spans(sink):
 
 
 def test_idle_session_closes_with_a_linked_carrier_span(sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
-                                            assembler="trace_wait: 50ms, session_idle: 400ms"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=TOY,
+            assembler="trace_wait: 50ms, session_idle: 400ms",
+        )
+    )
     roots = []
     for i in range(3):
         trace_id, root_id, spans = session_trace("chat-7", f"turn {i}")
@@ -47,17 +53,29 @@ def test_idle_session_closes_with_a_linked_carrier_span(sink, start_collector):
     assert attributes["openinference.span.kind"] == "EVALUATOR"
     assert attributes["eval.toy_session.score"] == 1.0 and attributes["eval.toy_session.label"] == "pass"
     assert evaluation_events(carrier)[0]["gen_ai.evaluation.explanation"] == "3 of 3 traces complete"
-    assert sorted((l.trace_id, l.span_id) for l in carrier.links) == sorted(roots)
+    assert sorted((link.trace_id, link.span_id) for link in carrier.links) == sorted(roots)
     assert carrier.trace_id not in {t for t, _ in roots} and not carrier.parent_span_id
     # The carrier keeps the agent's resource so it shows up under the agent's service.
-    [resource] = [rs.resource for r in sink.requests for rs in r.resource_spans
-                  for ss in rs.scope_spans for s in ss.spans if s.span_id == carrier.span_id]
+    [resource] = [
+        rs.resource
+        for r in sink.requests
+        for rs in r.resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+        if s.span_id == carrier.span_id
+    ]
     assert attributes_to_dict(resource.attributes)["service.name"] == "support-bot"
 
 
 def test_session_stays_open_while_traces_keep_coming(sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
-                                            assembler="trace_wait: 50ms, session_idle: 600ms"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=TOY,
+            assembler="trace_wait: 50ms, session_idle: 600ms",
+        )
+    )
     for i in range(4):
         send(collector.grpc_port, request_of(session_trace("long", f"turn {i}")[2]))
         time.sleep(0.3)
@@ -67,9 +85,14 @@ def test_session_stays_open_while_traces_keep_coming(sink, start_collector):
 
 
 def test_traces_of_a_session_are_scored_in_order_with_earlier_traces_visible(sink, start_collector):
-    collector = start_collector(sink_config(
-        sink, processors="[assembler, toy_metric]", assembler="trace_wait: 50ms",
-        extra_processors="  toy_metric: {delay_s: 0.05}"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            assembler="trace_wait: 50ms",
+            extra_processors="  toy_metric: {delay_s: 0.05}",
+        )
+    )
     sent = []
     for i in range(4):
         trace_id, _, spans = session_trace("ordered", f"turn {i}")
@@ -85,8 +108,9 @@ def test_traces_of_a_session_are_scored_in_order_with_earlier_traces_visible(sin
 
 
 def test_late_spans_are_forwarded_not_rescored(sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
-                                            assembler="trace_wait: 50ms"))
+    collector = start_collector(
+        sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY, assembler="trace_wait: 50ms")
+    )
     trace_id, root_id, spans = session_trace("s", "agent")
     send(collector.grpc_port, request_of(spans))
     assert wait_until(lambda: len(sink.spans()) == 2)
@@ -98,8 +122,14 @@ def test_late_spans_are_forwarded_not_rescored(sink, start_collector):
 
 
 def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
-                                            assembler="trace_wait: 1h, trace_timeout: 2h, session_idle: 3h"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=TOY,
+            assembler="trace_wait: 1h, trace_timeout: 2h, session_idle: 3h",
+        )
+    )
     send(collector.grpc_port, request_of(session_trace("pending", "turn 0", children=2)[2]))
     send(collector.grpc_port, request_of([span(new_trace_id(), "orphan", parent=new_span_id(), attributes=AGENT_ROOT)]))
     time.sleep(0.2)
@@ -114,8 +144,14 @@ def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collecto
 
 
 def test_open_sessions_are_bounded_by_closing_the_least_recently_active(sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
-                                            assembler="trace_wait: 50ms, session_idle: 1h, max_open_sessions: 2"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=TOY,
+            assembler="trace_wait: 50ms, session_idle: 1h, max_open_sessions: 2",
+        )
+    )
     for session_id in ("first", "second", "third"):
         send(collector.grpc_port, request_of(session_trace(session_id, f"{session_id} turn")[2]))
         time.sleep(0.15)
@@ -127,8 +163,14 @@ def test_open_sessions_are_bounded_by_closing_the_least_recently_active(sink, st
 
 def test_sessions_are_not_kept_when_no_processor_reads_them(sink, start_collector):
 
-    collector = start_collector(sink_config(sink, processors="[assembler, record_agent]",
-                                            extra_processors="  record_agent: {}", assembler="trace_wait: 50ms"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, record_agent]",
+            extra_processors="  record_agent: {}",
+            assembler="trace_wait: 50ms",
+        )
+    )
     send(collector.grpc_port, request_of(session_trace("unread", "turn")[2]))
     assert wait_until(lambda: len(sink.spans()) == 2)
     assert collector.pipeline.sessions.open == {} and carrier_spans(sink) == []

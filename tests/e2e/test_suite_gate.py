@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # One trace per attempt: the case is a span attribute, the version a resource attribute
 # (OTEL_RESOURCE_ATTRIBUTES), the city the agent asks for comes from the test.
-AGENT = r'''
+AGENT = r"""
 import json, os
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -43,7 +43,7 @@ for case, city in json.loads(os.environ["ATTEMPTS"]):
         root.set_attribute("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [
             {"type": "text", "content": f"It is snowing in {city}"}]}]))
 provider.shutdown()
-'''
+"""
 
 # Baseline: Oslo 9 of 10, Paris 7 of 10 (TSR 0.8); candidate: Paris 5 of 10 (TSR 0.7).
 BASELINE = [["oslo", "Oslo"]] * 9 + [["oslo", "Bergen"]] + [["paris", "Paris"]] * 7 + [["paris", "Lyon"]] * 3
@@ -51,8 +51,9 @@ CANDIDATE = [["oslo", "Oslo"]] * 9 + [["oslo", "Bergen"]] + [["paris", "Paris"]]
 
 
 def spanscore(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spanscore", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "spanscore", *args], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
 
 
 def test_attempts_over_loopback_are_scored_reported_and_gated(tmp_path, start_collector):
@@ -65,11 +66,15 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler], ex
 """)
     runs = (("v1", BASELINE), ("v2", CANDIDATE), ("v1-rerun", BASELINE))
     for version, attempts in runs:
-        environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "ATTEMPTS": json.dumps(attempts),
-                       "OTEL_RESOURCE_ATTRIBUTES": f"service.name=weather-agent,service.version={version}",
-                       "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{collector.grpc_port}"}
-        agent = subprocess.run([sys.executable, "-c", AGENT], env=environment, capture_output=True, text=True,
-                               timeout=60, check=False)
+        environment = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "ATTEMPTS": json.dumps(attempts),
+            "OTEL_RESOURCE_ATTRIBUTES": f"service.name=weather-agent,service.version={version}",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{collector.grpc_port}",
+        }
+        agent = subprocess.run(
+            [sys.executable, "-c", AGENT], env=environment, capture_output=True, text=True, timeout=60, check=False
+        )
         assert agent.returncode == 0, agent.stderr
     assert wait_until(lambda: collector.pipeline.counts.exported_traces >= 60, timeout_s=20)
     collector.stop()
@@ -80,8 +85,18 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler], ex
     assert result.returncode == 0, result.stderr
 
     grouped = tmp_path / "grouped.json"
-    result = spanscore("report", str(scored), "--dataset", str(dataset), "--by", "service.version",
-                       "--json", str(grouped), "-o", str(tmp_path / "report.html"))
+    result = spanscore(
+        "report",
+        str(scored),
+        "--dataset",
+        str(dataset),
+        "--by",
+        "service.version",
+        "--json",
+        str(grouped),
+        "-o",
+        str(tmp_path / "report.html"),
+    )
     assert result.returncode == 0, result.stderr
     groups = json.loads(grouped.read_text())["groups"]
     assert sorted(groups) == ["v1", "v1-rerun", "v2"]
@@ -94,7 +109,9 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler], ex
     # pass@3 of 5 of 10: 1 - C(5,3)/C(10,3) = 1 - 10/120; pass^3: 10/120.
     assert abs(paris["pass_at_k"]["3"]["estimate"] - 110 / 120) < 1e-12
     assert abs(paris["pass_pow_k"]["3"]["estimate"] - 10 / 120) < 1e-12
-    assert (paris["pass_at_k"]["3"]["low"], paris["pass_at_k"]["3"]["high"]) == recipe(5, 10, lambda p: 1 - (1 - p) ** 3)
+    assert (paris["pass_at_k"]["3"]["low"], paris["pass_at_k"]["3"]["high"]) == recipe(
+        5, 10, lambda p: 1 - (1 - p) ** 3
+    )
     assert v1["ssr"]["estimate"] == 1.0  # every call is an expected tool and none failed
     assert groups["v1-rerun"]["tsr"] == v1["tsr"]
 

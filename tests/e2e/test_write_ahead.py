@@ -18,12 +18,12 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.settings import PipelineSettings
-from spanscore.pipeline.wiring import Pipeline
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.consumer import ConsumerFull
 from spanscore.extensions.write_ahead_log import WriteAheadLog
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.settings import PipelineSettings
+from spanscore.pipeline.wiring import Pipeline
 from tests.support.otlp_client import EXPORT
 from tests.support.ports import free_port
 from tests.support.processes import launch
@@ -54,8 +54,9 @@ def start(tmp_path: Path, port: int, sink_port: int, fsync: str = "batch") -> su
 
 def send_request(port: int, request: ExportTraceServiceRequest) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                            response_deserializer=None)(request, timeout=10)
+        channel.unary_unary(
+            EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString, response_deserializer=None
+        )(request, timeout=10)
 
 
 class Client(threading.Thread):
@@ -68,16 +69,18 @@ class Client(threading.Thread):
 
     def run(self) -> None:
         with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
-            export = channel.unary_unary(EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString,
-                                         response_deserializer=None)
+            export = channel.unary_unary(
+                EXPORT, request_serializer=ExportTraceServiceRequest.SerializeToString, response_deserializer=None
+            )
             while not self.stop.is_set():
                 request = agent_request()
                 try:
                     export(request, timeout=5)
                 except grpc.RpcError:
                     continue  # refused or the collector is gone: not acknowledged
-                self.acknowledged.update(s.span_id for rs in request.resource_spans
-                                         for ss in rs.scope_spans for s in ss.spans)
+                self.acknowledged.update(
+                    s.span_id for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans
+                )
 
 
 @pytest.mark.parametrize("fsync", ["batch", "never"])
@@ -111,8 +114,10 @@ def test_kill_9_under_load_loses_no_acknowledged_span(tmp_path, sink, fsync):
     missing = acknowledged - set(received)
     assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged spans never reached the backend"
     assert "replayed" in stderr
-    print(f"fsync {fsync}: {len(acknowledged)} acknowledged, {len(before_restart)} exported before the kill, "
-          f"{len(received) - len(set(received))} duplicates")
+    print(
+        f"fsync {fsync}: {len(acknowledged)} acknowledged, {len(before_restart)} exported before the kill, "
+        f"{len(received) - len(set(received))} duplicates"
+    )
     # Everything exported: the log is empty on disk but for the segment being written.
     assert len(list((tmp_path / "storage").glob("*.wal"))) == 1
 
@@ -179,10 +184,20 @@ service:
 
 def turn(session_id: str, question: str, answer: str) -> tuple[bytes, ExportTraceServiceRequest]:
     trace_id = new_trace_id()
-    return trace_id, request_of([span(trace_id, "invoke_agent support", attributes={
-        **AGENT_ROOT, "session.id": session_id,
-        "gen_ai.input.messages": f'[{{"role": "user", "content": "{question}"}}]',
-        "gen_ai.output.messages": f'[{{"role": "assistant", "content": "{answer}"}}]'})])
+    return trace_id, request_of(
+        [
+            span(
+                trace_id,
+                "invoke_agent support",
+                attributes={
+                    **AGENT_ROOT,
+                    "session.id": session_id,
+                    "gen_ai.input.messages": f'[{{"role": "user", "content": "{question}"}}]',
+                    "gen_ai.output.messages": f'[{{"role": "assistant", "content": "{answer}"}}]',
+                },
+            )
+        ]
+    )
 
 
 def test_an_open_session_is_rebuilt_after_kill_9_and_closes_over_all_its_turns(tmp_path, sink):

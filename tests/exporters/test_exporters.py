@@ -116,12 +116,17 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler, toy
     debug = collector.service.pipeline.exporters[0]
     debug.stream = io.StringIO()
     trace_id, root_id = new_trace_id(), new_span_id()
-    send(collector.grpc_port, request_of([span(trace_id, "invoke_agent", span_id=root_id,
-                                               attributes={**AGENT_ROOT, "session.id": "s9"}),
-                                          span(trace_id, "chat", parent=root_id)]))
+    send(
+        collector.grpc_port,
+        request_of(
+            [
+                span(trace_id, "invoke_agent", span_id=root_id, attributes={**AGENT_ROOT, "session.id": "s9"}),
+                span(trace_id, "chat", parent=root_id),
+            ]
+        ),
+    )
     orphan = new_trace_id()
-    send(collector.grpc_port, request_of([span(orphan, "half", parent=new_span_id(),
-                                               attributes=AGENT_ROOT)]))
+    send(collector.grpc_port, request_of([span(orphan, "half", parent=new_span_id(), attributes=AGENT_ROOT)]))
     assert wait_until(lambda: debug.stream.getvalue().count("\n") >= 1)
     collector.stop()
     lines = debug.stream.getvalue().splitlines()

@@ -56,13 +56,22 @@ def test_prometheus_endpoint_serves_score_histogram_and_result_counter(sink, sta
             return response.read().decode()
 
     assert wait_until(lambda: "gen_ai_evaluation_results_total" in scrape())
-    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-               for family in text_string_to_metric_families(scrape()) for sample in family.samples}
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(scrape())
+        for sample in family.samples
+    }
 
     def value(name: str, label: str, **extra: str) -> float:
-        labels = {"gen_ai_agent_name": "helper", "gen_ai_evaluation_name": "toy", "eval_evaluator": "code",
-                  "eval_revision": CODE_PROVENANCE.revision,
-                  "gen_ai_evaluation_score_label": label, "service_name": "shop-agent", **extra}
+        labels = {
+            "gen_ai_agent_name": "helper",
+            "gen_ai_evaluation_name": "toy",
+            "eval_evaluator": "code",
+            "eval_revision": CODE_PROVENANCE.revision,
+            "gen_ai_evaluation_score_label": label,
+            "service_name": "shop-agent",
+            **extra,
+        }
         return samples[(name, tuple(sorted(labels.items())))]
 
     assert value("gen_ai_evaluation_results_total", "pass") == 1.0
@@ -83,18 +92,27 @@ def test_otlp_metrics_carry_scores_with_their_attributes(exporter, sink, start_c
     assert by_label["fail"].sum == 0.25 and by_label["fail"].count == 1
     assert by_label["pass"].sum == 1.0 and list(by_label["pass"].explicit_bounds)[:3] == [0.1, 0.2, 0.3]
     attributes = attributes_to_dict(by_label["pass"].attributes)
-    assert attributes == {"gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.label": "pass",
-                          "eval.evaluator": "code", "eval.revision": CODE_PROVENANCE.revision,
-                          "service.name": "shop-agent", "gen_ai.agent.name": "helper"}
+    assert attributes == {
+        "gen_ai.evaluation.name": "toy",
+        "gen_ai.evaluation.score.label": "pass",
+        "eval.evaluator": "code",
+        "eval.revision": CODE_PROVENANCE.revision,
+        "service.name": "shop-agent",
+        "gen_ai.agent.name": "helper",
+    }
 
 
 def test_metric_pipeline_exporters_are_checked():
     sink_like = type("S", (), {"grpc_port": 1, "http_port": 2})()
     with pytest.raises(ConfigError) as error:
-        parse_config(config(sink_like, "[prometheus]").replace("exporters: [otlp]}", "exporters: [prometheus]}"), environ={})
+        parse_config(
+            config(sink_like, "[prometheus]").replace("exporters: [otlp]}", "exporters: [prometheus]}"), environ={}
+        )
     assert any("exports metrics only" in p for p in error.value.problems)
     with pytest.raises(ConfigError) as error:
-        parse_config(config(sink_like, "[prometheus]").replace("metrics: {", "metrics: {receivers: [otlp], "), environ={})
+        parse_config(
+            config(sink_like, "[prometheus]").replace("metrics: {", "metrics: {receivers: [otlp], "), environ={}
+        )
     assert any("takes no receivers" in p for p in error.value.problems)
 
 
@@ -167,10 +185,15 @@ def test_spanscore_reports_its_own_throughput_refusals_and_queue_depth(sink, sta
 
 def test_write_ahead_log_and_scoring_workers_report_their_figures(sink, start_collector, tmp_path):
     port = free_port()
-    durable = config(sink, "[prometheus]", port).replace(
-        "assembler: {trace_wait: 20ms}", "assembler: {trace_wait: 20ms, scoring_workers: 1}").replace(
-        "service:\n", f"extensions: {{file_storage: {{directory: '{tmp_path / 'wal'}'}}}}\n"
-                      "service:\n  extensions: [file_storage]\n")
+    durable = (
+        config(sink, "[prometheus]", port)
+        .replace("assembler: {trace_wait: 20ms}", "assembler: {trace_wait: 20ms, scoring_workers: 1}")
+        .replace(
+            "service:\n",
+            f"extensions: {{file_storage: {{directory: '{tmp_path / 'wal'}'}}}}\n"
+            "service:\n  extensions: [file_storage]\n",
+        )
+    )
     assert "scoring_workers" in durable and "file_storage" in durable
     collector = start_collector(durable)
     send_scored_traces(collector)  # two requests, five spans
@@ -184,8 +207,9 @@ def test_write_ahead_log_and_scoring_workers_report_their_figures(sink, start_co
     assert found["spanscore_scoring_workers_in_flight"] == 0.0
     assert found["spanscore_scoring_workers_restarts_total"] == 0.0
     # Scored in the worker, attached here: the toy scores are on the spans.
-    assert sorted(attributes_to_dict(s.attributes).get("eval.toy.score") for s in sink.spans()
-                  if s.name.startswith("agent")) == [0.25, 1.0]
+    assert sorted(
+        attributes_to_dict(s.attributes).get("eval.toy.score") for s in sink.spans() if s.name.startswith("agent")
+    ) == [0.25, 1.0]
 
 
 def test_exporter_sends_and_drops_are_reported_by_exporter_and_reason(sink, start_collector):
@@ -200,11 +224,16 @@ def test_exporter_sends_and_drops_are_reported_by_exporter_and_reason(sink, star
     def series(name: str) -> dict[tuple, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             text = response.read().decode()
-        return {tuple(sorted((k, v) for k, v in s.labels.items() if k in ("exporter", "reason"))): s.value
-                for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
+        return {
+            tuple(sorted((k, v) for k, v in s.labels.items() if k in ("exporter", "reason"))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == name
+        }
 
-    assert wait_until(lambda: series("otelcol_exporter_sent_spans_total").get((("exporter", "otlp"),))
-                      == exporter.sent_spans)
+    assert wait_until(
+        lambda: series("otelcol_exporter_sent_spans_total").get((("exporter", "otlp"),)) == exporter.sent_spans
+    )
     assert series("otelcol_exporter_send_failed_spans_total") == {
         (("exporter", "otlp"), ("reason", "refused")): exporter.dropped_spans,
         (("exporter", "otlp"), ("reason", "retries_exhausted")): 0.0,

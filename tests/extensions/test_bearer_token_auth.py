@@ -30,16 +30,19 @@ def test_it_is_both_a_server_and_a_client_authenticator():
     assert isinstance(extension, ServerAuthenticator) and isinstance(extension, ClientAuthenticator)
 
 
-@pytest.mark.parametrize("header, accepted", [
-    (f"Bearer {TOKEN}", True),
-    (f"bearer  {TOKEN} ", True),  # the scheme is case-insensitive; spaces around are not part of the token
-    (f"Bearer {TOKEN.upper()}", False),
-    (f"Bearer {TOKEN}x", False),
-    (f"Basic {TOKEN}", False),
-    (TOKEN, False),
-    ("Bearer ", False),
-    (None, False),
-])
+@pytest.mark.parametrize(
+    "header, accepted",
+    [
+        (f"Bearer {TOKEN}", True),
+        (f"bearer  {TOKEN} ", True),  # the scheme is case-insensitive; spaces around are not part of the token
+        (f"Bearer {TOKEN.upper()}", False),
+        (f"Bearer {TOKEN}x", False),
+        (f"Basic {TOKEN}", False),
+        (TOKEN, False),
+        ("Bearer ", False),
+        (None, False),
+    ],
+)
 def test_only_the_scheme_and_the_exact_token_pass(header, accepted):
     headers = {} if header is None else {"authorization": header}
     assert auth(token=TOKEN).authenticate(headers) is accepted
@@ -92,13 +95,16 @@ async def test_a_token_file_that_is_empty_at_start_stops_the_start(tmp_path):
     assert not extension.authenticate({"authorization": "Bearer "})
 
 
-@pytest.mark.parametrize("settings, problem", [
-    ({}, "set one of token and filename"),
-    ({"token": TOKEN, "filename": "/etc/hostname"}, "set one of token and filename"),
-    ({"token": "  "}, "token is empty"),
-    ({"filename": "/nonexistent/token"}, "does not exist"),
-    ({"token": TOKEN, "scheme": "Bearer token"}, "should match pattern"),
-])
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ({}, "set one of token and filename"),
+        ({"token": TOKEN, "filename": "/etc/hostname"}, "set one of token and filename"),
+        ({"token": "  "}, "token is empty"),
+        ({"filename": "/nonexistent/token"}, "does not exist"),
+        ({"token": TOKEN, "scheme": "Bearer token"}, "should match pattern"),
+    ],
+)
 def test_settings_that_cannot_work_are_refused(settings, problem):
     with pytest.raises(ValidationError, match=problem):
         BearerTokenAuthConfig.model_validate(settings)

@@ -33,78 +33,205 @@ from tests.support.fuzz_strategies import SPAN_IDS, json_values
 # Keys each adapter reads (processors/agent_trace/*.py), and prefixes under which it
 # reads flattened or nested keys ("gen_ai.prompt.0.content", "llm.input_messages.0...").
 KEYS = (
-    "gen_ai.operation.name", "gen_ai.agent.name", "gen_ai.request.model", "gen_ai.response.model",
-    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.definitions",
-    "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
-    "gen_ai.tool.description", "gen_ai.prompt", "gen_ai.completion", "gen_ai.usage.input_tokens",
-    "gen_ai.response.finish_reasons", "gen_ai.conversation.id", "gen_ai.user.id", "gen_ai.event.content",
-    "openinference.span.kind", "input.value", "output.value", "input.mime_type", "tool.name", "tool.id",
-    "tool_call.id", "tool.description", "tool.parameters", "agent.name", "graph.node.id", "llm.model_name",
-    "llm.token_count.prompt", "llm.finish_reason", "llm.request.type",
-    "traceloop.span.kind", "traceloop.entity.name", "traceloop.entity.input", "traceloop.entity.output",
-    "traceloop.association.properties.user_id", "traceloop.association.properties.session_id",
-    "langfuse.observation.type", "langfuse.trace.name", "langfuse.trace.input", "langfuse.trace.output",
-    "langfuse.user.id", "langfuse.observation.model.name", "langfuse.observation.level",
-    "langfuse.observation.status_message", "langfuse.observation.input", "langfuse.observation.output",
+    "gen_ai.operation.name",
+    "gen_ai.agent.name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+    "gen_ai.tool.name",
+    "gen_ai.tool.call.id",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.tool.description",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.conversation.id",
+    "gen_ai.user.id",
+    "gen_ai.event.content",
+    "openinference.span.kind",
+    "input.value",
+    "output.value",
+    "input.mime_type",
+    "tool.name",
+    "tool.id",
+    "tool_call.id",
+    "tool.description",
+    "tool.parameters",
+    "agent.name",
+    "graph.node.id",
+    "llm.model_name",
+    "llm.token_count.prompt",
+    "llm.finish_reason",
+    "llm.request.type",
+    "traceloop.span.kind",
+    "traceloop.entity.name",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+    "traceloop.association.properties.user_id",
+    "traceloop.association.properties.session_id",
+    "langfuse.observation.type",
+    "langfuse.trace.name",
+    "langfuse.trace.input",
+    "langfuse.trace.output",
+    "langfuse.user.id",
+    "langfuse.observation.model.name",
+    "langfuse.observation.level",
+    "langfuse.observation.status_message",
+    "langfuse.observation.input",
+    "langfuse.observation.output",
     "langfuse.session.id",
-    "ai.prompt", "ai.prompt.messages", "ai.prompt.tools", "ai.response.text", "ai.response.toolCalls",
-    "ai.response.model", "ai.model.id", "ai.usage.promptTokens", "ai.response.finishReason", "ai.operationId",
-    "user.id", "enduser.id", "session.id", "error.type",
+    "ai.prompt",
+    "ai.prompt.messages",
+    "ai.prompt.tools",
+    "ai.response.text",
+    "ai.response.toolCalls",
+    "ai.response.model",
+    "ai.model.id",
+    "ai.usage.promptTokens",
+    "ai.response.finishReason",
+    "ai.operationId",
+    "user.id",
+    "enduser.id",
+    "session.id",
+    "error.type",
 )
 INDEXED_PREFIXES = (
-    "gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.", "llm.tools.",
-    "llm.request.functions.", "ai.prompt.", "langfuse.", "traceloop.", "gen_ai.", "openinference.",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.tools.",
+    "llm.request.functions.",
+    "ai.prompt.",
+    "langfuse.",
+    "traceloop.",
+    "gen_ai.",
+    "openinference.",
 )
-SUFFIXES = ("role", "content", "message.role", "message.content", "tool_calls.0.function.name",
-            "message.tool_calls.0.tool_call.function.arguments", "tool.json_schema", "name", "arguments",
-            "contents.0.message_content.text", "finish_reason", "tool_call_id", "0", "")
+SUFFIXES = (
+    "role",
+    "content",
+    "message.role",
+    "message.content",
+    "tool_calls.0.function.name",
+    "message.tool_calls.0.tool_call.function.arguments",
+    "tool.json_schema",
+    "name",
+    "arguments",
+    "contents.0.message_content.text",
+    "finish_reason",
+    "tool_call_id",
+    "0",
+    "",
+)
 # The values the adapters switch on.
-KINDS = ("LLM", "TOOL", "AGENT", "CHAIN", "RETRIEVER", "EVALUATOR", "llm", "tool", "agent", "workflow", "task",
-         "invoke_agent", "chat", "execute_tool", "create_agent", "text_completion", "GENERATION", "SPAN", "EVENT",
-         "ai.generateText", "ai.streamText.doStream", "ai.toolCall", "completion", "")
+KINDS = (
+    "LLM",
+    "TOOL",
+    "AGENT",
+    "CHAIN",
+    "RETRIEVER",
+    "EVALUATOR",
+    "llm",
+    "tool",
+    "agent",
+    "workflow",
+    "task",
+    "invoke_agent",
+    "chat",
+    "execute_tool",
+    "create_agent",
+    "text_completion",
+    "GENERATION",
+    "SPAN",
+    "EVENT",
+    "ai.generateText",
+    "ai.streamText.doStream",
+    "ai.toolCall",
+    "completion",
+    "",
+)
 ROLES = ("user", "assistant", "system", "tool", "developer", "model", "function", "", None, 7)
 
-flat_key = st.builds(lambda p, i, s: f"{p}{i}.{s}".rstrip("."), st.sampled_from(INDEXED_PREFIXES),
-                     st.integers(0, 3), st.sampled_from(SUFFIXES))
-keys = st.one_of(st.sampled_from(KEYS), flat_key, st.sampled_from(INDEXED_PREFIXES).map(lambda p: p + "x"),
-                 st.text(max_size=12))
+flat_key = st.builds(
+    lambda p, i, s: f"{p}{i}.{s}".rstrip("."),
+    st.sampled_from(INDEXED_PREFIXES),
+    st.integers(0, 3),
+    st.sampled_from(SUFFIXES),
+)
+keys = st.one_of(
+    st.sampled_from(KEYS), flat_key, st.sampled_from(INDEXED_PREFIXES).map(lambda p: p + "x"), st.text(max_size=12)
+)
 
 # Message-shaped JSON: the shapes the conventions write, with the wrong types in places.
 scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12))
 small = json_values(max_leaves=3)
-part = st.fixed_dictionaries({}, optional={
-    "type": st.sampled_from(["text", "tool_call", "tool_call_response", "reasoning", "thinking", "image", 3]),
-    "content": small, "text": scalar, "id": scalar, "name": scalar, "arguments": small, "response": scalar,
-})
-tool_call = st.fixed_dictionaries({}, optional={
-    "id": scalar, "type": st.sampled_from(["function", 1]), "name": scalar, "arguments": small,
-    "function": st.fixed_dictionaries({}, optional={"name": scalar, "arguments": small}),
-})
-message = st.fixed_dictionaries({}, optional={
-    "role": st.sampled_from(ROLES), "content": st.one_of(small, st.lists(part, max_size=2)),
-    "parts": st.one_of(st.lists(part, max_size=3), scalar), "tool_calls": st.one_of(st.lists(tool_call, max_size=2),
-                                                                                    scalar),
-    "tool_call_id": scalar, "name": scalar, "finish_reason": scalar,
-})
-messages_json = st.one_of(st.lists(message, max_size=3), message, st.fixed_dictionaries({"messages": st.lists(
-    message, max_size=2)}), json_values(6)).map(json.dumps)
+part = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["text", "tool_call", "tool_call_response", "reasoning", "thinking", "image", 3]),
+        "content": small,
+        "text": scalar,
+        "id": scalar,
+        "name": scalar,
+        "arguments": small,
+        "response": scalar,
+    },
+)
+tool_call = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": scalar,
+        "type": st.sampled_from(["function", 1]),
+        "name": scalar,
+        "arguments": small,
+        "function": st.fixed_dictionaries({}, optional={"name": scalar, "arguments": small}),
+    },
+)
+message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(ROLES),
+        "content": st.one_of(small, st.lists(part, max_size=2)),
+        "parts": st.one_of(st.lists(part, max_size=3), scalar),
+        "tool_calls": st.one_of(st.lists(tool_call, max_size=2), scalar),
+        "tool_call_id": scalar,
+        "name": scalar,
+        "finish_reason": scalar,
+    },
+)
+messages_json = st.one_of(
+    st.lists(message, max_size=3),
+    message,
+    st.fixed_dictionaries({"messages": st.lists(message, max_size=2)}),
+    json_values(6),
+).map(json.dumps)
 
 # A huge text, plain or the body of a JSON message (a pasted document, a base64 image).
-huge = st.sampled_from([
-    "x" * 300_000,
-    "{" * 50_000,
-    '[{"role":"user","content":"' + "a" * 300_000 + '"}]',
-    json.dumps([{"role": "user", "parts": [{"type": "text", "content": "é" * 200_000}]}]),
-    "Agent(" * 20_000 + ")" * 20_000,
-    json.dumps({"messages": [{"role": "user", "content": "q"}] * 5_000}),
-])
+huge = st.sampled_from(
+    [
+        "x" * 300_000,
+        "{" * 50_000,
+        '[{"role":"user","content":"' + "a" * 300_000 + '"}]',
+        json.dumps([{"role": "user", "parts": [{"type": "text", "content": "é" * 200_000}]}]),
+        "Agent(" * 20_000 + ")" * 20_000,
+        json.dumps({"messages": [{"role": "user", "content": "q"}] * 5_000}),
+    ]
+)
 
 
 def _any_value(children: st.SearchStrategy[AnyValue]) -> st.SearchStrategy[AnyValue]:
     return st.one_of(
         st.builds(lambda vs: AnyValue(array_value=ArrayValue(values=vs)), st.lists(children, max_size=3)),
-        st.builds(lambda kvs: AnyValue(kvlist_value=KeyValueList(values=kvs)),
-                  st.lists(st.builds(KeyValue, key=keys, value=children), max_size=3)),
+        st.builds(
+            lambda kvs: AnyValue(kvlist_value=KeyValueList(values=kvs)),
+            st.lists(st.builds(KeyValue, key=keys, value=children), max_size=3),
+        ),
     )
 
 
@@ -117,13 +244,33 @@ values = st.recursive(
         st.builds(AnyValue, bytes_value=st.binary(max_size=10)),
         st.just(AnyValue()),
     ),
-    _any_value, max_leaves=6,
+    _any_value,
+    max_leaves=6,
 )
 attributes = st.lists(st.builds(KeyValue, key=keys, value=values), max_size=6)
-events = st.lists(st.builds(Span.Event, name=st.one_of(st.sampled_from([
-    "gen_ai.client.inference.operation.details", "gen_ai.user.message", "gen_ai.assistant.message",
-    "gen_ai.system.message", "gen_ai.tool.message", "gen_ai.choice", "gen_ai.content.prompt",
-    "gen_ai.content.completion", "exception"]), st.text(max_size=10)), attributes=attributes), max_size=3)
+events = st.lists(
+    st.builds(
+        Span.Event,
+        name=st.one_of(
+            st.sampled_from(
+                [
+                    "gen_ai.client.inference.operation.details",
+                    "gen_ai.user.message",
+                    "gen_ai.assistant.message",
+                    "gen_ai.system.message",
+                    "gen_ai.tool.message",
+                    "gen_ai.choice",
+                    "gen_ai.content.prompt",
+                    "gen_ai.content.completion",
+                    "exception",
+                ]
+            ),
+            st.text(max_size=10),
+        ),
+        attributes=attributes,
+    ),
+    max_size=3,
+)
 
 
 @st.composite
@@ -133,17 +280,21 @@ def traces(draw) -> tuple[bytes, list[Span]]:
     ids = [draw(SPAN_IDS) for _ in range(count)]
     spans = []
     for span_id in ids:
-        spans.append(Span(
-            trace_id=trace_id, span_id=span_id,
-            # a parent in the trace (itself and cycles included), elsewhere, or none
-            parent_span_id=draw(st.one_of(st.just(b""), st.sampled_from(ids), st.binary(min_size=8, max_size=8))),
-            name=draw(st.one_of(st.sampled_from(KINDS), st.text(max_size=15))),
-            kind=draw(st.integers(0, 5)),
-            start_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
-            end_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
-            attributes=draw(attributes), events=draw(events),
-            status=Status(code=draw(st.integers(0, 2)), message=draw(st.text(max_size=10))),
-        ))
+        spans.append(
+            Span(
+                trace_id=trace_id,
+                span_id=span_id,
+                # a parent in the trace (itself and cycles included), elsewhere, or none
+                parent_span_id=draw(st.one_of(st.just(b""), st.sampled_from(ids), st.binary(min_size=8, max_size=8))),
+                name=draw(st.one_of(st.sampled_from(KINDS), st.text(max_size=15))),
+                kind=draw(st.integers(0, 5)),
+                start_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
+                end_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
+                attributes=draw(attributes),
+                events=draw(events),
+                status=Status(code=draw(st.integers(0, 2)), message=draw(st.text(max_size=10))),
+            )
+        )
     return trace_id, spans
 
 
@@ -185,7 +336,11 @@ def normalize(trace_id: bytes, spans: list[Span], resource: Resource | None = No
     assert all(step.kind in ("llm", "tool") and step.span_id in span_ids for step in agent.steps)
     # What the scope and the embedding metrics read instead of the full view.
     assert (summary.user_input, summary.final_output, summary.agent_name, summary.recognized) == (
-        agent.user_input, agent.final_output, agent.agent_name, agent.recognized)
+        agent.user_input,
+        agent.final_output,
+        agent.agent_name,
+        agent.recognized,
+    )
     event("recognized" if agent.recognized else "not recognized")
     if agent.steps:
         event("has steps")

@@ -53,22 +53,55 @@ def setting_names() -> tuple[str, ...]:
 
 def component_ids(kind: str) -> st.SearchStrategy[str]:
     known = TEST_FACTORIES.known(kind)
-    return st.one_of(st.sampled_from(known), st.sampled_from(known).map(lambda t: t + "/2"),
-                     st.sampled_from(["", "/", "nope", "otlp/", "a/b/c"]))
+    return st.one_of(
+        st.sampled_from(known),
+        st.sampled_from(known).map(lambda t: t + "/2"),
+        st.sampled_from(["", "/", "nope", "otlp/", "a/b/c"]),
+    )
 
 
 YAML_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=12),
-    st.sampled_from(["1s", "100ms", "-5s", "5m", "1h30m", "0", "1e400", "nan", "127.0.0.1:0", "0.0.0.0:99999",
-                     "http://127.0.0.1:1", "${env:HOME}", "${env:SPANSCORE_X:-7}", "${env:UNSET}", "${bad", "$$",
-                     "${env:1X}", "${env:SPANSCORE_X:-${env:Y}}", "/nonexistent/file.pem", "~", "yes", "off"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "1s",
+            "100ms",
+            "-5s",
+            "5m",
+            "1h30m",
+            "0",
+            "1e400",
+            "nan",
+            "127.0.0.1:0",
+            "0.0.0.0:99999",
+            "http://127.0.0.1:1",
+            "${env:HOME}",
+            "${env:SPANSCORE_X:-7}",
+            "${env:UNSET}",
+            "${bad",
+            "$$",
+            "${env:1X}",
+            "${env:SPANSCORE_X:-${env:Y}}",
+            "/nonexistent/file.pem",
+            "~",
+            "yes",
+            "off",
+        ]
+    ),
 )
 
 
 def yaml_values(max_leaves: int = 6) -> st.SearchStrategy:
     keys = st.one_of(st.sampled_from(setting_names()), st.text(max_size=8))
-    return st.recursive(YAML_SCALARS, lambda children: st.one_of(
-        st.lists(children, max_size=3), st.dictionaries(keys, children, max_size=4)), max_leaves=max_leaves)
+    return st.recursive(
+        YAML_SCALARS,
+        lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(keys, children, max_size=4)),
+        max_leaves=max_leaves,
+    )
 
 
 def settings_for() -> st.SearchStrategy:
@@ -85,26 +118,52 @@ def id_list(kind: str) -> st.SearchStrategy:
     return st.one_of(st.lists(component_ids(kind), max_size=3), yaml_values(2))
 
 
-service = st.fixed_dictionaries({}, optional={
-    "pipelines": st.one_of(st.fixed_dictionaries({}, optional={
-        "traces": st.fixed_dictionaries({}, optional={
-            "receivers": id_list("receiver"), "processors": id_list("processor"), "exporters": id_list("exporter"),
-            "span_events": YAML_SCALARS}),
-        "metrics": st.fixed_dictionaries({}, optional={"exporters": id_list("exporter"), "receivers": id_list(
-            "receiver"), "export_interval": YAML_SCALARS, "span_attributes": yaml_values(2)}),
-        "logs": st.fixed_dictionaries({}, optional={"exporters": id_list("exporter")}),
-    }), yaml_values(2)),
-    "extensions": id_list("extension"),
-    "telemetry": st.one_of(st.fixed_dictionaries({"logs": st.fixed_dictionaries({"level": YAML_SCALARS})}),
-                           yaml_values(2)),
-    "shutdown_timeout": YAML_SCALARS,
-})
+service = st.fixed_dictionaries(
+    {},
+    optional={
+        "pipelines": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "traces": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "receivers": id_list("receiver"),
+                            "processors": id_list("processor"),
+                            "exporters": id_list("exporter"),
+                            "span_events": YAML_SCALARS,
+                        },
+                    ),
+                    "metrics": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "exporters": id_list("exporter"),
+                            "receivers": id_list("receiver"),
+                            "export_interval": YAML_SCALARS,
+                            "span_attributes": yaml_values(2),
+                        },
+                    ),
+                    "logs": st.fixed_dictionaries({}, optional={"exporters": id_list("exporter")}),
+                },
+            ),
+            yaml_values(2),
+        ),
+        "extensions": id_list("extension"),
+        "telemetry": st.one_of(
+            st.fixed_dictionaries({"logs": st.fixed_dictionaries({"level": YAML_SCALARS})}), yaml_values(2)
+        ),
+        "shutdown_timeout": YAML_SCALARS,
+    },
+)
 
-documents = st.fixed_dictionaries({}, optional={
-    **{name: section(kind) for name, kind in SECTIONS.items()},
-    "service": st.one_of(service, service, yaml_values(2)),
-    "connectors": yaml_values(2),
-})
+documents = st.fixed_dictionaries(
+    {},
+    optional={
+        **{name: section(kind) for name, kind in SECTIONS.items()},
+        "service": st.one_of(service, service, yaml_values(2)),
+        "connectors": yaml_values(2),
+    },
+)
 
 ENVIRON = {"HOME": "/home/x", "SPANSCORE_X": "3", "Y": "{a: 1}"}
 
@@ -149,9 +208,15 @@ def test_mutated_default_config_text_loads_or_is_a_config_error(text):
 
 @pytest.mark.parametrize("section", ["processors", "receivers", "exporters", "extensions"])
 def test_a_scalar_section_is_a_config_error(section):
-    document = {"receivers": {"otlp": None}, "exporters": {"debug": None}, "extensions": {"health_check": None},
-                "service": {"extensions": ["health_check"],
-                            "pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["debug"]}}}}
+    document = {
+        "receivers": {"otlp": None},
+        "exporters": {"debug": None},
+        "extensions": {"health_check": None},
+        "service": {
+            "extensions": ["health_check"],
+            "pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["debug"]}},
+        },
+    }
     document[section] = 5
     with pytest.raises(ConfigError) as error:
         parse_config(yaml.safe_dump(document), factories=TEST_FACTORIES, environ={})

@@ -35,7 +35,8 @@ def collector():
     # Most captured requests hold one span of a trace whose root is elsewhere: released at
     # trace_timeout, made short here.
     config = sink_config(sink, assembler="trace_wait: 50ms, trace_timeout: 300ms").replace(
-        "http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, max_request_body_size: {LIMIT}}}")
+        "http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, max_request_body_size: {LIMIT}}}"
+    )
     running = RunningCollector(loop, config)
     try:
         yield running, sink
@@ -48,8 +49,9 @@ def collector():
 def post(port: int, body: bytes, content_type: str, encoding: str = "gzip") -> int:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request("POST", "/v1/traces", body=body,
-                           headers={"Content-Type": content_type, "Content-Encoding": encoding})
+        connection.request(
+            "POST", "/v1/traces", body=body, headers={"Content-Type": content_type, "Content-Encoding": encoding}
+        )
         response = connection.getresponse()
         response.read()
         return response.status
@@ -69,13 +71,18 @@ def _bomb(size: int) -> bytes:
 
 BODIES = st.one_of(
     compressed_documents(),
-    compressed_documents().flatmap(lambda d: st.tuples(st.integers(0, max(0, len(d[0]) - 1))
-                                                       .map(lambda n, b=d[0]: b[:n]), st.just(d[1]))),  # cut short
+    compressed_documents().flatmap(
+        lambda d: st.tuples(st.integers(0, max(0, len(d[0]) - 1)).map(lambda n, b=d[0]: b[:n]), st.just(d[1]))
+    ),  # cut short
     compressed_documents().flatmap(lambda d: st.tuples(flipped(d[0], rounds=2), st.just(d[1]))),  # damaged
     st.tuples(st.integers(LIMIT + 1, 64 * LIMIT).map(_bomb), st.sampled_from([PROTOBUF, JSON])),  # bombs
     st.tuples(st.integers(LIMIT - 8, LIMIT).map(_bomb), st.just(PROTOBUF)),  # just within: inflated, then 400
-    st.tuples(st.binary(min_size=LIMIT + 1, max_size=LIMIT + 600).map(  # incompressible, over the limit raw
-        lambda raw: gzip.compress(raw * 1)[: LIMIT + 100]), st.just(PROTOBUF)),
+    st.tuples(
+        st.binary(min_size=LIMIT + 1, max_size=LIMIT + 600).map(  # incompressible, over the limit raw
+            lambda raw: gzip.compress(raw * 1)[: LIMIT + 100]
+        ),
+        st.just(PROTOBUF),
+    ),
     st.tuples(st.binary(max_size=64), st.sampled_from([PROTOBUF, JSON])),  # not gzip at all
 )
 

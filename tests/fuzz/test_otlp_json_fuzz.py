@@ -61,11 +61,22 @@ def test_any_json_value_decodes_or_is_an_otlp_json_error(value):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode),
-                 st.integers(4290, 4400).map(lambda n: b"7" * n),  # number literals past Python's int conversion limit
-                 st.sampled_from([b"[" * 20_000, b'{"a":' * 3000 + b"1" + b"}" * 3000, b"\xef\xbb\xbf{}", b"\xff\xfe{\x00}\x00",
-                                  b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":' + b"9" * 5000
-                                  + b"}]}]}]}"])))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.text(max_size=200).map(str.encode),
+        st.integers(4290, 4400).map(lambda n: b"7" * n),  # number literals past Python's int conversion limit
+        st.sampled_from(
+            [
+                b"[" * 20_000,
+                b'{"a":' * 3000 + b"1" + b"}" * 3000,
+                b"\xef\xbb\xbf{}",
+                b"\xff\xfe{\x00}\x00",
+                b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"startTimeUnixNano":' + b"9" * 5000 + b"}]}]}]}",
+            ]
+        ),
+    )
+)
 def test_any_bytes_decode_or_are_an_otlp_json_error(body):
     decode_or_reject(body)
 

@@ -22,11 +22,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.core.consumer import ConsumerFull
+from spanscore.exporters.memory import MemoryExporter
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
-from spanscore.core.consumer import ConsumerFull
-from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig
 from spanscore.processors.session_metrics import SessionMetrics, SessionMetricsConfig
 from spanscore.receivers.ingest import InvalidRequest
@@ -77,17 +77,25 @@ class Complaints(logging.Handler):
         self.records.append(record)
 
 
-async def through_pipeline(request: ExportTraceServiceRequest,
-                           agent_traces_only: bool = False) -> tuple[str, Counter, int]:
+async def through_pipeline(
+    request: ExportTraceServiceRequest, agent_traces_only: bool = False
+) -> tuple[str, Counter, int]:
     """Send `request` as a receiver would; the outcome, the spans exported (by key) and the
     spans the response said were rejected."""
-    embedding = EmbeddingMetrics("embedding_metrics", EmbeddingMetricsConfig.model_validate({"embedder": {"type": "hashing"}}))
+    embedding = EmbeddingMetrics(
+        "embedding_metrics", EmbeddingMetricsConfig.model_validate({"embedder": {"type": "hashing"}})
+    )
     session = SessionMetrics("session_metrics", SessionMetricsConfig())
     processors = [("embedding_metrics", embedding), ("session_metrics", session)]
     exporter = MemoryExporter()
     clock = [0.0]
-    config = PipelineSettings(trace_wait=1.0, trace_timeout=30.0, session_idle=60.0, scoring_concurrency=2,
-                             score={"agent_traces_only": agent_traces_only})
+    config = PipelineSettings(
+        trace_wait=1.0,
+        trace_timeout=30.0,
+        session_idle=60.0,
+        scoring_concurrency=2,
+        score={"agent_traces_only": agent_traces_only},
+    )
     pipeline = Pipeline(Assembler(config), processors, [exporter], clock=lambda: clock[0])
     for _, processor in processors:
         await processor.start()

@@ -22,7 +22,9 @@ from tests.support.spans import AGENT_ROOT, request_of, span
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather-agent.json"  # one pretty-printed request, two traces
 SPEC_EXAMPLE = ROOT / "examples" / "otlp-spec-trace.json"
-NOT_AGENT = "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"
+NOT_AGENT = (
+    "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"
+)
 
 # The conventions each captured fixture is read with.
 FIXTURE_CONVENTIONS = {
@@ -36,8 +38,14 @@ FIXTURE_CONVENTIONS = {
 
 
 def inspect(*arguments: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spanscore", "inspect", *map(str, arguments)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "spanscore", "inspect", *map(str, arguments)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def json_records(result: subprocess.CompletedProcess) -> list[dict]:
@@ -55,15 +63,22 @@ def agent_line(trace_id: bytes, name: str) -> str:
 
 
 def trace_id_of(path: Path) -> str:
-    [trace_id] = {s.trace_id.hex() for r in read_requests(path) for rs in r.resource_spans
-                  for ss in rs.scope_spans for s in ss.spans}
+    [trace_id] = {
+        s.trace_id.hex()
+        for r in read_requests(path)
+        for rs in r.resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    }
     return trace_id
 
 
 def test_the_sample_session_and_the_spec_example_read_as_two_agent_traces_and_one_unscored():
     result = inspect(WEATHER, SPEC_EXAMPLE)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == """\
+    assert (
+        result.stdout
+        == """\
 trace 5c00e5c00e0000000000000000000001 root='invoke_agent weather-agent' spans=4 service=weather-agent
   conventions: genai; scored: yes
   session: demo-session-1  agent: weather-agent
@@ -90,6 +105,7 @@ Langfuse or Vercel AI SDK attributes)
 
 3 traces in 2 files; 2 would be scored
 """
+    )
 
 
 def test_json_gives_one_object_per_trace_with_every_field_the_metrics_read():
@@ -97,26 +113,55 @@ def test_json_gives_one_object_per_trace_with_every_field_the_metrics_read():
     assert (result.returncode, result.stderr) == (0, "")
     first, second, spec = json_records(result)
     assert first == {
-        "trace_id": "5c00e5c00e0000000000000000000001", "kind": "trace", "service": "weather-agent",
-        "root": "invoke_agent weather-agent", "complete": True, "spans": 4, "session_id": "demo-session-1",
-        "scored": True, "not_scored_because": None, "recognized": True, "conventions": ["genai"],
-        "agent_name": "weather-agent", "user_input": "What's the weather in Paris?",
+        "trace_id": "5c00e5c00e0000000000000000000001",
+        "kind": "trace",
+        "service": "weather-agent",
+        "root": "invoke_agent weather-agent",
+        "complete": True,
+        "spans": 4,
+        "session_id": "demo-session-1",
+        "scored": True,
+        "not_scored_because": None,
+        "recognized": True,
+        "conventions": ["genai"],
+        "agent_name": "weather-agent",
+        "user_input": "What's the weather in Paris?",
         "final_output": "It is 21°C and sunny in Paris.",
         "steps": [
             {"kind": "llm", "name": "chat gpt-4o-mini", "arguments": None, "result": None, "error": None},
-            {"kind": "tool", "name": "get_weather", "arguments": {"city": "Paris"},
-             "result": '{"temp_c": 21, "sky": "sunny"}', "error": None},
+            {
+                "kind": "tool",
+                "name": "get_weather",
+                "arguments": {"city": "Paris"},
+                "result": '{"temp_c": 21, "sky": "sunny"}',
+                "error": None,
+            },
             {"kind": "llm", "name": "chat gpt-4o-mini", "arguments": None, "result": None, "error": None},
         ],
         "scores": {},
     }
     assert (second["trace_id"], second["user_input"], second["final_output"]) == (
-        "5c0e5c0e000000000000000000000002", "And in Lyon?", "Lyon has light rain at 17°C.")
+        "5c0e5c0e000000000000000000000002",
+        "And in Lyon?",
+        "Lyon has light rain at 17°C.",
+    )
     assert spec == {
-        "trace_id": "5b8efff798038103d269b633813fc60c", "kind": "trace", "service": "my.service",
-        "root": "I'm a server span", "complete": False, "spans": 1, "session_id": None, "scored": False,
-        "not_scored_because": NOT_AGENT, "recognized": False, "conventions": [], "agent_name": None,
-        "user_input": "", "final_output": "", "steps": [], "scores": {},
+        "trace_id": "5b8efff798038103d269b633813fc60c",
+        "kind": "trace",
+        "service": "my.service",
+        "root": "I'm a server span",
+        "complete": False,
+        "spans": 1,
+        "session_id": None,
+        "scored": False,
+        "not_scored_because": NOT_AGENT,
+        "recognized": False,
+        "conventions": [],
+        "agent_name": None,
+        "user_input": "",
+        "final_output": "",
+        "steps": [],
+        "scores": {},
     }
 
 
@@ -132,8 +177,13 @@ def test_every_captured_fixture_reads_as_the_same_weather_run():
         assert (record["user_input"], record["final_output"]) == (QUESTION, FINAL_ANSWER)
         assert (record["agent_name"], record["session_id"]) == (AGENT_NAME, SESSION_ID)
         assert [s["kind"] for s in record["steps"]] == ["llm", "tool", "llm"]
-        assert record["steps"][1] == {"kind": "tool", "name": "get_weather", "arguments": {"city": "Paris"},
-                                      "result": WEATHER_REPORT, "error": None}
+        assert record["steps"][1] == {
+            "kind": "tool",
+            "name": "get_weather",
+            "arguments": {"city": "Paris"},
+            "result": WEATHER_REPORT,
+            "error": None,
+        }
 
 
 def test_a_fixture_in_the_human_format():
@@ -157,14 +207,22 @@ def test_a_fixture_in_the_human_format():
 def test_a_broken_line_is_reported_by_file_and_line_and_the_rest_is_still_read(tmp_path):
     first, second = bytes.fromhex("0a" * 16), bytes.fromhex("0b" * 16)
     bad_id = encode_request(request_of([span(bytes(16), "zero id")]))
-    lines = write_lines(tmp_path / "scored.jsonl", agent_line(first, "one"), '{"resourceSpans": [', "", bad_id,
-                        agent_line(second, "two"))
+    lines = write_lines(
+        tmp_path / "scored.jsonl",
+        agent_line(first, "one"),
+        '{"resourceSpans": [',
+        "",
+        bad_id,
+        agent_line(second, "two"),
+    )
     result = inspect("--json", lines, tmp_path / "missing.jsonl")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"spanscore inspect: {lines}:2: invalid JSON: Expecting value: line 1 column 20 (char 19)",
-        (f"spanscore inspect: {lines}:4: 1 span(s) rejected: span with invalid trace_id "
-         "00000000000000000000000000000000: must be 16 bytes, not all zero"),
+        (
+            f"spanscore inspect: {lines}:4: 1 span(s) rejected: span with invalid trace_id "
+            "00000000000000000000000000000000: must be 16 bytes, not all zero"
+        ),
         f"spanscore inspect: {tmp_path / 'missing.jsonl'}: cannot read: No such file or directory",
     ]
     assert [(r["trace_id"], r["root"]) for r in json_records(result)] == [(first.hex(), "one"), (second.hex(), "two")]
@@ -182,24 +240,35 @@ def test_a_file_of_one_broken_document_is_one_problem(tmp_path):
 def test_spans_of_one_trace_are_grouped_across_lines_and_files_in_first_seen_order(tmp_path):
     late, early = bytes.fromhex("1" * 32), bytes.fromhex("2" * 32)
     root_id, child_id = bytes.fromhex("a1" * 8), bytes.fromhex("a2" * 8)
-    one = write_lines(tmp_path / "one.jsonl",
-                      encode_request(request_of([span(early, "child", parent=root_id, span_id=child_id)])),
-                      encode_request(request_of([span(late, "other", attributes=AGENT_ROOT)])))
-    two = write_lines(tmp_path / "two.jsonl", encode_request(request_of(
-        [span(early, "invoke_agent", span_id=root_id, attributes={**AGENT_ROOT, "session.id": "s-3"})])))
+    one = write_lines(
+        tmp_path / "one.jsonl",
+        encode_request(request_of([span(early, "child", parent=root_id, span_id=child_id)])),
+        encode_request(request_of([span(late, "other", attributes=AGENT_ROOT)])),
+    )
+    two = write_lines(
+        tmp_path / "two.jsonl",
+        encode_request(
+            request_of([span(early, "invoke_agent", span_id=root_id, attributes={**AGENT_ROOT, "session.id": "s-3"})])
+        ),
+    )
     result = inspect("--json", one, two)
     assert result.returncode == 0
     records = json_records(result)
     assert [(r["trace_id"], r["root"], r["spans"], r["session_id"]) for r in records] == [
-        (early.hex(), "invoke_agent", 2, "s-3"), (late.hex(), "other", 1, None)]
+        (early.hex(), "invoke_agent", 2, "s-3"),
+        (late.hex(), "other", 1, None),
+    ]
 
 
 def test_long_texts_are_shortened_with_their_length_in_the_human_format_only(tmp_path):
     question = ("Compare the weather in Paris and Lyon. " * 5).strip()  # 5 x 39 - 1 = 194 characters
-    attributes = {**AGENT_ROOT, "gen_ai.input.messages": json.dumps(
-        [{"role": "user", "parts": [{"type": "text", "content": question}]}])}
-    path = write_lines(tmp_path / "long.jsonl", encode_request(request_of([span(bytes(15) + b"\x01", "ask",
-                                                                                attributes=attributes)])))
+    attributes = {
+        **AGENT_ROOT,
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}]),
+    }
+    path = write_lines(
+        tmp_path / "long.jsonl", encode_request(request_of([span(bytes(15) + b"\x01", "ask", attributes=attributes)]))
+    )
     human, as_json = inspect(path), inspect("--json", path)
     assert len(question) == 194
     assert f'  user input:   "{question[:80]}…" (194 chars)' in human.stdout.splitlines()
@@ -207,10 +276,18 @@ def test_long_texts_are_shortened_with_their_length_in_the_human_format_only(tmp
 
 
 def test_an_agent_trace_without_content_shows_what_is_missing(tmp_path):
-    root = span(bytes(15) + b"\x02", "invoke_agent helper", span_id=bytes(7) + b"\x01",
-                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
-    llm = span(root.trace_id, "chat gpt-4o", parent=root.span_id,
-               attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"})
+    root = span(
+        bytes(15) + b"\x02",
+        "invoke_agent helper",
+        span_id=bytes(7) + b"\x01",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+    )
+    llm = span(
+        root.trace_id,
+        "chat gpt-4o",
+        parent=root.span_id,
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"},
+    )
     path = write_lines(tmp_path / "bare.jsonl", encode_request(request_of([root, llm])))
     assert inspect(path).stdout.splitlines()[:6] == [
         "trace 00000000000000000000000000000002 root='invoke_agent helper' spans=2 service=agent",
@@ -226,8 +303,9 @@ def test_a_session_carrier_is_shown_as_such_with_its_scores(tmp_path):
     agent_trace = bytes.fromhex("c" * 32)
     session = Session("chat-9", request_of([]).resource_spans[0].resource, 0.0)
     session.traces.append(TraceSummary(agent_trace, bytes.fromhex("d" * 16), 0, True, {}))
-    session.results.extend([MetricResult(name="agent_reliability", score=0.25),
-                            MetricResult.failure("agent_consistency", "no signals")])
+    session.results.extend(
+        [MetricResult(name="agent_reliability", score=0.25), MetricResult.failure("agent_consistency", "no signals")]
+    )
     carrier = session_carrier(session, 1_000, 2_000, "1.0")
     path = write_lines(tmp_path / "carrier.jsonl", encode_request(ExportTraceServiceRequest(resource_spans=[carrier])))
     carrier_id = carrier.scope_spans[0].spans[0].trace_id.hex()
@@ -237,18 +315,30 @@ def test_a_session_carrier_is_shown_as_such_with_its_scores(tmp_path):
         "  spanscore session carrier, not an agent trace: session chat-9, 1 linked trace",
         "  scores on the span: agent_reliability=0.25 fail, agent_consistency error",
     ]
-    assert json_records(as_json) == [{
-        "trace_id": carrier_id, "kind": "session_carrier", "service": "agent", "root": "evaluate_session",
-        "complete": True, "spans": 1, "session_id": "chat-9", "scored": False,
-        "not_scored_because": "a spanscore evaluate_session carrier", "linked_traces": [agent_trace.hex()],
-        "scores": {"agent_reliability": {"score": 0.25, "label": "fail"},
-                   "agent_consistency": {"error": "no signals"}},
-    }]
+    assert json_records(as_json) == [
+        {
+            "trace_id": carrier_id,
+            "kind": "session_carrier",
+            "service": "agent",
+            "root": "evaluate_session",
+            "complete": True,
+            "spans": 1,
+            "session_id": "chat-9",
+            "scored": False,
+            "not_scored_because": "a spanscore evaluate_session carrier",
+            "linked_traces": [agent_trace.hex()],
+            "scores": {
+                "agent_reliability": {"score": 0.25, "label": "fail"},
+                "agent_consistency": {"error": "no signals"},
+            },
+        }
+    ]
 
 
 def test_config_gives_the_session_keys_and_the_scoring_scope(tmp_path):
     config = tmp_path / "config.yaml"
-    config.write_text("""
+    config.write_text(
+        """
 receivers: {otlp: {protocols: {grpc: {}}}}
 processors:
   assembler:
@@ -256,28 +346,38 @@ processors:
     score: {exclude: {services: [canary]}}
 exporters: {debug: {}}
 service: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     attributes = {**AGENT_ROOT, "thread.id": "t-1", "session.id": "ignored"}
-    path = write_lines(tmp_path / "two.jsonl",
-                       encode_request(request_of([span(bytes(15) + b"\x03", "a", attributes=attributes)])),
-                       encode_request(request_of([span(bytes(15) + b"\x04", "b", attributes=attributes)],
-                                                 service="canary")))
+    path = write_lines(
+        tmp_path / "two.jsonl",
+        encode_request(request_of([span(bytes(15) + b"\x03", "a", attributes=attributes)])),
+        encode_request(request_of([span(bytes(15) + b"\x04", "b", attributes=attributes)], service="canary")),
+    )
     records = json_records(inspect("--json", "--config", config, path))
     assert [(r["session_id"], r["scored"], r["not_scored_because"]) for r in records] == [
-        ("t-1", True, None), ("t-1", False, "matched by score.exclude")]
+        ("t-1", True, None),
+        ("t-1", False, "matched by score.exclude"),
+    ]
 
 
 def test_an_invalid_config_is_reported_by_key_path(tmp_path):
     config = tmp_path / "config.yaml"
-    config.write_text("processors: {assembler: {score: {include: {match_type: regexp, services: ['(']}}}}\n"
-                      "service: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}\n"
-                      "receivers: {otlp: {protocols: {grpc: {}}}}\nexporters: {debug: {}}\n", encoding="utf-8")
+    config.write_text(
+        "processors: {assembler: {score: {include: {match_type: regexp, services: ['(']}}}}\n"
+        "service: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}\n"
+        "receivers: {otlp: {protocols: {grpc: {}}}}\nexporters: {debug: {}}\n",
+        encoding="utf-8",
+    )
     result = inspect("--config", config, WEATHER)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         f"spanscore inspect: {config} is invalid:",
-        ("  processors.assembler.score.include.services[0]: invalid regular expression: missing ), unterminated "
-         "subpattern at position 0 (got '(')"),
+        (
+            "  processors.assembler.score.include.services[0]: invalid regular expression: missing ), unterminated "
+            "subpattern at position 0 (got '(')"
+        ),
     ]
 
 

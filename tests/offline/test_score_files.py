@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 
 from spanscore.config.loader import parse_config
-from spanscore.offline.score_files import score_files
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.offline.score_files import score_files
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_json import read_requests
 from tests.support.running import wait_until
@@ -59,16 +59,26 @@ def scores(path: Path) -> dict[str, dict[str, object]]:
 
 
 def score(*arguments: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spanscore", "score", *map(str, arguments)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "spanscore", "score", *map(str, arguments)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_offline_scores_equal_the_live_collectors(tmp_path, start_collector):
     live_out = tmp_path / "live.jsonl"
-    collector = start_collector(config_yaml("{otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}",
-                                            f"{{file: {{path: {live_out}}}}}"))
-    request = urllib.request.Request(f"http://127.0.0.1:{collector.http_port}/v1/traces", data=WEATHER.read_bytes(),
-                                     headers={"Content-Type": "application/json"})
+    collector = start_collector(
+        config_yaml("{otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}", f"{{file: {{path: {live_out}}}}}")
+    )
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{collector.http_port}/v1/traces",
+        data=WEATHER.read_bytes(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
     assert wait_until(lambda: live_out.exists() and len(live_out.read_text().splitlines()) >= 1, timeout_s=10)
@@ -91,8 +101,12 @@ def test_every_framework_capture_is_scored_in_one_run(tmp_path):
     result = score(*FRAMEWORKS, "-o", out, "--config", config)
     assert result.returncode == 0, result.stderr
     traces = {k for k in scores(out) if not k.startswith("evaluate_session")}
-    agent_traces = sum(len({s.trace_id for r in read_requests(p) for rs in r.resource_spans
-                            for ss in rs.scope_spans for s in ss.spans}) for p in FRAMEWORKS)
+    agent_traces = sum(
+        len(
+            {s.trace_id for r in read_requests(p) for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans}
+        )
+        for p in FRAMEWORKS
+    )
     assert len(traces) == agent_traces - 1  # AutoGen's lone create_agent trace is not an agent trace
     assert "1 not agent traces, forwarded unscored" in result.stderr
     assert "coherence" in result.stderr and "loop_detection" in result.stderr  # the summary table

@@ -65,8 +65,13 @@ class Page(HTMLParser):
 def write_report(tmp_path: Path) -> Path:
     scored, dataset = score_suite(tmp_path, [attempt(case, city) for case, city in ATTEMPTS])
     html = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(scored), "--dataset", str(dataset),
-                             "-o", str(html)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "spanscore", "report", str(scored), "--dataset", str(dataset), "-o", str(html)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return html
 
@@ -90,12 +95,33 @@ def test_the_page_is_one_file_with_the_suite_s_figures(tmp_path):
 def test_text_from_the_spans_is_escaped(tmp_path):
     hostile = '<img src=x onerror="alert(1)">'
     path = tmp_path / "scored.jsonl"
-    path.write_text(encode_request(request_of([span(new_trace_id(), "</td><script>alert(2)</script>", attributes={
-        "eval.case.id": hostile, "eval.success.score": 0.0, "eval.success.label": "fail",
-        "eval.success.explanation": "</li><script>alert(3)</script>"})])) + "\n")
+    path.write_text(
+        encode_request(
+            request_of(
+                [
+                    span(
+                        new_trace_id(),
+                        "</td><script>alert(2)</script>",
+                        attributes={
+                            "eval.case.id": hostile,
+                            "eval.success.score": 0.0,
+                            "eval.success.label": "fail",
+                            "eval.success.explanation": "</li><script>alert(3)</script>",
+                        },
+                    )
+                ]
+            )
+        )
+        + "\n"
+    )
     html = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(path), "-o", str(html)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "spanscore", "report", str(path), "-o", str(html)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     page = Page(html.read_text())
     assert page.fetched == [] and "img" not in page.tags
@@ -117,10 +143,23 @@ def render_in_browser(browser: str, html: Path, actions: str, tmp_path: Path) ->
     acted = tmp_path / "acted.html"
     acted.write_text(html.read_text().replace("</body>", f"<script>{actions}</script></body>"))
     result = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-extensions", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", acted.as_uri()],
-        capture_output=True, text=True, timeout=90)
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-extensions",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--dump-dom",
+            acted.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -131,13 +170,16 @@ def test_in_chromium_the_cases_sort_and_open(tmp_path):
     loaded = Page(render_in_browser(browser, html, "", tmp_path))
     assert loaded.cases == [("oslo", True), ("paris", True)]
     # Sort by success rate ascending (one click on its header), then open the first row.
-    actions = ("document.querySelectorAll('table.cases th')[3].click();"
-               "document.querySelector('table.cases tr.case').click();")
+    actions = (
+        "document.querySelectorAll('table.cases th')[3].click();document.querySelector('table.cases tr.case').click();"
+    )
     acted = Page(render_in_browser(browser, html, actions, tmp_path))
     assert acted.cases == [("paris", False), ("oslo", True)]
     # A second click sorts descending.
-    actions = ("var th = document.querySelectorAll('table.cases th')[3]; th.click(); th.click();"
-               "document.body.dataset.sorted = th.getAttribute('aria-sort');")
+    actions = (
+        "var th = document.querySelectorAll('table.cases th')[3]; th.click(); th.click();"
+        "document.body.dataset.sorted = th.getAttribute('aria-sort');"
+    )
     dom = render_in_browser(browser, html, actions, tmp_path)
     assert Page(dom).cases == [("oslo", True), ("paris", True)]
     assert 'data-sorted="descending"' in dom
@@ -146,8 +188,13 @@ def test_in_chromium_the_cases_sort_and_open(tmp_path):
 def test_a_case_shows_its_first_twenty_failures_and_points_to_the_rest(tmp_path):
     scored, dataset = score_suite(tmp_path, [attempt("oslo", "Bergen") for _ in range(23)])
     html = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(scored), "-o", str(html)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "spanscore", "report", str(scored), "-o", str(html)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     text = html.read_text()
     assert text.count("Failed attempt ") == 20 and "Failed attempt 20 of 23" in text

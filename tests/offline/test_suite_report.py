@@ -16,8 +16,11 @@ from tests.support.scored_suite import attempt, recipe, score_suite
 ROOT = Path(__file__).resolve().parents[2]
 
 # (case, the city the agent asked for, another tool it called too)
-ATTEMPTS = [("oslo", "Oslo", None)] * 4 + [("oslo", "Bergen", None)] + \
-           [("paris", "Paris", "search"), ("paris", "Lyon", None), ("paris", "Nice", None)]
+ATTEMPTS = (
+    [("oslo", "Oslo", None)] * 4
+    + [("oslo", "Bergen", None)]
+    + [("paris", "Paris", "search"), ("paris", "Lyon", None), ("paris", "Nice", None)]
+)
 
 
 @pytest.fixture
@@ -28,8 +31,13 @@ def scored(tmp_path) -> tuple[Path, Path]:
 def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_path):
     out, dataset = scored
     summary_path = tmp_path / "summary.json"
-    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(out), "--dataset", str(dataset),
-                             "--json", str(summary_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "spanscore", "report", str(out), "--dataset", str(dataset), "--json", str(summary_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(summary_path.read_text())
     # 4 of 5 Oslo attempts and 1 of 3 Paris attempts asked for the expected city.
@@ -42,7 +50,7 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     assert oslo["pass_at_k"]["1"]["estimate"] == pytest.approx(4 / 5)
     assert oslo["pass_at_k"]["3"]["estimate"] == 1.0  # 1 - C(1,3)/C(5,3) = 1 - 0/10
     assert oslo["pass_pow_k"]["3"]["estimate"] == pytest.approx(4 / 10)  # C(4,3)/C(5,3)
-    assert oslo["pass_pow_k"]["3"]["low"] == recipe(4, 5, lambda p: p ** 3)[0]
+    assert oslo["pass_pow_k"]["3"]["low"] == recipe(4, 5, lambda p: p**3)[0]
     assert set(paris["pass_at_k"]) == {"1", "3"}  # k = 5 exceeds its 3 attempts
     assert paris["pass_pow_k"]["3"]["estimate"] == 0.0  # C(1,3)/C(3,3)
     assert oslo["trajectory_similarity"] == 1.0
@@ -53,8 +61,9 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
 
 def test_files_without_graded_attempts_say_so(tmp_path):
     plain = ROOT / "examples" / "weather-agent.json"
-    result = subprocess.run([sys.executable, "-m", "spanscore", "report", str(plain)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "spanscore", "report", str(plain)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert "no graded attempts found" in result.stderr
 
@@ -63,9 +72,13 @@ def summary_of(attempts: int, successes: int, cases: dict[str, tuple[int, int]])
     from spanscore.processors.metrics.intervals import success_rate_interval
 
     interval = success_rate_interval(successes, attempts)
-    return {"attempts": attempts, "successes": successes,
-            "tsr": {"estimate": successes / attempts, "low": interval.low, "high": interval.high}, "ssr": None,
-            "cases": [{"case_id": case, "attempts": n, "successes": c} for case, (n, c) in cases.items()]}
+    return {
+        "attempts": attempts,
+        "successes": successes,
+        "tsr": {"estimate": successes / attempts, "low": interval.low, "high": interval.high},
+        "ssr": None,
+        "cases": [{"case_id": case, "attempts": n, "successes": c} for case, (n, c) in cases.items()],
+    }
 
 
 def compare(tmp_path: Path, baseline: dict | Path, candidate: dict | Path, *extra: str):
@@ -76,8 +89,13 @@ def compare(tmp_path: Path, baseline: dict | Path, candidate: dict | Path, *extr
             path.write_text(json.dumps(value))
             value = path
         paths.append(str(value))
-    return subprocess.run([sys.executable, "-m", "spanscore", "compare", *paths, *extra], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "spanscore", "compare", *paths, *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_ten_point_tsr_drop_fails_the_gate(tmp_path):
@@ -115,8 +133,9 @@ def test_bad_input_exits_two(tmp_path):
 
 
 def report(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spanscore", "report", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "spanscore", "report", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_path):
@@ -132,8 +151,7 @@ def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_pa
     suite = summary["suite"]
     assert set(suite["pass_at_k"]) == {"1", "2", "3"}
     assert suite["pass_at_k"]["1"]["estimate"] == pytest.approx((4 / 5 + 1 / 3) / 2)
-    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(
-        recipe(4 / 5 + 1 / 3, 2))
+    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(recipe(4 / 5 + 1 / 3, 2))
     assert suite["pass_pow_k"]["3"]["estimate"] == pytest.approx(0.2)
     oslo, paris = summary["cases"]
     assert oslo["progress_auc"] is None  # the dataset has no subgoals
@@ -149,27 +167,37 @@ def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_p
     from tests.support.spans import new_trace_id, request_of, span
 
     def graded(case: str, **evals):
-        return encode_request(request_of([span(new_trace_id(), "invoke_agent", attributes={
-            "eval.case.id": case, **evals})])) + "\n"
+        return (
+            encode_request(
+                request_of([span(new_trace_id(), "invoke_agent", attributes={"eval.case.id": case, **evals})])
+            )
+            + "\n"
+        )
 
     path = tmp_path / "scored.jsonl"
     over_budget = "not every check was graded: turn 1 answer not graded: judge budget exhausted: ..."
-    path.write_text(graded("a", **{"eval.success.score": 1.0, "eval.success.label": "pass"})
-                    + graded("a", **{"eval.success.error": "judge unreachable"})
-                    + graded("a", **{"eval.success.skipped": over_budget}))
+    path.write_text(
+        graded("a", **{"eval.success.score": 1.0, "eval.success.label": "pass"})
+        + graded("a", **{"eval.success.error": "judge unreachable"})
+        + graded("a", **{"eval.success.skipped": over_budget})
+    )
     summary_path, page = tmp_path / "summary.json", tmp_path / "report.html"
     result = report(str(path), "--json", str(summary_path), "-o", str(page))
     assert result.returncode == 0, result.stderr
     summary = json.loads(summary_path.read_text())
     assert (summary["attempts"], summary["successes"], summary["ungraded"]) == (1, 1, 2)
     assert [(u["case_id"], u["reason"]) for u in summary["ungraded_attempts"]] == [
-        ("a", "judge unreachable"), ("a", over_budget)]
+        ("a", "judge unreachable"),
+        ("a", over_budget),
+    ]
     assert all(len(u["trace_id"]) == 32 for u in summary["ungraded_attempts"])
     assert "2 ungraded" in result.stdout
     assert "ungraded x1: judge unreachable" in result.stdout and f"ungraded x1: {over_budget}" in result.stdout
     assert "1 × judge unreachable" in page.read_text()
-    path.write_text(graded("a", **{"eval.success.skipped": over_budget})
-                    + graded("a", **{"eval.success.error": "judge unreachable"}))
+    path.write_text(
+        graded("a", **{"eval.success.skipped": over_budget})
+        + graded("a", **{"eval.success.error": "judge unreachable"})
+    )
     result = report(str(path))
     assert result.returncode == 2
     assert f"all 2 carry eval.success.error or .skipped (first: {over_budget})" in result.stderr
@@ -177,10 +205,17 @@ def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_p
 
 def shadow_file(tmp_path: Path) -> tuple[Path, Path]:
     """v1: Oslo 5/5, Paris 3/5; v2: Oslo 5/5, Paris 2/5: a 10-point TSR drop."""
-    runs = [("v1", "oslo", "Oslo")] * 5 + [("v1", "paris", "Paris")] * 3 + [("v1", "paris", "Lyon")] * 2 + \
-           [("v2", "oslo", "Oslo")] * 5 + [("v2", "paris", "Paris")] * 2 + [("v2", "paris", "Lyon")] * 3
-    return score_suite(tmp_path, [attempt(case, city, resource={"service.version": version})
-                                  for version, case, city in runs])
+    runs = (
+        [("v1", "oslo", "Oslo")] * 5
+        + [("v1", "paris", "Paris")] * 3
+        + [("v1", "paris", "Lyon")] * 2
+        + [("v2", "oslo", "Oslo")] * 5
+        + [("v2", "paris", "Paris")] * 2
+        + [("v2", "paris", "Lyon")] * 3
+    )
+    return score_suite(
+        tmp_path, [attempt(case, city, resource={"service.version": version}) for version, case, city in runs]
+    )
 
 
 def test_report_by_an_attribute_splits_the_attempts(tmp_path):
@@ -212,12 +247,17 @@ def test_compare_in_shadow_mode_reads_both_versions_from_one_file(tmp_path):
     assert same.returncode == 0 and "drop +0.0 points" in same.stdout
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (("--by", "service.version", "--baseline", "v1", "--candidate", "v3"),
-     "no attempts with service.version = 'v3'; found 'v1', 'v2'"),
-    (("--by", "service.version", "--baseline", "v1"), "with --by give one file, --baseline and --candidate"),
-    (("--baseline", "v1", "--candidate", "v2"), "give BASELINE and CANDIDATE files"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ("--by", "service.version", "--baseline", "v1", "--candidate", "v3"),
+            "no attempts with service.version = 'v3'; found 'v1', 'v2'",
+        ),
+        (("--by", "service.version", "--baseline", "v1"), "with --by give one file, --baseline and --candidate"),
+        (("--baseline", "v1", "--candidate", "v2"), "give BASELINE and CANDIDATE files"),
+    ],
+)
 def test_shadow_mode_misuse_exits_two(tmp_path, arguments, message):
     out, _ = shadow_file(tmp_path)
     result = compare_one(out, *arguments)
@@ -241,10 +281,25 @@ def judged(version: str, label: str) -> str:
     from tests.support.spans import new_trace_id, request_of, span
 
     score = 0.9 if label == "pass" else 0.2
-    return encode_request(request_of([span(new_trace_id(), "invoke_agent", attributes={
-        "eval.task_completion.score": score, "eval.task_completion.label": label,
-        "eval.task_completion.explanation": f"scored {score}"})],
-        resource_attributes={"service.version": version})) + "\n"
+    return (
+        encode_request(
+            request_of(
+                [
+                    span(
+                        new_trace_id(),
+                        "invoke_agent",
+                        attributes={
+                            "eval.task_completion.score": score,
+                            "eval.task_completion.label": label,
+                            "eval.task_completion.explanation": f"scored {score}",
+                        },
+                    )
+                ],
+                resource_attributes={"service.version": version},
+            )
+        )
+        + "\n"
+    )
 
 
 def test_without_ground_truth_a_metric_pass_label_is_the_outcome(tmp_path):
@@ -260,8 +315,9 @@ def test_without_ground_truth_a_metric_pass_label_is_the_outcome(tmp_path):
     assert groups["v2"]["cases"][0]["case_id"] == "(no case)"
     failure = groups["v2"]["cases"][0]["failures"][0]["findings"][0]
     assert failure == {"metric": "task_completion", "where": "invoke_agent", "score": 0.2, "text": "scored 0.2"}
-    gate = compare_one(path, "--metric", "task_completion", "--by", "service.version",
-                       "--baseline", "v1", "--candidate", "v2")
+    gate = compare_one(
+        path, "--metric", "task_completion", "--by", "service.version", "--baseline", "v1", "--candidate", "v2"
+    )
     assert gate.returncode == 1, gate.stderr
     assert "drop +20.0 points" in gate.stdout
     # Without --metric the same file holds no ground-truth verdicts.
@@ -269,5 +325,10 @@ def test_without_ground_truth_a_metric_pass_label_is_the_outcome(tmp_path):
 
 
 def compare_one(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spanscore", "compare", str(path), *extra], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "spanscore", "compare", str(path), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

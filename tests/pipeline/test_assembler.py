@@ -103,8 +103,18 @@ def test_spans_of_many_traces_in_one_request_are_grouped():
     a = assembler()
     t1, t2 = new_trace_id(), new_trace_id()
     r1, r2 = new_span_id(), new_span_id()
-    a.add(request_of([span(t1, "root1", span_id=r1), span(t2, "root2", span_id=r2),
-                      span(t1, "c1", parent=r1), span(t2, "c2", parent=r2), span(t1, "c3", parent=r1)]), now=0.0)
+    a.add(
+        request_of(
+            [
+                span(t1, "root1", span_id=r1),
+                span(t2, "root2", span_id=r2),
+                span(t1, "c1", parent=r1),
+                span(t2, "c2", parent=r2),
+                span(t1, "c3", parent=r1),
+            ]
+        ),
+        now=0.0,
+    )
     counts = {t.trace_id: t.span_count for t in a.pop_ready(1.0)}
     assert counts == {t1: 3, t2: 2}
 
@@ -140,8 +150,12 @@ def test_session_id_key_order_first_found_wins():
 def test_session_id_from_resource_and_custom_keys():
     a = assembler(session_keys=["my.session"])
     trace_id = new_trace_id()
-    a.add(request_of([span(trace_id, "root", attributes={"session.id": "ignored"})],
-                     resource_attributes={"my.session": 42}), now=0.0)
+    a.add(
+        request_of(
+            [span(trace_id, "root", attributes={"session.id": "ignored"})], resource_attributes={"my.session": 42}
+        ),
+        now=0.0,
+    )
     [trace] = a.pop_ready(1.0)
     assert a.session_id_of(trace) == "42"
 

@@ -25,8 +25,9 @@ class Downstream:
     def check_capacity(self) -> None:
         self.checks += 1
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
+    def consume(
+        self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
+    ) -> ConsumeOutcome:
         self.consumed += 1
         return ConsumeOutcome(accepted=1, rejected=0)
 
@@ -42,10 +43,12 @@ class Rig:
         self.now = 0.0
         self.reads = 0
         self.downstream = Downstream()
-        config = MemoryLimiterConfig(limit_mib=limit_mib, spike_limit_mib=spike_limit_mib,
-                                     check_interval=check_interval)
-        self.limiter = MemoryLimiter("memory_limiter", config, self.downstream, read_rss=self._read,
-                                     clock=lambda: self.now)
+        config = MemoryLimiterConfig(
+            limit_mib=limit_mib, spike_limit_mib=spike_limit_mib, check_interval=check_interval
+        )
+        self.limiter = MemoryLimiter(
+            "memory_limiter", config, self.downstream, read_rss=self._read, clock=lambda: self.now
+        )
 
     def _read(self) -> int:
         self.reads += 1
@@ -136,12 +139,15 @@ def test_the_reading_is_this_process_resident_set():
     assert abs(rss - vm_rss) < 8 * MIB
 
 
-@pytest.mark.parametrize("settings, problem", [
-    ({}, "limit_mib"),
-    ({"limit_mib": 0}, "greater than 0"),
-    ({"limit_mib": 100, "spike_limit_mib": 100}, "spike_limit_mib (100) must be below limit_mib (100)"),
-    ({"limit_mib": 100, "check_interval": "0s"}, "check_interval must be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ({}, "limit_mib"),
+        ({"limit_mib": 0}, "greater than 0"),
+        ({"limit_mib": 100, "spike_limit_mib": 100}, "spike_limit_mib (100) must be below limit_mib (100)"),
+        ({"limit_mib": 100, "check_interval": "0s"}, "check_interval must be greater than 0"),
+    ],
+)
 def test_settings_that_cannot_work_are_refused(settings, problem):
     with pytest.raises(ValidationError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         MemoryLimiterConfig.model_validate(settings)
@@ -161,15 +167,18 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: {processors}, e
 @pytest.mark.parametrize("processors", ["[memory_limiter, assembler, toy_metric]", "[toy_metric, memory_limiter]"])
 def test_it_may_be_listed_anywhere_and_is_not_among_the_processors_that_score(processors):
     config = parse_config(pipeline_config(processors), factories=TEST_FACTORIES)
-    assert list(config.processor_ids) == ["assembler", "toy_metric"] and [c.id for c in config.processors] == ["toy_metric"]
+    assert list(config.processor_ids) == ["assembler", "toy_metric"] and [c.id for c in config.processors] == [
+        "toy_metric"
+    ]
     assert config.memory_limiter.id == "memory_limiter"
     assert config.unused == []
     assert config.summary().endswith("; memory limiter: memory_limiter")
 
 
 def test_only_one_memory_limiter_may_run():
-    text = pipeline_config("[memory_limiter, memory_limiter/b]",
-                           "  memory_limiter: {limit_mib: 512}\n  memory_limiter/b: {limit_mib: 256}")
+    text = pipeline_config(
+        "[memory_limiter, memory_limiter/b]", "  memory_limiter: {limit_mib: 512}\n  memory_limiter/b: {limit_mib: 256}"
+    )
     with pytest.raises(ConfigError) as error:
         parse_config(text, factories=TEST_FACTORIES)
     assert error.value.problems == ["service.pipelines.traces.processors: only one memory_limiter may run"]

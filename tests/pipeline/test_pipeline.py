@@ -12,13 +12,13 @@ import time
 import pytest
 
 from spanscore.core.consumer import ConsumerFull
+from spanscore.core.evaluation_event import EVALUATION_EVENT
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.exporters.memory import MemoryExporter
-from spanscore.core.evaluation_event import EVALUATION_EVENT
-from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.processors.base import Processor
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
@@ -36,8 +36,10 @@ class UsageReporter(Processor):
     metric_names = ("judged",)
 
     async def process_trace(self, trace, session):
-        return [MetricResult(name="judged", score=0.75),
-                EvaluatorUsage(evaluator="judge", calls=2, input_tokens=120, output_tokens=30)]
+        return [
+            MetricResult(name="judged", score=0.75),
+            EvaluatorUsage(evaluator="judge", calls=2, input_tokens=120, output_tokens=30),
+        ]
 
 
 class CaseTagger(Processor):
@@ -49,8 +51,11 @@ class CaseTagger(Processor):
         return [MetricResult(name="graded", score=1.0), SpanAttribute("eval.case.id", "oslo-weather")]
 
     async def process_session(self, session):
-        return [MetricResult(name="graded_session", score=0.5), SpanAttribute("eval.case.id", "oslo-weather"),
-                SpanAttribute("eval.attempt.turns", len(session.traces))]
+        return [
+            MetricResult(name="graded_session", score=0.5),
+            SpanAttribute("eval.case.id", "oslo-weather"),
+            SpanAttribute("eval.attempt.turns", len(session.traces)),
+        ]
 
 
 class ModelJudged(Processor):
@@ -71,8 +76,11 @@ def by_code(metric: str) -> dict[str, str]:
 
 
 def evaluation_events(exported) -> list[dict]:
-    return [{kv.key: kv.value for kv in event.attributes} for event in exported.anchor.events
-            if event.name == EVALUATION_EVENT]
+    return [
+        {kv.key: kv.value for kv in event.attributes}
+        for event in exported.anchor.events
+        if event.name == EVALUATION_EVENT
+    ]
 
 
 # Readiness -------------------------------------------------------------------------------
@@ -92,8 +100,12 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
     assert exported.complete and not exported.late
     assert sorted(exported.span_names) == ["child", "root"]
     assert exported.anchor.name == "root"
-    assert exported.anchor_attributes == {"eval.toy.score": 0.5, "eval.toy.label": "pass",
-                                          "eval.toy.explanation": "2 spans", **by_code("toy")}
+    assert exported.anchor_attributes == {
+        "eval.toy.score": 0.5,
+        "eval.toy.label": "pass",
+        "eval.toy.explanation": "2 spans",
+        **by_code("toy"),
+    }
     assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.counts.exported_traces == 1
 
 
@@ -114,8 +126,11 @@ async def test_trace_without_root_is_exported_at_trace_timeout_marked_incomplete
 async def test_without_processors_traces_are_forwarded_unchanged(rig_for):
     rig = await rig_for()
     trace_id, root_id = new_trace_id(), new_span_id()
-    request = request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)],
-                         service="shop", resource_attributes={"deployment.environment": "test"})
+    request = request_of(
+        [span(trace_id, "root", span_id=root_id), span(trace_id, "child", parent=root_id)],
+        service="shop",
+        resource_attributes={"deployment.environment": "test"},
+    )
     sent = type(request)()
     sent.CopyFrom(request)
     rig.receiver.send(request)
@@ -135,8 +150,14 @@ async def test_traces_of_one_session_reach_processors_in_the_order_they_became_r
     first_root = new_span_id()
     rig.receiver.send(request_of([span(first, "first", span_id=first_root, attributes={"session.id": "s1"})]))
     rig.clock.now = 0.25
-    rig.receiver.send(request_of([span(second, "second", attributes={"session.id": "s1"}),
-                             span(other, "other", attributes={"session.id": "s2"})]))
+    rig.receiver.send(
+        request_of(
+            [
+                span(second, "second", attributes={"session.id": "s1"}),
+                span(other, "other", attributes={"session.id": "s2"}),
+            ]
+        )
+    )
     rig.clock.now = 0.5
     rig.receiver.send(request_of([span(first, "step", parent=first_root)]))  # `first` becomes ready last
     await rig.at(1.25)
@@ -150,8 +171,9 @@ async def test_traces_of_one_session_reach_processors_in_the_order_they_became_r
 async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_spans(rig_for):
     rig = await rig_for(toy(), session_idle=60.0, score=EVERY_TRACE)
     traces = [(new_trace_id(), new_span_id()) for _ in range(2)]
-    rig.receiver.send(request_of([span(t, "turn", span_id=s, attributes={"session.id": "s1"}) for t, s in traces],
-                                 service="chat"))
+    rig.receiver.send(
+        request_of([span(t, "turn", span_id=s, attributes={"session.id": "s1"}) for t, s in traces], service="chat")
+    )
     await rig.at(1.0)  # both released, so the session was last active at 1.0
     await rig.at(60.75)
     assert rig.exporter.named(SESSION_SPAN_NAME) == []
@@ -161,9 +183,14 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
     assert rig.pipeline.sessions.open == {}
     assert carrier.session_id == "s1" and carrier.scores == {"toy_session": 1.0}
     assert carrier.anchor_attributes == {
-        "session.id": "s1", "gen_ai.conversation.id": "s1", "openinference.span.kind": "EVALUATOR",
-        "eval.session.trace_count": 2, "eval.toy_session.score": 1.0, "eval.toy_session.label": "pass",
-        "eval.toy_session.explanation": "2 of 2 traces complete", **by_code("toy_session"),
+        "session.id": "s1",
+        "gen_ai.conversation.id": "s1",
+        "openinference.span.kind": "EVALUATOR",
+        "eval.session.trace_count": 2,
+        "eval.toy_session.score": 1.0,
+        "eval.toy_session.label": "pass",
+        "eval.toy_session.explanation": "2 of 2 traces complete",
+        **by_code("toy_session"),
     }
     assert {(link.trace_id, link.span_id) for link in carrier.anchor.links} == set(traces)
     [resource_spans] = carrier.request.resource_spans
@@ -223,8 +250,15 @@ async def test_drain_exports_every_buffered_trace_scored(rig_for):
     rig = await rig_for(toy(), score=EVERY_TRACE)
     waiting, rootless = new_trace_id(), new_trace_id()
     waiting_root = new_span_id()
-    rig.receiver.send(request_of([span(waiting, "root", span_id=waiting_root), span(waiting, "child", parent=waiting_root),
-                             span(rootless, "orphan", parent=new_span_id())]))
+    rig.receiver.send(
+        request_of(
+            [
+                span(waiting, "root", span_id=waiting_root),
+                span(waiting, "child", parent=waiting_root),
+                span(rootless, "orphan", parent=new_span_id()),
+            ]
+        )
+    )
     await rig.at(0.5)
     assert rig.exporter.exported == [] and rig.pipeline.counts.held_spans == 3
     await rig.drain()
@@ -312,9 +346,14 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
     exported = rig.exporter.only(trace_id)
     assert exported.scores == {"toy": None, "other": 0.25}
     assert exported.results[0].error == "cannot score boom" and exported.results[0].error_type == "RuntimeError"
-    assert exported.anchor_attributes == {"eval.toy.error": "cannot score boom", "eval.other.score": 0.25,
-                                          "eval.other.label": "fail", "eval.other.explanation": "1 spans",
-                                          **by_code("toy"), **by_code("other")}
+    assert exported.anchor_attributes == {
+        "eval.toy.error": "cannot score boom",
+        "eval.other.score": 0.25,
+        "eval.other.label": "fail",
+        "eval.other.explanation": "1 spans",
+        **by_code("toy"),
+        **by_code("other"),
+    }
     events = evaluation_events(exported)
     assert [e["gen_ai.evaluation.name"].string_value for e in events] == ["toy", "other"]
     assert events[0]["error.type"].string_value == "RuntimeError"
@@ -356,8 +395,12 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     exported = rig.exporter.only(trace_id)
     assert exported.scores == {"judged": 0.75}  # usage is not a result
     assert exported.anchor_attributes == {
-        "eval.judged.score": 0.75, "eval.judged.label": "pass", **by_code("judged"),
-        "eval.judge.calls": 2, "eval.judge.input_tokens": 120, "eval.judge.output_tokens": 30,
+        "eval.judged.score": 0.75,
+        "eval.judged.label": "pass",
+        **by_code("judged"),
+        "eval.judge.calls": 2,
+        "eval.judge.input_tokens": 120,
+        "eval.judge.output_tokens": 30,
     }
     child = next(s for s in exported.spans if s.name == "llm call")
     assert list(child.attributes) == []
@@ -366,8 +409,14 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
 async def test_span_attributes_from_a_processor_land_on_the_root_and_the_carrier(rig_for):
     rig = await rig_for(CaseTagger(), score=EVERY_TRACE)
     first, second = new_trace_id(), new_trace_id()
-    rig.receiver.send(request_of([span(first, "turn", attributes={"session.id": "s1"}),
-                                  span(second, "turn", attributes={"session.id": "s1"})]))
+    rig.receiver.send(
+        request_of(
+            [
+                span(first, "turn", attributes={"session.id": "s1"}),
+                span(second, "turn", attributes={"session.id": "s1"}),
+            ]
+        )
+    )
     await rig.at(1.0)
     assert rig.exporter.only(first).anchor_attributes["eval.case.id"] == "oslo-weather"
     await rig.drain()
@@ -431,7 +480,9 @@ async def test_receiver_reports_invalid_spans_as_partial_success_and_refuses_all
     rig = await rig_for()
     response = rig.receiver.send(request_of([span(new_trace_id(), "root"), span(b"\x00" * 16, "zero trace id")]))
     assert response.partial_success.rejected_spans == 1
-    assert response.partial_success.error_message.startswith("1 spans rejected; first problem: span with invalid trace_id")
+    assert response.partial_success.error_message.startswith(
+        "1 spans rejected; first problem: span with invalid trace_id"
+    )
     with pytest.raises(InvalidRequest, match="all 1 spans rejected"):
         rig.receiver.send(request_of([span(new_trace_id(), "short span id", span_id=b"\x01")]))
     assert (rig.pipeline.counts.received_spans, rig.pipeline.counts.rejected_spans) == (1, 2)

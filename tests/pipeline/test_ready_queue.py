@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.core.trace import Trace
+from spanscore.pipeline.ready_queue import ReadyQueue
 
 
 def trace(name: str, session: str | None) -> Trace:

@@ -28,8 +28,16 @@ def scored(sink, start_collector):
 
 def test_scores_land_on_the_root_span_as_attributes_and_events(scored, sink):
     trace_id, root_id = new_trace_id(), new_span_id()
-    send(scored.grpc_port, request_of([span(trace_id, "agent", span_id=root_id, attributes=AGENT_ROOT),
-                                       span(trace_id, "llm", parent=root_id), span(trace_id, "tool", parent=root_id)]))
+    send(
+        scored.grpc_port,
+        request_of(
+            [
+                span(trace_id, "agent", span_id=root_id, attributes=AGENT_ROOT),
+                span(trace_id, "llm", parent=root_id),
+                span(trace_id, "tool", parent=root_id),
+            ]
+        ),
+    )
     assert wait_until(lambda: len(sink.spans()) == 3)
     root = exported_span(sink, "agent")
     attributes = attributes_to_dict(root.attributes)
@@ -38,10 +46,14 @@ def test_scores_land_on_the_root_span_as_attributes_and_events(scored, sink):
     assert attributes["eval.toy.label"] == "pass"
     assert attributes["eval.toy.explanation"] == "3 spans"
     assert "eval.toy.error" not in attributes
-    assert evaluation_events(root) == [{
-        "gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.value": 0.75,
-        "gen_ai.evaluation.score.label": "pass", "gen_ai.evaluation.explanation": "3 spans",
-    }]
+    assert evaluation_events(root) == [
+        {
+            "gen_ai.evaluation.name": "toy",
+            "gen_ai.evaluation.score.value": 0.75,
+            "gen_ai.evaluation.score.label": "pass",
+            "gen_ai.evaluation.explanation": "3 spans",
+        }
+    ]
     for name in ("llm", "tool"):
         child = exported_span(sink, name)
         assert not [a for a in child.attributes if a.key.startswith("eval.")] and not child.events
@@ -56,24 +68,45 @@ def test_label_is_fail_below_threshold(scored, sink):
 
 def test_a_failing_metric_records_an_error_and_the_trace_is_still_exported(scored, sink):
     trace_id, root_id = new_trace_id(), new_span_id()
-    send(scored.grpc_port, request_of([span(trace_id, "broken", span_id=root_id, attributes=AGENT_ROOT),
-                                       span(trace_id, "llm", parent=root_id)]))
+    send(
+        scored.grpc_port,
+        request_of(
+            [span(trace_id, "broken", span_id=root_id, attributes=AGENT_ROOT), span(trace_id, "llm", parent=root_id)]
+        ),
+    )
     assert wait_until(lambda: len(sink.spans()) == 2)
     root = exported_span(sink, "broken")
     attributes = attributes_to_dict(root.attributes)
     assert attributes["eval.toy.error"] == "cannot score broken"
     assert "eval.toy.score" not in attributes and "eval.toy.label" not in attributes
-    assert evaluation_events(root) == [{"gen_ai.evaluation.name": "toy", "gen_ai.evaluation.explanation": "cannot score broken",
-                                        "error.type": "RuntimeError"}]
+    assert evaluation_events(root) == [
+        {
+            "gen_ai.evaluation.name": "toy",
+            "gen_ai.evaluation.explanation": "cannot score broken",
+            "error.type": "RuntimeError",
+        }
+    ]
 
 
 def test_incomplete_trace_scores_go_on_its_earliest_span(sink, start_collector):
-    collector = start_collector(sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY,
-                                            assembler="trace_wait: 50ms, trace_timeout: 300ms"))
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=TOY,
+            assembler="trace_wait: 50ms, trace_timeout: 300ms",
+        )
+    )
     trace_id, missing_root = new_trace_id(), new_span_id()
-    send(collector.grpc_port, request_of([span(trace_id, "second", parent=missing_root, start_ns=2_000),
-                                          span(trace_id, "first", parent=missing_root, start_ns=1_000,
-                                               attributes=AGENT_ROOT)]))
+    send(
+        collector.grpc_port,
+        request_of(
+            [
+                span(trace_id, "second", parent=missing_root, start_ns=2_000),
+                span(trace_id, "first", parent=missing_root, start_ns=1_000, attributes=AGENT_ROOT),
+            ]
+        ),
+    )
     assert wait_until(lambda: len(sink.spans()) == 2)
     assert attributes_to_dict(exported_span(sink, "first").attributes)["eval.toy.score"] == 0.5
     assert not evaluation_events(exported_span(sink, "second"))

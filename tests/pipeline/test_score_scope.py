@@ -7,8 +7,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.config.loader import parse_config
-from spanscore.core.session import Session
 from spanscore.core.score_encoding import SESSION_SPAN_NAME
+from spanscore.core.session import Session
 from spanscore.pipeline.score_attributes import session_carrier
 from tests.support.configs import MINIMAL, problems_of
 from tests.support.recording_processor import RecordAgent, RecordAgentConfig
@@ -22,11 +22,13 @@ def copy_of(request: ExportTraceServiceRequest) -> ExportTraceServiceRequest:
     return sent
 
 
-def one_span_trace(name: str = "root", attributes: dict | None = None, service: str = "agent",
-                   resource_attributes: dict | None = None) -> tuple[bytes, ExportTraceServiceRequest]:
+def one_span_trace(
+    name: str = "root", attributes: dict | None = None, service: str = "agent", resource_attributes: dict | None = None
+) -> tuple[bytes, ExportTraceServiceRequest]:
     trace_id = new_trace_id()
-    return trace_id, request_of([span(trace_id, name, attributes=attributes)], service=service,
-                                resource_attributes=resource_attributes)
+    return trace_id, request_of(
+        [span(trace_id, name, attributes=attributes)], service=service, resource_attributes=resource_attributes
+    )
 
 
 def scored_trace_ids(rig) -> set[bytes]:
@@ -40,9 +42,13 @@ async def test_a_plain_http_trace_skips_the_processors_and_is_exported_as_receiv
     metric = toy()
     rig = await rig_for(metric)
     trace_id, root_id = new_trace_id(), new_span_id()
-    request = request_of([span(trace_id, "GET /orders", span_id=root_id, attributes={"http.request.method": "GET"}),
-                          span(trace_id, "SELECT orders", parent=root_id, attributes={"db.system": "postgresql"})],
-                         service="shop")
+    request = request_of(
+        [
+            span(trace_id, "GET /orders", span_id=root_id, attributes={"http.request.method": "GET"}),
+            span(trace_id, "SELECT orders", parent=root_id, attributes={"db.system": "postgresql"}),
+        ],
+        service="shop",
+    )
     sent = copy_of(request)
     rig.receiver.send(request)
     await rig.at(1.0)
@@ -50,7 +56,11 @@ async def test_a_plain_http_trace_skips_the_processors_and_is_exported_as_receiv
     assert exported.results == () and exported.anchor_attributes == {"http.request.method": "GET"}
     assert exported.request.SerializeToString() == sent.SerializeToString()
     assert metric.seen == []
-    assert (rig.pipeline.counts.unscored_traces, rig.pipeline.counts.exported_traces, rig.pipeline.counts.held_spans) == (1, 1, 0)
+    assert (
+        rig.pipeline.counts.unscored_traces,
+        rig.pipeline.counts.exported_traces,
+        rig.pipeline.counts.held_spans,
+    ) == (1, 1, 0)
 
 
 async def test_an_agent_trace_is_scored_with_the_view_built_once_for_scope_and_processors(rig_for, monkeypatch):
@@ -172,8 +182,13 @@ async def test_include_by_attribute_matches_the_root_span_or_its_resource(rig_fo
 
 
 async def test_strict_attribute_values_match_with_their_type_and_a_bare_key_matches_presence(rig_for):
-    rig = await rig_for(toy(), score={"exclude": {"attributes": [{"key": "replay", "value": True}]},
-                                      "include": {"attributes": [{"key": "tenant"}]}})
+    rig = await rig_for(
+        toy(),
+        score={
+            "exclude": {"attributes": [{"key": "replay", "value": True}]},
+            "include": {"attributes": [{"key": "tenant"}]},
+        },
+    )
     replayed = one_span_trace("a", {**AGENT_ROOT, "tenant": "acme", "replay": True})
     string_true = one_span_trace("b", {**AGENT_ROOT, "tenant": "acme", "replay": "true"})  # not the boolean
     one = one_span_trace("c", {**AGENT_ROOT, "tenant": "acme", "replay": 1})  # nor is 1
@@ -182,8 +197,16 @@ async def test_strict_attribute_values_match_with_their_type_and_a_bare_key_matc
 
 
 async def test_every_attribute_and_property_of_a_filter_must_match(rig_for):
-    rig = await rig_for(toy(), score={"exclude": {
-        "match_type": "regexp", "span_names": ["^eval "], "attributes": [{"key": "user.id", "value": "^bot-"}]}})
+    rig = await rig_for(
+        toy(),
+        score={
+            "exclude": {
+                "match_type": "regexp",
+                "span_names": ["^eval "],
+                "attributes": [{"key": "user.id", "value": "^bot-"}],
+            }
+        },
+    )
     bot_eval = one_span_trace("eval run 7", {**AGENT_ROOT, "user.id": "bot-17"})
     human_eval = one_span_trace("eval run 8", {**AGENT_ROOT, "user.id": "ana"})
     bot_chat = one_span_trace("chat", {**AGENT_ROOT, "user.id": "bot-17"})
@@ -191,8 +214,10 @@ async def test_every_attribute_and_property_of_a_filter_must_match(rig_for):
 
 
 async def test_exclude_wins_over_include_and_agent_traces_only_still_applies(rig_for):
-    rig = await rig_for(toy(), score={"include": {"services": ["shop"]},
-                                      "exclude": {"attributes": [{"key": "synthetic", "value": True}]}})
+    rig = await rig_for(
+        toy(),
+        score={"include": {"services": ["shop"]}, "exclude": {"attributes": [{"key": "synthetic", "value": True}]}},
+    )
     agent = one_span_trace("a", AGENT_ROOT, service="shop")
     synthetic = one_span_trace("b", {**AGENT_ROOT, "synthetic": True}, service="shop")
     plain = one_span_trace("c", {"http.request.method": "GET"}, service="shop")
@@ -208,31 +233,50 @@ def test_the_default_scope_is_agent_traces_only_without_filters():
 
 
 def test_scope_config_problems_are_named_by_key_path():
-    problems = problems_of(MINIMAL + """
+    problems = problems_of(
+        MINIMAL
+        + """
 processors:
   assembler:
     score:
       agent_traces_only: maybe
       include: {match_type: regexp, services: ["agent-.*", "(unclosed"], attributes: [{key: env, value: 3}]}
       exclude: {match_type: strict}
-""")
+"""
+    )
     assert problems == [
-        ("processors.assembler.score.agent_traces_only: Input should be a valid boolean, unable to interpret input "
-         "(got 'maybe')"),
-        ("processors.assembler.score.include.services[1]: invalid regular expression: missing ), unterminated "
-         "subpattern at position 0 (got '(unclosed')"),
-        ("processors.assembler.score.include.attributes[0].value: must be a string (a regular expression) with "
-         "match_type regexp (got 3)"),
+        (
+            "processors.assembler.score.agent_traces_only: Input should be a valid boolean, unable to interpret input "
+            "(got 'maybe')"
+        ),
+        (
+            "processors.assembler.score.include.services[1]: invalid regular expression: missing ), unterminated "
+            "subpattern at position 0 (got '(unclosed')"
+        ),
+        (
+            "processors.assembler.score.include.attributes[0].value: must be a string (a regular expression) with "
+            "match_type regexp (got 3)"
+        ),
         "processors.assembler.score.exclude: Value error, give at least one of services, span_names, attributes",
     ]
 
 
-@pytest.mark.parametrize("settings,problem", [
-    ("{include: {match_type: glob, services: [a]}}",
-     "processors.assembler.score.include.match_type: Input should be 'strict' or 'regexp' (got 'glob')"),
-    ("{exclude: {resources: [{key: a}], services: [a]}}", "processors.assembler.score.exclude.resources: unknown key"),
-    ("{include: {attributes: [{value: x}]}}", "processors.assembler.score.include.attributes[0].key: Field required"),
-])
+@pytest.mark.parametrize(
+    "settings,problem",
+    [
+        (
+            "{include: {match_type: glob, services: [a]}}",
+            "processors.assembler.score.include.match_type: Input should be 'strict' or 'regexp' (got 'glob')",
+        ),
+        (
+            "{exclude: {resources: [{key: a}], services: [a]}}",
+            "processors.assembler.score.exclude.resources: unknown key",
+        ),
+        (
+            "{include: {attributes: [{value: x}]}}",
+            "processors.assembler.score.include.attributes[0].key: Field required",
+        ),
+    ],
+)
 def test_scope_config_rejects_unknown_match_types_and_keys(settings, problem):
     assert problems_of(MINIMAL + f"processors: {{assembler: {{score: {settings}}}}}\n") == [problem]
-

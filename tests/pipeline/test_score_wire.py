@@ -10,8 +10,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from spanscore.pipeline import score_wire
 from tests.support.spans import any_value
 
-values = st.one_of(st.text(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1),
-                   st.floats(allow_nan=False))
+values = st.one_of(
+    st.text(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.floats(allow_nan=False)
+)
 pairs = st.lists(st.tuples(st.text(), values), max_size=8)
 
 
@@ -20,10 +21,17 @@ pairs = st.lists(st.tuples(st.text(), values), max_size=8)
 def test_wire_bytes_merge_into_the_same_span_as_built_messages(attributes, time_ns, name, event_attributes):
     expected = Span(name="root", attributes=[KeyValue(key="k", value=AnyValue(string_value="v"))])
     expected.attributes.extend(KeyValue(key=key, value=any_value(value)) for key, value in attributes)
-    expected.events.append(Span.Event(time_unix_nano=time_ns, name=name,
-                                      attributes=[KeyValue(key=k, value=any_value(v)) for k, v in event_attributes]))
+    expected.events.append(
+        Span.Event(
+            time_unix_nano=time_ns,
+            name=name,
+            attributes=[KeyValue(key=k, value=any_value(v)) for k, v in event_attributes],
+        )
+    )
     merged = Span(name="root", attributes=[KeyValue(key="k", value=AnyValue(string_value="v"))])
-    merged.MergeFromString(score_wire.span_attributes(attributes) + score_wire.span_event(time_ns, name, event_attributes))
+    merged.MergeFromString(
+        score_wire.span_attributes(attributes) + score_wire.span_event(time_ns, name, event_attributes)
+    )
     assert merged == expected
 
 

@@ -27,7 +27,10 @@ def test_judge_metrics_are_by_the_judge_model_under_a_rubric_revision():
     assert task.revision != tools.revision  # different rubrics
     assert judge_metrics().provenance("task_completion") == task  # stable
     # A setting that changes the scores is a new revision; the judge's address is not.
-    assert judge_metrics(metrics={"task_completion": {"threshold": 0.8}}).provenance("task_completion").revision != task.revision
+    assert (
+        judge_metrics(metrics={"task_completion": {"threshold": 0.8}}).provenance("task_completion").revision
+        != task.revision
+    )
     assert judge_metrics(mode="combined").provenance("task_completion").revision != task.revision
     assert judge_metrics(redact=False).provenance("task_completion").revision != task.revision  # what it sees
     moved = JudgeMetrics("judge_metrics", JudgeMetricsConfig(judge={**JUDGE, "base_url": "http://10.0.0.1/v1"}))

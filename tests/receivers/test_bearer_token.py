@@ -22,8 +22,7 @@ from tests.support.running import wait_until
 from tests.support.sdk_export import EXPORTS
 from tests.support.spans import good_request
 
-REFUSED = {"no header": None, "wrong token": f"Bearer {WRONG}", "another scheme": f"Basic {TOKEN}",
-           "no scheme": TOKEN}
+REFUSED = {"no header": None, "wrong token": f"Bearer {WRONG}", "another scheme": f"Basic {TOKEN}", "no scheme": TOKEN}
 
 
 @pytest.fixture
@@ -47,8 +46,9 @@ def post(port: int, authorization: str | None, content_length: int | None = None
 def grpc_export(port: int, authorization: str | None):
     metadata = () if authorization is None else (("authorization", authorization),)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=None,
-                                     response_deserializer=ExportTraceServiceResponse.FromString)
+        export = channel.unary_unary(
+            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
+        )
         return export(good_request("refused?").SerializeToString(), metadata=metadata, timeout=10)
 
 
@@ -87,8 +87,10 @@ def test_grpc_without_the_token_gets_unauthenticated_and_nothing_is_kept(present
 def test_http_refuses_before_the_body_is_sent(collector):
     announced = 4096
     with socket.create_connection(("127.0.0.1", collector.http_port), timeout=5) as client:
-        client.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
-                       b"Authorization: Bearer nope\r\nContent-Length: %d\r\n\r\n" % announced)
+        client.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+            b"Authorization: Bearer nope\r\nContent-Length: %d\r\n\r\n" % announced
+        )
         reply = client.recv(4096)  # the answer comes while the body is still unsent
         # aiohttp then reads and drops what follows (a lingering close: the client is not
         # reset before it reads the answer); it is never parsed or kept.
@@ -119,9 +121,11 @@ def test_neither_the_token_nor_a_presented_one_is_ever_logged(sink, start_collec
     caplog.set_level(logging.DEBUG)
     collector = start_collector(auth_config(sink))
     for protocol, port in (("grpc", collector.grpc_port), ("http", collector.http_port)):
-        for presented, expected in ((f"Bearer {WRONG}", SpanExportResult.FAILURE),
-                                    (WRONG, SpanExportResult.FAILURE),
-                                    (f"Bearer {TOKEN}", SpanExportResult.SUCCESS)):
+        for presented, expected in (
+            (f"Bearer {WRONG}", SpanExportResult.FAILURE),
+            (WRONG, SpanExportResult.FAILURE),
+            (f"Bearer {TOKEN}", SpanExportResult.SUCCESS),
+        ):
             result = EXPORTS[protocol](port, "logged?", headers={"authorization": presented}, timeout_s=1)
             assert result is expected
     assert wait_until(lambda: len(sink.spans()) == 2)

@@ -26,9 +26,11 @@ def pki(tmp_path) -> Pki:
 def tls_config(sink, pki: Pki, mutual: bool) -> str:
     client_ca = f", client_ca_file: '{pki.ca_file}'" if mutual else ""
     tls = f"tls: {{cert_file: '{pki.server_cert_file}', key_file: '{pki.server_key_file}'{client_ca}}}"
-    return (sink_config(sink, assembler="trace_wait: 20ms")
-            .replace("grpc: {endpoint: 127.0.0.1:0}", f"grpc: {{endpoint: 127.0.0.1:0, {tls}}}")
-            .replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, {tls}}}"))
+    return (
+        sink_config(sink, assembler="trace_wait: 20ms")
+        .replace("grpc: {endpoint: 127.0.0.1:0}", f"grpc: {{endpoint: 127.0.0.1:0, {tls}}}")
+        .replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, {tls}}}")
+    )
 
 
 def port_of(collector, protocol: str) -> int:
@@ -53,13 +55,23 @@ def test_a_plaintext_client_is_not_served_by_a_tls_receiver(protocol, pki, sink,
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 @pytest.mark.parametrize("client", ["from the CA", "none", "from another CA"])
-def test_mutual_tls_takes_only_a_client_certificate_from_the_configured_ca(client, protocol, pki, sink,
-                                                                            start_collector):
+def test_mutual_tls_takes_only_a_client_certificate_from_the_configured_ca(
+    client, protocol, pki, sink, start_collector
+):
     collector = start_collector(tls_config(sink, pki, mutual=True))
-    files = {"from the CA": (pki.client_cert_file, pki.client_key_file), "none": (None, None),
-             "from another CA": (pki.stranger_cert_file, pki.stranger_key_file)}[client]
-    result = EXPORTS[protocol](port_of(collector, protocol), f"client {client}", ca_file=pki.ca_file,
-                               cert_file=files[0], key_file=files[1], timeout_s=1)
+    files = {
+        "from the CA": (pki.client_cert_file, pki.client_key_file),
+        "none": (None, None),
+        "from another CA": (pki.stranger_cert_file, pki.stranger_key_file),
+    }[client]
+    result = EXPORTS[protocol](
+        port_of(collector, protocol),
+        f"client {client}",
+        ca_file=pki.ca_file,
+        cert_file=files[0],
+        key_file=files[1],
+        timeout_s=1,
+    )
     if client == "from the CA":
         assert result is SpanExportResult.SUCCESS
         assert wait_until(lambda: [s.name for s in sink.spans()] == ["client from the CA"])
@@ -101,7 +113,10 @@ async def test_unusable_tls_files_stop_the_start_with_their_names(protocol, pki,
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a key")
     tls = TlsServerConfig(cert_file=str(pki.server_cert_file), key_file=str(garbage))
-    receiver = (GrpcReceiver("127.0.0.1:0", 2**20, NullConsumer(), tls) if protocol == "grpc"
-                else HttpReceiver("127.0.0.1", 0, "/v1/traces", 2**20, NullConsumer(), tls))
+    receiver = (
+        GrpcReceiver("127.0.0.1:0", 2**20, NullConsumer(), tls)
+        if protocol == "grpc"
+        else HttpReceiver("127.0.0.1", 0, "/v1/traces", 2**20, NullConsumer(), tls)
+    )
     with pytest.raises(OSError, match=f"cannot load the TLS files {pki.server_cert_file}, {garbage}"):
         await receiver.start()

@@ -26,9 +26,17 @@ def messages(role: str, text: str) -> str:
 def send_session(collector, session_id: str = "support-9"):
     for i, (question, answer) in enumerate(TURNS):
         trace_id, root_id = new_trace_id(), new_span_id()
-        root = span(trace_id, "invoke_agent support", span_id=root_id, start_ns=1_700_000_000_000_000_000 + i * 10**9,
-                    attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
-                                "gen_ai.conversation.id": session_id,
-                                "gen_ai.input.messages": messages("user", question),
-                                "gen_ai.output.messages": messages("assistant", answer)})
+        root = span(
+            trace_id,
+            "invoke_agent support",
+            span_id=root_id,
+            start_ns=1_700_000_000_000_000_000 + i * 10**9,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "support",
+                "gen_ai.conversation.id": session_id,
+                "gen_ai.input.messages": messages("user", question),
+                "gen_ai.output.messages": messages("assistant", answer),
+            },
+        )
         send(collector.grpc_port, request_of([root, span(trace_id, "chat", parent=root_id)]))

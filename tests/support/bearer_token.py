@@ -11,7 +11,9 @@ WRONG = "s3cret-7f3a9c1e5b2d4f61"  # one character off
 
 def auth_config(sink, extension: str = f"bearertokenauth: {{token: '{TOKEN}'}}") -> str:
     auth = "auth: {authenticator: bearertokenauth}"
-    return (sink_config(sink, assembler="trace_wait: 20ms")
-            .replace("grpc: {endpoint: 127.0.0.1:0}", f"grpc: {{endpoint: 127.0.0.1:0, {auth}}}")
-            .replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, {auth}}}")
-            .replace("service:\n", f"extensions:\n  {extension}\nservice:\n  extensions: [bearertokenauth]\n"))
+    return (
+        sink_config(sink, assembler="trace_wait: 20ms")
+        .replace("grpc: {endpoint: 127.0.0.1:0}", f"grpc: {{endpoint: 127.0.0.1:0, {auth}}}")
+        .replace("http: {endpoint: 127.0.0.1:0}", f"http: {{endpoint: 127.0.0.1:0, {auth}}}")
+        .replace("service:\n", f"extensions:\n  {extension}\nservice:\n  extensions: [bearertokenauth]\n")
+    )

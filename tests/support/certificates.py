@@ -66,7 +66,10 @@ def _authority(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certi
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     certificate = (
-        _valid_now(x509.CertificateBuilder()).subject_name(name).issuer_name(name).public_key(key.public_key())
+        _valid_now(x509.CertificateBuilder())
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
@@ -77,8 +80,7 @@ def _issue(ca_key, ca: x509.Certificate, common_name: str, names: x509.SubjectAl
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     builder = (
-        _valid_now(x509.CertificateBuilder()).subject_name(subject).issuer_name(ca.subject)
-        .public_key(key.public_key())
+        _valid_now(x509.CertificateBuilder()).subject_name(subject).issuer_name(ca.subject).public_key(key.public_key())
     )
     if names is not None:
         builder = builder.add_extension(names, critical=False)
@@ -87,8 +89,11 @@ def _issue(ca_key, ca: x509.Certificate, common_name: str, names: x509.SubjectAl
 
 def _valid_now(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.timezone.utc)
-    return (builder.serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1)))
+    return (
+        builder.serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
 
 
 def _pem(certificate: x509.Certificate) -> bytes:
@@ -96,5 +101,6 @@ def _pem(certificate: x509.Certificate) -> bytes:
 
 
 def _key_pem(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )

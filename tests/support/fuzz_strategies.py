@@ -34,11 +34,45 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "spans"
 # Key names of OTLP/JSON (both spellings the decoder accepts) and of AnyValue, so random
 # documents reach the id conversion and the protobuf parser rather than stopping at "no such key".
 OTLP_KEYS = (
-    "resourceSpans", "resource_spans", "scopeSpans", "scope_spans", "spans", "resource", "scope", "attributes",
-    "key", "value", "stringValue", "intValue", "doubleValue", "boolValue", "bytesValue", "arrayValue",
-    "kvlistValue", "values", "traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id",
-    "links", "events", "name", "kind", "status", "code", "message", "flags", "traceState",
-    "startTimeUnixNano", "endTimeUnixNano", "timeUnixNano", "droppedAttributesCount", "schemaUrl", "version",
+    "resourceSpans",
+    "resource_spans",
+    "scopeSpans",
+    "scope_spans",
+    "spans",
+    "resource",
+    "scope",
+    "attributes",
+    "key",
+    "value",
+    "stringValue",
+    "intValue",
+    "doubleValue",
+    "boolValue",
+    "bytesValue",
+    "arrayValue",
+    "kvlistValue",
+    "values",
+    "traceId",
+    "spanId",
+    "parentSpanId",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "links",
+    "events",
+    "name",
+    "kind",
+    "status",
+    "code",
+    "message",
+    "flags",
+    "traceState",
+    "startTimeUnixNano",
+    "endTimeUnixNano",
+    "timeUnixNano",
+    "droppedAttributesCount",
+    "schemaUrl",
+    "version",
 )
 
 # Ids as OTLP/JSON writes them, and as clients get them wrong.
@@ -107,12 +141,29 @@ def spans(draw, trace_id: bytes | None = None) -> Span:
         end_time_unix_nano=draw(UINT64),
         attributes=draw(ATTRIBUTES),
         dropped_attributes_count=draw(UINT32),
-        events=draw(st.lists(st.builds(Span.Event, time_unix_nano=UINT64, name=TEXT, attributes=ATTRIBUTES,
-                                       dropped_attributes_count=UINT32), max_size=2)),
+        events=draw(
+            st.lists(
+                st.builds(
+                    Span.Event, time_unix_nano=UINT64, name=TEXT, attributes=ATTRIBUTES, dropped_attributes_count=UINT32
+                ),
+                max_size=2,
+            )
+        ),
         dropped_events_count=draw(UINT32),
-        links=draw(st.lists(st.builds(Span.Link, trace_id=TRACE_IDS, span_id=SPAN_IDS,
-                                      trace_state=st.sampled_from(["", "l=1"]), attributes=ATTRIBUTES,
-                                      dropped_attributes_count=UINT32, flags=UINT32), max_size=2)),
+        links=draw(
+            st.lists(
+                st.builds(
+                    Span.Link,
+                    trace_id=TRACE_IDS,
+                    span_id=SPAN_IDS,
+                    trace_state=st.sampled_from(["", "l=1"]),
+                    attributes=ATTRIBUTES,
+                    dropped_attributes_count=UINT32,
+                    flags=UINT32,
+                ),
+                max_size=2,
+            )
+        ),
         dropped_links_count=draw(UINT32),
         status=Status(code=draw(st.sampled_from(list(Status.StatusCode.values()))), message=draw(TEXT)),
     )
@@ -140,23 +191,31 @@ def requests(draw) -> ExportTraceServiceRequest:
     resource_spans = []
     for _ in range(draw(st.integers(1, 2))):
         scope_spans = [
-            ScopeSpans(scope=InstrumentationScope(name=draw(TEXT), version=draw(TEXT), attributes=draw(ATTRIBUTES)),
-                       schema_url=draw(TEXT),
-                       spans=draw(st.lists(spans(trace_id=draw(st.sampled_from(trace_ids))), min_size=1, max_size=3)))
+            ScopeSpans(
+                scope=InstrumentationScope(name=draw(TEXT), version=draw(TEXT), attributes=draw(ATTRIBUTES)),
+                schema_url=draw(TEXT),
+                spans=draw(st.lists(spans(trace_id=draw(st.sampled_from(trace_ids))), min_size=1, max_size=3)),
+            )
             for _ in range(draw(st.integers(1, 2)))
         ]
-        resource_spans.append(ResourceSpans(resource=Resource(attributes=draw(ATTRIBUTES)), schema_url=draw(TEXT),
-                                            scope_spans=scope_spans))
+        resource_spans.append(
+            ResourceSpans(
+                resource=Resource(attributes=draw(ATTRIBUTES)), schema_url=draw(TEXT), scope_spans=scope_spans
+            )
+        )
     return ExportTraceServiceRequest(resource_spans=resource_spans)
 
 
 # JSON ------------------------------------------------------------------------------------
 
 JSON_SCALARS = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=20), BAD_HEX,
+    st.text(max_size=20),
+    BAD_HEX,
 )
 
 
@@ -174,22 +233,53 @@ def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
 def otlp_shaped(draw) -> dict[str, Any]:
     """A document with OTLP/JSON's nesting (resourceSpans, scopeSpans, spans, attributes,
     links) and arbitrary JSON wherever a value goes."""
+
     def some(keys: tuple[str, ...], extra: dict[str, Any] | None = None) -> dict[str, Any]:
         node = {key: draw(json_values(max_leaves=3)) for key in draw(st.lists(st.sampled_from(keys), max_size=4))}
         return {**node, **(extra or {})}
 
-    attributes = st.lists(st.fixed_dictionaries({"key": st.one_of(st.text(max_size=8), json_values(2))},
-                                                optional={"value": json_values(max_leaves=6)}), max_size=3)
-    span_keys = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "name", "kind", "startTimeUnixNano",
-                 "endTimeUnixNano", "flags", "status", "events", "droppedAttributesCount", "traceState")
-    span_list = [some(span_keys, {"attributes": draw(attributes),
-                                  "links": [some(("traceId", "spanId", "traceState", "flags"))
-                                            for _ in range(draw(st.integers(0, 2)))]})
-                 for _ in range(draw(st.integers(0, 3)))]
-    scope = {draw(st.sampled_from(["scopeSpans", "scope_spans"])): [
-        {"scope": some(("name", "version", "attributes")), "spans": span_list}]}
-    return {draw(st.sampled_from(["resourceSpans", "resource_spans"])): [
-        {"resource": {"attributes": draw(attributes)}, **scope}]}
+    attributes = st.lists(
+        st.fixed_dictionaries(
+            {"key": st.one_of(st.text(max_size=8), json_values(2))}, optional={"value": json_values(max_leaves=6)}
+        ),
+        max_size=3,
+    )
+    span_keys = (
+        "traceId",
+        "spanId",
+        "parentSpanId",
+        "trace_id",
+        "span_id",
+        "name",
+        "kind",
+        "startTimeUnixNano",
+        "endTimeUnixNano",
+        "flags",
+        "status",
+        "events",
+        "droppedAttributesCount",
+        "traceState",
+    )
+    span_list = [
+        some(
+            span_keys,
+            {
+                "attributes": draw(attributes),
+                "links": [some(("traceId", "spanId", "traceState", "flags")) for _ in range(draw(st.integers(0, 2)))],
+            },
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    scope = {
+        draw(st.sampled_from(["scopeSpans", "scope_spans"])): [
+            {"scope": some(("name", "version", "attributes")), "spans": span_list}
+        ]
+    }
+    return {
+        draw(st.sampled_from(["resourceSpans", "resource_spans"])): [
+            {"resource": {"attributes": draw(attributes)}, **scope}
+        ]
+    }
 
 
 @cache
@@ -273,8 +363,9 @@ def mutated(draw, document: Any, rounds: int = 3) -> Any:
             elif isinstance(node, str) and node.lstrip("-").isdigit():
                 document = _replace(document, path, int(node))
         elif edit == "nest":
-            document = _replace(document, path, draw(st.sampled_from([[node], {"value": node}, {"arrayValue": {
-                "values": [node]}}])))
+            document = _replace(
+                document, path, draw(st.sampled_from([[node], {"value": node}, {"arrayValue": {"values": [node]}}]))
+            )
     return document
 
 
@@ -285,10 +376,13 @@ def text_mutated(draw, text: str, rounds: int = 3) -> str:
         at = draw(st.integers(0, len(text)))
         edit = draw(st.sampled_from(["insert", "delete", "truncate", "duplicate"]))
         if edit == "insert":
-            text = text[:at] + draw(st.text(alphabet=st.sampled_from('{}[]":,0123456789 \\\nau-'), min_size=1,
-                                             max_size=3)) + text[at:]
+            text = (
+                text[:at]
+                + draw(st.text(alphabet=st.sampled_from('{}[]":,0123456789 \\\nau-'), min_size=1, max_size=3))
+                + text[at:]
+            )
         elif edit == "delete":
-            text = text[:at] + text[at + draw(st.integers(1, 5)):]
+            text = text[:at] + text[at + draw(st.integers(1, 5)) :]
         elif edit == "truncate":
             text = text[:at]
         else:
@@ -314,12 +408,13 @@ def flipped(draw, data: bytes, rounds: int = 4) -> bytes:
         elif edit == "insert":
             buffer[at:at] = draw(st.binary(min_size=1, max_size=8))
         elif edit == "delete":
-            del buffer[at:at + draw(st.integers(1, 8))]
+            del buffer[at : at + draw(st.integers(1, 8))]
         elif edit == "truncate":
             del buffer[at:]
         else:  # a length prefix or varint made huge: the parser must not trust it
-            buffer[at:at + 1] = draw(st.sampled_from([b"\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
-                                                      b"\xff" * 10]))
+            buffer[at : at + 1] = draw(
+                st.sampled_from([b"\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", b"\xff" * 10])
+            )
     return bytes(buffer)
 
 

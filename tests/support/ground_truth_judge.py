@@ -21,7 +21,7 @@ def parts(request: RecordedRequest) -> tuple[str, str, str]:
     system, user = (m["content"] for m in request.messages())
     data, _, instructions = user.partition(TRACE_CLOSE)
     assert data.startswith(TRACE_OPEN)
-    return system, data[len(TRACE_OPEN):], TRIAL.sub("", instructions).strip()
+    return system, data[len(TRACE_OPEN) :], TRIAL.sub("", instructions).strip()
 
 
 DATASET = """

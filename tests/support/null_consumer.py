@@ -11,8 +11,9 @@ class NullConsumer:
     def check_capacity(self) -> None:
         return None
 
-    def consume(self, request: ExportTraceServiceRequest, data: bytes | None = None,
-                write_ahead: bool = True) -> ConsumeOutcome:
+    def consume(
+        self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
+    ) -> ConsumeOutcome:
         return ConsumeOutcome(accepted=0, rejected=0)
 
     async def durable(self, outcome: ConsumeOutcome) -> None:

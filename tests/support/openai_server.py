@@ -146,10 +146,19 @@ def _responses_input_as_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                 content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
             messages.append({"role": item.get("role", "user"), "content": content})
         elif kind == "function_call":
-            messages.append({"role": "assistant", "content": None, "tool_calls": [{
-                "id": item.get("call_id"), "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            }]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": item.get("call_id"),
+                            "type": "function",
+                            "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                        }
+                    ],
+                }
+            )
         elif kind == "function_call_output":
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
     return messages
@@ -313,8 +322,11 @@ class OpenAIServer:
         if kind not in self.rejected_response_formats:
             return None
         status = self.rejection_status
-        error = {"code": status, "message": self.rejection_message.format(type=kind),
-                 "type": "server_error" if status >= 500 else "invalid_request_error"}
+        error = {
+            "code": status,
+            "message": self.rejection_message.format(type=kind),
+            "type": "server_error" if status >= 500 else "invalid_request_error",
+        }
         return web.json_response({"error": error}, status=status)
 
     def _new_id(self, prefix: str) -> str:
@@ -359,14 +371,18 @@ class OpenAIServer:
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
             completion_tokens = _count_tokens([reply.content, [c.arguments for c in calls]])
-        usage: dict[str, Any] | None = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                                        "total_tokens": prompt_tokens + completion_tokens}
+        usage: dict[str, Any] | None = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         if not reply.include_usage:
             usage = None
         completion_id = self._new_id("chatcmpl")
         created = int(time.time())
-        wire_calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                      for c in calls]
+        wire_calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ]
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
             if wire_calls:
@@ -374,7 +390,10 @@ class OpenAIServer:
             if reply.reasoning is not None:
                 message["reasoning_content"] = reply.reasoning
             completion = {
-                "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
                 "system_fingerprint": None,
             }
@@ -383,10 +402,19 @@ class OpenAIServer:
             return web.json_response(completion)
 
         def chunk(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
-            choices = [] if delta is None else [
-                {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
-            return {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                    "model": model, "choices": choices, **extra}
+            choices = (
+                []
+                if delta is None
+                else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+            )
+            return {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": choices,
+                **extra,
+            }
 
         events = [chunk({"role": "assistant", "content": ""})]
         if reply.reasoning:
@@ -394,8 +422,12 @@ class OpenAIServer:
         for piece in _pieces(reply.content or ""):
             events.append(chunk({"content": piece}))
         for index, call in enumerate(wire_calls):
-            head = {"index": index, "id": call["id"], "type": "function",
-                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
             events.append(chunk({"tool_calls": [head]}))
             for piece in _pieces(call["function"]["arguments"]):
                 events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
@@ -413,30 +445,60 @@ class OpenAIServer:
         body = recorded.body if isinstance(recorded.body, dict) else {}
         output: list[dict[str, Any]] = []
         if reply.reasoning:
-            output.append({"type": "reasoning", "id": self._new_id("rs"),
-                           "summary": [{"type": "summary_text", "text": reply.reasoning}]})
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": self._new_id("rs"),
+                    "summary": [{"type": "summary_text", "text": reply.reasoning}],
+                }
+            )
         if reply.content is not None:
-            output.append({
-                "type": "message", "id": self._new_id("msg"), "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": reply.content, "annotations": [], "logprobs": []}],
-            })
+            output.append(
+                {
+                    "type": "message",
+                    "id": self._new_id("msg"),
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply.content, "annotations": [], "logprobs": []}],
+                }
+            )
         for call in self._tool_calls(reply):
-            output.append({"type": "function_call", "id": self._new_id("fc"), "call_id": call.id,
-                           "name": call.name, "arguments": call.arguments, "status": "completed"})
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": self._new_id("fc"),
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "status": "completed",
+                }
+            )
         input_tokens = _count_tokens([body.get("instructions"), body.get("input")])
         output_tokens = _count_tokens(output)
         response = {
-            "id": self._new_id("resp"), "object": "response", "created_at": int(time.time()),
-            "status": "completed", "model": body.get("model") or self.model, "output": output,
+            "id": self._new_id("resp"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": body.get("model") or self.model,
+            "output": output,
             "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
-            "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
-            "instructions": body.get("instructions"), "error": None, "incomplete_details": None,
-            "metadata": {}, "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+            "tool_choice": body.get("tool_choice") or "auto",
+            "tools": body.get("tools") or [],
+            "instructions": body.get("instructions"),
+            "error": None,
+            "incomplete_details": None,
+            "metadata": {},
+            "temperature": body.get("temperature"),
+            "top_p": body.get("top_p"),
             "text": {"format": {"type": "text"}},
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                      "total_tokens": input_tokens + output_tokens,
-                      "input_tokens_details": {"cached_tokens": 0},
-                      "output_tokens_details": {"reasoning_tokens": 0}},
+            "usage": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
         }
         if not body.get("stream"):
             return web.json_response(response)
@@ -480,20 +542,28 @@ class OpenAIServer:
             def encode(vector: list[float]) -> Any:
                 return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
         else:
+
             def encode(vector: list[float]) -> Any:
                 return vector
+
         tokens = sum(_count_tokens(t) for t in texts)
-        data = [{"object": "embedding", "index": i, "embedding": encode(_embedding(t, dimensions))}
-                for i, t in enumerate(texts)]
-        return web.json_response({
-            "object": "list", "model": body.get("model") or self.model,
-            "data": data[::-1] if self.embeddings_reversed else data,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        })
+        data = [
+            {"object": "embedding", "index": i, "embedding": encode(_embedding(t, dimensions))}
+            for i, t in enumerate(texts)
+        ]
+        return web.json_response(
+            {
+                "object": "list",
+                "model": body.get("model") or self.model,
+                "data": data[::-1] if self.embeddings_reversed else data,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     @staticmethod
-    async def _sse(request: web.Request, events: Iterator[tuple[str | None, dict[str, Any]]],
-                   done: bool) -> web.StreamResponse:
+    async def _sse(
+        request: web.Request, events: Iterator[tuple[str | None, dict[str, Any]]], done: bool
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         for name, data in events:
@@ -506,7 +576,7 @@ class OpenAIServer:
 
 
 def _pieces(text: str, size: int = 7) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 try:

@@ -26,12 +26,17 @@ def post(port: int, body: bytes, content_type: str, encoding: str | None = None,
 
 def grpc_export(port: int, payload: bytes, compression=None):
     with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 512 * 2**20)]) as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        export = channel.unary_unary(
+            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
+        )
         return export(payload, timeout=10, compression=compression)
 
 
 def send(port: int, request) -> ExportTraceServiceResponse:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                     request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=None,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
         return export(request.SerializeToString(), timeout=5)

@@ -53,24 +53,33 @@ class OtlpSink:
         self.arrived = asyncio.Event()
         self._grpc = grpc.aio.server()
         handler = grpc.unary_unary_rpc_method_handler(
-            self._grpc_export, request_deserializer=ExportTraceServiceRequest.FromString,
+            self._grpc_export,
+            request_deserializer=ExportTraceServiceRequest.FromString,
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
         metrics_handler = grpc.unary_unary_rpc_method_handler(
-            self._grpc_export_metrics, request_deserializer=ExportMetricsServiceRequest.FromString,
+            self._grpc_export_metrics,
+            request_deserializer=ExportMetricsServiceRequest.FromString,
             response_serializer=ExportMetricsServiceResponse.SerializeToString,
         )
         logs_handler = grpc.unary_unary_rpc_method_handler(
-            self._grpc_export_logs, request_deserializer=ExportLogsServiceRequest.FromString,
+            self._grpc_export_logs,
+            request_deserializer=ExportLogsServiceRequest.FromString,
             response_serializer=ExportLogsServiceResponse.SerializeToString,
         )
-        self._grpc.add_generic_rpc_handlers((
-            grpc.method_handlers_generic_handler("opentelemetry.proto.collector.logs.v1.LogsService",
-                                                 {"Export": logs_handler}),
-            grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}),
-            grpc.method_handlers_generic_handler("opentelemetry.proto.collector.metrics.v1.MetricsService",
-                                                 {"Export": metrics_handler}),
-        ))
+        self._grpc.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "opentelemetry.proto.collector.logs.v1.LogsService", {"Export": logs_handler}
+                ),
+                grpc.method_handlers_generic_handler(
+                    "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler}
+                ),
+                grpc.method_handlers_generic_handler(
+                    "opentelemetry.proto.collector.metrics.v1.MetricsService", {"Export": metrics_handler}
+                ),
+            )
+        )
         if certificate is None:
             self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         else:
@@ -109,8 +118,11 @@ class OtlpSink:
             fault = self.faults.pop(0)
             metadata = ()
             if fault.retry_after_s is not None:
-                info = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(
-                    seconds=int(fault.retry_after_s), nanos=int((fault.retry_after_s % 1) * 1e9)))
+                info = error_details_pb2.RetryInfo(
+                    retry_delay=duration_pb2.Duration(
+                        seconds=int(fault.retry_after_s), nanos=int((fault.retry_after_s % 1) * 1e9)
+                    )
+                )
                 metadata = (("google.rpc.retryinfo-bin", info.SerializeToString()),)
             await context.abort(fault.grpc_code, "injected fault", trailing_metadata=metadata)
         self.headers.append({k.lower(): v for k, v in context.invocation_metadata()})
@@ -123,7 +135,9 @@ class OtlpSink:
 
     async def _http_export_metrics(self, request: web.Request) -> web.Response:
         self.metrics.append(ExportMetricsServiceRequest.FromString(await request.read()))
-        return web.Response(body=ExportMetricsServiceResponse().SerializeToString(), content_type="application/x-protobuf")
+        return web.Response(
+            body=ExportMetricsServiceResponse().SerializeToString(), content_type="application/x-protobuf"
+        )
 
     async def _grpc_export_logs(self, request: ExportLogsServiceRequest, context) -> ExportLogsServiceResponse:
         self.logs.append(("grpc", request))
@@ -134,15 +148,26 @@ class OtlpSink:
         return web.Response(body=ExportLogsServiceResponse().SerializeToString(), content_type="application/x-protobuf")
 
     def log_records(self, transport: str | None = None) -> list:
-        return [record for via, request in self.logs if transport in (None, via)
-                for resource_logs in request.resource_logs for scope_logs in resource_logs.scope_logs
-                for record in scope_logs.log_records]
+        return [
+            record
+            for via, request in self.logs
+            if transport in (None, via)
+            for resource_logs in request.resource_logs
+            for scope_logs in resource_logs.scope_logs
+            for record in scope_logs.log_records
+        ]
 
     def metric_points(self, name: str) -> list:
         """Every data point of metric `name` across the metric exports received."""
-        return [point for request in self.metrics for rm in request.resource_metrics for sm in rm.scope_metrics
-                for metric in sm.metrics if metric.name == name
-                for point in (metric.histogram.data_points or metric.sum.data_points)]
+        return [
+            point
+            for request in self.metrics
+            for rm in request.resource_metrics
+            for sm in rm.scope_metrics
+            for metric in sm.metrics
+            if metric.name == name
+            for point in (metric.histogram.data_points or metric.sum.data_points)
+        ]
 
     async def _http_export(self, request: web.Request) -> web.Response:
         self.attempts += 1
@@ -156,7 +181,9 @@ class OtlpSink:
             self._accept(decode_request(body))
             return web.json_response({})
         self._accept(ExportTraceServiceRequest.FromString(body))
-        return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf")
+        return web.Response(
+            body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf"
+        )
 
 
 def _server_ssl_context(key_pem: bytes, chain_pem: bytes):

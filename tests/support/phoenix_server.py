@@ -47,8 +47,10 @@ def phoenix_python() -> tuple[str | None, str]:
         return os.path.abspath(configured), ""
     if importlib.util.find_spec("phoenix") is not None and importlib.util.find_spec("phoenix.server") is not None:
         return sys.executable, ""
-    return None, (f"no Arize Phoenix: set {PYTHON_ENV} to the python of a venv with arize-phoenix "
-                  "(python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix)")
+    return None, (
+        f"no Arize Phoenix: set {PYTHON_ENV} to the python of a venv with arize-phoenix "
+        "(python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix)"
+    )
 
 
 class PhoenixServer:
@@ -59,21 +61,29 @@ class PhoenixServer:
         self.port, self.grpc_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}
-        environment.update({
-            "PHOENIX_HOST": "127.0.0.1",
-            "PHOENIX_PORT": str(self.port),
-            "PHOENIX_GRPC_PORT": str(self.grpc_port),
-            "PHOENIX_WORKING_DIR": str(self.directory),
-            "PHOENIX_TELEMETRY_ENABLED": "false",
-            "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
-        })
+        environment.update(
+            {
+                "PHOENIX_HOST": "127.0.0.1",
+                "PHOENIX_PORT": str(self.port),
+                "PHOENIX_GRPC_PORT": str(self.grpc_port),
+                "PHOENIX_WORKING_DIR": str(self.directory),
+                "PHOENIX_TELEMETRY_ENABLED": "false",
+                "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+            }
+        )
         self.log = self.directory / "phoenix.log"
         self.started_in_s: float | None = None
         started = time.monotonic()
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen([python, "-m", "phoenix.server.main", "serve"], env=environment,
-                                            cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                [python, "-m", "phoenix.server.main", "serve"],
+                env=environment,
+                cwd=self.directory,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
             self._wait_healthy(started)
         except BaseException:
@@ -136,8 +146,11 @@ class PhoenixServer:
         return self.get(f"/v1/projects/{project}/spans", limit=1000, **params)["data"]
 
     def graphql(self, query: str, **variables: Any) -> Any:
-        request = urllib.request.Request(f"{self.url}/graphql", data=json.dumps(
-            {"query": query, "variables": variables}).encode(), headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/graphql",
+            data=json.dumps({"query": query, "variables": variables}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             body = json.load(response)
         assert not body.get("errors"), body["errors"]
@@ -146,11 +159,15 @@ class PhoenixServer:
     def span_filter(self, project: str, condition: str) -> list[str]:
         """Span ids of `project` matching a span filter condition (GraphQL `filterCondition`)."""
         project_id = self.get(f"/v1/projects/{project}")["data"]["id"]
-        data = self.graphql("""
+        data = self.graphql(
+            """
             query($id: ID!, $condition: String!) {
               node(id: $id) { ... on Project {
                 spans(first: 100, filterCondition: $condition) { edges { node { context { spanId } } } } } }
-            }""", id=project_id, condition=condition)
+            }""",
+            id=project_id,
+            condition=condition,
+        )
         return sorted(edge["node"]["context"]["spanId"] for edge in data["node"]["spans"]["edges"])
 
     def span_annotations(self, project: str, span_ids: list[str]) -> list[dict[str, Any]]:

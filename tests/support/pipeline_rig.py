@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from spanscore.exporters.memory import MemoryExporter
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
-from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.base import Processor
 from spanscore.receivers.memory import MemoryReceiver
 
@@ -51,13 +51,19 @@ async def rig_for():
     """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig."""
     rigs: list[Rig] = []
 
-    async def build(*processors: Processor, exporters: list[MemoryExporter] | None = None, span_events: bool = True,
-                    **settings) -> Rig:
+    async def build(
+        *processors: Processor, exporters: list[MemoryExporter] | None = None, span_events: bool = True, **settings
+    ) -> Rig:
         clock = Clock()
         config = PipelineSettings(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
         exporters = exporters or [MemoryExporter()]
-        pipeline = Pipeline(Assembler(config), [(f"processor/{i}", p) for i, p in enumerate(processors)],
-                            exporters, clock=clock, span_events=span_events)
+        pipeline = Pipeline(
+            Assembler(config),
+            [(f"processor/{i}", p) for i, p in enumerate(processors)],
+            exporters,
+            clock=clock,
+            span_events=span_events,
+        )
         await pipeline.start()
         rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0])
         rigs.append(rig)

@@ -15,10 +15,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def launch(config: Path, port: int) -> subprocess.Popen:
     """`spanscore run --config config`, once its receiver on `port` listens."""
-    process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ready = wait_until(lambda: process.poll() is not None or listening(port), timeout_s=60)
-    assert ready and process.poll() is None, process.communicate(timeout=10)[1] if process.poll() is not None else "slow"
+    assert ready and process.poll() is None, (
+        process.communicate(timeout=10)[1] if process.poll() is not None else "slow"
+    )
     return process
 
 

@@ -29,8 +29,13 @@ def all_spans(request: ExportTraceServiceRequest) -> list:
 
 def valid_ids(span) -> bool:
     """OTLP's rule, written out independently of the assembler's."""
-    return (len(span.trace_id) == 16 and any(span.trace_id) and len(span.span_id) == 8 and any(span.span_id)
-            and len(span.parent_span_id) in (0, 8))
+    return (
+        len(span.trace_id) == 16
+        and any(span.trace_id)
+        and len(span.span_id) == 8
+        and any(span.span_id)
+        and len(span.parent_span_id) in (0, 8)
+    )
 
 
 def inflate(body: bytes, wbits: int = 16 + zlib.MAX_WBITS) -> tuple[bytes | None, int, bool]:

@@ -46,9 +46,14 @@ class Replica:
         self.output = tmp_path / f"{name}.jsonl"
         config = tmp_path / f"{name}.yaml"
         config.write_text(CONFIG.format(grpc=self.grpc, health=health, output=self.output))
-        self.process = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         self.health = health
 
     def healthy(self) -> bool:
@@ -76,20 +81,28 @@ class SeededIds(IdGenerator):
 
 
 def send_sessions(sessions: list[str], port: int) -> None:
-    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}),
-                              id_generator=SeededIds(",".join(sessions)))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "support-agent"}), id_generator=SeededIds(",".join(sessions))
+    )
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True)))
     tracer = provider.get_tracer("scale-out")
     for session_id in sessions:
         n = session_id.rsplit("-", 1)[1]
         for question, answer in zip(QUESTIONS, ANSWERS):
             with tracer.start_as_current_span("invoke_agent support") as root:
-                root.set_attributes({
-                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support", "session.id": session_id,
-                    "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
-                        {"type": "text", "content": question.format(n=n)}]}]),
-                    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                        {"type": "text", "content": answer.format(n=n)}]}])})
+                root.set_attributes(
+                    {
+                        "gen_ai.operation.name": "invoke_agent",
+                        "gen_ai.agent.name": "support",
+                        "session.id": session_id,
+                        "gen_ai.input.messages": json.dumps(
+                            [{"role": "user", "parts": [{"type": "text", "content": question.format(n=n)}]}]
+                        ),
+                        "gen_ai.output.messages": json.dumps(
+                            [{"role": "assistant", "parts": [{"type": "text", "content": answer.format(n=n)}]}]
+                        ),
+                    }
+                )
                 with tracer.start_as_current_span("chat"):
                     pass
     provider.shutdown()

@@ -6,8 +6,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 
-from spanscore.config.loader import parse_config
 from spanscore.collector.service import Service
+from spanscore.config.loader import parse_config
 from tests.support.event_loop_thread import EventLoopThread
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_sink import OtlpSink
@@ -36,14 +36,20 @@ class RunningCollector:
             self.loop.run(self.service.shutdown())
 
 
-def sink_config(sink: OtlpSink, *, processors: str = "[assembler]", assembler: str = "trace_wait: 100ms",
-                extra_processors: str = "", exporter: str = "otlp") -> str:
+def sink_config(
+    sink: OtlpSink,
+    *,
+    processors: str = "[assembler]",
+    assembler: str = "trace_wait: 100ms",
+    extra_processors: str = "",
+    exporter: str = "otlp",
+) -> str:
     """A config receiving on ephemeral ports and exporting to `sink` with fast retries."""
     exporters = {
         "otlp": f"otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}, tls: {{insecure: true}}, "
-                f"retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 10s}}}}",
+        f"retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 10s}}}}",
         "otlphttp": f"otlphttp: {{endpoint: http://127.0.0.1:{sink.http_port}, "
-                    f"retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 10s}}}}",
+        f"retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 10s}}}}",
     }[exporter]
     return f"""
 receivers:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from spanscore.config.loader import parse_config
-from spanscore.offline.score_files import score_files
 from spanscore.core.otlp_json import encode_request
+from spanscore.offline.score_files import score_files
 from tests.support.factories import TEST_FACTORIES
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
@@ -29,14 +29,32 @@ cases:
 def attempt(case_id: str, city: str, extra: str | None = None, resource: dict | None = None):
     """One attempt: the agent asks for `city`'s weather (and calls `extra` too)."""
     trace_id, root = new_trace_id(), new_span_id()
-    spans = [span(trace_id, "invoke_agent weather", span_id=root, attributes={
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]'})]
+    spans = [
+        span(
+            trace_id,
+            "invoke_agent weather",
+            span_id=root,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
+            },
+        )
+    ]
     for tool, arguments in (("get_weather", f'{{"city": "{city}"}}'), (extra, "{}")):
         if tool:
-            spans.append(span(trace_id, f"execute_tool {tool}", parent=root, attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
-                "gen_ai.tool.call.arguments": arguments, "gen_ai.tool.call.result": "ok"}))
+            spans.append(
+                span(
+                    trace_id,
+                    f"execute_tool {tool}",
+                    parent=root,
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": arguments,
+                        "gen_ai.tool.call.result": "ok",
+                    },
+                )
+            )
     return request_of(spans, resource_attributes={"eval.case.id": case_id, **(resource or {})})
 
 
@@ -46,12 +64,15 @@ def score_suite(tmp_path: Path, requests: Iterable) -> tuple[Path, Path]:
     dataset.write_text(DATASET)
     recorded = tmp_path / "recorded.jsonl"
     recorded.write_text("".join(encode_request(r) + "\n" for r in requests))
-    config = parse_config(f"""
+    config = parse_config(
+        f"""
 receivers: {{otlp: {{}}}}
 processors: {{ground_truth: {{dataset: {dataset}}}}}
 exporters: {{debug: {{}}}}
 service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler, ground_truth], exporters: [debug]}}}}}}
-""", factories=TEST_FACTORIES)
+""",
+        factories=TEST_FACTORIES,
+    )
     out = tmp_path / "scored.jsonl"
     summary = asyncio.run(score_files([recorded], config, out))
     assert summary.problems == []

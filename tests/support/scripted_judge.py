@@ -74,15 +74,22 @@ class ScriptedJudge(Judge):
         return JudgeReply(data=copy.deepcopy(entry), input_tokens=prompt_chars // 4, output_tokens=10, calls=1)
 
 
-def tool_step(name: str, arguments: Any, result: str | None = None, error: str | None = None,
-              span: str = "b1") -> Step:
+def tool_step(name: str, arguments: Any, result: str | None = None, error: str | None = None, span: str = "b1") -> Step:
     return Step(kind="tool", name=name, span_id=span, arguments=arguments, result=result, error=error)
 
 
-def llm_step(result: str | None = None, reasoning: list[str] | None = None,
-             tool_calls: list[str] = (), span: str = "a1") -> Step:
-    return Step(kind="llm", name="chat gpt-test", model="gpt-test", span_id=span, result=result,
-                reasoning=reasoning or [], tool_calls=[ToolCall(name=n) for n in tool_calls])
+def llm_step(
+    result: str | None = None, reasoning: list[str] | None = None, tool_calls: list[str] = (), span: str = "a1"
+) -> Step:
+    return Step(
+        kind="llm",
+        name="chat gpt-test",
+        model="gpt-test",
+        span_id=span,
+        result=result,
+        reasoning=reasoning or [],
+        tool_calls=[ToolCall(name=n) for n in tool_calls],
+    )
 
 
 def flight_trace(**changes: Any) -> AgentTrace:
@@ -93,12 +100,23 @@ def flight_trace(**changes: Any) -> AgentTrace:
         "user_input": "Find flights from SFO to JFK under $500 and book the cheapest.",
         "final_output": "Booked flight UA 15 for $420, confirmation ABC123.",
         "steps": [
-            llm_step(reasoning=["Plan: 1. search flights 2. pick the cheapest 3. book it"],
-                     tool_calls=["flight_search"], span="a1"),
-            tool_step("flight_search", {"origin": "SFO", "destination": "JFK", "max_price": 1000},
-                      result='[{"flight": "UA 15", "price": 420}]', span="b1"),
-            tool_step("flight_search", {"origin": "SFO", "destination": "JFK", "max_price": 500},
-                      result='[{"flight": "UA 15", "price": 420}]', span="b2"),
+            llm_step(
+                reasoning=["Plan: 1. search flights 2. pick the cheapest 3. book it"],
+                tool_calls=["flight_search"],
+                span="a1",
+            ),
+            tool_step(
+                "flight_search",
+                {"origin": "SFO", "destination": "JFK", "max_price": 1000},
+                result='[{"flight": "UA 15", "price": 420}]',
+                span="b1",
+            ),
+            tool_step(
+                "flight_search",
+                {"origin": "SFO", "destination": "JFK", "max_price": 500},
+                result='[{"flight": "UA 15", "price": 420}]',
+                span="b2",
+            ),
             tool_step("book_flight", {"flight": "UA 15"}, result="confirmation ABC123", span="b3"),
             llm_step(result="Booked flight UA 15 for $420, confirmation ABC123.", span="a2"),
         ],
@@ -125,8 +143,7 @@ def scale(score: float, reason: str, key: str = "score") -> dict[str, Any]:
 
 def arguments_answer(*verdicts: str, reason: str = "One search used the wrong price limit.") -> dict[str, Any]:
     return {
-        "verdicts": [{"verdict": v, "reason": "" if v == "yes" else "max_price was 1000, not 500"}
-                     for v in verdicts],
+        "verdicts": [{"verdict": v, "reason": "" if v == "yes" else "max_price was 1000, not 500"} for v in verdicts],
         "reason": reason,
     }
 
@@ -156,8 +173,14 @@ def full_script(extracted: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return arguments_answer(*(["no"] + ["yes"] * (n - 1))[:n])
 
     def combined(request: Request) -> dict[str, Any]:
-        return {name: arguments(schema) if name == "argument_correctness" else PER_METRIC_ANSWERS[name]
-                for name, schema in request.schema["properties"].items()}
+        return {
+            name: arguments(schema) if name == "argument_correctness" else PER_METRIC_ANSWERS[name]
+            for name, schema in request.schema["properties"].items()
+        }
 
-    return {**PER_METRIC_ANSWERS, "extract": extract, "combined": combined,
-            "argument_correctness": lambda request: arguments(request.schema)}
+    return {
+        **PER_METRIC_ANSWERS,
+        "extract": extract,
+        "combined": combined,
+        "argument_correctness": lambda request: arguments(request.schema),
+    }

@@ -24,9 +24,16 @@ def finished_spans(name: str) -> list[ReadableSpan]:
     return list(memory.get_finished_spans())
 
 
-def export_over_grpc(port: int, name: str, *, ca_file: Path | None = None, cert_file: Path | None = None,
-                     key_file: Path | None = None, headers: dict[str, str] | None = None,
-                     timeout_s: float = 5.0) -> SpanExportResult:
+def export_over_grpc(
+    port: int,
+    name: str,
+    *,
+    ca_file: Path | None = None,
+    cert_file: Path | None = None,
+    key_file: Path | None = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 5.0,
+) -> SpanExportResult:
     """One export to 127.0.0.1:`port`, over TLS when `ca_file` is given; refusals are not retried."""
     credentials = None
     if ca_file is not None:
@@ -35,17 +42,30 @@ def export_over_grpc(port: int, name: str, *, ca_file: Path | None = None, cert_
             private_key=key_file.read_bytes() if key_file else None,
             certificate_chain=cert_file.read_bytes() if cert_file else None,
         )
-    exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=ca_file is None, credentials=credentials,
-                                headers=headers, timeout=timeout_s, retryable_error_codes=())
+    exporter = GrpcSpanExporter(
+        endpoint=f"127.0.0.1:{port}",
+        insecure=ca_file is None,
+        credentials=credentials,
+        headers=headers,
+        timeout=timeout_s,
+        retryable_error_codes=(),
+    )
     try:
         return exporter.export(finished_spans(name))
     finally:
         exporter.shutdown()
 
 
-def export_over_http(port: int, name: str, *, ca_file: Path | None = None, cert_file: Path | None = None,
-                     key_file: Path | None = None, headers: dict[str, str] | None = None,
-                     timeout_s: float = 5.0) -> SpanExportResult:
+def export_over_http(
+    port: int,
+    name: str,
+    *,
+    ca_file: Path | None = None,
+    cert_file: Path | None = None,
+    key_file: Path | None = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 5.0,
+) -> SpanExportResult:
     """One export to 127.0.0.1:`port`/v1/traces, https when `ca_file` is given."""
     scheme = "http" if ca_file is None else "https"
     # requests lets REQUESTS_CA_BUNDLE in the environment override the session's CA file
@@ -53,9 +73,13 @@ def export_over_http(port: int, name: str, *, ca_file: Path | None = None, cert_
     session = requests.Session()
     session.trust_env = False
     exporter = HttpSpanExporter(
-        endpoint=f"{scheme}://127.0.0.1:{port}/v1/traces", certificate_file=str(ca_file) if ca_file else None,
+        endpoint=f"{scheme}://127.0.0.1:{port}/v1/traces",
+        certificate_file=str(ca_file) if ca_file else None,
         client_certificate_file=str(cert_file) if cert_file else None,
-        client_key_file=str(key_file) if key_file else None, headers=headers, timeout=timeout_s, session=session,
+        client_key_file=str(key_file) if key_file else None,
+        headers=headers,
+        timeout=timeout_s,
+        session=session,
     )
     try:
         return exporter.export(finished_spans(name))

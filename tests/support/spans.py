@@ -71,21 +71,38 @@ def new_span_id() -> bytes:
     return os.urandom(8)
 
 
-def span(trace_id: bytes, name: str, parent: bytes = b"", attributes: dict | None = None,
-         start_ns: int = 1_700_000_000_000_000_000, span_id: bytes | None = None) -> Span:
+def span(
+    trace_id: bytes,
+    name: str,
+    parent: bytes = b"",
+    attributes: dict | None = None,
+    start_ns: int = 1_700_000_000_000_000_000,
+    span_id: bytes | None = None,
+) -> Span:
     return Span(
-        trace_id=trace_id, span_id=span_id or new_span_id(), parent_span_id=parent, name=name,
-        kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=start_ns, end_time_unix_nano=start_ns + 1_000_000,
+        trace_id=trace_id,
+        span_id=span_id or new_span_id(),
+        parent_span_id=parent,
+        name=name,
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=start_ns + 1_000_000,
         attributes=[kv(k, v) for k, v in (attributes or {}).items()],
     )
 
 
-def request_of(spans: list[Span], service: str = "agent", resource_attributes: dict | None = None) -> ExportTraceServiceRequest:
+def request_of(
+    spans: list[Span], service: str = "agent", resource_attributes: dict | None = None
+) -> ExportTraceServiceRequest:
     attributes = {"service.name": service, **(resource_attributes or {})}
-    return ExportTraceServiceRequest(resource_spans=[
-        ResourceSpans(resource=Resource(attributes=[kv(k, v) for k, v in attributes.items()]),
-                      scope_spans=[ScopeSpans(scope=InstrumentationScope(name="tests"), spans=spans)])
-    ])
+    return ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(
+                resource=Resource(attributes=[kv(k, v) for k, v in attributes.items()]),
+                scope_spans=[ScopeSpans(scope=InstrumentationScope(name="tests"), spans=spans)],
+            )
+        ]
+    )
 
 
 def good_request(name: str):
@@ -96,9 +113,18 @@ def agent_request(turns: int = 4) -> ExportTraceServiceRequest:
     spans = []
     for turn in range(turns):
         trace_id, root = new_trace_id(), new_span_id()
-        spans.append(span(trace_id, "invoke_agent", span_id=root, attributes={
-            **AGENT_ROOT, "gen_ai.input.messages": f'[{{"role": "user", "content": "question {turn}"}}]',
-            "gen_ai.output.messages": f'[{{"role": "assistant", "content": "answer {turn}"}}]'}))
+        spans.append(
+            span(
+                trace_id,
+                "invoke_agent",
+                span_id=root,
+                attributes={
+                    **AGENT_ROOT,
+                    "gen_ai.input.messages": f'[{{"role": "user", "content": "question {turn}"}}]',
+                    "gen_ai.output.messages": f'[{{"role": "assistant", "content": "answer {turn}"}}]',
+                },
+            )
+        )
         spans += [span(trace_id, f"step {i}", parent=root) for i in range(3)]
     return request_of(spans, service="wal-agent")
 
@@ -111,36 +137,66 @@ def every_field_request() -> ExportTraceServiceRequest:
 
     def full_span(trace_id, span_id, parent, name, kind):
         return Span(
-            trace_id=trace_id, span_id=span_id, parent_span_id=parent, trace_state="vendor=a,other=b",
-            flags=0x301 if parent else 0x101, name=name, kind=kind,
-            start_time_unix_nano=1_700_000_000_123_456_789, end_time_unix_nano=1_700_000_001_987_654_321,
-            attributes=attributes, dropped_attributes_count=3,
-            events=[Span.Event(time_unix_nano=1_700_000_000_500_000_000, name="checkpoint",
-                               attributes=attributes, dropped_attributes_count=1)],
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent,
+            trace_state="vendor=a,other=b",
+            flags=0x301 if parent else 0x101,
+            name=name,
+            kind=kind,
+            start_time_unix_nano=1_700_000_000_123_456_789,
+            end_time_unix_nano=1_700_000_001_987_654_321,
+            attributes=attributes,
+            dropped_attributes_count=3,
+            events=[
+                Span.Event(
+                    time_unix_nano=1_700_000_000_500_000_000,
+                    name="checkpoint",
+                    attributes=attributes,
+                    dropped_attributes_count=1,
+                )
+            ],
             dropped_events_count=2,
-            links=[Span.Link(trace_id=trace_b, span_id=root_b, trace_state="l=1", attributes=attributes,
-                             dropped_attributes_count=4, flags=0x101)],
+            links=[
+                Span.Link(
+                    trace_id=trace_b,
+                    span_id=root_b,
+                    trace_state="l=1",
+                    attributes=attributes,
+                    dropped_attributes_count=4,
+                    flags=0x101,
+                )
+            ],
             dropped_links_count=5,
             status=Status(code=Status.STATUS_CODE_ERROR, message="it broke"),
         )
 
-    return ExportTraceServiceRequest(resource_spans=[
-        ResourceSpans(
-            resource=Resource(attributes=[kv("service.name", "every-field"), *attributes], dropped_attributes_count=6),
-            schema_url="https://opentelemetry.io/schemas/1.26.0",
-            scope_spans=[
-                ScopeSpans(
-                    scope=InstrumentationScope(name="scope-one", version="1.2.3", attributes=attributes,
-                                               dropped_attributes_count=7),
-                    schema_url="https://opentelemetry.io/schemas/1.21.0",
-                    spans=[full_span(trace_a, root_a, b"", "root-a", Span.SPAN_KIND_SERVER),
-                           full_span(trace_a, child_a, root_a, "child-a", Span.SPAN_KIND_CLIENT)],
+    return ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(
+                resource=Resource(
+                    attributes=[kv("service.name", "every-field"), *attributes], dropped_attributes_count=6
                 ),
-                ScopeSpans(scope=InstrumentationScope(name="scope-two"),
-                           spans=[full_span(trace_b, root_b, b"", "root-b", Span.SPAN_KIND_PRODUCER)]),
-            ],
-        )
-    ])
+                schema_url="https://opentelemetry.io/schemas/1.26.0",
+                scope_spans=[
+                    ScopeSpans(
+                        scope=InstrumentationScope(
+                            name="scope-one", version="1.2.3", attributes=attributes, dropped_attributes_count=7
+                        ),
+                        schema_url="https://opentelemetry.io/schemas/1.21.0",
+                        spans=[
+                            full_span(trace_a, root_a, b"", "root-a", Span.SPAN_KIND_SERVER),
+                            full_span(trace_a, child_a, root_a, "child-a", Span.SPAN_KIND_CLIENT),
+                        ],
+                    ),
+                    ScopeSpans(
+                        scope=InstrumentationScope(name="scope-two"),
+                        spans=[full_span(trace_b, root_b, b"", "root-b", Span.SPAN_KIND_PRODUCER)],
+                    ),
+                ],
+            )
+        ]
+    )
 
 
 def without_scores(span: Span) -> Span:

@@ -35,8 +35,10 @@ def test_weather_script_calls_the_tool_then_reports_its_result(openai_server):
     assert json.loads(call.function.arguments) == {"city": "Paris"}
     assert first.usage.total_tokens == first.usage.prompt_tokens + first.usage.completion_tokens > 0
 
-    messages += [first.choices[0].message.model_dump(exclude_none=True),
-                 {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 22 C"}]
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 22 C"},
+    ]
     second = client.chat.completions.create(model="gpt-test", messages=messages, tools=[WEATHER_TOOL])
     assert second.choices[0].message.content == "The weather in Paris is: Sunny, 22 C"
     assert second.choices[0].finish_reason == "stop"
@@ -45,10 +47,14 @@ def test_weather_script_calls_the_tool_then_reports_its_result(openai_server):
 def test_streaming_chat_completion_delivers_text_tool_calls_and_usage(openai_server):
     client = _client(openai_server)
     openai_server.enqueue(
-        Reply(content="thinking out loud", tool_calls=(ToolCall("get_weather", '{"city": "Paris"}'),)))
+        Reply(content="thinking out loud", tool_calls=(ToolCall("get_weather", '{"city": "Paris"}'),))
+    )
     stream = client.chat.completions.create(
-        model="gpt-test", messages=[{"role": "user", "content": "hi"}], tools=[WEATHER_TOOL],
-        stream=True, stream_options={"include_usage": True},
+        model="gpt-test",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[WEATHER_TOOL],
+        stream=True,
+        stream_options={"include_usage": True},
     )
     text, arguments, names, usage = "", "", [], None
     for chunk in stream:
@@ -73,10 +79,13 @@ def test_responses_api_returns_function_call_then_text(openai_server):
     call = first.output[0]
     assert call.type == "function_call" and call.name == "get_weather"
     second = client.responses.create(
-        model="gpt-test", tools=[tool],
-        input=[{"role": "user", "content": "Weather in Paris?"},
-               {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
-               {"type": "function_call_output", "call_id": call.call_id, "output": "Rain"}],
+        model="gpt-test",
+        tools=[tool],
+        input=[
+            {"role": "user", "content": "Weather in Paris?"},
+            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "Rain"},
+        ],
     )
     assert second.output_text == "The weather in Paris is: Rain"
 

@@ -27,20 +27,33 @@ class ToyMetric(Processor):
         self.seen: list[tuple[str | None, int, bytes]] = []  # (session id, earlier traces in session, trace id)
 
     async def process_trace(self, trace, session):
-        self.seen.append((session.session_id if session else None, len(session.traces) if session else 0, trace.trace_id))
+        self.seen.append(
+            (session.session_id if session else None, len(session.traces) if session else 0, trace.trace_id)
+        )
         if self.config.delay_s:
             await asyncio.sleep(self.config.delay_s)
         anchor = trace.anchor
         if self.config.fail_on and anchor is not None and anchor.name == self.config.fail_on:
             raise RuntimeError(f"cannot score {anchor.name}")
         score = min(1.0, trace.span_count / 4)
-        return [MetricResult(name=self.config.name, score=score, explanation=f"{trace.span_count} spans",
-                             metadata={"spans": trace.span_count})]
+        return [
+            MetricResult(
+                name=self.config.name,
+                score=score,
+                explanation=f"{trace.span_count} spans",
+                metadata={"spans": trace.span_count},
+            )
+        ]
 
     async def process_session(self, session):
         complete = sum(1 for t in session.traces if t.complete)
-        return [MetricResult(name=f"{self.config.name}_session", score=complete / len(session.traces),
-                             explanation=f"{complete} of {len(session.traces)} traces complete")]
+        return [
+            MetricResult(
+                name=f"{self.config.name}_session",
+                score=complete / len(session.traces),
+                explanation=f"{complete} of {len(session.traces)} traces complete",
+            )
+        ]
 
 
 FACTORY = ComponentFactory("processor", "toy_metric", ToyMetricConfig, ToyMetric)

@@ -45,15 +45,29 @@ class ToolSuccess(Processor):
         threshold = self.config.threshold
         calls = agent_trace_of(trace).tool_steps
         if not calls:
-            return [MetricResult(name=NAME, score=1.0, threshold=threshold, explanation="No tool calls.",
-                                 metadata={"tool_calls": 0, "failed": 0})]
+            return [
+                MetricResult(
+                    name=NAME,
+                    score=1.0,
+                    threshold=threshold,
+                    explanation="No tool calls.",
+                    metadata={"tool_calls": 0, "failed": 0},
+                )
+            ]
         failed = [step for step in calls if step.error]
         succeeded = len(calls) - len(failed)
         explanation = f"{succeeded} of {len(calls)} tool calls succeeded."
         if failed:
             explanation += " Failed: " + "; ".join(f"{step.name}: {step.error}" for step in failed)
-        return [MetricResult(name=NAME, score=succeeded / len(calls), threshold=threshold, explanation=explanation,
-                             metadata={"tool_calls": len(calls), "failed": len(failed)})]
+        return [
+            MetricResult(
+                name=NAME,
+                score=succeeded / len(calls),
+                threshold=threshold,
+                explanation=explanation,
+                metadata={"tool_calls": len(calls), "failed": len(failed)},
+            )
+        ]
 
 
 FACTORY = ComponentFactory("processor", NAME, ToolSuccessConfig, ToolSuccess)

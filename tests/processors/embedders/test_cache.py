@@ -104,8 +104,8 @@ def test_embed_sync_from_many_threads_agrees_with_the_inner_embedder():
 
     def work(offset):
         for start in range(offset, len(texts), 40):
-            batch = texts[start:start + 10]
-            if not np.array_equal(cached.embed_sync(batch), want[start:start + 10]):
+            batch = texts[start : start + 10]
+            if not np.array_equal(cached.embed_sync(batch), want[start : start + 10]):
                 failures.append(start)
 
     threads = [threading.Thread(target=work, args=(i * 10,)) for i in range(4)]

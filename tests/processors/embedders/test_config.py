@@ -56,12 +56,14 @@ def test_a_mapping_without_type_means_auto():
 
 def test_a_bad_value_names_its_key():
     assert problems({"embedder": {"type": "openai", "batch_size": 0}}) == [
-        "processors.coherence.embedder.batch_size: Input should be greater than or equal to 1 (got 0)"]
+        "processors.coherence.embedder.batch_size: Input should be greater than or equal to 1 (got 0)"
+    ]
 
 
 def test_an_unknown_key_is_named():
     assert problems({"embedder": {"type": "hashing", "dimensions": 512}}) == [
-        "processors.coherence.embedder.dimensions: unknown key"]
+        "processors.coherence.embedder.dimensions: unknown key"
+    ]
 
 
 def test_an_unknown_type_is_named():
@@ -96,8 +98,17 @@ def test_a_zero_sized_cache_means_no_cache():
 
 
 def test_build_embedder_builds_openai_from_config(openai_server):
-    embedder = build_embedder({"type": "openai", "base_url": openai_server.base_url, "api_key": "k",
-                               "timeout": "2s", "max_retries": 1, "batch_size": 2, "max_embedder_wait": "2m"})
+    embedder = build_embedder(
+        {
+            "type": "openai",
+            "base_url": openai_server.base_url,
+            "api_key": "k",
+            "timeout": "2s",
+            "max_retries": 1,
+            "batch_size": 2,
+            "max_embedder_wait": "2m",
+        }
+    )
     inner = base(embedder)
     assert isinstance(inner, OpenAIEmbedder)
     assert (inner.timeout_s, inner.retry.max_retries, inner.batch_size) == (2.0, 1, 2)
@@ -135,4 +146,3 @@ def test_minilm_without_the_extra_fails_at_build(monkeypatch):
     monkeypatch.setattr(minilm, "REQUIRED_MODULES", ("spanscore_no_such_module",))
     with pytest.raises(MissingExtraError, match=r"spanscore\[minilm\]"):
         build_embedder({"type": "minilm"})
-

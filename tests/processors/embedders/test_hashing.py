@@ -26,8 +26,15 @@ print(hashlib.sha256(HashingEmbedder().embed_sync(texts).tobytes()).hexdigest())
 
 def _digest_in_subprocess(hash_seed: str) -> str:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", DIGEST_SCRIPT], input="\x1e".join(TEXTS), env=env,
-                            capture_output=True, text=True, check=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", DIGEST_SCRIPT],
+        input="\x1e".join(TEXTS),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return result.stdout.strip()
 
 
@@ -54,11 +61,13 @@ def test_an_empty_batch_gives_an_empty_matrix():
 
 
 def test_similar_texts_are_closer_than_unrelated_ones():
-    a, b, c = HashingEmbedder().embed_sync([
-        "The cat sat on the mat",
-        "A cat was sitting on a mat",
-        "Quarterly revenue rose 4%",
-    ])
+    a, b, c = HashingEmbedder().embed_sync(
+        [
+            "The cat sat on the mat",
+            "A cat was sitting on a mat",
+            "Quarterly revenue rose 4%",
+        ]
+    )
     assert float(a @ b) > float(a @ c) + 0.2
     assert float(a @ b) > float(b @ c) + 0.2
 

@@ -26,8 +26,9 @@ def test_rows_are_384_dimensional_unit_vectors(embedder):
 
 
 def test_a_paraphrase_is_closer_than_an_unrelated_sentence(embedder):
-    cat, sitting, revenue = embedder.embed_sync([
-        "The cat sat on the mat", "A cat was sitting on a mat", "Quarterly revenue rose 4%"])
+    cat, sitting, revenue = embedder.embed_sync(
+        ["The cat sat on the mat", "A cat was sitting on a mat", "Quarterly revenue rose 4%"]
+    )
     assert float(cat @ sitting) > float(cat @ revenue) + 0.3
 
 

@@ -236,8 +236,13 @@ def test_the_name_carries_model_and_dimensions(openai_server):
 
 async def test_an_embedder_down_then_back_is_waited_for_not_failed():
     server = OpenAIServer(port=free_port())  # not started: connections are refused
-    embedder = OpenAIEmbedder(base_url=server.base_url, api_key="test-key", seed=7, max_wait_s=10.0,
-                              retry=RetryPolicy(max_retries=1, initial_backoff_s=0.05, max_backoff_s=0.2))
+    embedder = OpenAIEmbedder(
+        base_url=server.base_url,
+        api_key="test-key",
+        seed=7,
+        max_wait_s=10.0,
+        retry=RetryPolicy(max_retries=1, initial_backoff_s=0.05, max_backoff_s=0.2),
+    )
     call = asyncio.create_task(embedder.embed(["hello", "world"]))
     try:
         await asyncio.sleep(1.0)
@@ -252,12 +257,15 @@ async def test_an_embedder_down_then_back_is_waited_for_not_failed():
 
 def test_past_max_embedder_wait_the_error_says_how_long_and_why():
     port = free_port()
-    embedder = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_wait_s=0.3,
-                              retry=FAST_RETRY)
+    embedder = OpenAIEmbedder(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_wait_s=0.3, retry=FAST_RETRY
+    )
     with pytest.raises(EmbeddingRequestError) as caught:
         embedder.embed_sync(["hello"])
-    assert str(caught.value) == (f"embedding 1 text: embedder 'text-embedding-3-small' at http://127.0.0.1:{port}/v1 "
-                                 "unreachable for 300ms (max_embedder_wait): connection refused")
+    assert str(caught.value) == (
+        f"embedding 1 text: embedder 'text-embedding-3-small' at http://127.0.0.1:{port}/v1 "
+        "unreachable for 300ms (max_embedder_wait): connection refused"
+    )
 
 
 async def test_texts_leave_redacted_unless_redaction_is_off(openai_server):
@@ -271,6 +279,10 @@ async def test_texts_leave_redacted_unless_redaction_is_off(openai_server):
 
 
 def test_the_redact_setting_reaches_the_embedder():
-    built = build_uncached(parse_embedder_config({"type": "openai", "api_key": "k", "redact": {"patterns": ["order-\\d+"]}}))
+    built = build_uncached(
+        parse_embedder_config({"type": "openai", "api_key": "k", "redact": {"patterns": ["order-\\d+"]}})
+    )
     assert built.redaction.text("see order-42") == "see [REDACTED]"
-    assert not build_uncached(parse_embedder_config({"type": "openai", "api_key": "k", "redact": False})).redaction.enabled
+    assert not build_uncached(
+        parse_embedder_config({"type": "openai", "api_key": "k", "redact": False})
+    ).redaction.enabled

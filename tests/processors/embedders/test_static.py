@@ -52,8 +52,15 @@ def test_vectors_are_the_sums_of_the_library_s_token_rows(embedder):
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(TABLE_DIR / "tokenizer.json"))
-    texts = ["Where is my order 1234?", "Zürich: 5 °C, leichter Regen", "ok", "", "東京の天気は?",
-             " ".join(f"word{i}" for i in range(400)), "The parcel left the Lyon depot; DPD delivers Thursday."] * 20
+    texts = [
+        "Where is my order 1234?",
+        "Zürich: 5 °C, leichter Regen",
+        "ok",
+        "",
+        "東京の天気は?",
+        " ".join(f"word{i}" for i in range(400)),
+        "The parcel left the Lyon depot; DPD delivers Thursday.",
+    ] * 20
     table = np.load(TABLE_DIR / "static_minilm.npz")["embeddings"].astype(np.float64)
     expected = np.zeros((len(texts), table.shape[1]))
     for i, text in enumerate(texts):
@@ -73,8 +80,9 @@ def test_long_text_is_cut_at_the_model_s_length(embedder):
 
 
 def test_it_is_semantic(embedder):
-    question, answer, unrelated = embedder.embed_sync([
-        "What's the weather in Paris?", "It is 21°C and sunny in Paris.", "Quarterly revenue rose four percent."])
+    question, answer, unrelated = embedder.embed_sync(
+        ["What's the weather in Paris?", "It is 21°C and sunny in Paris.", "Quarterly revenue rose four percent."]
+    )
     assert float(question @ answer) > float(question @ unrelated) + 0.3
 
 
@@ -85,8 +93,10 @@ def test_the_config_type_and_the_cache(embedder):
 
 
 def test_it_imports_no_torch():
-    script = ("import sys; from spanscore.processors.embedders.static import StaticEmbedder; "
-              "StaticEmbedder().embed_sync(['hello world']); print('torch' in sys.modules)")
+    script = (
+        "import sys; from spanscore.processors.embedders.static import StaticEmbedder; "
+        "StaticEmbedder().embed_sync(['hello world']); print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "False"
 

@@ -20,8 +20,10 @@ PYTHON = AsciiWordPiece(TABLE_DIR / TOKENIZER_FILE)
 
 # Every ASCII character, weighted towards what text is made of.
 ascii_text = st.text(
-    alphabet=st.one_of(st.sampled_from(string.ascii_letters + string.digits + " .,;:!?'\"-_()[]{}/\\\n\t"),
-                       st.characters(min_codepoint=0, max_codepoint=127)),
+    alphabet=st.one_of(
+        st.sampled_from(string.ascii_letters + string.digits + " .,;:!?'\"-_()[]{}/\\\n\t"),
+        st.characters(min_codepoint=0, max_codepoint=127),
+    ),
     max_size=300,
 )
 
@@ -38,10 +40,20 @@ def test_any_ascii_text_gets_the_library_s_ids(text):
 
 def test_agent_like_text_and_edge_cases():
     texts = [
-        "What's the weather in Paris?", "It is 21 C and sunny; DPD expects to deliver it on Thursday.",
-        '{"city": "Paris", "units": "metric"}', "get_weather(city='Oslo') -> 5", "ERROR: HTTP 503 (upstream)",
-        "", "   ", "\x00\x01 control\x7fchars\x0b\x0cjoin", "a" * 101, "x" * 100, "unaffable antidisestablishment",
-        "CamelCaseWordsAndUPPER lower 12345678901234567890", "tab\tnew\nline\rreturn", "~`!@#$%^&*()_+=-{}|[]\\:\";'<>?,./",
+        "What's the weather in Paris?",
+        "It is 21 C and sunny; DPD expects to deliver it on Thursday.",
+        '{"city": "Paris", "units": "metric"}',
+        "get_weather(city='Oslo') -> 5",
+        "ERROR: HTTP 503 (upstream)",
+        "",
+        "   ",
+        "\x00\x01 control\x7fchars\x0b\x0cjoin",
+        "a" * 101,
+        "x" * 100,
+        "unaffable antidisestablishment",
+        "CamelCaseWordsAndUPPER lower 12345678901234567890",
+        "tab\tnew\nline\rreturn",
+        "~`!@#$%^&*()_+=-{}|[]\\:\";'<>?,./",
     ]
     for text in texts:
         assert PYTHON.ids(text) == library_ids(text), text

@@ -34,8 +34,10 @@ from tests.support.golden_agent_traces import (  # noqa: E402
 
 
 def make() -> dict[str, Any]:
-    fixtures = {name: canonical(build_agent_trace(trace_id, spans, session_id=session).model_dump())
-                for name, trace_id, spans, session in fixture_cases()}
+    fixtures = {
+        name: canonical(build_agent_trace(trace_id, spans, session_id=session).model_dump())
+        for name, trace_id, spans, session in fixture_cases()
+    }
     bench = bench_dumps()
     return {
         "fixtures": fixtures,

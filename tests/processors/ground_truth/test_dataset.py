@@ -11,7 +11,7 @@ from spanscore.processors.ground_truth.dataset import (
     Dataset,
     DatasetError,
     Expected,
-    ExpectedParameter,
+    ExpectedArgument,
     ExpectedToolCall,
     Subgoal,
     Turn,
@@ -138,14 +138,14 @@ def test_a_full_yaml_dataset_and_the_same_as_jsonl_load_to_equal_datasets(tmp_pa
             ExpectedToolCall(
                 tool="weather",
                 turn=0,
-                parameters=[ExpectedParameter(name="city", value="Oslo"), ExpectedParameter(name="units", value=None)],
+                parameters=[ExpectedArgument(name="city", value="Oslo"), ExpectedArgument(name="units", value=None)],
                 output=Expected(check="a weather report"),
             ),
             ExpectedToolCall(
                 tool="forecast",
                 parameters=[
-                    ExpectedParameter(name="city", check="a Norwegian city"),
-                    ExpectedParameter(name="days", value=1),
+                    ExpectedArgument(name="city", check="a Norwegian city"),
+                    ExpectedArgument(name="days", value=1),
                 ],
             ),
         ],
@@ -187,13 +187,16 @@ def test_the_example_weather_suite_loads():
 
 
 def test_ids_tools_and_texts_are_whitespace_trimmed(tmp_path):
-    case = load_yaml(tmp_path, """
+    case = load_yaml(
+        tmp_path,
+        """
         cases:
           - id: ' oslo '
             turns: [{message: ' Hi ', expected_response: ' Hello '}]
             subgoals: [{details: ' Greets '}]
             expected_tool_calls: [{tool: '  weather ', output: {check: ' a report '}}]
-    """).cases[0]
+    """,
+    ).cases[0]
     assert (case.id, case.subgoals[0].details) == ("oslo", "Greets")
     assert case.turns[0] == Turn(message="Hi", expected_response="Hello")
     assert case.expected_tool_calls[0] == ExpectedToolCall(tool="weather", output=Expected(check="a report"))
@@ -221,14 +224,21 @@ def test_blank_texts_are_errors(tmp_path):
 
 
 def test_an_item_gives_a_value_or_a_check_and_kind_says_which(tmp_path):
-    call = load_yaml(tmp_path, """
+    call = (
+        load_yaml(
+            tmp_path,
+            """
         cases:
           - id: a
             expected_tool_calls:
               - tool: weather
                 parameters: [{name: city, value: Oslo}, {name: region, check: a Norwegian county}]
                 output: {value: [1, "2", true]}
-    """).cases[0].expected_tool_calls[0]
+    """,
+        )
+        .cases[0]
+        .expected_tool_calls[0]
+    )
     assert [(p.name, p.kind, p.value, p.check) for p in call.parameters] == [
         ("city", "value", "Oslo", None),
         ("region", "check", None, "a Norwegian county"),
@@ -237,25 +247,35 @@ def test_an_item_gives_a_value_or_a_check_and_kind_says_which(tmp_path):
 
 
 def test_value_null_expects_json_null_and_stays_distinct_from_an_absent_value(tmp_path):
-    call = load_yaml(tmp_path, """
+    call = (
+        load_yaml(
+            tmp_path,
+            """
         cases:
           - id: a
             expected_tool_calls: [{tool: t, parameters: [{name: units, value: null}], output: {value: null}}]
-    """).cases[0].expected_tool_calls[0]
+    """,
+        )
+        .cases[0]
+        .expected_tool_calls[0]
+    )
     assert (call.parameters[0].kind, call.parameters[0].value) == ("value", None)
     assert call.parameters[0].model_dump(exclude_unset=True) == {"name": "units", "value": None}
     assert (call.output.kind, call.output.value) == ("value", None)
 
 
 def test_an_item_with_both_value_and_check_is_an_error_even_with_value_null(tmp_path):
-    problems = yaml_problems(tmp_path, """
+    problems = yaml_problems(
+        tmp_path,
+        """
         cases:
           - id: oslo-weather
             expected_tool_calls:
               - tool: weather
                 parameters: [{name: city, value: Oslo}, {name: units, value: null, check: metric}]
                 output: {value: 3, check: a number}
-    """)
+    """,
+    )
     assert problems == [
         "cases[0] (id oslo-weather).expected_tool_calls[0].parameters[1]: give either value or check, not both",
         "cases[0] (id oslo-weather).expected_tool_calls[0].output: give either value or check, not both",
@@ -272,10 +292,15 @@ def test_an_item_with_neither_value_nor_check_is_an_error(tmp_path):
 
 
 def test_a_null_or_mistyped_check_is_an_error(tmp_path):
-    problems = cases_problems(tmp_path, {
-        "id": "a",
-        "expected_tool_calls": [{"tool": "t", "parameters": [{"name": "p", "check": None}, {"name": "q", "check": 5}]}],
-    })
+    problems = cases_problems(
+        tmp_path,
+        {
+            "id": "a",
+            "expected_tool_calls": [
+                {"tool": "t", "parameters": [{"name": "p", "check": None}, {"name": "q", "check": 5}]}
+            ],
+        },
+    )
     assert problems == [
         "cases[0] (id a).expected_tool_calls[0].parameters[0].check: give the check as text, or leave check out",
         "cases[0] (id a).expected_tool_calls[0].parameters[1].check: Input should be a valid string (got 5)",
@@ -283,7 +308,9 @@ def test_a_null_or_mistyped_check_is_an_error(tmp_path):
 
 
 def test_yaml_values_that_are_not_json_are_errors(tmp_path):
-    problems = yaml_problems(tmp_path, """
+    problems = yaml_problems(
+        tmp_path,
+        """
         cases:
           - id: a
             expected_tool_calls:
@@ -292,7 +319,8 @@ def test_yaml_values_that_are_not_json_are_errors(tmp_path):
                   - {name: day, value: 2024-05-01}
                   - {name: ratio, value: [1, .nan]}
                   - {name: map, value: {1: one}}
-    """)
+    """,
+    )
     assert problems == [
         "cases[0] (id a).expected_tool_calls[0].parameters[0].value: 2024-05-01 reads as a date, not a JSON value; "
         + "quote it to compare the text",
@@ -303,9 +331,22 @@ def test_yaml_values_that_are_not_json_are_errors(tmp_path):
 
 
 def test_parameter_names_are_unique_within_a_call(tmp_path):
-    problems = cases_problems(tmp_path, {"id": "a", "expected_tool_calls": [{"tool": "t", "parameters": [
-        {"name": "city", "value": "Oslo"}, {"name": "days", "value": 1}, {"name": "city", "check": "a city"},
-    ]}]})
+    problems = cases_problems(
+        tmp_path,
+        {
+            "id": "a",
+            "expected_tool_calls": [
+                {
+                    "tool": "t",
+                    "parameters": [
+                        {"name": "city", "value": "Oslo"},
+                        {"name": "days", "value": 1},
+                        {"name": "city", "check": "a city"},
+                    ],
+                }
+            ],
+        },
+    )
     assert problems == [
         "cases[0] (id a).expected_tool_calls[0].parameters[2].name: duplicate name; parameters[0] has the same name",
     ]
@@ -321,14 +362,17 @@ def test_a_parameter_needs_a_name(tmp_path):
 
 
 def test_unknown_keys_are_reported_at_every_level(tmp_path):
-    problems = yaml_problems(tmp_path, """
+    problems = yaml_problems(
+        tmp_path,
+        """
         suite: weather
         cases:
           - id: a
             turn: [{message: hi}]
             subgoals: [{details: d, weight: 2}]
             expected_tool_calls: [{tool: t, parameters: [{name: p, value: 1, exact: true}]}]
-    """)
+    """,
+    )
     assert problems == [
         "suite: unknown key",
         "cases[0] (id a).subgoals[0].weight: unknown key",
@@ -338,13 +382,16 @@ def test_unknown_keys_are_reported_at_every_level(tmp_path):
 
 
 def test_loose_types_are_errors_not_coerced(tmp_path):
-    problems = cases_problems(tmp_path, {
-        "id": "a",
-        "turns": {"message": "hi"},
-        "subgoals": [{"details": "d", "turn": "0"}, {"details": "e", "turn": -1}, "just text"],
-        "expected_tool_calls": [{"tool": "t", "turn": True, "parameters": {"city": "Oslo"}}],
-        "tool_sequence_matters": "no",
-    })
+    problems = cases_problems(
+        tmp_path,
+        {
+            "id": "a",
+            "turns": {"message": "hi"},
+            "subgoals": [{"details": "d", "turn": "0"}, {"details": "e", "turn": -1}, "just text"],
+            "expected_tool_calls": [{"tool": "t", "turn": True, "parameters": {"city": "Oslo"}}],
+            "tool_sequence_matters": "no",
+        },
+    )
     assert problems == [
         "cases[0] (id a).turns: Input should be a valid list",
         "cases[0] (id a).subgoals[0].turn: Input should be a valid integer (got '0')",
@@ -373,7 +420,10 @@ def test_a_case_that_is_not_a_mapping_is_an_error(tmp_path):
 
 def test_a_missing_required_field_in_jsonl_names_the_line_and_case(tmp_path):
     problems = jsonl_problems(
-        tmp_path, {"id": "a", **SUBGOAL}, {"id": "b", **SUBGOAL}, {"id": "oslo-weather", "subgoals": [{}]},
+        tmp_path,
+        {"id": "a", **SUBGOAL},
+        {"id": "b", **SUBGOAL},
+        {"id": "oslo-weather", "subgoals": [{}]},
     )
     assert problems == ["line 3 (id oslo-weather).subgoals[0].details: Field required"]
 
@@ -466,12 +516,15 @@ def test_the_error_message_lists_every_problem():
 
 
 def test_a_turn_index_must_name_a_scripted_turn(tmp_path):
-    problems = cases_problems(tmp_path, {
-        "id": "a",
-        "turns": [{"message": "hi"}, {"message": "and?"}],
-        "subgoals": [{"details": "d", "turn": 1}, {"details": "e", "turn": 2}],
-        "expected_tool_calls": [{"tool": "t", "turn": 5}],
-    })
+    problems = cases_problems(
+        tmp_path,
+        {
+            "id": "a",
+            "turns": [{"message": "hi"}, {"message": "and?"}],
+            "subgoals": [{"details": "d", "turn": 1}, {"details": "e", "turn": 2}],
+            "expected_tool_calls": [{"tool": "t", "turn": 5}],
+        },
+    )
     assert problems == [
         "cases[0] (id a).subgoals[1].turn: turn 2 is past the last scripted turn, 1 (turns count from 0)",
         "cases[0] (id a).expected_tool_calls[0].turn: turn 5 is past the last scripted turn, 1 (turns count from 0)",
@@ -479,9 +532,12 @@ def test_a_turn_index_must_name_a_scripted_turn(tmp_path):
 
 
 def test_without_scripted_turns_any_turn_index_is_accepted(tmp_path):
-    case = load_yaml(tmp_path, """
+    case = load_yaml(
+        tmp_path,
+        """
         cases: [{id: a, subgoals: [{details: d, turn: 4}], expected_tool_calls: [{tool: t, turn: 9}]}]
-    """).cases[0]
+    """,
+    ).cases[0]
     assert (case.subgoals[0].turn, case.expected_tool_calls[0].turn) == (4, 9)
 
 
@@ -498,7 +554,10 @@ def test_an_expected_response_alone_grades_a_case(tmp_path):
 
 def test_duplicate_ids_name_both_positions(tmp_path):
     problems = cases_problems(
-        tmp_path, {"id": "oslo", **SUBGOAL}, {"id": "paris", **SUBGOAL}, {"id": " oslo", **SUBGOAL},
+        tmp_path,
+        {"id": "oslo", **SUBGOAL},
+        {"id": "paris", **SUBGOAL},
+        {"id": " oslo", **SUBGOAL},
     )
     assert problems == ["cases[2] (id oslo).id: duplicate id; cases[0] has the same id"]
     problems = jsonl_problems(tmp_path, {"id": "oslo", **SUBGOAL}, {"id": "oslo", **SUBGOAL})
@@ -519,11 +578,14 @@ def test_two_cases_starting_with_the_same_message_are_an_ambiguous_join(tmp_path
 
 
 def test_an_instruction_equal_to_another_cases_first_turn_is_not_ambiguous_when_it_has_turns(tmp_path):
-    dataset = load_yaml(tmp_path, """
+    dataset = load_yaml(
+        tmp_path,
+        """
         cases:
           - {id: a, turns: [{message: 'Weather in Oslo?'}], subgoals: [{details: d}]}
           - {id: b, user_instruction: 'Weather in Oslo?', turns: [{message: Hi}], subgoals: [{details: d}]}
-    """)
+    """,
+    )
     assert [case.id for case in dataset.cases] == ["a", "b"]
 
 

@@ -75,8 +75,9 @@ def judge_handler(scores: list[float] | None = None, uses: list[bool] | None = N
         raise AssertionError(f"unexpected schema {name}")
 
     def handler(request: RecordedRequest) -> Reply:
-        return Reply(content=json.dumps(answer(request)), prompt_tokens=PROMPT_TOKENS,
-                     completion_tokens=COMPLETION_TOKENS)
+        return Reply(
+            content=json.dumps(answer(request)), prompt_tokens=PROMPT_TOKENS, completion_tokens=COMPLETION_TOKENS
+        )
 
     return handler
 
@@ -89,16 +90,25 @@ def server():
 
 @pytest.fixture
 async def judge(server):
-    judge = build_judge(JudgeConfig(model="judge-test", base_url=server.base_url, api_key="test-key",
-                                    max_retries=1, initial_backoff=0.01, max_backoff=0.02,
-                                    cache={"enabled": False}))
+    judge = build_judge(
+        JudgeConfig(
+            model="judge-test",
+            base_url=server.base_url,
+            api_key="test-key",
+            max_retries=1,
+            initial_backoff=0.01,
+            max_backoff=0.02,
+            cache={"enabled": False},
+        )
+    )
     yield judge
     await judge.close()
 
 
 def case(*subgoals: str, instruction: str | None = "Find out what to wear in Oslo today.") -> Case:
-    return Case.model_validate({"id": "oslo", "user_instruction": instruction,
-                                "subgoals": [{"details": d} for d in subgoals]})
+    return Case.model_validate(
+        {"id": "oslo", "user_instruction": instruction, "subgoals": [{"details": d} for d in subgoals]}
+    )
 
 
 def turn(user: str, output: str, *steps: Step, trace_id: str = "1" * 32) -> AgentTrace:
@@ -162,8 +172,10 @@ async def test_without_early_stop_every_trial_runs(judge, server, batched, reque
 async def test_a_single_trial_is_one_request(judge, server):
     gt = GroundTruthJudge(judge, trials=1)
     verdicts = await gt.subgoal_verdicts(THREE, SUNNY, [0, 2])
-    assert verdicts == {0: SubgoalVerdict(False, "subgoal_0 judged", (0, 1)),
-                        2: SubgoalVerdict(False, "subgoal_2 judged", (0, 1))}
+    assert verdicts == {
+        0: SubgoalVerdict(False, "subgoal_0 judged", (0, 1)),
+        2: SubgoalVerdict(False, "subgoal_2 judged", (0, 1)),
+    }
     assert len(server.requests) == 1
     assert list(schema_of(server.requests[0])[1]["properties"]) == ["subgoal_0", "subgoal_2"]
 
@@ -176,8 +188,13 @@ async def test_a_split_vote_runs_more_trials_asking_only_the_open_subgoals(judge
     assert verdicts[1] == SubgoalVerdict(True, "subgoal_1 judged", (3, 2))
     assert len(server.requests) == 5
     asked = {trial_of(r): list(schema_of(r)[1]["properties"]) for r in server.requests}
-    assert asked == {0: ["subgoal_0", "subgoal_1"], 1: ["subgoal_0", "subgoal_1"], 2: ["subgoal_0", "subgoal_1"],
-                     3: ["subgoal_1"], 4: ["subgoal_1"]}
+    assert asked == {
+        0: ["subgoal_0", "subgoal_1"],
+        1: ["subgoal_0", "subgoal_1"],
+        2: ["subgoal_0", "subgoal_1"],
+        3: ["subgoal_1"],
+        4: ["subgoal_1"],
+    }
     assert_usage(gt, server)
 
 
@@ -224,20 +241,36 @@ async def test_no_pending_subgoal_asks_nothing_and_bad_indices_are_refused(judge
 async def test_the_transcript_shows_every_turn_in_order(judge, server):
     gt = GroundTruthJudge(judge, trials=1, redaction={"keys": ["api_key"]})
     turns = [
-        turn("What's the weather in Oslo?", "It is snowing in Oslo, -3C.",
-             Step(kind="llm", name="chat", span_id="a1", result="Checking the weather."),
-             weather_step(city="Oslo", api_key="sk-123"), trace_id="1" * 32),
-        turn("And tomorrow?", "Sunny tomorrow.",
-             Step(kind="tool", name="forecast", span_id="b2", arguments={"city": "Oslo"}, error="timeout"),
-             trace_id="2" * 32),
+        turn(
+            "What's the weather in Oslo?",
+            "It is snowing in Oslo, -3C.",
+            Step(kind="llm", name="chat", span_id="a1", result="Checking the weather."),
+            weather_step(city="Oslo", api_key="sk-123"),
+            trace_id="1" * 32,
+        ),
+        turn(
+            "And tomorrow?",
+            "Sunny tomorrow.",
+            Step(kind="tool", name="forecast", span_id="b2", arguments={"city": "Oslo"}, error="timeout"),
+            trace_id="2" * 32,
+        ),
     ]
     await gt.subgoal_verdicts(THREE, turns, [1])
     system, data, instructions = parts(server.requests[0])
     assert system == SYSTEM_PROMPT
-    order = ["turn 1:", "user: What's the weather in Oslo?", "agent (intermediate): Checking the weather.",
-             'tool call weather arguments: {"city": "Oslo", "api_key": "[REDACTED]"}', "result: Snowing, -3C",
-             "agent: It is snowing in Oslo, -3C.", "turn 2:", "user: And tomorrow?",
-             'tool call forecast arguments: {"city": "Oslo"}', "error: timeout", "agent: Sunny tomorrow."]
+    order = [
+        "turn 1:",
+        "user: What's the weather in Oslo?",
+        "agent (intermediate): Checking the weather.",
+        'tool call weather arguments: {"city": "Oslo", "api_key": "[REDACTED]"}',
+        "result: Snowing, -3C",
+        "agent: It is snowing in Oslo, -3C.",
+        "turn 2:",
+        "user: And tomorrow?",
+        'tool call forecast arguments: {"city": "Oslo"}',
+        "error: timeout",
+        "agent: Sunny tomorrow.",
+    ]
     positions = [data.index(line) for line in order]
     assert positions == sorted(positions)
     assert "sk-123" not in data
@@ -264,6 +297,7 @@ async def test_injected_text_in_a_response_stays_inside_the_data_block(judge, se
 
 
 # -- checks -------------------------------------------------------------------------------
+
 
 async def test_check_passes_by_unanimous_majority_in_three_requests(judge, server):
     gt = GroundTruthJudge(judge, trials=5)
@@ -299,11 +333,13 @@ async def test_check_value_is_delimited_data(judge, server):
 
 # -- answer correctness -------------------------------------------------------------------
 
+
 async def test_answer_correctness_takes_the_median_score_and_majority_utilization(judge, server):
     server.handler = judge_handler(scores=[0.9, 0.2, 0.8, 0.7, 0.6], uses=[True, False, True, True, False])
     gt = GroundTruthJudge(judge, trials=5)
-    verdict = await gt.answer_correctness("Weather in Oslo?", "Snowing, -3C", "It snows, -3C.",
-                                          ['{"sky": "snow", "temp_c": -3}'])
+    verdict = await gt.answer_correctness(
+        "Weather in Oslo?", "Snowing, -3C", "It snows, -3C.", ['{"sky": "snow", "temp_c": -3}']
+    )
     # Without a threshold there is no pass/fail to settle early: all 5 trials run.
     assert verdict == AnswerVerdict(score=0.7, utilization=1.0, reasoning="trial 3")
     assert len(server.requests) == 5
@@ -333,8 +369,10 @@ async def test_answer_correctness_without_tool_results_has_no_utilization(judge,
 
 async def test_answer_scores_out_of_range_are_retried_and_noise_is_clamped(judge, server):
     gt = GroundTruthJudge(judge, trials=1)
-    server.enqueue(Reply(content=json.dumps({"reasoning": "too high", "correctness_score": 1.5})),
-                   Reply(content=json.dumps({"reasoning": "noise", "correctness_score": 1.0000001})))
+    server.enqueue(
+        Reply(content=json.dumps({"reasoning": "too high", "correctness_score": 1.5})),
+        Reply(content=json.dumps({"reasoning": "noise", "correctness_score": 1.0000001})),
+    )
     verdict = await gt.answer_correctness("Q?", "A", "A.", [])
     assert verdict == AnswerVerdict(score=1.0, utilization=None, reasoning="noise")
     assert len(server.requests) == gt.calls == 2

@@ -13,11 +13,11 @@ import time
 
 import pytest
 
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
+from spanscore.exporters.memory import MemoryExporter
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
-from spanscore.exporters.memory import MemoryExporter
-from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.processors.ground_truth.processor import NO_JUDGE, GroundTruth, GroundTruthConfig
 from spanscore.receivers.memory import MemoryReceiver
 from tests.support.ground_truth_judge import DATASET, judge
@@ -36,13 +36,33 @@ def turn(trace_id: bytes, question: str, answer: str, tool: tuple[str, str, str]
     root = new_span_id()
     messages = f'[{{"role": "user", "parts": [{{"type": "text", "content": "{question}"}}]}}]'
     output = f'[{{"role": "assistant", "parts": [{{"type": "text", "content": "{answer}"}}]}}]'
-    spans = [span(trace_id, "invoke_agent weather", span_id=root, attributes={
-        "gen_ai.operation.name": "invoke_agent", "session.id": "attempt-1",
-        "gen_ai.input.messages": messages, "gen_ai.output.messages": output})]
+    spans = [
+        span(
+            trace_id,
+            "invoke_agent weather",
+            span_id=root,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "session.id": "attempt-1",
+                "gen_ai.input.messages": messages,
+                "gen_ai.output.messages": output,
+            },
+        )
+    ]
     if tool:
-        spans.append(span(trace_id, "execute_tool", parent=root, attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool[0],
-            "gen_ai.tool.call.arguments": tool[1], "gen_ai.tool.call.result": tool[2]}))
+        spans.append(
+            span(
+                trace_id,
+                "execute_tool",
+                parent=root,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": tool[0],
+                    "gen_ai.tool.call.arguments": tool[1],
+                    "gen_ai.tool.call.result": tool[2],
+                },
+            )
+        )
     return spans
 
 
@@ -55,8 +75,9 @@ async def graded(tmp_path, dataset: str, judge: dict | None, turns: list[list]) 
     processor = GroundTruth("ground_truth", GroundTruthConfig.model_validate(settings))
     exporter = MemoryExporter()
     clock = [0.0]
-    pipeline = Pipeline(Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
-                        clock=lambda: clock[0])
+    pipeline = Pipeline(
+        Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter], clock=lambda: clock[0]
+    )
     await processor.start()
     await pipeline.start()
     receiver = MemoryReceiver(pipeline.intake)
@@ -79,9 +100,15 @@ def judge_settings(server, **extra) -> dict:
 
 async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_judged_again(tmp_path, server):
     first, second = new_trace_id(), new_trace_id()
-    exporter = await graded(tmp_path, DATASET, judge_settings(server), [
-        turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),
-        turn(second, "What should I wear?", "Wear a wool coat")])
+    exporter = await graded(
+        tmp_path,
+        DATASET,
+        judge_settings(server),
+        [
+            turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),
+            turn(second, "What should I wear?", "Wear a wool coat"),
+        ],
+    )
 
     subgoal_requests = [r for r in server.requests if schema_of(r)[0] == "subgoals"]
     assert len(subgoal_requests) == 2  # one per turn (batched, 1 trial)
@@ -97,7 +124,10 @@ async def test_a_second_turn_completes_a_subgoal_and_the_completed_one_is_not_ju
     attributes = carrier.anchor_attributes
     assert attributes["eval.case.id"] == "oslo-trip"
     assert attributes["eval.judge.calls"] == 1  # the check on the city, asked when the attempt closed
-    assert "(pass@1 1.00, pass@3 1.00, pass^1 1.00, pass^3 1.00)" in attributes["eval.conversation_correctness.explanation"]
+    assert (
+        "(pass@1 1.00, pass@3 1.00, pass^1 1.00, pass^3 1.00)"
+        in attributes["eval.conversation_correctness.explanation"]
+    )
     results = {r.name: r for r in carrier.results}
     assert results["progress"].metadata["progress_by_turn"] == [0.5, 1.0]
     assert results["progress"].score == 1.0
@@ -128,15 +158,23 @@ async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(
     dataset.write_text(DATASET.replace("check: a Norwegian city", "value: Oslo"))
     processor = GroundTruth("ground_truth", GroundTruthConfig.model_validate({"dataset": str(dataset)}))
     exporter = MemoryExporter()
-    pipeline = Pipeline(Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter],
-                        clock=lambda: 5.0)
+    pipeline = Pipeline(
+        Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter], clock=lambda: 5.0
+    )
     await processor.start()
     await pipeline.start()
     trace_id = new_trace_id()
-    MemoryReceiver(pipeline.intake).send(request_of(
-        turn(trace_id, "What's the weather in Oslo?", "It is Snowing, -3 C",
-             ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C")),
-        resource_attributes={"eval.case.id": "oslo-trip"}))
+    MemoryReceiver(pipeline.intake).send(
+        request_of(
+            turn(
+                trace_id,
+                "What's the weather in Oslo?",
+                "It is Snowing, -3 C",
+                ("get_weather", '{"city": "Oslo"}', "Snowing, -3 C"),
+            ),
+            resource_attributes={"eval.case.id": "oslo-trip"},
+        )
+    )
     await pipeline.drain(time.monotonic() + 10)
     [carrier] = exporter.named(SESSION_SPAN_NAME)
     results = {r.name: r for r in carrier.results}
@@ -149,12 +187,20 @@ async def test_without_a_judge_subgoals_are_errors_and_value_checks_still_score(
 
 
 async def test_past_the_judge_budget_metrics_are_skipped_not_failed(tmp_path, server):
-    dataset = DATASET.replace("      - message: What should I wear?",
-                              "      - message: What should I wear?\n        expected_response: A wool coat")
+    dataset = DATASET.replace(
+        "      - message: What should I wear?",
+        "      - message: What should I wear?\n        expected_response: A wool coat",
+    )
     first, second = new_trace_id(), new_trace_id()
-    exporter = await graded(tmp_path, dataset, judge_settings(server, budget={"requests_per_hour": 1}), [
-        turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),
-        turn(second, "What should I wear?", "Wear a wool coat")])
+    exporter = await graded(
+        tmp_path,
+        dataset,
+        judge_settings(server, budget={"requests_per_hour": 1}),
+        [
+            turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),
+            turn(second, "What should I wear?", "Wear a wool coat"),
+        ],
+    )
 
     # The one request the hour allows grades the first answer; nothing else is sent.
     assert [schema_of(r)[0] for r in server.requests] == ["answer_correctness"]
@@ -180,8 +226,12 @@ async def test_past_the_judge_budget_metrics_are_skipped_not_failed(tmp_path, se
 
 async def test_a_failed_check_decides_success_even_when_the_budget_left_others_ungraded(tmp_path, server):
     # The expected get_weather call is never made: tool_call_accuracy fails without asking the judge.
-    exporter = await graded(tmp_path, DATASET, judge_settings(server, budget={"requests_per_hour": 1}), [
-        turn(new_trace_id(), "What's the weather in Oslo?", "It is Snowing, -3 C")])
+    exporter = await graded(
+        tmp_path,
+        DATASET,
+        judge_settings(server, budget={"requests_per_hour": 1}),
+        [turn(new_trace_id(), "What's the weather in Oslo?", "It is Snowing, -3 C")],
+    )
     [carrier] = exporter.named(SESSION_SPAN_NAME)
     results = {r.name: r for r in carrier.results}
     assert results["tool_call_accuracy"].score == 0.0

@@ -83,10 +83,21 @@ def test_integers_written_as_floats_are_accepted_as_integers():
 
 
 def test_arrays_are_validated_item_by_item():
-    schema = {"type": "object", "required": ["claims"], "properties": {"claims": {
-        "type": "array", "maxItems": 3,
-        "items": {"type": "object", "required": ["supported"], "properties": {"supported": {"type": "boolean"}}},
-    }}}
+    schema = {
+        "type": "object",
+        "required": ["claims"],
+        "properties": {
+            "claims": {
+                "type": "array",
+                "maxItems": 3,
+                "items": {
+                    "type": "object",
+                    "required": ["supported"],
+                    "properties": {"supported": {"type": "boolean"}},
+                },
+            }
+        },
+    }
     assert validate({"claims": [{"supported": True}]}, schema) == {"claims": [{"supported": True}]}
     with pytest.raises(MalformedAnswer, match=r"\$\.claims\[1\]\.supported"):
         validate({"claims": [{"supported": True}, {"supported": "yes"}]}, schema)

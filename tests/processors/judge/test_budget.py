@@ -32,8 +32,11 @@ def test_requests_slide_out_of_the_window_an_hour_after_they_were_sent():
         budget.reserve()
     assert budget.remaining_requests() == 0 and budget.remaining_tokens() is None
     clock.now = 30.0
-    with pytest.raises(BudgetExhausted, match=r"^judge budget exhausted: 3 requests in the last hour "
-                                              r"\(requests_per_hour: 3\)$") as caught:
+    with pytest.raises(
+        BudgetExhausted,
+        match=r"^judge budget exhausted: 3 requests in the last hour "
+        r"\(requests_per_hour: 3\)$",
+    ) as caught:
         budget.reserve(calls=2)
     assert caught.value.error_type == "budget_exhausted" and caught.value.calls == 2 and budget.refused == 1
     # Sent during second 0, the first request leaves at second 3601: never 4 in 3,600 s.
@@ -66,8 +69,14 @@ def test_tokens_count_what_replies_reported_and_stop_the_next_request():
 
 async def test_the_fourth_call_of_three_per_hour_sends_nothing_and_cached_answers_stay_free(openai_server):
     openai_server.handler = lambda request: answer(0.5, prompt_tokens=120, completion_tokens=30)
-    judge = OpenAIJudge(model="judge-test", base_url=openai_server.base_url, api_key="test-key", retry=FAST_RETRY,
-                        cache=JudgeCache(max_entries=10), budget=JudgeBudget(requests_per_hour=3))
+    judge = OpenAIJudge(
+        model="judge-test",
+        base_url=openai_server.base_url,
+        api_key="test-key",
+        retry=FAST_RETRY,
+        cache=JudgeCache(max_entries=10),
+        budget=JudgeBudget(requests_per_hour=3),
+    )
     for name in ("g1", "g2", "g3"):
         assert (await judge.complete(MESSAGES, SCHEMA, name)).calls == 1
     with pytest.raises(BudgetExhausted, match="3 requests in the last hour"):
@@ -81,8 +90,9 @@ async def test_the_fourth_call_of_three_per_hour_sends_nothing_and_cached_answer
 
 
 def test_budget_and_max_judge_wait_are_judge_settings():
-    config = JudgeConfig.model_validate({"model": "m", "max_judge_wait": "5s",
-                                         "budget": {"requests_per_hour": 3, "tokens_per_hour": 1000}})
+    config = JudgeConfig.model_validate(
+        {"model": "m", "max_judge_wait": "5s", "budget": {"requests_per_hour": 3, "tokens_per_hour": 1000}}
+    )
     judge = build_judge(config)
     assert judge.breaker.max_wait_s == 5.0
     assert (judge.budget.requests_per_hour, judge.budget.tokens_per_hour) == (3, 1000)
@@ -126,8 +136,10 @@ def test_the_window_agrees_with_a_list_of_every_spend_over_hours_of_random_traff
     for _ in range(3_000):
         clock.now += rng.choice(steps)
         requests, tokens = in_window()
-        assert (budget.remaining_requests(), budget.remaining_tokens()) == (max(0, 40 - requests),
-                                                                            max(0, 5_000 - tokens))
+        assert (budget.remaining_requests(), budget.remaining_tokens()) == (
+            max(0, 40 - requests),
+            max(0, 5_000 - tokens),
+        )
         if requests < 40 and tokens < 5_000:
             budget.reserve()
             spends.append((int(clock.now), 1, 0))

@@ -9,21 +9,32 @@ from tests.support.judge_request import MESSAGES, SCHEMA, answer, chat_requests
 
 
 def make(server, cache, **kwargs) -> OpenAIJudge:
-    return OpenAIJudge(model="judge-test", base_url=server.base_url, api_key="k", cache=cache,
-                       retry=RetryPolicy(max_retries=1, initial_backoff_s=0.01), **kwargs)
+    return OpenAIJudge(
+        model="judge-test",
+        base_url=server.base_url,
+        api_key="k",
+        cache=cache,
+        retry=RetryPolicy(max_retries=1, initial_backoff_s=0.01),
+        **kwargs,
+    )
 
 
 def test_the_key_covers_everything_that_shapes_the_answer():
     base = cache_key("m", MESSAGES, SCHEMA, "grade", 0.0)
     assert base == cache_key("m", [dict(m) for m in MESSAGES], dict(reversed(SCHEMA.items())), "grade", 0.0)
-    assert len({
-        base,
-        cache_key("other", MESSAGES, SCHEMA, "grade", 0.0),
-        cache_key("m", MESSAGES[:1], SCHEMA, "grade", 0.0),
-        cache_key("m", MESSAGES, {**SCHEMA, "required": ["score"]}, "grade", 0.0),
-        cache_key("m", MESSAGES, SCHEMA, "grade2", 0.0),
-        cache_key("m", MESSAGES, SCHEMA, "grade", 0.7),
-    }) == 6
+    assert (
+        len(
+            {
+                base,
+                cache_key("other", MESSAGES, SCHEMA, "grade", 0.0),
+                cache_key("m", MESSAGES[:1], SCHEMA, "grade", 0.0),
+                cache_key("m", MESSAGES, {**SCHEMA, "required": ["score"]}, "grade", 0.0),
+                cache_key("m", MESSAGES, SCHEMA, "grade2", 0.0),
+                cache_key("m", MESSAGES, SCHEMA, "grade", 0.7),
+            }
+        )
+        == 6
+    )
 
 
 async def test_a_repeated_request_is_answered_from_memory(openai_server):

@@ -31,7 +31,9 @@ async def test_json_schema_is_asked_for_first(server):
     assert request.body["temperature"] == 0.0
     assert request.body["messages"] == MESSAGES
     assert request.body["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "grade", "schema": SCHEMA, "strict": True}}
+        "type": "json_schema",
+        "json_schema": {"name": "grade", "schema": SCHEMA, "strict": True},
+    }
     assert request.headers["Authorization"] == "Bearer test-key"
     await judge.close()
 
@@ -75,11 +77,14 @@ async def test_concurrent_refusals_step_down_only_one_mode(server):
     assert judge.mode is StructuredMode.JSON_OBJECT_SCHEMA
 
 
-@pytest.mark.parametrize("status, message", [
-    (400, "Invalid schema for response_format 'grade': additionalProperties is required"),
-    (422, "Input should be 'text' or 'json_object' (loc: body.response_format.type)"),
-    (500, "JSON schema conversion failed"),
-])
+@pytest.mark.parametrize(
+    "status, message",
+    [
+        (400, "Invalid schema for response_format 'grade': additionalProperties is required"),
+        (422, "Input should be 'text' or 'json_object' (loc: body.response_format.type)"),
+        (500, "JSON schema conversion failed"),
+    ],
+)
 async def test_rejections_that_name_the_format_are_recognised(server, status, message):
     server.rejected_response_formats = {"json_schema"}
     server.rejection_status, server.rejection_message = status, message
@@ -90,7 +95,8 @@ async def test_rejections_that_name_the_format_are_recognised(server, status, me
 async def test_plain_text_with_a_fenced_answer_is_the_last_resort(server):
     server.rejected_response_formats = {"json_schema", "json_object"}
     server.handler = lambda request: Reply(
-        content='Sure! Here is my grade:\n```json\n{"score": 1, "reason": "correct"}\n```\nHope it helps.')
+        content='Sure! Here is my grade:\n```json\n{"score": 1, "reason": "correct"}\n```\nHope it helps.'
+    )
     judge = make(server)
     reply = await judge.complete([{"role": "user", "content": "Grade: 2+2=4"}], SCHEMA, "grade")
     assert reply.data == {"score": 1, "reason": "correct"}
@@ -152,8 +158,9 @@ async def test_timeouts_are_an_outage_the_call_is_held_then_says_so(server):
     with pytest.raises(JudgeError) as caught:
         await judge.complete(MESSAGES, SCHEMA, "grade")
     assert caught.value.error_type == "judge_unavailable"
-    assert str(caught.value) == (f"judge 'judge-test' at {server.base_url} unreachable for 500ms (max_judge_wait): "
-                                 "timed out after 0.2s")
+    assert str(caught.value) == (
+        f"judge 'judge-test' at {server.base_url} unreachable for 500ms (max_judge_wait): timed out after 0.2s"
+    )
     assert caught.value.calls >= 2  # held past max_retries=1: an outage is not a retry budget
 
 
@@ -174,9 +181,15 @@ async def test_retries_exhausted_raise_judge_error_with_the_last_error_type(serv
     assert len(chat_requests(server)) == FAST_RETRY.max_retries + 1
 
 
-@pytest.mark.parametrize("status, error_type", [
-    (400, "bad_request"), (401, "unauthorized"), (403, "forbidden"), (404, "not_found"),
-])
+@pytest.mark.parametrize(
+    "status, error_type",
+    [
+        (400, "bad_request"),
+        (401, "unauthorized"),
+        (403, "forbidden"),
+        (404, "not_found"),
+    ],
+)
 async def test_client_errors_fail_at_once(server, status, error_type):
     server.enqueue(ErrorReply(status, "no"))
     with pytest.raises(JudgeError) as caught:
@@ -194,8 +207,9 @@ async def test_connection_errors_are_held_then_reported_as_the_judge_being_unrea
     with pytest.raises(JudgeError) as caught:
         await judge.complete(MESSAGES, SCHEMA, "grade")
     assert caught.value.error_type == "judge_unavailable"
-    assert str(caught.value) == (f"judge 'm' at http://127.0.0.1:{port}/v1 unreachable for 2s (max_judge_wait): "
-                                 "connection refused")
+    assert str(caught.value) == (
+        f"judge 'm' at http://127.0.0.1:{port}/v1 unreachable for 2s (max_judge_wait): connection refused"
+    )
     # Five refusals open the breaker, then it probes: more requests than max_retries allows.
     assert judge.stats().requests > FAST_RETRY.max_retries + 1 and judge.breaker.opened == 1
 

@@ -20,16 +20,19 @@ def test_durations_are_written_the_collector_way():
     assert config.timeout == 90.0 and config.initial_backoff == 0.25
 
 
-@pytest.mark.parametrize("data", [
-    {},
-    {"model": ""},
-    {"model": "m", "tmeout": "1s"},
-    {"model": "m", "timeout": "soon"},
-    {"model": "m", "temperature": 3},
-    {"model": "m", "max_concurrency": 0},
-    {"model": "m", "initial_backoff": "30s", "max_backoff": "1s"},
-    {"model": "m", "cache": {"sqlite": "x.db"}},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"model": ""},
+        {"model": "m", "tmeout": "1s"},
+        {"model": "m", "timeout": "soon"},
+        {"model": "m", "temperature": 3},
+        {"model": "m", "max_concurrency": 0},
+        {"model": "m", "initial_backoff": "30s", "max_backoff": "1s"},
+        {"model": "m", "cache": {"sqlite": "x.db"}},
+    ],
+)
 def test_invalid_configs_are_rejected(data):
     with pytest.raises(ValidationError):
         JudgeConfig.model_validate(data)
@@ -45,13 +48,28 @@ def test_the_api_key_is_not_shown():
 
 
 def test_build_judge_passes_every_setting(tmp_path):
-    judge = build_judge({
-        "model": "m", "base_url": "http://localhost:9/v1/", "timeout": "2s", "max_concurrency": 2,
-        "max_retries": 1, "initial_backoff": "10ms", "max_backoff": "1s", "max_retry_after": "5s",
-        "temperature": 0.2, "max_tokens": 64, "cache": {"max_entries": 5, "sqlite_path": str(tmp_path / "c.db")},
-    })
+    judge = build_judge(
+        {
+            "model": "m",
+            "base_url": "http://localhost:9/v1/",
+            "timeout": "2s",
+            "max_concurrency": 2,
+            "max_retries": 1,
+            "initial_backoff": "10ms",
+            "max_backoff": "1s",
+            "max_retry_after": "5s",
+            "temperature": 0.2,
+            "max_tokens": 64,
+            "cache": {"max_entries": 5, "sqlite_path": str(tmp_path / "c.db")},
+        }
+    )
     assert isinstance(judge, OpenAIJudge)
-    assert (judge.model, judge.base_url, judge.timeout_s, judge.max_concurrency) == ("m", "http://localhost:9/v1", 2.0, 2)
+    assert (judge.model, judge.base_url, judge.timeout_s, judge.max_concurrency) == (
+        "m",
+        "http://localhost:9/v1",
+        2.0,
+        2,
+    )
     assert (judge.retry.max_retries, judge.retry.initial_backoff_s, judge.retry.max_retry_after_s) == (1, 0.01, 5.0)
     assert (judge.temperature, judge.max_tokens) == (0.2, 64)
     assert isinstance(judge.cache, JudgeCache) and judge.cache.max_entries == 5

@@ -36,9 +36,23 @@ def llama_server(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--verbose", "false"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+            "--verbose",
+            "false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -54,16 +68,26 @@ def llama_server(tmp_path_factory):
 
 
 def judge(base_url: str, max_tokens: int = 24) -> OpenAIJudge:
-    return OpenAIJudge(model="gemma-3-270m", base_url=base_url, api_key="unused", timeout_s=120,
-                       max_tokens=max_tokens, retry=RetryPolicy(max_retries=2, initial_backoff_s=0.1, max_backoff_s=0.5))
+    return OpenAIJudge(
+        model="gemma-3-270m",
+        base_url=base_url,
+        api_key="unused",
+        timeout_s=120,
+        max_tokens=max_tokens,
+        retry=RetryPolicy(max_retries=2, initial_backoff_s=0.1, max_backoff_s=0.5),
+    )
 
 
 async def test_structured_output_falls_back_to_json_object_with_schema(llama_server):
     client = judge(llama_server)
     reply = await client.complete(
-        [{"role": "system", "content": "Answer with JSON only."},
-         {"role": "user", "content": "Is Paris in France? Answer yes or no."}],
-        VERDICT, "verdict")
+        [
+            {"role": "system", "content": "Answer with JSON only."},
+            {"role": "user", "content": "Is Paris in France? Answer yes or no."},
+        ],
+        VERDICT,
+        "verdict",
+    )
     assert reply.data["verdict"] in ("yes", "no")  # grammar-constrained: always a valid enum value
     assert client.mode == StructuredMode.JSON_OBJECT_SCHEMA  # json_schema was refused, then remembered
     assert reply.input_tokens > 0 and reply.output_tokens > 0
@@ -74,9 +98,18 @@ async def test_structured_output_falls_back_to_json_object_with_schema(llama_ser
 
 async def test_argument_correctness_runs_end_to_end_against_the_real_server(llama_server):
     trace = AgentTrace(
-        trace_id="ab" * 16, user_input="What's the weather in Paris?", final_output="Sunny, 22 C.",
-        steps=[Step(kind="llm", name="chat", span_id="01" * 8, tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"})]),
-               Step(kind="tool", name="get_weather", span_id="02" * 8, arguments={"city": "Paris"}, result="Sunny, 22 C")],
+        trace_id="ab" * 16,
+        user_input="What's the weather in Paris?",
+        final_output="Sunny, 22 C.",
+        steps=[
+            Step(
+                kind="llm",
+                name="chat",
+                span_id="01" * 8,
+                tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"})],
+            ),
+            Step(kind="tool", name="get_weather", span_id="02" * 8, arguments={"city": "Paris"}, result="Sunny, 22 C"),
+        ],
     )
     client = judge(llama_server, max_tokens=160)  # room for a short reason per verdict
     results, usage = await JudgePlan(metrics=["argument_correctness"]).run(trace, client)

@@ -80,13 +80,15 @@ async def test_past_max_judge_wait_every_held_call_fails_saying_how_long_and_why
     with server:
         judge = judge_for(server, max_wait_s=0.5)
         started = time.monotonic()
-        outcomes = await asyncio.gather(*(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(3)),
-                                        return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(3)), return_exceptions=True
+        )
         elapsed = time.monotonic() - started
     assert all(isinstance(o, JudgeError) and o.error_type == "judge_unavailable" for o in outcomes), outcomes
     assert {str(o) for o in outcomes} == {
         f"judge 'judge-test' at {server.base_url} unreachable for 500ms (max_judge_wait): "
-        "HTTP 503: Error code: 503 - Loading model"}
+        "HTTP 503: Error code: 503 - Loading model"
+    }
     assert 0.5 <= elapsed < 2.0
 
 
@@ -94,10 +96,12 @@ async def test_the_breaker_opens_after_five_failures_then_probes_one_request_at_
     server = OpenAIServer()
     handler = server.handler = LoadingThenUp(server)
     with server:
-        judge = judge_for(server, retry=RetryPolicy(max_retries=1, initial_backoff_s=0.1, max_backoff_s=0.2),
-                          max_wait_s=1.0)
-        await asyncio.gather(*(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(10)),
-                             return_exceptions=True)
+        judge = judge_for(
+            server, retry=RetryPolicy(max_retries=1, initial_backoff_s=0.1, max_backoff_s=0.2), max_wait_s=1.0
+        )
+        await asyncio.gather(
+            *(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(10)), return_exceptions=True
+        )
     times = handler.loading_requests
     # All ten calls went out together and failed; the fifth failure opened the breaker.
     assert judge.breaker.opened == 1 and times[9] - times[0] < 0.1
@@ -114,8 +118,9 @@ async def test_a_400_or_a_garbage_answer_is_not_an_outage(reply):
     server = OpenAIServer(handler=lambda request: reply)
     with server:
         judge = judge_for(server)
-        outcomes = await asyncio.gather(*(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(6)),
-                                        return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(6)), return_exceptions=True
+        )
     assert {o.error_type for o in outcomes} == {"bad_request" if isinstance(reply, ErrorReply) else "malformed_answer"}
     assert judge.breaker.state is BreakerState.CLOSED and judge.breaker.opened == 0
 
@@ -136,8 +141,9 @@ async def test_a_5xx_for_one_request_while_others_are_answered_fails_after_max_r
             await judge.complete(MESSAGES, SCHEMA, f"ok_{index}")
 
     with server:
-        judge = judge_for(server, retry=RetryPolicy(max_retries=2, initial_backoff_s=0.01, max_backoff_s=0.05),
-                          max_wait_s=5.0)
+        judge = judge_for(
+            server, retry=RetryPolicy(max_retries=2, initial_backoff_s=0.01, max_backoff_s=0.05), max_wait_s=5.0
+        )
         traffic = [asyncio.create_task(others()) for _ in range(3)]
         started = time.monotonic()
         with pytest.raises(JudgeError, match=r"failed \(gave up after 3 requests\): HTTP 500") as caught:

@@ -29,25 +29,33 @@ PASSWORD = "hunter2-correct-horse"
 SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, GITHUB_TOKEN, JWT, BEARER, EMAIL, PASSWORD)
 
 
-@pytest.mark.parametrize("text, expected", [
-    (f"key {OPENAI_KEY}.", "key [redacted api key]."),
-    (f"x-api-key: {ANTHROPIC_KEY}", "x-api-key: [redacted secret]"),
-    (f"claude key {ANTHROPIC_KEY}", "claude key [redacted api key]"),
-    (f"aws {AWS_KEY} ok", "aws [redacted api key] ok"),
-    ("stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe [redacted api key]"),
-    ("google AIza" + "SyD" * 11 + "-_", "google [redacted api key]"),
-    (f"git push https://{GITHUB_TOKEN}@github.com", "git push https://[redacted token]@github.com"),
-    (f"Authorization: Bearer {BEARER}", "Authorization: Bearer [redacted token]"),
-    (f"token={JWT}", "token=[redacted token]"),
-    (f"mail {EMAIL}, thanks", "mail [redacted email], thanks"),
-    (f'{{"user": "ann", "password": "{PASSWORD}"}}', '{"user": "ann", "password": "[redacted secret]"}'),
-    (f"api_key={OPENAI_KEY}&q=1", "api_key=[redacted secret]&q=1"),
-    (f"İstanbul office, PASSWORD = {PASSWORD}", "İstanbul office, PASSWORD = [redacted secret]"),  # "İ" lowers to 2
-    ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----", "[redacted private key]"),
-    # Look-alikes stay: words ending in "sk-", prefixes inside longer words, a bare "@host".
-    *[(text, text) for text in ("task-0123456789abcdefghijklmn and xAKIAIOSFODNN7EXAMPLE",
-                                "the bearer of this letter, max_tokens=512, @example.com")],
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (f"key {OPENAI_KEY}.", "key [redacted api key]."),
+        (f"x-api-key: {ANTHROPIC_KEY}", "x-api-key: [redacted secret]"),
+        (f"claude key {ANTHROPIC_KEY}", "claude key [redacted api key]"),
+        (f"aws {AWS_KEY} ok", "aws [redacted api key] ok"),
+        ("stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe [redacted api key]"),
+        ("google AIza" + "SyD" * 11 + "-_", "google [redacted api key]"),
+        (f"git push https://{GITHUB_TOKEN}@github.com", "git push https://[redacted token]@github.com"),
+        (f"Authorization: Bearer {BEARER}", "Authorization: Bearer [redacted token]"),
+        (f"token={JWT}", "token=[redacted token]"),
+        (f"mail {EMAIL}, thanks", "mail [redacted email], thanks"),
+        (f'{{"user": "ann", "password": "{PASSWORD}"}}', '{"user": "ann", "password": "[redacted secret]"}'),
+        (f"api_key={OPENAI_KEY}&q=1", "api_key=[redacted secret]&q=1"),
+        (f"İstanbul office, PASSWORD = {PASSWORD}", "İstanbul office, PASSWORD = [redacted secret]"),  # "İ" lowers to 2
+        ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----", "[redacted private key]"),
+        # Look-alikes stay: words ending in "sk-", prefixes inside longer words, a bare "@host".
+        *[
+            (text, text)
+            for text in (
+                "task-0123456789abcdefghijklmn and xAKIAIOSFODNN7EXAMPLE",
+                "the bearer of this letter, max_tokens=512, @example.com",
+            )
+        ],
+    ],
+)
 def test_builtin_secret_shapes_become_markers(text, expected):
     assert Redaction().value(text) == expected
 
@@ -55,19 +63,24 @@ def test_builtin_secret_shapes_become_markers(text, expected):
 def test_operator_rules_come_first_and_redact_false_turns_the_builtin_off():
     rules = Redaction.from_config({"keys": ["password"], "patterns": [r"\b\d{16}\b"]})
     assert rules.text(f"card 4111111111111111 password: {PASSWORD} {EMAIL}") == (
-        "card [REDACTED] password: [REDACTED] [redacted email]")
+        "card [REDACTED] password: [REDACTED] [redacted email]"
+    )
     assert Redaction.from_config(False).text(f"{EMAIL} {OPENAI_KEY}") == f"{EMAIL} {OPENAI_KEY}"
     assert Redaction.from_config({"builtin": False, "keys": ["pin"]}).text(f"pin=1234 {EMAIL}") == (
-        f"pin=[REDACTED] {EMAIL}")
+        f"pin=[REDACTED] {EMAIL}"
+    )
 
 
-@pytest.mark.parametrize("setting, seen", [
-    ({}, "pin=1234 [redacted email]"),
-    ({"redact": True}, "pin=1234 [redacted email]"),
-    ({"redact": False}, f"pin=1234 {EMAIL}"),
-    ({"redact": {"keys": ["pin"]}}, "pin=[REDACTED] [redacted email]"),
-    ({"redact": {"builtin": False, "keys": ["pin"]}}, f"pin=[REDACTED] {EMAIL}"),
-])
+@pytest.mark.parametrize(
+    "setting, seen",
+    [
+        ({}, "pin=1234 [redacted email]"),
+        ({"redact": True}, "pin=1234 [redacted email]"),
+        ({"redact": False}, f"pin=1234 {EMAIL}"),
+        ({"redact": {"keys": ["pin"]}}, "pin=[REDACTED] [redacted email]"),
+        ({"redact": {"builtin": False, "keys": ["pin"]}}, f"pin=[REDACTED] {EMAIL}"),
+    ],
+)
 def test_the_redact_setting_of_judge_metrics(setting, seen):
     config = JudgeMetricsConfig.model_validate({"judge": {"model": "m", "base_url": "http://judge/v1"}, **setting})
     assert JudgeMetrics("judge_metrics", config).plan.redact.text(f"pin=1234 {EMAIL}") == seen
@@ -93,12 +106,20 @@ def secret_trace() -> AgentTrace:
         user_input=f"Refund order 42 and email {EMAIL}",
         final_output=f"Refunded; confirmation sent to {EMAIL}.",
         steps=[
-            tool_step("refund", {"order": 42, "api_key": OPENAI_KEY, "auth": {"password": PASSWORD}},
-                      result=f"ok, charged with {AWS_KEY}"),
-            tool_step("notify", f'{{"to": "{EMAIL}", "token": "{JWT}"}}', result="queued " + "log line " * 400,
-                      span="b2"),
-            tool_step("push", {"remote": f"https://{GITHUB_TOKEN}@github.com/acme/app", "key": ANTHROPIC_KEY},
-                      result="pushed", span="b3"),
+            tool_step(
+                "refund",
+                {"order": 42, "api_key": OPENAI_KEY, "auth": {"password": PASSWORD}},
+                result=f"ok, charged with {AWS_KEY}",
+            ),
+            tool_step(
+                "notify", f'{{"to": "{EMAIL}", "token": "{JWT}"}}', result="queued " + "log line " * 400, span="b2"
+            ),
+            tool_step(
+                "push",
+                {"remote": f"https://{GITHUB_TOKEN}@github.com/acme/app", "key": ANTHROPIC_KEY},
+                result="pushed",
+                span="b3",
+            ),
         ],
     )
 
@@ -120,8 +141,11 @@ async def test_prompts_reach_the_judge_with_markers_instead_of_secrets_and_long_
         # "queued " + 400 x "log line " is 3,607 characters: 1,000 kept (7 + 110 x 9 + "log"), 2,607 cut.
         assert "result: queued log line" in prompt and "line log [… truncated 2,607 characters]" in prompt
     tools = next(r for r in results if r.name == "tool_correctness").metadata["tools_called"]
-    assert tools[0]["parameters"] == {"order": 42, "api_key": "[redacted secret]",
-                                      "auth": {"password": "[redacted secret]"}}
+    assert tools[0]["parameters"] == {
+        "order": 42,
+        "api_key": "[redacted secret]",
+        "auth": {"password": "[redacted secret]"},
+    }
 
 
 async def test_what_a_server_echoes_never_reaches_a_log_line_or_an_error(caplog):
@@ -132,14 +156,22 @@ async def test_what_a_server_echoes_never_reaches_a_log_line_or_an_error(caplog)
     echo = f"upstream refused Authorization: Bearer {BEARER} for {EMAIL} with {api_key} " + "x" * 500
     with OpenAIServer(handler=lambda request: ErrorReply(401, f"Incorrect API key provided: {api_key}")) as server:
         server.enqueue(ErrorReply(500, echo), ErrorReply(503, echo))
-        judge = OpenAIJudge(model="judge-test", base_url=server.base_url.replace("://", f"://user:{PASSWORD}@"),
-                            api_key=api_key, retry=FAST_RETRY)
+        judge = OpenAIJudge(
+            model="judge-test",
+            base_url=server.base_url.replace("://", f"://user:{PASSWORD}@"),
+            api_key=api_key,
+            retry=FAST_RETRY,
+        )
         with pytest.raises(Exception) as caught:
-            await judge.complete([{"role": "user", "content": "grade"}],
-                                 {"type": "object", "properties": {"score": {"type": "number"}}}, "grade")
+            await judge.complete(
+                [{"role": "user", "content": "grade"}],
+                {"type": "object", "properties": {"score": {"type": "number"}}},
+                "grade",
+            )
     error = str(caught.value)
-    assert error.endswith("failed (not retryable): HTTP 401: Error code: 401 - Incorrect API key provided: "
-                          "[redacted api key]")
+    assert error.endswith(
+        "failed (not retryable): HTTP 401: Error code: 401 - Incorrect API key provided: [redacted api key]"
+    )
     retries = [r.getMessage() for r in caplog.records if "judge request failed" in r.getMessage()]
     assert len(retries) == 2 and "Bearer [redacted token] for [redacted email] with [redacted api key]" in retries[0]
     assert "[… truncated" in retries[0] and len(retries[0]) < 400

@@ -34,8 +34,12 @@ async def test_task_completion_extracts_task_and_outcome_then_scores_the_verdict
     assert "task: " + EXTRACTED["task"] in judge.calls("task_completion")[0].user
     assert result.score == 0.9 and result.label == "pass"
     assert result.explanation == "Booked the cheapest flight under $500."
-    assert result.metadata == {"task": EXTRACTED["task"], "outcome": EXTRACTED["outcome"],
-                               "threshold": 0.5, "success": True}
+    assert result.metadata == {
+        "task": EXTRACTED["task"],
+        "outcome": EXTRACTED["outcome"],
+        "threshold": 0.5,
+        "success": True,
+    }
 
 
 async def test_tool_correctness_reads_tools_from_the_trace_not_from_the_judge():
@@ -123,8 +127,7 @@ async def test_plan_metrics_score_the_extracted_plan(metric):
     result, judge = await run_one(metric)
     assert list(judge.calls("extract")[0].schema["properties"]) == ["task", "plan"]
     assert "1. search flights\n2. pick the cheapest\n3. book it" in judge.calls(metric)[0].user
-    assert result.metadata == {"task": EXTRACTED["task"], "plan": EXTRACTED["plan"], "threshold": 0.5,
-                               "success": True}
+    assert result.metadata == {"task": EXTRACTED["task"], "plan": EXTRACTED["plan"], "threshold": 0.5, "success": True}
 
 
 @pytest.mark.parametrize("metric", ["plan_adherence", "plan_quality"])
@@ -144,8 +147,7 @@ async def test_threshold_decides_the_label():
 @pytest.mark.parametrize("bad", [1.5, -0.1, float("nan"), True, "0.9", None])
 async def test_out_of_range_scores_are_rejected(bad):
     # The client validates against the schema; the rubric checks again, whatever the client did.
-    result, _ = await run_one("tool_correctness", {"tool_correctness": {"score": bad, "reason": "x"}},
-                              validate=False)
+    result, _ = await run_one("tool_correctness", {"tool_correctness": {"score": bad, "reason": "x"}}, validate=False)
     assert result.score is None and result.error_type == "malformed_answer"
 
 

@@ -45,9 +45,17 @@ async def test_combined_scores_all_seven_in_two_calls():
     for name in METRIC_NAMES:
         assert f"## {name}\n" in combined.user
     scores = {r.name: r.score for r in results}
-    assert scores == pytest.approx({"task_completion": 0.9, "tool_correctness": 0.8, "argument_correctness": 2 / 3,
-                                    "step_efficiency": 0.6, "confidence": 0.7, "plan_adherence": 1.0,
-                                    "plan_quality": 0.75})
+    assert scores == pytest.approx(
+        {
+            "task_completion": 0.9,
+            "tool_correctness": 0.8,
+            "argument_correctness": 2 / 3,
+            "step_efficiency": 0.6,
+            "confidence": 0.7,
+            "plan_adherence": 1.0,
+            "plan_quality": 0.75,
+        }
+    )
 
 
 @pytest.mark.parametrize("mode", ["per_metric", "combined"])
@@ -119,8 +127,10 @@ async def test_a_malformed_part_of_a_combined_answer_fails_only_that_metric():
     judge = ScriptedJudge({**full_script(), "combined": combined}, validate=False)
     results, _ = await JudgePlan(mode="combined").run(flight_trace(), judge)
     errors = {r.name: r.error_type for r in results}
-    assert errors == {name: None for name in METRIC_NAMES} | {"argument_correctness": "malformed_answer",
-                                                              "step_efficiency": "malformed_answer"}
+    assert errors == {name: None for name in METRIC_NAMES} | {
+        "argument_correctness": "malformed_answer",
+        "step_efficiency": "malformed_answer",
+    }
 
 
 async def test_a_combined_call_failure_fails_the_metrics_it_scored():
@@ -137,15 +147,18 @@ async def test_results_follow_the_configured_order():
     assert [r.name for r in results] == metrics
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"metrics": ["coherence"]}, "unknown judge metrics"),
-    ({"metrics": ["confidence", "confidence"]}, "listed twice"),
-    ({"mode": "batched"}, "mode"),
-    ({"thresholds": {"confidence": 1.5}}, "thresholds.confidence"),
-    ({"thresholds": {"nope": 0.5}}, "unknown judge metric"),
-    ({"trials": 2}, "positive odd integer"),
-    ({"max_field_chars": 0}, "max_field_chars"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"metrics": ["coherence"]}, "unknown judge metrics"),
+        ({"metrics": ["confidence", "confidence"]}, "listed twice"),
+        ({"mode": "batched"}, "mode"),
+        ({"thresholds": {"confidence": 1.5}}, "thresholds.confidence"),
+        ({"thresholds": {"nope": 0.5}}, "unknown judge metric"),
+        ({"trials": 2}, "positive odd integer"),
+        ({"max_field_chars": 0}, "max_field_chars"),
+    ],
+)
 def test_invalid_plans_are_rejected_naming_the_key(options, message):
     with pytest.raises(ValueError, match=message):
         JudgePlan(**options)

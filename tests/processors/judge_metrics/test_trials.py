@@ -46,14 +46,22 @@ async def test_scores_aggregate_by_median_with_the_median_trial_explaining():
     assert result.score == 0.6
     assert result.explanation == "reason for 0.6"
     assert result.metadata["trials"] == {
-        "requested": 3, "run": 3, "failed": 0, "scores": [0.2, 0.9, 0.6],
-        "min": 0.2, "max": 0.9, "stdev": round(statistics.pstdev([0.2, 0.9, 0.6]), 4),  # 0.2867
+        "requested": 3,
+        "run": 3,
+        "failed": 0,
+        "scores": [0.2, 0.9, 0.6],
+        "min": 0.2,
+        "max": 0.9,
+        "stdev": round(statistics.pstdev([0.2, 0.9, 0.6]), 4),  # 0.2867
     }
 
 
 async def test_verdicts_aggregate_by_majority_per_tool_call():
-    entry = by_trial(arguments_answer("no", "yes", "yes"), arguments_answer("yes", "yes", "no"),
-                     arguments_answer("no", "yes", "yes", reason="Call 1 had the wrong price."))
+    entry = by_trial(
+        arguments_answer("no", "yes", "yes"),
+        arguments_answer("yes", "yes", "no"),
+        arguments_answer("no", "yes", "yes", reason="Call 1 had the wrong price."),
+    )
     result, _, _ = await run("argument_correctness", entry, trials=3)
     # Majorities: #1 no (2 of 3), #2 yes (3 of 3), #3 yes (2 of 3) -> 2/3.
     assert [v["verdict"] for v in result.metadata["verdicts"]] == ["no", "yes", "yes"]
@@ -64,8 +72,7 @@ async def test_verdicts_aggregate_by_majority_per_tool_call():
 
 async def test_early_stop_skips_trials_that_cannot_change_the_majority():
     # 5 trials need 3 agreeing votes; the first wave of 3 all pass.
-    result, usage, judge = await run("confidence", confidence(0.8, 0.9, 0.7, 0.1, 0.1), trials=5,
-                                     early_stop=True)
+    result, usage, judge = await run("confidence", confidence(0.8, 0.9, 0.7, 0.1, 0.1), trials=5, early_stop=True)
     assert len(judge.requests) == 3 and usage["calls"] == 3
     assert result.score == 0.8
     assert result.metadata["trials"]["requested"] == 5 and result.metadata["trials"]["run"] == 3
@@ -81,12 +88,14 @@ async def test_early_stop_runs_the_smallest_wave_that_could_settle():
 
 
 async def test_early_stop_waits_for_every_tool_call_verdict_to_settle():
-    agree = by_trial(arguments_answer("no", "yes", "yes"), arguments_answer("no", "yes", "yes"),
-                     arguments_answer("yes", "no", "no"))
+    agree = by_trial(
+        arguments_answer("no", "yes", "yes"), arguments_answer("no", "yes", "yes"), arguments_answer("yes", "no", "no")
+    )
     _, _, judge = await run("argument_correctness", agree, trials=3, early_stop=True)
     assert len(judge.requests) == 2
-    split = by_trial(arguments_answer("no", "yes", "yes"), arguments_answer("yes", "yes", "yes"),
-                     arguments_answer("no", "yes", "no"))
+    split = by_trial(
+        arguments_answer("no", "yes", "yes"), arguments_answer("yes", "yes", "yes"), arguments_answer("no", "yes", "no")
+    )
     result, _, judge = await run("argument_correctness", split, trials=3, early_stop=True)
     assert len(judge.requests) == 3
     assert [v["verdict"] for v in result.metadata["verdicts"]] == ["no", "yes", "yes"]
@@ -104,7 +113,8 @@ async def test_early_stop_in_combined_mode_votes_on_every_metric_in_the_call():
     judge = ScriptedJudge({**full_script(), "combined": combined})
     metrics = ["confidence", "tool_correctness"]
     results, usage = await JudgePlan(metrics=metrics, mode="combined", trials=5, early_stop=True).run(
-        flight_trace(), judge)
+        flight_trace(), judge
+    )
     assert usage["calls"] == 4  # 3, then 1 more to settle confidence
     assert [r.metadata["trials"]["run"] for r in results] == [4, 4]
 
@@ -118,12 +128,20 @@ async def test_extraction_runs_once_whatever_the_trials():
 
 
 async def test_a_failed_trial_is_left_out_and_counted():
-    entry = by_trial(scale(0.4, "low", "confidence"), JudgeError("timed out", "timeout"),
-                     scale(0.8, "high", "confidence"))
+    entry = by_trial(
+        scale(0.4, "low", "confidence"), JudgeError("timed out", "timeout"), scale(0.8, "high", "confidence")
+    )
     result, _, _ = await run("confidence", entry, trials=3)
     assert result.score == pytest.approx(0.6)
-    assert result.metadata["trials"] == {"requested": 3, "run": 3, "failed": 1, "scores": [0.4, 0.8],
-                                         "min": 0.4, "max": 0.8, "stdev": 0.2}
+    assert result.metadata["trials"] == {
+        "requested": 3,
+        "run": 3,
+        "failed": 1,
+        "scores": [0.4, 0.8],
+        "min": 0.4,
+        "max": 0.8,
+        "stdev": 0.2,
+    }
 
 
 async def test_all_trials_failing_fails_the_metric_with_the_judge_error():

@@ -19,7 +19,7 @@ OPPOSITE = "Nothing to do with anything."
 
 EMBEDDER_TABLE = {
     QUESTION: [1.0, 0.0],
-    ANSWER: [0.6, 0.8],     # cos with QUESTION = 0.6
+    ANSWER: [0.6, 0.8],  # cos with QUESTION = 0.6
     OFF_TOPIC: [0.0, 1.0],  # cos with QUESTION = 0
     OPPOSITE: [-1.0, 0.0],  # cos with QUESTION = -1
 }
@@ -66,13 +66,16 @@ def test_identical_texts_score_one(embedder):
     assert result.metadata["coherence_gap"] == pytest.approx(0.0, abs=1e-6)
 
 
-@pytest.mark.parametrize(("input_text", "output_text", "explanation", "empty"), [
-    ("", ANSWER, "Coherence assumed: the input was empty.", ["input"]),
-    (QUESTION, "", "Coherence assumed: the output was empty.", ["output"]),
-    ("", "", "Coherence assumed: the input and output were empty.", ["input", "output"]),
-    (" \n\t", ANSWER, "Coherence assumed: the input was empty.", ["input"]),
-    (QUESTION, "   ", "Coherence assumed: the output was empty.", ["output"]),
-])
+@pytest.mark.parametrize(
+    ("input_text", "output_text", "explanation", "empty"),
+    [
+        ("", ANSWER, "Coherence assumed: the input was empty.", ["input"]),
+        (QUESTION, "", "Coherence assumed: the output was empty.", ["output"]),
+        ("", "", "Coherence assumed: the input and output were empty.", ["input", "output"]),
+        (" \n\t", ANSWER, "Coherence assumed: the input was empty.", ["input"]),
+        (QUESTION, "   ", "Coherence assumed: the output was empty.", ["output"]),
+    ],
+)
 def test_empty_input_or_output_assumes_coherence(embedder, input_text, output_text, explanation, empty):
     result = coherence(input_text, output_text, embedder=embedder)
     assert result.score == 1.0

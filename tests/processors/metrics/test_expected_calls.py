@@ -86,7 +86,9 @@ def test_a_matching_call():
 
 def test_names_are_trimmed_then_exact():
     assert match_expected_calls([weather()], [(0, " weather\n", {"city": "Oslo"}, None)])[0].matched
-    assert match_expected_calls([{**weather(), "tool": " weather "}], [(0, "weather", {"city": "Oslo"}, None)])[0].matched
+    assert match_expected_calls([{**weather(), "tool": " weather "}], [(0, "weather", {"city": "Oslo"}, None)])[
+        0
+    ].matched
     match = match_expected_calls([weather()], [(0, "Weather", {"city": "Oslo"}, None)])[0]
     assert match == CallMatch(matched=False, reason="no call to weather")
 
@@ -174,7 +176,8 @@ def test_several_failing_calls_report_the_first():
     actual = [(0, "weather", {"city": "Bergen"}, None), (0, "weather", {}, None)]
     match = match_expected_calls([weather(turn=0)], actual)[0]
     assert match.reason == (
-        "none of the 2 calls to weather in turn 0 matched; the first: weather called with city='Bergen', expected 'Oslo'"
+        "none of the 2 calls to weather in turn 0 matched; "
+        "the first: weather called with city='Bergen', expected 'Oslo'"
     )
 
 
@@ -271,12 +274,17 @@ def test_an_output_check_without_a_check_function_is_an_error():
 
 def test_dataclasses_and_mappings_match_alike():
     as_dataclass = ExpectedCall(
-        tool="weather", turn=0,
+        tool="weather",
+        turn=0,
         parameters=(ExpectedParameter(name="city", value="Oslo"),),
         output=ExpectedOutput(value={"temp": 21}),
     )
-    as_mapping = {"tool": "weather", "turn": 0, "parameters": [{"name": "city", "value": "Oslo"}],
-                  "output": {"value": {"temp": 21}}}
+    as_mapping = {
+        "tool": "weather",
+        "turn": 0,
+        "parameters": [{"name": "city", "value": "Oslo"}],
+        "output": {"value": {"temp": 21}},
+    }
     actual = [ActualCall(turn=0, name="weather", arguments={"city": "Oslo"}, output={"temp": 21})]
     tuples = [(0, "weather", {"city": "Oslo"}, {"temp": 21})]
     for expected in (as_dataclass, as_mapping):

@@ -245,13 +245,16 @@ def test_mean_rate_interval_is_order_free_and_brackets_a_large_mean():
     assert interval.low < 0.5 < interval.high and interval.high - interval.low < 0.1
 
 
-@pytest.mark.parametrize(("rates", "message"), [
-    ([], "at least one rate"),
-    ([0.5, 1.2], "within [0, 1]"),
-    ([float("nan")], "within [0, 1]"),
-    ([True], "a number"),
-    (["0.5"], "a number"),
-])
+@pytest.mark.parametrize(
+    ("rates", "message"),
+    [
+        ([], "at least one rate"),
+        ([0.5, 1.2], "within [0, 1]"),
+        ([float("nan")], "within [0, 1]"),
+        ([True], "a number"),
+        (["0.5"], "a number"),
+    ],
+)
 def test_mean_rate_interval_rates_are_validated(rates, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         mean_rate_interval(rates)

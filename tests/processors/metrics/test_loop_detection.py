@@ -12,19 +12,19 @@ import pytest
 from spanscore.processors.metrics import PreviousOutput, loop_detection, loop_detection_from_vectors, word_set
 from tests.support.table_embedder import TableEmbedder
 
-CURRENT = "Check the weather in Tokyo."     # {check, weather, tokyo}
-SIMILAR = "check the weather for Osaka"     # {check, weather, osaka}: Jaccard 2/4 = 0.5
-RELATED = "Kyoto forecast: rain tomorrow"   # {kyoto, forecast, rain, tomorrow}: Jaccard 0
+CURRENT = "Check the weather in Tokyo."  # {check, weather, tokyo}
+SIMILAR = "check the weather for Osaka"  # {check, weather, osaka}: Jaccard 2/4 = 0.5
+RELATED = "Kyoto forecast: rain tomorrow"  # {kyoto, forecast, rain, tomorrow}: Jaccard 0
 UNRELATED = "Booked table for two at eight"  # {booked, table, two, eight}: Jaccard 0
-OPPOSED = "weather in tokyo"                # {weather, tokyo}: Jaccard 2/3
-EMPTY_WORDS = "it is, or is not"            # no words at all
+OPPOSED = "weather in tokyo"  # {weather, tokyo}: Jaccard 2/3
+EMPTY_WORDS = "it is, or is not"  # no words at all
 
 TABLE = {
     CURRENT: [1.0, 0.0],
-    SIMILAR: [0.6, 0.8],     # cos 0.6
-    RELATED: [0.8, 0.6],     # cos 0.8
-    UNRELATED: [0.0, 1.0],   # cos 0
-    OPPOSED: [-1.0, 0.0],    # cos -1
+    SIMILAR: [0.6, 0.8],  # cos 0.6
+    RELATED: [0.8, 0.6],  # cos 0.8
+    UNRELATED: [0.0, 1.0],  # cos 0
+    OPPOSED: [-1.0, 0.0],  # cos -1
     EMPTY_WORDS: [1.0, 0.0],  # cos 1
 }
 

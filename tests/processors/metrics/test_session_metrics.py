@@ -40,12 +40,22 @@ def test_reliability_of_the_seed_example_trace():
         "raw_risk": 0.12,
         "signal_weights": DEFAULTS,
         "per_trace_signals": {
-            "trace-id-1": {"confidence_risk": 0.12, "loop_risk": 0.05, "tool_risk": 0.08,
-                           "coherence_risk": 0.03, "step_risk": 0.12},
+            "trace-id-1": {
+                "confidence_risk": 0.12,
+                "loop_risk": 0.05,
+                "tool_risk": 0.08,
+                "coherence_risk": 0.03,
+                "step_risk": 0.12,
+            },
         },
         "flagged_traces": [],
-        "aggregation": {"method": "max_compose_top_k", "top_k_percentile": 0.15, "ensemble_weight": 0.1,
-                        "mean_top_k_risk": 0.12, "max_risk": 0.12},
+        "aggregation": {
+            "method": "max_compose_top_k",
+            "top_k_percentile": 0.15,
+            "ensemble_weight": 0.1,
+            "mean_top_k_risk": 0.12,
+            "max_risk": 0.12,
+        },
     }
 
 
@@ -86,12 +96,14 @@ def test_reliability_of_twenty_traces_takes_the_three_worst():
 
 
 def test_per_trace_risk_is_the_worst_weighted_signal():
-    result = agent_reliability({
-        # tool risk 0.7 × 0.8 = 0.56 > confidence risk 0.1 -> step 0.56, flagged
-        "t1": {"confidence": 0.9, "tool_correctness": 0.3},
-        # tool risk 0.6 × 0.8 = 0.48 -> step 0.48, not flagged although its raw tool risk is 0.6
-        "t2": {"confidence": 0.9, "tool_correctness": 0.4},
-    })
+    result = agent_reliability(
+        {
+            # tool risk 0.7 × 0.8 = 0.56 > confidence risk 0.1 -> step 0.56, flagged
+            "t1": {"confidence": 0.9, "tool_correctness": 0.3},
+            # tool risk 0.6 × 0.8 = 0.48 -> step 0.48, not flagged although its raw tool risk is 0.6
+            "t2": {"confidence": 0.9, "tool_correctness": 0.4},
+        }
+    )
     signals = result.metadata["per_trace_signals"]
     assert signals["t1"] == {"confidence_risk": 0.1, "tool_risk": 0.7, "step_risk": 0.56}
     assert signals["t2"] == {"confidence_risk": 0.1, "tool_risk": 0.6, "step_risk": 0.48}
@@ -118,11 +130,13 @@ def test_missing_signals_are_skipped_not_read_as_zero():
 
 
 def test_reliability_skips_traces_without_known_signals():
-    result = agent_reliability({
-        "t1": {"confidence": 0.7},
-        "t2": {"task_completion": 0.0},  # not a reliability signal
-        "t3": {},
-    })
+    result = agent_reliability(
+        {
+            "t1": {"confidence": 0.7},
+            "t2": {"task_completion": 0.0},  # not a reliability signal
+            "t3": {},
+        }
+    )
     assert result.metadata["total_traces_in_session"] == 3
     assert result.metadata["traces_evaluated"] == 1
     assert list(result.metadata["per_trace_signals"]) == ["t1"]
@@ -172,8 +186,14 @@ def test_consistency_of_the_seed_example_trace_follows_the_formula():
         "raw_instability": 0.1373,
         "signal_weights": DEFAULTS,
         "per_trace_signals": {
-            "trace-id-1": {"confidence_risk": 0.12, "loop_risk": 0.05, "tool_risk": 0.08, "coherence_risk": 0.03,
-                           "situational_penalty": 0.144, "weighted_uncertainty": 0.1373},
+            "trace-id-1": {
+                "confidence_risk": 0.12,
+                "loop_risk": 0.05,
+                "tool_risk": 0.08,
+                "coherence_risk": 0.03,
+                "situational_penalty": 0.144,
+                "weighted_uncertainty": 0.1373,
+            },
         },
         "aggregation": {"method": "weighted_rms", "rms_value": 0.1373},
     }
@@ -196,8 +216,11 @@ def test_other_signals_amplify_the_confidence_risk():
     # penalty = 1.0 × 0.1 + 0.8 × 0.5 = 0.5; wu = 1.5 × 0.2 = 0.3 -> score 0.7
     assert result.score == pytest.approx(0.7)
     assert result.metadata["per_trace_signals"]["t1"] == {
-        "confidence_risk": 0.2, "loop_risk": 0.1, "tool_risk": 0.5,
-        "situational_penalty": 0.5, "weighted_uncertainty": 0.3,
+        "confidence_risk": 0.2,
+        "loop_risk": 0.1,
+        "tool_risk": 0.5,
+        "situational_penalty": 0.5,
+        "weighted_uncertainty": 0.3,
     }
 
 
@@ -253,8 +276,11 @@ def test_no_traces_or_no_signals_score_one(metric, session):
     result = metric(session)
     assert result.score == 1.0
     assert result.explanation == "No traces or signals to evaluate."
-    assert result.metadata == {"total_traces_in_session": len(session), "traces_evaluated": 0,
-                               "signal_weights": DEFAULTS}
+    assert result.metadata == {
+        "total_traces_in_session": len(session),
+        "traces_evaluated": 0,
+        "signal_weights": DEFAULTS,
+    }
 
 
 @METRICS
@@ -302,15 +328,18 @@ def test_signal_bounds_are_inclusive(metric):
 
 
 @METRICS
-@pytest.mark.parametrize(("weights", "message"), [
-    ({"confidnce": 1.0}, "unknown signal weight 'confidnce'"),
-    ({"task_completion": 1.0}, "unknown signal weight 'task_completion'"),
-    ({"coherence": -0.1}, "must be finite and non-negative"),
-    ({"coherence": math.nan}, "must be finite and non-negative"),
-    ({"coherence": math.inf}, "must be finite and non-negative"),
-    ({"coherence": "1"}, "must be a number"),
-    ({"coherence": True}, "must be a number"),
-])
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"confidnce": 1.0}, "unknown signal weight 'confidnce'"),
+        ({"task_completion": 1.0}, "unknown signal weight 'task_completion'"),
+        ({"coherence": -0.1}, "must be finite and non-negative"),
+        ({"coherence": math.nan}, "must be finite and non-negative"),
+        ({"coherence": math.inf}, "must be finite and non-negative"),
+        ({"coherence": "1"}, "must be a number"),
+        ({"coherence": True}, "must be a number"),
+    ],
+)
 def test_invalid_weights_are_rejected(metric, weights, message):
     with pytest.raises(ValueError, match=message):
         metric(confidences(0.5), weights=weights)

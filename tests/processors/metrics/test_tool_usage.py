@@ -77,7 +77,9 @@ def test_selection_names_are_exact():
 
 
 def test_parameters_equal_dicts():
-    assert tool_parameters([("weather", {"city": "Oslo", "days": 3})], [("weather", {"days": 3, "city": "Oslo"})]) == 1.0
+    assert (
+        tool_parameters([("weather", {"city": "Oslo", "days": 3})], [("weather", {"days": 3, "city": "Oslo"})]) == 1.0
+    )
 
 
 def test_parameters_partial_key_overlap():
@@ -89,7 +91,9 @@ def test_parameters_partial_key_overlap():
 
 def test_parameters_same_keys_some_values_differ():
     # union {city, days}; equal: city -> 1/2
-    assert tool_parameters([("weather", {"city": "Oslo", "days": 2})], [("weather", {"city": "Oslo", "days": 3})]) == 0.5
+    assert (
+        tool_parameters([("weather", {"city": "Oslo", "days": 2})], [("weather", {"city": "Oslo", "days": 3})]) == 0.5
+    )
 
 
 def test_parameters_of_a_tool_never_used_score_zero():

@@ -49,8 +49,14 @@ class Scripted(Exchange[str]):
 
 
 def endpoint(max_retries: int = 2) -> Endpoint:
-    return Endpoint("test server", base_url="http://127.0.0.1:9/v1", api_key="k", log=logging.getLogger("test"),
-                    what="test request", retry=RetryPolicy(max_retries, initial_backoff_s=0.001, max_backoff_s=0.001))
+    return Endpoint(
+        "test server",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        log=logging.getLogger("test"),
+        what="test request",
+        retry=RetryPolicy(max_retries, initial_backoff_s=0.001, max_backoff_s=0.001),
+    )
 
 
 def run(ep: Endpoint, *script: str, on_loop: bool) -> str:
