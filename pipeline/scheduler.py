@@ -16,8 +16,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from spanscore.core.once import FirstSeen
-from spanscore.core.quoting import excerpt
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.pipeline.assembler import Assembler
@@ -25,7 +23,7 @@ from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.ready_queue import ReadyQueue
-from spanscore.pipeline.score_scope import NOT_AGENT_TRACE
+from spanscore.pipeline.score_scope import UnscoredTraces
 from spanscore.pipeline.scoring import Scoring
 from spanscore.pipeline.sessions import Sessions
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
@@ -66,7 +64,7 @@ class Scheduler:
         )
         self._scorers: list[asyncio.Task] = []
         self._ticker: asyncio.Task | None = None
-        self._unscored_services = FirstSeen()
+        self._unscored = UnscoredTraces()
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -133,7 +131,8 @@ class Scheduler:
             answers = await self.scoring.score_batch(traces, session_of)
             for trace, scored in zip(traces, answers):
                 if scored.skip_reason is not None:
-                    self._leave_unscored(trace, scored.skip_reason)
+                    self.counts.unscored_traces += 1
+                    self._unscored.said(trace, scored.skip_reason)
                     continue
                 session = opened.get(trace.trace_id)
                 if session is not None and self.book is not None:
@@ -146,21 +145,6 @@ class Scheduler:
                 trace.release_derived()  # the views derived for the processors are not kept while exporting
                 self.fanout.export(trace)
                 self.ready.release(trace)  # the next trace of its session, held back until now, may go
-
-    def _leave_unscored(self, trace: Trace, reason: str) -> None:
-        self.counts.unscored_traces += 1
-        service = trace.service_name
-        if isinstance(service, str):  # the client's text: quoted, and remembered, cut short
-            service = excerpt(service)
-        if reason == NOT_AGENT_TRACE and self._unscored_services.first(service):
-            log.info(
-                "service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
-                "processors.assembler.score.agent_traces_only: false scores every trace)",
-                service,
-                reason,
-            )
-        else:
-            log.debug("trace %s forwarded unscored: %s", trace.trace_id_hex, reason)
 
     # Shutdown --------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ scoring it would overwrite them.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Literal
 
@@ -29,10 +30,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentConfig
+from spanscore.core.once import FirstSeen
+from spanscore.core.quoting import excerpt
 from spanscore.core.score_encoding import is_session_carrier
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_summary_of
 from spanscore.processors.metrics.expected_calls import json_equal
+
+log = logging.getLogger("spanscore.pipeline")
 
 NOT_AGENT_TRACE = (
     "not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, Langfuse or Vercel AI SDK attributes)"
@@ -101,6 +106,28 @@ class ScoreScope:
         if self.agent_traces_only and not agent_summary_of(trace).recognized:
             return NOT_AGENT_TRACE
         return None
+
+
+class UnscoredTraces:
+    """Says why traces leave unscored: once per service for traces that are not an
+    agent's (a sidecar sees many), every other reason at debug level."""
+
+    def __init__(self) -> None:
+        self._services = FirstSeen()
+
+    def said(self, trace: Trace, reason: str) -> None:
+        service = trace.service_name
+        if isinstance(service, str):  # the client's text: quoted, and remembered, cut short
+            service = excerpt(service)
+        if reason == NOT_AGENT_TRACE and self._services.first(service):
+            log.info(
+                "service %r: a trace is %s; such traces are forwarded unscored (said once per service; "
+                "processors.assembler.score.agent_traces_only: false scores every trace)",
+                service,
+                reason,
+            )
+        else:
+            log.debug("trace %s forwarded unscored: %s", trace.trace_id_hex, reason)
 
 
 class TraceMatcher:
