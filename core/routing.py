@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from spanscore.core.result import MetricResult
 
@@ -22,6 +22,5 @@ class Route:
     matched: tuple[str, ...] = ()  # names of the routes that matched, to mark the span with
 
 
-@runtime_checkable
 class TraceRouter(Protocol):
     def route(self, results: Sequence[MetricResult], trace_id: bytes) -> Route: ...

@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, SPANSCORE
-from tests.support.running import wait_until
+from tests.support.processes import ROOT, SPANSCORE, start_run
+from tests.support.running import health_check_ok, wait_until
 
 
 def test_validate_prints_a_summary_for_a_good_config():
@@ -88,24 +88,9 @@ service:
   pipelines:
     traces: {{receivers: [otlp], exporters: [file]}}
 """)
-    process = subprocess.Popen(
-        [*SPANSCORE, "run", "--config", str(config)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    process = start_run(config)
     try:
-
-        def healthy() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/", timeout=1) as response:
-                    return json.load(response)["status"] == "Server available"
-            except OSError:
-                return False
-
-        assert wait_until(healthy, timeout_s=20), "collector did not come up"
+        assert wait_until(lambda: health_check_ok(health_port), timeout_s=20), "collector did not come up"
         provider = TracerProvider()
         provider.add_span_processor(
             SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True))

@@ -4,9 +4,6 @@ are counted, and a client that retries gets through once memory is back down."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import threading
 import time
 import urllib.request
@@ -20,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from spanscore.pipeline.memory_limiter import MIB
 from tests.support.otlp_client import grpc_export, post
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, SPANSCORE
-from tests.support.running import sink_config, wait_until
+from tests.support.processes import start_run
+from tests.support.running import health_check_ok, sink_config, wait_until
 from tests.support.sdk_export import export_over_grpc
 from tests.support.spans import good_request
 
@@ -102,24 +99,9 @@ service:
   extensions: [health_check]
   pipelines: {{traces: {{receivers: [otlp], processors: [memory_limiter], exporters: [file]}}}}
 """)
-    process = subprocess.Popen(
-        [*SPANSCORE, "run", "--config", str(config)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    process = start_run(config)
     try:
-
-        def healthy() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/", timeout=1) as response:
-                    return json.load(response)["status"] == "Server available"
-            except OSError:
-                return False
-
-        assert wait_until(healthy, timeout_s=30), "collector did not come up"
+        assert wait_until(lambda: health_check_ok(health_port), timeout_s=30), "collector did not come up"
         statuses = []
         for _ in range(3):
             statuses.append(post(http_port, good_request("refused").SerializeToString(), PROTOBUF)[0])

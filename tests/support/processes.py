@@ -3,6 +3,7 @@ from, a `spanscore run` that is up once its receiver listens, and a process's me
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def launch(config: Path, port: int) -> subprocess.Popen:
     """`spanscore run --config config`, once its receiver on `port` listens."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+        [*SPANSCORE, "run", "--config", str(config)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -27,6 +28,18 @@ def launch(config: Path, port: int) -> subprocess.Popen:
         process.communicate(timeout=10)[1] if process.poll() is not None else "slow"
     )
     return process
+
+
+def start_run(config: Path) -> subprocess.Popen:
+    """`spanscore run --config config` with its output piped, unbuffered, to read after it stops."""
+    return subprocess.Popen(
+        [*SPANSCORE, "run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def listening(port: int) -> bool:
