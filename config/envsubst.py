@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -20,13 +21,23 @@ _REFERENCE = re.compile(r"\$\$|\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 _MALFORMED = re.compile(r"\$\{(?!env:[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\})[^}]*\}?")
 
 
-def expand_env(node: Any, path: str, problems: list[str], environ: Mapping[str, str] | None = None) -> Any:
-    """Return `node` with every env reference expanded; problems are appended by key path."""
+def expand_env(
+    node: Any,
+    path: str,
+    problems: list[str],
+    environ: Mapping[str, str] | None = None,
+    sources: dict[str, EnvSource] | None = None,
+) -> Any:
+    """Return `node` with every env reference expanded; problems are appended by key path.
+
+    `sources`, when given, gets each expanded value's key path, the variables it read and
+    the value, so an error about a value can name the variable to change.
+    """
     env = os.environ if environ is None else environ
     if isinstance(node, dict):
-        return {key: expand_env(value, _join(path, key), problems, env) for key, value in node.items()}
+        return {key: expand_env(value, _join(path, key), problems, env, sources) for key, value in node.items()}
     if isinstance(node, list):
-        return [expand_env(value, f"{path}[{i}]", problems, env) for i, value in enumerate(node)]
+        return [expand_env(value, f"{path}[{i}]", problems, env, sources) for i, value in enumerate(node)]
     if not isinstance(node, str) or "$" not in node:
         return node
     bad = _MALFORMED.search(node.replace("$$", ""))
@@ -49,12 +60,24 @@ def expand_env(node: Any, path: str, problems: list[str], environ: Mapping[str, 
 
     whole = _REFERENCE.fullmatch(node)
     expanded = _REFERENCE.sub(substitute, node)
+    if sources is not None:
+        names = tuple(m.group(1) for m in _REFERENCE.finditer(node) if m.group(1))
+        if names:
+            sources[path] = EnvSource(names, expanded)
     if whole and whole.group(0) != "$$":
         try:
             return yaml.safe_load(expanded) if expanded.strip() else expanded
         except yaml.YAMLError:
             return expanded
     return expanded
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """Where a config value came from: the variables its text referenced, and what it became."""
+
+    variables: tuple[str, ...]
+    value: str
 
 
 def _join(path: str, key: object) -> str:

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spanscore.config.components import Factories, build_factories
-from spanscore.config.envsubst import expand_env
+from spanscore.config.envsubst import EnvSource, expand_env
 from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, auth_references
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration
@@ -151,6 +151,12 @@ class Config:
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
     processor_ids: tuple[str, ...] = ()  # the pipeline's processors as listed, the assembler first
+    env_sources: dict[str, EnvSource] = field(default_factory=dict)  # key path -> the variables it read
+
+    def set_by(self, value: str) -> list[tuple[str, EnvSource]]:
+        """The settings whose value, read from the environment, appears in `value` (an error
+        message): (key path, source), so the message can say which variable to change."""
+        return [(path, src) for path, src in self.env_sources.items() if src.value and src.value in value]
 
     @property
     def pipeline_settings(self) -> Any:
@@ -202,7 +208,8 @@ def parse_config(
     if not isinstance(raw, dict):
         raise ConfigError([f"<root>: expected a mapping of sections, got {type(raw).__name__}"])
     problems: list[str] = []
-    raw = expand_env(raw, "", problems, environ)
+    env_sources: dict[str, EnvSource] = {}
+    raw = expand_env(raw, "", problems, environ, env_sources)
     for key in raw:
         if key not in _SECTIONS and key != "service":
             problems.append(
@@ -307,6 +314,7 @@ def parse_config(
         memory_limiter=limiters[0] if limiters else None,
         source=source,
         unused=unused,
+        env_sources=env_sources,
     )
 
 
@@ -433,9 +441,16 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     for error in exc.errors(include_url=False):
         path = key_path(prefix, error["loc"])
         message = error["msg"]
+        if error["type"] == "value_error":
+            message = str(error["ctx"]["error"])  # without pydantic's "Value error, " prefix
         if error["type"] == "extra_forbidden":
             message = "unknown key"
-        elif "input" in error and error["type"] not in ("missing",) and not isinstance(error["input"], (dict, list)):
+        elif (
+            "input" in error
+            and error["type"] != "missing"
+            and "\n" not in message  # a listing of problems, which names what it read
+            and not isinstance(error["input"], (dict, list))
+        ):
             message += f" (got {error['input']!r})"
         out.append(f"{path}: {message}")
     return out

@@ -37,6 +37,10 @@ class ComponentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def not_run(self, component_id: str) -> str | None:
+        """What a component so configured leaves unscored, and what to set; None when nothing."""
+        return None
+
 
 class Host:
     """The running extensions by id, handed to every component's `start`; read-only.

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
+from spanscore.core.wording import counted
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
@@ -117,18 +118,15 @@ def run(
             out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         else:
             out.write("\n".join(human_lines(record)) + "\n\n")
-    if not as_json:
+    # Nothing read for want of a readable file: the problems say it all, no "0 traces".
+    if not as_json and (inspection.traces or not inspection.problems):
         scored = sum(1 for record in inspection.traces if record["scored"])
         out.write(
-            f"{_count(len(inspection.traces), 'trace')} in {_count(inspection.files, 'file')}; "
+            f"{counted(len(inspection.traces), 'trace')} in {counted(inspection.files, 'file')}; "
             f"{scored} would be scored\n"
         )
     out.flush()
     return EXIT_PROBLEMS if inspection.problems else 0
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # Describing ------------------------------------------------------------------------------
@@ -173,7 +171,7 @@ def human_lines(record: dict[str, Any]) -> list[str]:
     if record["kind"] == "session_carrier":
         lines.append(
             f"  spanscore session carrier, not an agent trace: session {record['session_id']}, "
-            f"{_count(len(record['linked_traces']), 'linked trace')}"
+            f"{counted(len(record['linked_traces']), 'linked trace')}"
         )
     else:
         conventions = ", ".join(record["conventions"]) or "none"

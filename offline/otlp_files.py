@@ -9,9 +9,10 @@ with its file and line number and reading goes on: one bad line never costs the 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -22,19 +23,23 @@ from spanscore.core.otlp_json import OtlpJsonError, decode_request
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read_requests(path: Path, problems: list[str]) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
+def read_requests(
+    path: Path, problems: list[str], consumed: Callable[[int], None] | None = None
+) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
     """(where, request) for every request in `path`; problems are appended, not raised.
 
     Read as bytes and decoded per line, so a line with broken UTF-8 is one broken line.
+    `consumed`, when given, hears how many bytes of the file on disk (compressed, for
+    gzip) have been read after each request: a progress bar's position.
     """
     try:
-        with _open(path) as f:
+        with path.open("rb") as raw, _decompressed(raw) as f:
             first = next((line for line in f if line.strip()), None)
             if first is None:
                 return
             f.seek(0)
             if _is_document(first):
-                yield from _json_lines(path, f, problems)
+                yield from _json_lines(path, f, problems, lambda: consumed(raw.tell()) if consumed else None)
                 return
             text = f.read()
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -50,13 +55,15 @@ def read_requests(path: Path, problems: list[str]) -> Iterator[tuple[str, Export
         else:
             problems.append(f"{path}: {exc}")
         return
+    if consumed is not None:
+        consumed(len(text))
     yield str(path), request
 
 
-def _open(path: Path) -> IO[bytes]:
-    with path.open("rb") as probe:
-        gzipped = probe.read(2) == _GZIP_MAGIC
-    return gzip.open(path, "rb") if gzipped else path.open("rb")
+def _decompressed(raw: IO[bytes]) -> IO[bytes]:
+    gzipped = raw.read(2) == _GZIP_MAGIC
+    raw.seek(0)
+    return gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else contextlib.nullcontext(raw)
 
 
 def _is_document(line: bytes) -> bool:
@@ -68,9 +75,11 @@ def _is_document(line: bytes) -> bool:
 
 
 def _json_lines(
-    path: Path, lines: Iterable[bytes], problems: list[str]
+    path: Path, lines: Iterable[bytes], problems: list[str], after_line: Callable[[], None] | None = None
 ) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
     for number, line in enumerate(lines, start=1):
+        if after_line is not None:
+            after_line()
         if not line.strip():
             continue
         where = f"{path}:{number}"

@@ -24,11 +24,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from tqdm import tqdm
+
 from spanscore.config.components import build_factories
 from spanscore.config.loader import Config, ConfiguredComponent
 from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.consumer import ConsumerFull
 from spanscore.core.trace import Trace
+from spanscore.core.wording import counted, plural
 from spanscore.exporters.file import FileExporter, FileExporterConfig
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
@@ -122,31 +125,90 @@ async def score_files(
     )
     receiver = MemoryReceiver(pipeline.intake, "score")
     components = [processor for _, processor in processors] + [writer]
-    shown = time.monotonic()
+    bar = ProgressBar(progress, paths, summary, pipeline)
     try:  # shutdown is safe without start: a failed start still releases what started
         for component in components:
             await component.start()
         await pipeline.start()
         for path in paths:
-            for where, request in read_requests(path, summary.problems):
+            for where, request in read_requests(path, summary.problems, bar.at):
                 clock.now += step
                 summary.requests += 1
                 await _send(receiver, pipeline, clock, request, where, summary)
-                if progress is not None and time.monotonic() - shown >= PROGRESS_INTERVAL_S:
-                    shown = time.monotonic()
-                    _show_progress(progress, summary, pipeline, shown - started)
+                bar.show()
+            bar.file_done(path)
         deadline = time.monotonic() + DRAIN_S
-        await pipeline.drain(deadline)
+        bar.scoring()
+        following = asyncio.create_task(bar.follow())
+        try:
+            await pipeline.drain(deadline)
+        finally:
+            following.cancel()
     finally:
+        bar.close()
         deadline = time.monotonic() + DRAIN_S
         for component in reversed(components):
             await component.shutdown(deadline)
     summary.unscored_traces = pipeline.counts.unscored_traces
     summary.evaluator_calls = dict(pipeline.counts.evaluator_calls)
     summary.seconds = time.monotonic() - started
-    if progress is not None:
-        progress.write("\r\033[K")
     return summary
+
+
+class ProgressBar:
+    """Bytes of the input files read, out of their size on disk, with the rate and time left;
+    after the bar, the traces written, judge calls and problems. Off without a stream."""
+
+    def __init__(self, stream: TextIO | None, paths: Sequence[Path], summary: ScoreSummary, pipeline: Pipeline):
+        self.summary, self.pipeline = summary, pipeline
+        self.done = 0  # bytes of the files already read in full
+        self.shown = 0.0
+        self.bar = None
+        if stream is not None:
+            total = sum(_size(path) for path in paths)
+            self.bar = tqdm(total=total, file=stream, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
+
+    def at(self, position: int) -> None:
+        """`position` bytes of the current file are read."""
+        if self.bar is not None:
+            self.bar.n = self.done + position
+
+    def file_done(self, path: Path) -> None:
+        self.done += _size(path)
+        self.at(0)
+
+    def scoring(self) -> None:
+        """Input read: what is left is scoring the traces and sessions still held."""
+        if self.bar is not None:
+            self.bar.set_description_str("input read; scoring what is held", refresh=False)
+
+    async def follow(self) -> None:
+        while True:
+            self.show(force=True)
+            await asyncio.sleep(PROGRESS_INTERVAL_S)
+
+    def show(self, force: bool = False) -> None:
+        if self.bar is None or (not force and time.monotonic() - self.shown < PROGRESS_INTERVAL_S):
+            return
+        self.shown = time.monotonic()
+        calls = sum(self.pipeline.counts.evaluator_calls.values())
+        self.bar.set_postfix_str(
+            f"{counted(self.summary.traces, 'trace')}, {counted(calls, 'judge call')}, "
+            f"{counted(len(self.summary.problems), 'problem')}",
+            refresh=False,
+        )
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # unreadable: reported by the reader
 
 
 async def _send(
@@ -178,20 +240,12 @@ async def _send(
     pipeline.tick()
 
 
-def _show_progress(out: TextIO, summary: ScoreSummary, pipeline: Pipeline, elapsed_s: float) -> None:
-    calls = sum(pipeline.counts.evaluator_calls.values())
-    out.write(
-        f"\r\033[K{summary.spans:,} spans, {summary.traces:,} traces ({summary.traces / elapsed_s:,.0f}/s), "
-        f"{calls:,} judge calls, {len(summary.problems)} problems"
-    )
-    out.flush()
-
-
 def summary_table(summary: ScoreSummary, output: Path) -> str:
     lines = [
-        f"{summary.spans:,} spans in {summary.requests:,} requests -> {summary.traces:,} traces written to {output} "
-        f"in {summary.seconds:.1f}s ({summary.spans / max(summary.seconds, 1e-9):,.0f} spans/s); "
-        f"{summary.unscored_traces:,} not agent traces, forwarded unscored",
+        f"{counted(summary.spans, 'span')} in {counted(summary.requests, 'request')} -> "
+        f"{counted(summary.traces, 'trace')} written to {output} in {summary.seconds:.1f}s "
+        f"({summary.spans / max(summary.seconds, 1e-9):,.0f} spans/s); "
+        f"{summary.unscored_traces:,} not agent {plural(summary.unscored_traces, 'trace')}, forwarded unscored",
     ]
     if summary.evaluator_calls:
         lines.append(
@@ -205,7 +259,7 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
             rate = "-" if not scored else f"{tally.passed / scored:.0%}"
             lines.append(f"{name:<26}{tally.count:>9,}{mean:>8}{rate:>8}{tally.errors:>8,}")
     if summary.problems:
-        lines.append(f"{len(summary.problems)} problems (skipped):")
+        lines.append(f"{counted(len(summary.problems), 'problem')} (skipped):")
         lines.extend(f"  {problem}" for problem in summary.problems[:20])
         if len(summary.problems) > 20:
             lines.append(f"  ... and {len(summary.problems) - 20} more")

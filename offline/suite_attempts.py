@@ -75,6 +75,7 @@ class ScoredRun:
     ungraded: list[Ungraded] = field(default_factory=list)
     scores: dict[str | None, dict[str, list[float]]] = field(default_factory=dict)  # group -> metric -> scores
     problems: list[str] = field(default_factory=list)
+    requests: int = 0  # export requests read, whatever they held
 
     def groups(self) -> list[str | None]:
         """Group values in sorted order; [None] when not grouped."""
@@ -100,6 +101,7 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
     assembler = Assembler(PipelineSettings(forwarded_trace_memory=0))
     for path in paths:
         for _, request in read_requests(path, run.problems):
+            run.requests += 1
             assembler.add(request, 0.0)
     traces = {trace.trace_id: trace for trace in assembler.pop_all()}
     score_key, error_key = f"eval.{outcome}{SCORE_SUFFIX}", f"eval.{outcome}.error"

@@ -23,6 +23,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from spanscore.core.quoting import excerpt
+from spanscore.core.wording import counted
 from spanscore.offline.suite_attempts import Attempt, ScoredRun
 from spanscore.processors.ground_truth.dataset import Dataset
 from spanscore.processors.metrics.intervals import (
@@ -37,6 +39,11 @@ from spanscore.processors.metrics.reliability import mean_pairwise_similarity, s
 DEFAULT_K = (1, 3, 5)
 MAX_CURVE_K = 20
 UNGRADED_REASONS_SHOWN = 3  # distinct reasons the text and the page name; the JSON has every attempt
+FAILURE_REASONS_SHOWN = 5
+REASON_CHARS = 160
+# What SSR counts as a correct step, with and without the dataset's expected calls.
+CORRECT_STEP_EXPECTED = "it did not fail and, where the case lists expected tools, is one of them"
+CORRECT_STEP_ANY = "it did not fail (--dataset also requires it to be an expected tool)"
 
 
 def summarize_groups(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
@@ -88,6 +95,7 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
             "attempts_with_steps": len(episodes),
             "mean_steps": sum(map(len, episodes)) / len(episodes),
             "step_error": 1 - ssr,
+            "correct_when": CORRECT_STEP_EXPECTED if dataset is not None else CORRECT_STEP_ANY,
         }
     by_case: dict[str, list[Attempt]] = defaultdict(list)
     for attempt in attempts:
@@ -102,6 +110,9 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
             str(k): _suite_rate([pass_pow_k_unbiased(n, c, k) for n, c in counts]) for k in range(1, fewest + 1)
         },
     }
+    # The unbiased estimator needs k attempts or more: say which cases have fewer.
+    short = {str(k): {case_id: n for case_id, (n, _) in zip(sorted(by_case), counts) if n < k} for k in ks}
+    summary["k_beyond_attempts"] = {k: cases for k, cases in short.items() if cases}
     for case_id, case_attempts in sorted(by_case.items()):
         n, c = len(case_attempts), sum(a.success for a in case_attempts)
         aucs = [a.progress_auc for a in case_attempts if a.progress_auc is not None]
@@ -173,27 +184,77 @@ def text(summary: dict[str, Any]) -> str:
     """The summary (or each group's) as a few readable lines."""
     if "groups" in summary:
         return "\n\n".join(f"{summary['by']} = {group}\n{text(part)}" for group, part in summary["groups"].items())
+    outcome = "" if summary["outcome"] == "success" else f" (outcome: {summary['outcome']})"
     lines = [
-        f"TSR {_show(summary['tsr'])} ({summary['successes']}/{summary['attempts']} {summary['outcome']})"
-        + (f", {summary['ungraded']} ungraded" if summary["ungraded"] else ""),
-        f"SSR {_show(summary['ssr']) if summary['ssr'] else '- (no steps)'}",
+        f"TSR {counted_rate(summary['successes'], summary['attempts'], summary['tsr'])}{outcome}"
+        + (f", {counted(summary['ungraded'], 'attempt')} ungraded" if summary["ungraded"] else ""),
+        f"SSR {_show_ssr(summary)}",
     ]
     for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]:
         lines.append(f"ungraded x{count}: {reason}")
     for case in summary["cases"]:
-        rates = "  ".join(f"pass@{k} {_show(v)}" for k, v in case["pass_at_k"].items())
+        rates = "  ".join(f"pass@{k} {v['estimate']:.3f} ({credible(v)})" for k, v in case["pass_at_k"].items())
         similarity = case["trajectory_similarity"]
         lines.append(
             f"{case['case_id']}: {case['successes']}/{case['attempts']} succeeded  {rates}"
             + (f"  similarity {similarity:.2f}" if similarity is not None else "")
         )
+    for k, short in summary.get("k_beyond_attempts", {}).items():
+        cases = ", ".join(f"{case_id} ({n})" for case_id, n in list(short.items())[:FAILURE_REASONS_SHOWN])
+        more = f" and {len(short) - FAILURE_REASONS_SHOWN} more" if len(short) > FAILURE_REASONS_SHOWN else ""
+        lines.append(f"pass@{k} not estimated for {counted(len(short), 'case')} with fewer attempts: {cases}{more}")
+    failed = summary["attempts"] - summary["successes"]
+    reasons = failure_reasons(summary)
+    if reasons:
+        lines.append(f"why attempts failed ({failed} of {summary['attempts']}; most frequent first):")
+        for (metric, reason), count in reasons[:FAILURE_REASONS_SHOWN]:
+            lines.append(f"  {count}x {metric}: {excerpt(reason, REASON_CHARS)}")
+        if len(reasons) > FAILURE_REASONS_SHOWN:
+            lines.append(
+                f"  ... and {counted(len(reasons) - FAILURE_REASONS_SHOWN, 'other reason')} (see --json or -o)"
+            )
+    lines.append(INTERVAL_LEGEND)
     return "\n".join(lines)
+
+
+INTERVAL_LEGEND = (
+    "ranges: the true rate's 95% credible interval (Bayesian, uniform prior); "
+    "after 0/n or n/n it rightly excludes the observed rate"
+)
+
+
+def counted_rate(successes: int, total: int, rate: dict[str, float]) -> str:
+    """`3/8 = 0.375 · true rate 95% credible 0.137–0.694`: the count first, so an observed
+    0/n or n/n is not read against an interval that, rightly, excludes it."""
+    return f"{successes}/{total} = {rate['estimate']:.3f} · true rate 95% credible {credible(rate)}"
+
+
+def credible(rate: dict[str, float]) -> str:
+    return f"{rate['low']:.3f}–{rate['high']:.3f}"
+
+
+def _show_ssr(summary: dict[str, Any]) -> str:
+    ssr, steps = summary["ssr"], summary["steps"]
+    if not ssr:
+        return "- (no tool calls)"
+    total = round(steps["mean_steps"] * steps["attempts_with_steps"])
+    return (
+        f"{ssr['estimate']:.3f} over {counted(steps['attempts_with_steps'], 'attempt')} with "
+        f"{counted(total, 'step')} (a step is correct when {steps['correct_when']}) · "
+        f"true rate 95% credible {credible(ssr)}"
+    )
+
+
+def failure_reasons(summary: dict[str, Any]) -> list[tuple[tuple[str, str], int]]:
+    """Why attempts failed: each failing result (metric, text), most frequent first."""
+    return Counter(
+        (finding["metric"], finding["text"])
+        for case in summary["cases"]
+        for failure in case["failures"]
+        for finding in failure["findings"]
+    ).most_common()
 
 
 def ungraded_reasons(summary: dict[str, Any]) -> list[tuple[str, int]]:
     """Why attempts were left ungraded, most frequent first."""
     return Counter(u["reason"] for u in summary.get("ungraded_attempts", [])).most_common()
-
-
-def _show(rate: dict[str, float]) -> str:
-    return f"{rate['estimate']:.3f} [{rate['low']:.3f}, {rate['high']:.3f}]"

@@ -92,6 +92,14 @@ class JudgeMetricsConfig(ComponentConfig):
     def settings(self, name: str) -> JudgeMetricSettings:
         return self.metrics.get(name, JudgeMetricSettings())
 
+    def not_run(self, component_id: str) -> str | None:
+        if self.configured:
+            return None
+        return (
+            f"LLM-judge metrics not run ({', '.join(METRIC_NAMES)}): no judge configured; set OPENAI_API_KEY "
+            f"(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give {component_id} a judge with api_key or base_url"
+        )
+
 
 class JudgeMetrics(Processor):
     def __init__(self, component_id: str, config: JudgeMetricsConfig):
@@ -115,13 +123,9 @@ class JudgeMetrics(Processor):
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         if self.plan is None:
-            if not self.config.configured:
-                log.info(
-                    "LLM-judge metrics not run (%s): no judge configured; set OPENAI_API_KEY "
-                    "(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give %s a judge with api_key or base_url",
-                    ", ".join(METRIC_NAMES),
-                    self.id,
-                )
+            not_run = self.config.not_run(self.id)
+            if not_run:
+                log.info("%s", not_run)
             return
         self.judge = build_judge(self.config.judge)
         log.info(

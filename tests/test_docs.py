@@ -8,6 +8,9 @@ examples/ and deploy/), except the recorded data under tests/fixtures:
 - every ```yaml (or ```yml) block parses with `yaml.safe_load` and is classified by the
   rules below; a block no rule recognizes fails the suite, listed with its file and line;
 - every ```toml, ```json and ```python block parses;
+- every inline code span that reads as a YAML setting with a flow collection
+  (`sending_queue: {storage: file_storage}`) parses, and one that is a whole config
+  fragment (a config section at its top, nothing elided with `...`) validates;
 - README.md stays short: at most `README_MAX_LINES` lines, the rest lives in docs/.
 
 How a YAML block is classified, first rule that applies:
@@ -44,8 +47,10 @@ their relative paths (`examples/weather-suite.yaml`) point.
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
 import importlib.util
+import itertools
 import json
 import re
 import subprocess
@@ -421,6 +426,56 @@ def test_yaml_block(block, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     problems = validate(block, kind, data, tmp_path)
     assert not problems, f"{block.where} ({kind}):\n" + "\n".join(f"  {p}" for p in problems)
+
+
+# An inline code span that reads as a YAML setting with a flow collection, such as
+# `sending_queue: {storage: file_storage}`: a reader copies these as they are.
+INLINE_YAML = re.compile(r"^[A-Za-z_][\w/.-]*: .*[{\[]")
+
+
+def inline_yaml(path: str) -> list[Block]:
+    """The inline YAML settings of a page, outside fenced blocks; a span may wrap lines."""
+    lines = page(path).lines
+    text = " ".join(lines)
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    return [
+        Block(path, bisect.bisect_right(starts, match.start()), "inline", match.group(2).strip())
+        for match in CODE_SPAN.finditer(text)
+        if INLINE_YAML.match(match.group(2).strip())
+    ]
+
+
+INLINE_BLOCKS = [block for path in MARKDOWN for block in inline_yaml(path)]
+
+
+def test_inline_yaml_is_found():
+    assert any(block.text.startswith("sending_queue: {storage: file_storage}") for block in INLINE_BLOCKS)
+
+
+@pytest.mark.parametrize("block", INLINE_BLOCKS, ids=[f"{b.path}:{b.text[:40]}" for b in INLINE_BLOCKS])
+def test_inline_yaml(block, monkeypatch, tmp_path):
+    """Parses; and, a whole config fragment (a section at the top, no `...` elided), validates."""
+    problem = inline_yaml_problem(block, tmp_path, monkeypatch)
+    assert problem is None, f"{block.where}: `{block.text}`: {problem}"
+
+
+def inline_yaml_problem(block: Block, tmp_path: Path, monkeypatch) -> str | None:
+    try:
+        data = yaml.safe_load(block.text)
+    except yaml.YAMLError as exc:
+        return f"not valid YAML: {exc}"
+    if "..." in block.text or classify(block, data) not in ("fragment", "config"):
+        return None
+    monkeypatch.chdir(ROOT)
+    problems = validate(block, classify(block, data), data, tmp_path)
+    return "; ".join(problems) or None
+
+
+def test_a_bad_inline_snippet_is_caught(tmp_path, monkeypatch):
+    unparsable = Block("README.md", 0, "inline", "judge: {model: gpt-4.1-mini, api_key: ${env:OPENAI_API_KEY}}")
+    assert "not valid YAML" in inline_yaml_problem(unparsable, tmp_path, monkeypatch)
+    invalid = Block("README.md", 0, "inline", "processors: {judge_metrics: {mode: sometimes}}")
+    assert inline_yaml_problem(invalid, tmp_path, monkeypatch)
 
 
 OTHER_BLOCKS = [block for block in BLOCKS if block.info in ("toml", "json", "python", "py")]

@@ -197,6 +197,19 @@ class Case(_Strict):
         return self
 
     @property
+    def judged_checks(self) -> list[str]:
+        """What in this case only a judge can grade; without one, its attempts are ungraded."""
+        kinds = []
+        if self.subgoals:
+            kinds.append("subgoals")
+        if any(t.expected_response is not None for t in self.turns):
+            kinds.append("expected responses")
+        items = [e for c in self.expected_tool_calls for e in (*c.parameters, c.output) if e is not None]
+        if any(e.kind == "check" for e in items):
+            kinds.append("check: items")
+        return kinds
+
+    @property
     def first_message(self) -> str | None:
         """What a session's first user message is matched against: the first turn's, else the instruction."""
         return self.turns[0].message if self.turns else self.user_instruction

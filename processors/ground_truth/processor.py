@@ -32,7 +32,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import CODE, Provenance, revision_of
@@ -41,6 +41,7 @@ from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
+from spanscore.core.wording import counted
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, SessionOutput, TraceOutput
 from spanscore.processors.ground_truth import prompts
@@ -85,6 +86,12 @@ PROGRESS_METRICS = ("progress", "progress_auc", "progress_per_turn", "success_fi
 ATTEMPT_METRICS = (*PROGRESS_METRICS, "tool_call_accuracy", "conversation_correctness", "success")
 
 
+class DatasetFile(str):
+    """A dataset's path, checked: `loaded` is the dataset it held when the config was validated."""
+
+    loaded: Dataset
+
+
 class GroundTruthConfig(ComponentConfig):
     dataset: str = Field(min_length=1)  # YAML or JSON Lines, see `dataset`
     case_key: str = Field(default=DEFAULT_CASE_KEY, min_length=1)
@@ -98,7 +105,6 @@ class GroundTruthConfig(ComponentConfig):
     tool_threshold: float = Field(default=DEFAULT_TOOL_THRESHOLD, ge=0.0, le=1.0)
     require_tools: bool = True  # an interaction is correct only when its tool usage is too
     k: list[int] = Field(default_factory=lambda: [1, 3])
-    _loaded: Dataset | None = PrivateAttr(default=None)
 
     @field_validator("k")
     @classmethod
@@ -107,22 +113,39 @@ class GroundTruthConfig(ComponentConfig):
             raise ValueError("every k must be >= 1")
         return sorted(set(value))
 
-    @model_validator(mode="after")
-    def _load(self) -> GroundTruthConfig:
-        # Loaded while the config is validated, so `spanscore validate` lists its problems.
+    @field_validator("dataset")
+    @classmethod
+    def _load(cls, value: str) -> DatasetFile:
+        # Loaded as a field, not after the model, so `spanscore validate` lists the
+        # dataset's problems in the same run as those of the other settings.
         try:
-            self._loaded = load_dataset(self.dataset)
+            loaded = load_dataset(value)
         except DatasetError as exc:
-            raise ValueError("the dataset is invalid:\n" + "\n".join(f"    {p}" for p in exc.problems)) from None
-        return self
+            raise ValueError(f"{value} is invalid:\n" + "\n".join(f"    {p}" for p in exc.problems)) from None
+        checked = DatasetFile(value)
+        checked.loaded = loaded
+        return checked
 
     @property
     def loaded(self) -> Dataset:
-        return self._loaded
+        assert isinstance(self.dataset, DatasetFile)
+        return self.dataset.loaded
 
     @property
     def configured(self) -> bool:
         return judge_configured(self.judge)
+
+    def not_run(self, component_id: str) -> str | None:
+        cases = self.loaded.cases
+        judged = [case for case in cases if case.judged_checks]
+        if self.configured or not judged:
+            return None
+        kinds = ", ".join(dict.fromkeys(kind for case in judged for kind in case.judged_checks))
+        return (
+            f"{component_id}: {len(judged)} of {counted(len(cases), 'case')} need a judge ({kinds}), so their "
+            f"attempts are left ungraded; set OPENAI_API_KEY (and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) "
+            f"or give {component_id} a judge with api_key or base_url"
+        )
 
 
 class GroundTruth(Processor):

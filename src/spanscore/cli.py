@@ -28,19 +28,65 @@ EMBEDDED_CONFIG = Path(__file__).with_name(DEFAULT_CONFIG)
 EXIT_CONFIG = 2
 EXIT_START = 1
 EXIT_REGRESSION = 1
+# What a shell reports for a tool killed by SIGPIPE (128 + 13): the reader went away.
+EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        status = _dispatch(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up at the last flush too
+        return status
+    except BrokenPipeError:
+        # `spanscore inspect ... | head`: stop quietly, as Unix tools do. Python flushes
+        # stdout again at exit; pointing it at /dev/null keeps that flush quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
+    parser, subcommands = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # The subcommand's own usage, not the top level's: that is where the flag went wrong.
+        subcommands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "compare":
+        return _compare(args)
+    if args.command == "report":
+        return _report_suite(args)
+    if args.command == "score":
+        return _score(args.files, args.output, args.config or default_config_path(), args.dataset, args.quiet)
+    if args.command == "validate":
+        return _validate(args.path)
+    if args.command == "inspect":
+        return _inspect(args.files, args.json, args.config)
+    return _run(args.config or default_config_path())
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog="spanscore", description="Score AI-agent OpenTelemetry traces in flight.")
     parser.add_argument("--version", action="version", version=f"spanscore {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the collector")
+    run = commands.add_parser(
+        "run",
+        help="run the collector",
+        description="Run the collector: receive OTLP spans, score agent traces and sessions, export everything. "
+        "Stops on Ctrl-C or SIGTERM after pushing every held trace and session through the metrics and "
+        "exporters. Exits 0 after a clean stop, 2 on an invalid config, 1 when it cannot start (a port in use).",
+    )
     run.add_argument(
         "--config",
         default=None,
         help=f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)",
     )
-    validate = commands.add_parser("validate", help="check a config file and list every problem")
+    validate = commands.add_parser(
+        "validate",
+        help="check a config file and list every problem",
+        description="Check a config as `spanscore run` would, without opening a port: unknown keys, wrong types, "
+        "undefined components, eval-suite datasets, certificate and token files. Prints a one-line summary "
+        "and exits 0, or lists every problem by key path and exits 2.",
+    )
     validate.add_argument("path", help="config file")
     inspect_ = commands.add_parser(
         "inspect",
@@ -138,19 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
     )
-    args = parser.parse_args(argv)
-
-    if args.command == "compare":
-        return _compare(args)
-    if args.command == "report":
-        return _report_suite(args)
-    if args.command == "score":
-        return _score(args.files, args.output, args.config or default_config_path(), args.dataset, args.quiet)
-    if args.command == "validate":
-        return _validate(args.path)
-    if args.command == "inspect":
-        return _inspect(args.files, args.json, args.config)
-    return _run(args.config or default_config_path())
+    return parser, {
+        "run": run,
+        "validate": validate,
+        "inspect": inspect_,
+        "score": score,
+        "report": report,
+        "compare": gate,
+    }
 
 
 def default_config_path() -> str:
@@ -186,21 +227,32 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
 
 
 def _score(files: list[str], output: str, config_path: str, dataset: str | None, quiet: bool) -> int:
-    from pydantic import ValidationError
-
     from spanscore.config.loader import ConfigError, load_config
     from spanscore.offline import score_files
+    from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
 
+    # The config and the dataset are checked apart, so one run lists the problems of both.
+    config, failed = None, False
     try:
         config = load_config(config_path)
-        if dataset is not None:
-            config = score_files.with_dataset(config, Path(dataset))
     except ConfigError as exc:
         _report(f"spanscore score: {config_path} is invalid:", exc.problems)
+        failed = True
+    if dataset is not None:
+        try:
+            load_dataset(dataset)
+        except DatasetError as exc:
+            _report(f"spanscore score: {dataset} is invalid:", exc.problems)
+            failed = True
+    if failed:
         return EXIT_CONFIG
-    except ValidationError as exc:
-        _report(f"spanscore score: {dataset} cannot be used:", [e["msg"] for e in exc.errors()])
-        return EXIT_CONFIG
+    if dataset is not None:
+        config = score_files.with_dataset(config, Path(dataset))
+    # Up front, not in the summary: a run without a judge should not look like a broken one.
+    for component in config.processors:
+        not_run = component.config.not_run(component.id)
+        if not_run:
+            print(f"spanscore score: {not_run}", file=sys.stderr)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     out = Path(output)
     try:
@@ -242,20 +294,27 @@ def _report_suite(args: argparse.Namespace) -> int:
     run = read_scored([Path(f) for f in args.files], args.metric, args.by)
     for problem in run.problems:
         print(problem, file=sys.stderr)
+    if not run.requests and run.problems:
+        return EXIT_CONFIG  # nothing could be read: the problems above are the whole story
     try:
         summary = suite_report.summarize_groups(run, k_values, dataset)
     except ValueError as exc:
         print(f"spanscore report: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    written = []
     try:
         if args.json is not None:
             Path(args.json).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+            written.append(f"{args.json} (summary JSON)")
         if args.output is not None:
             Path(args.output).write_text(suite_html.render(summary, run, args.files), encoding="utf-8")
+            written.append(f"{args.output} (HTML report)")
     except OSError as exc:
         print(f"spanscore report: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_CONFIG
     print(suite_report.text(summary))
+    if written:
+        print(f"wrote {', '.join(written)}")
     return EXIT_CONFIG if run.problems else 0
 
 
@@ -315,6 +374,9 @@ def _run(path: str) -> int:
         asyncio.run(_serve(config))
     except OSError as exc:
         print(f"spanscore: cannot start: {exc}", file=sys.stderr)
+        for key, source in config.set_by(str(exc)):
+            variables = " or ".join(source.variables)
+            print(f"  {key} is {source.value!r}, from {variables}: set {variables} to change it", file=sys.stderr)
         return EXIT_START
     return 0
 

@@ -338,14 +338,14 @@ def test_a_phoenix_exporter_without_endpoint_is_a_config_error():
     with pytest.raises(ConfigError) as error:
         parse_config(collector_config({}, {"phoenix": "{endpoint: 'ftp://phoenix:6006'}"}), factories=TEST_FACTORIES)
     assert error.value.problems == [
-        "exporters.phoenix: Value error, endpoint: 'ftp://phoenix:6006' must be an http:// or https:// URL"
+        "exporters.phoenix: endpoint: 'ftp://phoenix:6006' must be an http:// or https:// URL"
     ]
     with pytest.raises(ConfigError) as error:  # and the key is not repeated in the message
         parse_config(
             collector_config({}, {"phoenix": f"{{endpoint: 'https://me:{SECRET}@phoenix'}}"}), factories=TEST_FACTORIES
         )
     assert error.value.problems == [
-        "exporters.phoenix: Value error, endpoint: credentials go in headers (e.g. authorization), not in the URL"
+        "exporters.phoenix: endpoint: credentials go in headers (e.g. authorization), not in the URL"
     ]
 
 

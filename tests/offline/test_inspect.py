@@ -234,7 +234,7 @@ def test_a_file_of_one_broken_document_is_one_problem(tmp_path):
     result = inspect(broken)
     assert result.returncode == 2
     assert result.stderr == f"spanscore inspect: {broken}: invalid JSON: Expecting value: line 21 column 1 (char 300)\n"
-    assert result.stdout == "0 traces in 1 file; 0 would be scored\n"
+    assert result.stdout == ""  # nothing was read: no "0 traces in 1 file" under the problem
 
 
 def test_spans_of_one_trace_are_grouped_across_lines_and_files_in_first_seen_order(tmp_path):

@@ -108,7 +108,7 @@ def test_every_framework_capture_is_scored_in_one_run(tmp_path):
         for p in FRAMEWORKS
     )
     assert len(traces) == agent_traces - 1  # AutoGen's lone create_agent trace is not an agent trace
-    assert "1 not agent traces, forwarded unscored" in result.stderr
+    assert "1 not agent trace, forwarded unscored" in result.stderr
     assert "coherence" in result.stderr and "loop_detection" in result.stderr  # the summary table
 
 

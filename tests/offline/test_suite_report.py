@@ -56,7 +56,22 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     assert oslo["trajectory_similarity"] == 1.0
     # [gw, search] vs [gw] twice: 1/2 each; [gw] vs [gw]: 1 -> mean 2/3
     assert paris["trajectory_similarity"] == pytest.approx(2 / 3)
-    assert "TSR 0.625" in result.stdout
+    assert summary["k_beyond_attempts"] == {"5": {"paris": 3}}
+    low, high = recipe(5, 8)
+    lines = result.stdout.splitlines()
+    # The count leads, so an interval that excludes an observed 0/n or n/n reads right.
+    assert lines[0] == f"TSR 5/8 = 0.625 · true rate 95% credible {low:.3f}–{high:.3f}"
+    low, high = recipe(7.5, 8)
+    assert lines[1] == (
+        "SSR 0.938 over 8 attempts with 9 steps (a step is correct when it did not fail and, where the "
+        f"case lists expected tools, is one of them) · true rate 95% credible {low:.3f}–{high:.3f}"
+    )
+    assert "pass@5 not estimated for 1 case with fewer attempts: paris (3)" in lines
+    # 3 failed attempts: each has a success finding (same text) and a tool_call_accuracy one.
+    reasons = lines.index("why attempts failed (3 of 8; most frequent first):")
+    assert "  3x success: Failed: every expected tool call made" in lines[reasons + 1 : reasons + 4]
+    assert lines[-2].startswith("ranges: the true rate's 95% credible interval")
+    assert lines[-1] == f"wrote {summary_path} (summary JSON)"
 
 
 def test_files_without_graded_attempts_say_so(tmp_path):
@@ -145,7 +160,12 @@ def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_pa
     summary = json.loads(summary_path.read_text())
     # SSR: 8 attempts as 8 tries, their step rates summing to 7.5.
     assert (summary["ssr"]["low"], summary["ssr"]["high"]) == recipe(7.5, 8)
-    assert summary["steps"] == {"attempts_with_steps": 8, "mean_steps": 9 / 8, "step_error": 1 - 7.5 / 8}
+    assert summary["steps"] == {
+        "attempts_with_steps": 8,
+        "mean_steps": 9 / 8,
+        "step_error": 1 - 7.5 / 8,
+        "correct_when": "it did not fail and, where the case lists expected tools, is one of them",
+    }
     # The suite's curves go up to Paris's 3 attempts: the mean of the two cases' estimates,
     # pass@1 (4/5 + 1/3) / 2 over 2 tries; pass^3 (C(4,3)/C(5,3) + 0) / 2.
     suite = summary["suite"]
@@ -191,7 +211,7 @@ def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_p
         ("a", over_budget),
     ]
     assert all(len(u["trace_id"]) == 32 for u in summary["ungraded_attempts"])
-    assert "2 ungraded" in result.stdout
+    assert "TSR 1/1 = 1.000 · true rate 95% credible 0.1" in result.stdout and ", 2 attempts ungraded" in result.stdout
     assert "ungraded x1: judge unreachable" in result.stdout and f"ungraded x1: {over_budget}" in result.stdout
     assert "1 × judge unreachable" in page.read_text()
     path.write_text(
@@ -228,7 +248,7 @@ def test_report_by_an_attribute_splits_the_attempts(tmp_path):
     v1, v2 = summary["groups"]["v1"], summary["groups"]["v2"]
     assert (v1["attempts"], v1["successes"], v2["attempts"], v2["successes"]) == (10, 8, 10, 7)
     assert v2["cases"][1]["case_id"] == "paris" and v2["cases"][1]["successes"] == 2
-    assert "service.version = v1\nTSR 0.800" in result.stdout
+    assert "service.version = v1\nTSR 8/10 = 0.800 · true rate 95% credible" in result.stdout
 
 
 def test_compare_in_shadow_mode_reads_both_versions_from_one_file(tmp_path):

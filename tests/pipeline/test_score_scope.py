@@ -257,7 +257,7 @@ processors:
             "processors.assembler.score.include.attributes[0].value: must be a string (a regular expression) with "
             "match_type regexp (got 3)"
         ),
-        "processors.assembler.score.exclude: Value error, give at least one of services, span_names, attributes",
+        "processors.assembler.score.exclude: give at least one of services, span_names, attributes",
     ]
 
 
