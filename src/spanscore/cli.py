@@ -34,9 +34,10 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        status = _dispatch(argv)
-        sys.stdout.flush()  # inside the try: a closed pipe shows up at the last flush too
-        return status
+        try:
+            return _dispatch(argv)
+        finally:  # argparse's --help exits too; a closed pipe shows up at the last flush
+            sys.stdout.flush()
     except BrokenPipeError:
         # `spanscore inspect ... | head`: stop quietly, as Unix tools do. Python flushes
         # stdout again at exit; pointing it at /dev/null keeps that flush quiet too.
