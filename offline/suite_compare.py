@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from spanscore.offline.suite_attempts import DEFAULT_OUTCOME, read_scored
-from spanscore.offline.suite_report import summarize_groups
+from spanscore.offline.suite_report import counted_rate, summarize_groups
 
 DEFAULT_MAX_TSR_DROP = 0.05
 SAMPLES = 5000
@@ -118,11 +118,7 @@ def text(comparison: Comparison, max_drop: float, sides: tuple[str, str] = ("bas
     """The comparison as lines; `sides` names the two (shadow mode: the attribute's values)."""
 
     def tsr(summary: dict[str, Any]) -> str:
-        rate = summary["tsr"]
-        return (
-            f"{rate['estimate']:.3f} [{rate['low']:.3f}, {rate['high']:.3f}] "
-            f"({summary['successes']}/{summary['attempts']})"
-        )
+        return counted_rate(summary["successes"], summary["attempts"], summary["tsr"])
 
     verdict = "FAIL" if comparison.exceeds(max_drop) else "ok"
     width = max(map(len, sides))

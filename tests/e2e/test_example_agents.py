@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
-from spanscore.processors.embedders.hashing import HashingEmbedder
+from spanscore.processors.embedders.static import StaticEmbedder
 from spanscore.processors.metrics import coherence
 from tests.support.openai_server import WEATHER_REPORT, OpenAIServer, weather_agent
 from tests.support.recording_processor import RecordAgent
@@ -55,8 +55,9 @@ RUN_TIMEOUT_S = 120
 INHERITED = ("PATH", "HOME", "LANG", "TMPDIR")
 PROCESSORS = """\
   record_agent: {}
-  embedding_metrics: {embedder: {type: hashing}}
+  embedding_metrics: {embedder: {type: static}}
   session_metrics: {}"""
+README = EXAMPLES / "README.md"
 
 
 def examples_python() -> str:
@@ -172,7 +173,7 @@ def test_example_agent_is_assembled_read_and_scored(example, sink, start_collect
             assert 0.0 <= got[f"{metric}.score"] <= 1.0
             assert got[f"{metric}.label"] in ("pass", "fail")
             assert got[f"{metric}.explanation"]
-    embedder = HashingEmbedder()
+    embedder = StaticEmbedder()
     for turn, got in ((first, first_scores), (second, second_scores)):
         assert got["coherence.score"] == coherence(turn.user_input, turn.final_output, embedder=embedder).score
     assert first_scores["coherence.label"] == "pass"  # the answer is about what was asked
@@ -189,3 +190,20 @@ def test_example_agent_is_assembled_read_and_scored(example, sink, start_collect
     assert {link.trace_id.hex() for link in carrier.links} == {first.trace_id, second.trace_id}
     assert carried["agent_reliability.label"] == "fail"  # the loop
     assert carried["agent_consistency.explanation"] == "No evaluable traces."  # no judge here
+
+    # examples/agents/README.md shows these scores, as spanscore prints them.
+    shown = [
+        ", ".join(f"{metric}={got[f'{metric}.score']:.2f} {got[f'{metric}.label']}" for metric in metrics)
+        for got, metrics in (
+            (first_scores, ("coherence", "loop_detection")),
+            (second_scores, ("coherence", "loop_detection")),
+            (carried, ("agent_reliability", "agent_consistency")),
+        )
+    ]
+    assert readme_scores() == shown, shown
+
+
+def readme_scores() -> list[str]:
+    """The `scores: ...` of each `trace ...` line the README's sample shows."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    return [line.split(" scores: ", 1)[1] for line in lines if line.startswith("trace ") and " scores: " in line]

@@ -1,0 +1,253 @@
+"""The sample outputs in the docs, produced by real runs of the commands they show.
+
+A fenced block right after a line `<!-- sample: NAME -->` in a Markdown file is the output
+of `SAMPLES[NAME]`. tests/test_doc_samples.py holds every such block equal to a fresh
+run; `python -m tests.support.doc_samples --write` rewrites the blocks from one.
+
+What varies from run to run is masked before comparing: the trace id of a session's
+`evaluate_session` carrier (random, as a span id is), and the digits past the twelfth of
+a float printed in full. Every run is offline: no judge (OPENAI_* unset) and the `static`
+embedder, the base install's, whatever else is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from tests.support.ports import free_port
+from tests.support.processes import ROOT, SPANSCORE
+from tests.support.running import wait_until
+
+MARKER = re.compile(r"^<!-- sample: ([a-z0-9-]+) -->$")
+FENCE = re.compile(r"^```")
+WEATHER = ROOT / "examples" / "weather-agent.json"
+# A carrier's trace id is random; its line names it, and so may the docs.
+CARRIER_LINE = re.compile(r"^(\$? ?trace )[0-9a-f]{32}( root='evaluate_session')", re.MULTILINE)
+MASKED_ID = "<carrier trace id>"
+
+
+def offline_environment(**extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SPANSCORE_"))}
+    return {**environ, "SPANSCORE_EMBEDDER": "static", "PYTHONUNBUFFERED": "1", **extra}
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    name: str
+    start: int  # index of the first line inside the fence
+    end: int  # index of the closing fence
+    text: str
+
+
+def blocks(path: Path) -> list[Block]:
+    """The sample blocks of one Markdown file."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        marker = MARKER.match(line)
+        if not marker:
+            continue
+        assert i + 1 < len(lines) and FENCE.match(lines[i + 1]), f"{path}:{i + 1}: a sample marker needs a fence next"
+        end = next(j for j in range(i + 2, len(lines)) if FENCE.match(lines[j]))
+        found.append(Block(path, marker.group(1), i + 2, end, "\n".join(lines[i + 2 : end]) + "\n"))
+    return found
+
+
+# A float printed in full (repr) can differ in its last digits between machines, as
+# sums are ordered differently; 12 significant digits are the same everywhere.
+LONG_FLOAT = re.compile(r"\b\d+\.\d{13,}\b")
+
+
+def masked(text: str) -> str:
+    text = CARRIER_LINE.sub(rf"\g<1>{MASKED_ID}\g<2>", text)
+    return LONG_FLOAT.sub(lambda m: f"{float(m.group(0)):.12g}", text)
+
+
+class Runs:
+    """The runs the samples come from, each made once, in `workdir`."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+
+    @cached_property
+    def collector(self) -> tuple[str, list[dict]]:
+        """`spanscore run` with the default config, sent the sample session, stopped with
+        SIGTERM: (what it printed, the spans it wrote to scored.jsonl)."""
+        folder = self.workdir / "run"
+        folder.mkdir()
+        http = free_port()
+        environ = offline_environment(
+            SPANSCORE_GRPC_ENDPOINT=f"127.0.0.1:{free_port()}",
+            SPANSCORE_HTTP_ENDPOINT=f"127.0.0.1:{http}",
+            SPANSCORE_PROMETHEUS_ENDPOINT=f"127.0.0.1:{free_port()}",
+        )
+        process = subprocess.Popen(
+            [*SPANSCORE, "run"], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
+        )
+        try:
+
+            def accepting() -> bool:
+                with socket.socket() as s:
+                    return s.connect_ex(("127.0.0.1", http)) == 0
+
+            assert wait_until(accepting, timeout_s=60), "spanscore run did not come up"
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{http}/v1/traces",
+                data=WEATHER.read_bytes(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status == 200
+            scored = folder / "scored.jsonl"
+            assert wait_until(lambda: scored.exists() and len(scored.read_text().splitlines()) >= 2, timeout_s=30)
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 0, stderr
+        spans = [
+            span
+            for line in scored.read_text().splitlines()
+            for rs in json.loads(line)["resourceSpans"]
+            for ss in rs["scopeSpans"]
+            for span in ss["spans"]
+        ]
+        return stdout, spans
+
+    def command(self, *args: str, cwd: Path | None = None) -> str:
+        """`spanscore args` as a person types it, and what it printed on stdout."""
+        result = subprocess.run(
+            [*SPANSCORE, *args],
+            cwd=cwd or ROOT,
+            capture_output=True,
+            text=True,
+            env=offline_environment(),
+            timeout=300,
+        )
+        assert result.returncode in (0, 1), result.stderr
+        return f"$ spanscore {' '.join(args)}\n{result.stdout}"
+
+    @cached_property
+    def suite(self) -> Path:
+        """Two versions of an agent graded against a two-case suite, 100 attempts each, in
+        baseline/ and candidate/ (scored.jsonl, suite.yaml, summary.json): the baseline
+        succeeds 45/50 on oslo and 35/50 on paris, the candidate 45/50 and 25/50."""
+        from tests.support.scored_suite import attempt, score_suite
+
+        for side, paris in (("baseline", 35), ("candidate", 25)):
+            folder = self.workdir / "suite" / side
+            folder.mkdir(parents=True)
+            requests = [attempt("oslo", "Oslo") for _ in range(45)] + [attempt("oslo", "Bergen") for _ in range(5)]
+            requests += [attempt("paris", "Paris") for _ in range(paris)]
+            requests += [attempt("paris", "Lyon") for _ in range(50 - paris)]
+            score_suite(folder, requests)
+            self.command("report", "scored.jsonl", "--dataset", "suite.yaml", "--json", "summary.json", cwd=folder)
+        return self.workdir / "suite"
+
+
+def _trace_lines(runs: Runs) -> str:
+    stdout, _ = runs.collector
+    return "".join(line + "\n" for line in stdout.splitlines() if line.startswith("trace "))
+
+
+def _attributes(span: dict, keep: Callable[[str], bool]) -> str:
+    lines = []
+    for attribute in span["attributes"]:
+        if keep(attribute["key"]):
+            (value,) = attribute["value"].values()
+            lines.append(f"{attribute['key']} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+def _root_scores(runs: Runs) -> str:
+    _, spans = runs.collector
+    root = next(s for s in spans if s["traceId"] == "5c0e5c0e000000000000000000000002" and "parentSpanId" not in s)
+    return _attributes(root, lambda key: key.startswith("eval."))
+
+
+def _session_carrier(runs: Runs) -> str:
+    _, spans = runs.collector
+    carrier = next(s for s in spans if s["name"] == "evaluate_session")
+    return _attributes(carrier, lambda key: not key.endswith(".revision"))
+
+
+def _inspect_examples(runs: Runs) -> str:
+    return runs.command("inspect", "examples/weather-agent.json", "examples/otlp-spec-trace.json")
+
+
+def _inspect_carrier(runs: Runs) -> str:
+    runs.collector  # noqa: B018 - the run writes the scored file
+    printed = runs.command("inspect", "scored.jsonl", cwd=runs.workdir / "run")
+    return next(part for part in printed.split("\n\n") if "root='evaluate_session'" in part).strip("\n") + "\n"
+
+
+def _report(runs: Runs) -> str:
+    return runs.command(
+        "report",
+        "scored.jsonl",
+        "--dataset",
+        "suite.yaml",
+        "--json",
+        "summary.json",
+        "-o",
+        "report.html",
+        cwd=runs.suite / "candidate",
+    )
+
+
+def _compare(runs: Runs) -> str:
+    return runs.command(
+        "compare", "baseline/summary.json", "candidate/summary.json", "--max-tsr-drop", "0.05", cwd=runs.suite
+    )
+
+
+SAMPLES: dict[str, Callable[[Runs], str]] = {
+    "run-trace-lines": _trace_lines,
+    "run-root-scores": _root_scores,
+    "run-session-carrier": _session_carrier,
+    "inspect-examples": _inspect_examples,
+    "inspect-carrier": _inspect_carrier,
+    "report": _report,
+    "compare": _compare,
+}
+
+
+def documents() -> list[Path]:
+    return sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "examples").glob("*/README.md")])
+
+
+def write(runs: Runs) -> list[str]:
+    """Rewrite every sample block from `runs`; the names of the blocks that changed."""
+    changed = []
+    for path in documents():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for block in reversed(blocks(path)):
+            fresh = SAMPLES[block.name](runs)
+            if masked(fresh) != masked(block.text):
+                lines[block.start : block.end] = fresh.rstrip("\n").split("\n")
+                changed.append(f"{path.relative_to(ROOT)}: {block.name}")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return changed
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m tests.support.doc_samples --write")
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in write(Runs(Path(workdir))) or ["(none)"]:
+            print("rewrote", name)
