@@ -1,6 +1,8 @@
-"""`spanscore report -o report.html`: one self-contained page, data escaped; and, in a real
-headless Chromium, a table that sorts and opens onto each case's failures, and chart
-labels inside their chart, clear of the curves and of each other.
+"""`spanscore report -o report.html`: one self-contained page, data escaped, each rate read
+as its count, observed rate and the range of its true rate, SSR beside what it counts,
+counts with their nouns agreeing; and, in a real headless Chromium, a table that sorts
+and opens onto each case's failures, and chart labels inside their chart, clear of the
+curves and of each other.
 
 The browser tests are skipped where Debian's `chromium` is missing, unless
 SPANSCORE_REQUIRE_CHROMIUM=1 (as in CI, which installs it), where its absence fails."""
@@ -20,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from spanscore.core.otlp_json import encode_request
+from spanscore.offline.suite_html import counted, noun, rate_parts
 from spanscore.offline.svg_charts import Box, Series, line_chart, place_labels, text_width
-from tests.support.scored_suite import DATASET, attempt, score_suite
+from tests.support.scored_suite import DATASET, attempt, recipe, score_suite
 from tests.support.spans import new_trace_id, request_of, span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +171,7 @@ def test_the_page_is_one_file_with_the_suite_s_figures(tmp_path):
     page = Page(text)
     assert page.fetched == []  # nothing to load: no CDN, fonts, images or style sheets
     assert "link" not in page.tags and text.count("<script>") == 1 and "<script src" not in text
-    assert "62.5%" in text  # TSR 5 of 8
+    assert "5/8 = 0.625" in text  # TSR 5 of 8
     assert "5 of 8 attempts succeeded" in text
     assert [name for name, _ in page.cases] == ["oslo", "paris"]
     for section in ("pass@k and pass^k, suite", "Reliability budget", "Score distributions", "Cases"):
@@ -289,6 +292,22 @@ def test_a_case_shows_its_first_twenty_failures_and_points_to_the_rest(tmp_path)
     assert "3 more failed attempts are listed in the JSON summary" in text
 
 
+def test_counts_take_their_noun_in_the_singular_for_one():
+    assert counted(1, "case") == "1 case"
+    assert counted(0, "case") == "0 cases"
+    assert counted(2, "attempt") == "2 attempts"
+    assert noun(1, "attempt is", "attempts are") == "attempt is"
+    assert noun(3, "attempt is", "attempts are") == "attempts are"
+
+
+def test_a_rate_reads_as_its_count_observed_rate_and_range():
+    assert rate_parts(0, 1, {"estimate": 0.0, "low": 0.0131, "high": 0.8321}) == ("0/1", "0.000", "0.013–0.832")
+    assert rate_parts(5, 8, {"estimate": 0.625, "low": 0.3, "high": 0.86}) == ("5/8", "0.625", "0.300–0.860")
+    # SSR's count is a sum of per-attempt rates: whole when it is, else to two decimals.
+    assert rate_parts(20.0000001, 21, {"estimate": 20 / 21, "low": 0.7, "high": 0.99})[0] == "20/21"
+    assert rate_parts(40 / 3, 21, {"estimate": 40 / 63, "low": 0.4, "high": 0.8})[0] == "13.33/21"
+
+
 def test_text_width_is_the_sum_of_its_characters_estimates():
     # 0.4 em for a narrow glyph, 1.0 for a wide one, 0.78 for a capital, 0.64 otherwise.
     assert text_width("iW", 10) == pytest.approx(14.0)
@@ -358,6 +377,50 @@ def test_one_k_shows_each_series_interval_as_a_bar_side_by_side_and_no_tick_beyo
     assert len(bars) == 2 and bars[0] != bars[1]
     ticks = re.findall(r'text-anchor="middle" fill="#555">([^<]+)</text>', chart)
     assert ticks == ["1"]
+
+
+def test_each_rate_shows_its_count_its_observed_rate_and_the_range_of_its_true_rate(tmp_path):
+    cards = Cards(write_report(tmp_path).read_text())
+    low, high = recipe(5, 8)
+    tsr = cards.card("Task success rate (TSR)")
+    assert "5/8 = 0.625" in tsr and f"true rate 95% credible {low:.3f}–{high:.3f}" in tsr
+    assert "5 of 8 attempts succeeded" in tsr
+
+
+def test_a_rate_of_none_or_all_says_why_it_sits_outside_its_range(tmp_path):
+    cards = Cards(write_one_attempt_report(tmp_path).read_text())
+    tsr, ssr = cards.card("Task success rate (TSR)"), cards.card("Step success rate (SSR)")
+    assert "0/1 = 0.000" in tsr and "true rate 95% credible 0.013–0.832" in tsr
+    assert "1/1 = 1.000" in ssr and "true rate 95% credible 0.172–0.987" in ssr
+    for card in (tsr, ssr):
+        assert "An observed 0 or 1 lies outside this range" in card
+
+
+def test_ssr_says_what_it_counts_beside_its_figure(tmp_path):
+    # The one attempt asked for the wrong city and still scores SSR 1/1: the card says why.
+    ssr = Cards(write_one_attempt_report(tmp_path).read_text()).card("Step success rate (SSR)")
+    assert "1/1 = 1.000" in ssr
+    assert "a step is correct when it is an expected tool and did not fail" in ssr
+    assert "Arguments are not checked" in ssr
+
+
+def test_a_count_of_one_takes_the_singular(tmp_path):
+    text = visible_text(write_one_attempt_report(tmp_path).read_text())
+    assert "1 case 1 attempt " in text
+    assert "0 of 1 attempt succeeded" in text and "averaged over 1 attempt with steps" in text
+    assert "averaged over 1 case;" in text
+    assert not re.search(r"\b1 (cases|attempts)\b", text)
+
+
+def test_counts_other_than_one_take_the_plural(tmp_path):
+    text = visible_text(write_report(tmp_path).read_text())
+    assert "2 cases 8 attempts " in text and "averaged over 2 cases;" in text
+
+
+def test_one_failed_attempt_beyond_the_twenty_shown_is_one(tmp_path):
+    scored, _ = score_suite(tmp_path, [attempt("oslo", "Bergen") for _ in range(21)])
+    text = report_page(tmp_path, scored).read_text()
+    assert "1 more failed attempt is listed in the JSON summary" in text
 
 
 def test_the_budget_leaves_out_a_reference_line_the_measured_one_covers(tmp_path):
