@@ -296,7 +296,8 @@ def _distributions(scores: dict[str, list[float]]) -> str:
 
 
 def _cases(summary: dict[str, Any], key: str) -> str:
-    ks = sorted({int(k) for case in summary["cases"] for k in case["pass_at_k"]})
+    # pass@1 and pass^1 are the success rate: no columns of their own.
+    ks = sorted({int(k) for case in summary["cases"] for k in case["pass_at_k"]} - {1})
     head = [
         "Case",
         "Attempts",
@@ -311,10 +312,14 @@ def _cases(summary: dict[str, Any], key: str) -> str:
     for index, case in enumerate(summary["cases"]):
         n, c = case["attempts"], case["successes"]
         cells = [
-            (case["case_id"], f"<td><button class=open aria-expanded=false>▸</button> {escape(case['case_id'])}</td>"),
+            (
+                case["case_id"],
+                "<td class=case-id><button class=open aria-expanded=false>▸</button> "
+                f"{_breakable(case['case_id'])}</td>",
+            ),
             (n, f"<td class=num>{n}</td>"),
             (c, f"<td class=num>{c}</td>"),
-            (c / n, f"<td class=num>{c / n:.2f}</td>"),
+            (c / n, f'<td class=num title="{_true_range(*_interval(pass_at_k_interval, n, c, 1))}">{c / n:.2f}</td>'),
         ]
         for rates in (case["pass_at_k"], case["pass_pow_k"]):
             for k in ks:
@@ -338,7 +343,8 @@ def _cases(summary: dict[str, Any], key: str) -> str:
     header = "".join(f"<th data-col={i} tabindex=0>{escape(h)}</th>" for i, h in enumerate(head))
     return (
         "<section><h2>Cases</h2><p class=note>Click a column to sort, a case to see its pass@k curves and "
-        "the failed checks and explanations of each failed attempt. Hover a pass@k cell for its interval.</p>"
+        "the failed checks and explanations of each failed attempt. Hover a rate for the range of its true value "
+        "(95% credible). pass@1 and pass^1 equal the success rate.</p>"
         f"<div class=scroll><table class=cases><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody>"
         "</table></div></section>"
     )
@@ -434,12 +440,13 @@ border-radius:8px;padding:12px;margin:0;flex:1;min-width:300px}figure svg{max-wi
 figcaption{font-weight:600;margin-bottom:6px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));
 gap:12px}figure.small{min-width:0}
-table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
-th,td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
-th{background:#f3f4f6;cursor:pointer;user-select:none;white-space:nowrap;position:sticky;top:0}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);font-size:13px}
+th,td{padding:6px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+th{background:#f3f4f6;cursor:pointer;user-select:none;vertical-align:bottom}
+td.num{white-space:nowrap}th.num{text-align:right}.cases th:not(:first-child){width:1%;text-align:right}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}tr.case{cursor:pointer}tr.case:hover{background:#f3f4f6}
-tr.case td:first-child{white-space:nowrap}tr.case.fail td:first-child{border-left:3px solid var(--fail)}
+td.case-id{overflow-wrap:anywhere;min-width:10em}tr.case.fail td:first-child{border-left:3px solid var(--fail)}
 tr.case.pass td:first-child{border-left:3px solid var(--pass)}
 button.open{border:0;background:none;cursor:pointer;font-size:12px;padding:0 4px}
 .detail-body{display:flex;gap:16px;flex-wrap:wrap}.detail-body figure{flex:0 0 auto;border:0;padding:0}

@@ -1,8 +1,8 @@
 """`spanscore report -o report.html`: one self-contained page, data escaped, each rate read
 as its count, observed rate and the range of its true rate, SSR beside what it counts,
-counts with their nouns agreeing; and, in a real headless Chromium, a table that sorts
-and opens onto each case's failures, and chart labels inside their chart, clear of the
-curves and of each other.
+counts with their nouns agreeing; and, in a real headless Chromium, a table that sorts,
+opens onto each case's failures and fits the page, and chart labels inside their chart,
+clear of the curves and of each other.
 
 The browser tests are skipped where Debian's `chromium` is missing, unless
 SPANSCORE_REQUIRE_CHROMIUM=1 (as in CI, which installs it), where its absence fails."""
@@ -430,6 +430,23 @@ def test_the_budget_leaves_out_a_reference_line_the_measured_one_covers(tmp_path
     assert "measured ε = 0.000" in budget and "ε = 0.001<" not in budget and "ε = 0.01<" in budget
 
 
+def test_pass_at_1_and_pass_pow_1_have_no_columns_beside_the_success_rate(tmp_path):
+    text = write_long_report(tmp_path).read_text()
+    head = re.findall(r"<th data-col=\d+ tabindex=0>([^<]+)</th>", text)
+    assert head == [
+        "Case",
+        "Attempts",
+        "Successes",
+        "Success rate",
+        "pass@3",
+        "pass@5",
+        "pass^3",
+        "pass^5",
+        "Progress AUC",
+        "Trajectory similarity",
+    ]
+
+
 LAYOUT = """
 (function () {
   var out = {scrolls: [], svgs: []};
@@ -482,6 +499,15 @@ def layouts(tmp_path_factory):
 
 PAGES = pytest.mark.parametrize("page", ["long suite", "one attempt"])
 WIDTHS = pytest.mark.parametrize("width", [1400, 900])
+
+
+@PAGES
+@WIDTHS
+def test_in_chromium_the_tables_fit_the_page(layouts, page, width):
+    layout = layouts(page, width)
+    assert layout["scrolls"]  # the cases table is in one
+    for scroll_width, client_width in layout["scrolls"]:
+        assert scroll_width <= client_width
 
 
 @PAGES
