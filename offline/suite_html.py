@@ -2,16 +2,19 @@
 
 Everything is inline (CSS, SVG charts, a few lines of script for sorting and expanding),
 so the file opens offline and can be attached to a CI run. Sections, per group when the
-report is split with `--by`: TSR and SSR with intervals; pass@k and pass^k over k with
-bands for the suite; the reliability budget ((1 - ε)^N over N for several per-step error
-rates, the suite's measured ε and episode length marked); score distributions per metric;
-a sortable per-case table whose rows open onto the case's own pass@k curves and each
-failed attempt's failed checks and explanations. Every text from the data is escaped.
+report is split with `--by`: TSR and SSR, each as its count, the observed rate and the
+range of the true rate (the 95% credible interval), SSR beside what it counts; pass@k
+and pass^k over k with bands for the suite; the reliability budget ((1 - ε)^N over N for
+several per-step error rates, the suite's measured ε and episode length marked); score
+distributions per metric; a sortable per-case table whose rows open onto the case's own
+pass@k curves and each failed attempt's failed checks and explanations. Every text from
+the data is escaped.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from functools import lru_cache
 from html import escape
@@ -26,6 +29,13 @@ from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_
 from spanscore.processors.metrics.reliability import episode_success
 
 BUDGET_ERRORS = (0.001, 0.01, 0.05, 0.1)
+# What SSR counts, beside its figure: a wrong argument is no wrong step, which surprises.
+SSR_COUNTS = (
+    "A step is one tool call; a step is correct when it is an expected tool and did not fail (any tool "
+    "that did not fail, for a case without expected calls or a report without <code>--dataset</code>). "
+    "Arguments are not checked: a call to the expected tool with a wrong argument is a correct step; "
+    "<code>tool_call_accuracy</code> checks arguments."
+)
 FAILURES_SHOWN = 20  # per case; the rest are in the JSON summary
 AT_K, POW_K = "#2563eb", "#dc2626"
 
@@ -56,6 +66,30 @@ def _head() -> str:
     )
 
 
+def noun(count: float, singular: str, plural: str | None = None) -> str:
+    """`singular` for a count of exactly one, else `plural` (default: `singular` + "s")."""
+    return singular if count == 1 else plural or singular + "s"
+
+
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """`1 case`, `2 cases`, `0 cases`."""
+    return f"{count} {noun(count, singular, plural)}"
+
+
+def rate_parts(successes: float, total: int, rate: dict[str, float]) -> tuple[str, str, str]:
+    """(count, observed rate, range of the true rate): `("0/1", "0.000", "0.013–0.832")`.
+
+    The pieces of `TSR 0/1 = 0.000 · true rate 95% credible 0.013–0.832`, worded as the
+    printout words a rate. A count that is a sum of rates (SSR's) shows up to two decimals.
+    """
+    return f"{_count(successes)}/{total}", f"{rate['estimate']:.3f}", f"{rate['low']:.3f}–{rate['high']:.3f}"
+
+
+def _count(value: float) -> str:
+    """A count, or a sum of rates, with up to two decimals: 20, 13.33."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 def _header(summary: dict[str, Any], sources: list[str]) -> str:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     outcome = summary.get("outcome", "success")
@@ -73,16 +107,23 @@ def _header(summary: dict[str, Any], sources: list[str]) -> str:
 def _group_table(summary: dict[str, Any]) -> str:
     rows = []
     for index, (group, part) in enumerate(summary["groups"].items()):
-        ssr = part["ssr"]
+        ssr, steps = part["ssr"], part["steps"]
+        tsr_cell = _rate_cell(part["successes"], part["attempts"], part["tsr"])
+        ssr_cell = (
+            _rate_cell(ssr["estimate"] * steps["attempts_with_steps"], steps["attempts_with_steps"], ssr)
+            if ssr
+            else "–"
+        )
         rows.append(
-            f'<tr><td><a href="#group-{index}">{escape(group)}</a></td><td class=num>{part["attempts"]}</td>'
-            f"<td class=num>{part['successes']}</td><td>{_rate_cell(part['tsr'])}</td>"
-            f"<td>{_rate_cell(ssr) if ssr else '–'}</td></tr>"
+            f'<tr><td class=name><a href="#group-{index}">{escape(group)}</a></td>'
+            f"<td class=num>{part['attempts']}</td><td class=num>{part['successes']}</td>"
+            f"<td>{tsr_cell}</td><td>{ssr_cell}</td></tr>"
         )
     return (
-        f"<section><h2>Groups by {escape(summary['by'])}</h2><table class=groups><thead><tr>"
-        f"<th>{escape(summary['by'])}</th><th>Attempts</th><th>Successes</th><th>TSR (95% interval)</th>"
-        f"<th>SSR (95% interval)</th></tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+        f"<section><h2>Groups by {escape(summary['by'])}</h2><div class=scroll><table class=groups><thead><tr>"
+        f"<th>{escape(summary['by'])}</th><th class=num>Attempts</th><th class=num>Successes</th>"
+        "<th>TSR</th><th>SSR</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
 
@@ -102,17 +143,30 @@ def _body(summary: dict[str, Any], scores: dict[str, list[float]], key: str) -> 
 
 def _headline(summary: dict[str, Any]) -> str:
     tsr, ssr, steps = summary["tsr"], summary["ssr"], summary["steps"]
+    attempts = summary["attempts"]
     cards = [
-        _card("Task success rate (TSR)", tsr, f"{summary['successes']} of {summary['attempts']} attempts succeeded"),
         _card(
-            "Step success rate (SSR)",
-            ssr,
-            f"tool calls that did not fail and were expected, mean over {steps['attempts_with_steps']} attempts"
-            if steps
-            else "no attempt called a tool",
-        ),
+            "Task success rate (TSR)",
+            (summary["successes"], attempts, tsr),
+            f"{summary['successes']} of {counted(attempts, 'attempt')} succeeded",
+        )
     ]
-    facts = [f"<b>{len(summary['cases'])}</b> cases", f"<b>{summary['attempts']}</b> attempts"]
+    if steps:
+        with_steps = steps["attempts_with_steps"]
+        rates_sum = ssr["estimate"] * with_steps  # the count the interval is drawn from
+        cards.append(
+            _card(
+                "Step success rate (SSR)",
+                (rates_sum, with_steps, ssr),
+                f"each attempt's correct steps / steps, averaged over {counted(with_steps, 'attempt')} with "
+                f"steps (they sum to {_count(rates_sum)})",
+                SSR_COUNTS,
+            )
+        )
+    else:
+        cards.append(_card("Step success rate (SSR)", None, "no attempt called a tool", SSR_COUNTS))
+    cases = len(summary["cases"])
+    facts = [f"<b>{cases}</b> {noun(cases, 'case')}", f"<b>{attempts}</b> {noun(attempts, 'attempt')}"]
     if summary["ungraded"]:
         facts.append(
             f"<b class=warn>{summary['ungraded']}</b> ungraded (outcome recorded as an error or skipped, "
@@ -123,18 +177,30 @@ def _headline(summary: dict[str, Any]) -> str:
             for reason, count in ungraded_reasons(summary)[:UNGRADED_REASONS_SHOWN]
         ]
     if steps:
+        # A mean, so "steps" whatever its value (1.0 steps).
         facts.append(f"<b>{steps['mean_steps']:.1f}</b> steps per attempt")
         facts.append(f"per-step error <b>{steps['step_error']:.3f}</b>")
     return f'<div class=cards>{"".join(cards)}<div class="card facts">{"<br>".join(facts)}</div></div>'
 
 
-def _card(title: str, rate: dict[str, float] | None, note: str) -> str:
-    if rate is None:
-        return f"<div class=card><h3>{title}</h3><p class=big>–</p><p class=note>{escape(note)}</p></div>"
+def _card(title: str, counts: tuple[float, int, dict[str, float]] | None, observed: str, definition: str = "") -> str:
+    """A rate as its count and observed rate, then the range of the true rate, then what it counts (HTML)."""
+    defines = f"<p class=defines>{definition}</p>" if definition else ""
+    if counts is None:
+        return f"<div class=card><h3>{title}</h3><p class=big>–</p><p class=note>{escape(observed)}</p>{defines}</div>"
+    successes, total, rate = counts
+    count, estimate, true_range = rate_parts(successes, total, rate)
+    outside = (
+        "<p class=note>An observed 0 or 1 lies outside this range: the range is where the true rate lies "
+        "with 95% probability given the count (a Bayesian credible interval), never at 0 or 1 exactly.</p>"
+        if not rate["low"] <= rate["estimate"] <= rate["high"]
+        else ""
+    )
     return (
-        f"<div class=card><h3>{title}</h3><p class=big>{rate['estimate']:.1%}</p>"
-        f"<p>95% interval {rate['low']:.1%} – {rate['high']:.1%}</p>"
-        f"{interval_bar(rate['estimate'], rate['low'], rate['high'])}<p class=note>{escape(note)}</p></div>"
+        f"<div class=card><h3>{title}</h3><p class=big>{count} = {estimate}</p>"
+        f"<p class=note>{escape(observed)}</p>"
+        f"<p class=range>true rate 95% credible <b>{true_range}</b></p>"
+        f"{interval_bar(rate['estimate'], rate['low'], rate['high'])}{outside}{defines}</div>"
     )
 
 
@@ -146,9 +212,9 @@ def _suite_curves(summary: dict[str, Any]) -> str:
         series, "k (attempts)", "probability", max(ks), x_min=1, integer_x=True, title="suite pass@k and pass^k over k"
     )
     note = (
-        f"Mean over the {len(summary['cases'])} cases of each case's unbiased estimate; bands are 95% "
-        f"intervals. k goes up to the fewest attempts of any case ({max(ks)}). pass@k: at least one of k "
-        f"attempts succeeds; pass^k: all k do."
+        f"Each case's unbiased estimate, averaged over {counted(len(summary['cases']), 'case')}; bands (a bar "
+        f"for a single k) hold the true value with 95% probability (credible intervals). k goes up to the fewest "
+        f"attempts of any case ({max(ks)}). pass@k: at least one of k attempts succeeds; pass^k: all k do."
     )
     if len(ks) == 1:
         note += " Run each case more than once to see how they change with k."
@@ -169,11 +235,17 @@ def _budget(summary: dict[str, Any]) -> str:
     steps = summary["steps"]
     length = steps["mean_steps"] if steps else 0.0
     n_max = max(20, int(length * 2 + 0.999))
-    ns = list(range(1, n_max + 1))
+    ns = list(range(1, n_max + 1))  # the axis starts at 0, so a marker at N = 1 sits clear of the y ticks
     measured = min(max(steps["step_error"], 0.0), 1.0) if steps else None
-    # A reference line drawn over by the measured one would only blur it.
-    shown = [e for e in BUDGET_ERRORS if measured is None or not 0.8 < e / max(measured, 1e-9) < 1.25]
-    series = [Series(f"ε = {e:g}", [(n, episode_success(e, n)) for n in ns], markers=False) for e in shown]
+    references = {e: [(n, episode_success(e, n)) for n in ns] for e in BUDGET_ERRORS}
+    if measured is not None:
+        # A reference line drawn over by the measured one (within 0.03 everywhere) would only blur it.
+        references = {
+            e: line
+            for e, line in references.items()
+            if max(abs(y - episode_success(measured, n)) for n, y in line) >= 0.03
+        }
+    series = [Series(f"ε = {e:g}", line, markers=False) for e, line in references.items()]
     markers = []
     if measured is not None:
         series.append(
@@ -185,15 +257,16 @@ def _budget(summary: dict[str, Any]) -> str:
                 markers=False,
             )
         )
-        expected = episode_success(measured, max(1, round(length)))
-        markers.append(Marker(length, expected, f"{length:.1f} steps → {expected:.0%} expected"))
-        markers.append(Marker(length, summary["tsr"]["estimate"], f"measured TSR {summary['tsr']['estimate']:.0%}"))
+        # At the mean length itself, so the circle sits on the measured curve.
+        expected = (1 - measured) ** length
+        markers.append(Marker(length, expected, f"{length:.1f} steps → {expected:.2f} expected"))
+        markers.append(Marker(length, summary["tsr"]["estimate"], f"measured TSR {summary['tsr']['estimate']:.2f}"))
     chart = line_chart(
         series,
         "N (steps per episode)",
         "episode success (1 − ε)^N",
         n_max,
-        x_min=1,
+        x_min=0,
         markers=markers,
         title="reliability budget",
     )
@@ -223,7 +296,8 @@ def _distributions(scores: dict[str, list[float]]) -> str:
 
 
 def _cases(summary: dict[str, Any], key: str) -> str:
-    ks = sorted({int(k) for case in summary["cases"] for k in case["pass_at_k"]})
+    # pass@1 and pass^1 are the success rate: no columns of their own.
+    ks = sorted({int(k) for case in summary["cases"] for k in case["pass_at_k"]} - {1})
     head = [
         "Case",
         "Attempts",
@@ -238,10 +312,14 @@ def _cases(summary: dict[str, Any], key: str) -> str:
     for index, case in enumerate(summary["cases"]):
         n, c = case["attempts"], case["successes"]
         cells = [
-            (case["case_id"], f"<td><button class=open aria-expanded=false>▸</button> {escape(case['case_id'])}</td>"),
+            (
+                case["case_id"],
+                "<td class=case-id><button class=open aria-expanded=false>▸</button> "
+                f"{_breakable(case['case_id'])}</td>",
+            ),
             (n, f"<td class=num>{n}</td>"),
             (c, f"<td class=num>{c}</td>"),
-            (c / n, f"<td class=num>{c / n:.2f}</td>"),
+            (c / n, f'<td class=num title="{_true_range(*_interval(pass_at_k_interval, n, c, 1))}">{c / n:.2f}</td>'),
         ]
         for rates in (case["pass_at_k"], case["pass_pow_k"]):
             for k in ks:
@@ -249,8 +327,7 @@ def _cases(summary: dict[str, Any], key: str) -> str:
                 cells.append(
                     (
                         rate["estimate"],
-                        f'<td class=num title="95% interval {rate["low"]:.3f} – '
-                        f'{rate["high"]:.3f}">{rate["estimate"]:.2f}</td>',
+                        f'<td class=num title="{_true_range(rate["low"], rate["high"])}">{rate["estimate"]:.2f}</td>',
                     )
                     if rate
                     else (-1, '<td class=num title="fewer attempts than k">–</td>')
@@ -266,7 +343,8 @@ def _cases(summary: dict[str, Any], key: str) -> str:
     header = "".join(f"<th data-col={i} tabindex=0>{escape(h)}</th>" for i, h in enumerate(head))
     return (
         "<section><h2>Cases</h2><p class=note>Click a column to sort, a case to see its pass@k curves and "
-        "the failed checks and explanations of each failed attempt. Hover a pass@k cell for its interval.</p>"
+        "the failed checks and explanations of each failed attempt. Hover a rate for the range of its true value "
+        "(95% credible). pass@1 and pass^1 equal the success rate.</p>"
         f"<div class=scroll><table class=cases><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody>"
         "</table></div></section>"
     )
@@ -311,8 +389,9 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
                 f"<code>{escape(failure['trace_id'])}</code></p><ul>{findings}</ul></div>"
             )
         if len(failures) > FAILURES_SHOWN:
+            more = len(failures) - FAILURES_SHOWN
             items.append(
-                f"<p class=note>{len(failures) - FAILURES_SHOWN} more failed attempts are listed in the "
+                f"<p class=note>{more} more failed {noun(more, 'attempt is', 'attempts are')} listed in the "
                 f"JSON summary (--json).</p>"
             )
         failed = "".join(items)
@@ -328,8 +407,20 @@ def _interval(function, n: int, c: int, k: int) -> tuple[float, float]:
     return interval.low, interval.high
 
 
-def _rate_cell(rate: dict[str, float]) -> str:
-    return f"{rate['estimate']:.1%} <span class=note>[{rate['low']:.1%}, {rate['high']:.1%}]</span>"
+def _true_range(low: float, high: float) -> str:
+    return f"true value 95% credible {low:.3f}–{high:.3f}"
+
+
+def _breakable(text: str) -> str:
+    """`text` escaped, with a line-break opportunity after each / _ - . : so a long id wraps at its parts."""
+    return "".join(
+        escape(part) + ("<wbr>" if re.fullmatch(r"[/_\-.:]", part) else "") for part in re.split(r"([/_\-.:])", text)
+    )
+
+
+def _rate_cell(successes: float, total: int, rate: dict[str, float]) -> str:
+    count, estimate, true_range = rate_parts(successes, total, rate)
+    return f"{count} = {estimate} <span class=note>· true rate 95% credible {true_range}</span>"
 
 
 STYLE = """
@@ -340,25 +431,30 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px}h3{font-si
 color:var(--muted);font-weight:600;text-transform:uppercase;letter-spacing:.03em}
 .meta,.note{color:var(--muted);font-size:12px}.warn{color:var(--fail)}
 .cards{display:flex;gap:14px;flex-wrap:wrap;margin:16px 0}.card{background:#fff;border:1px solid var(--line);
-border-radius:8px;padding:14px 16px;min-width:240px;flex:1}.card p{margin:4px 0}.big{font-size:30px;font-weight:700}
+border-radius:8px;padding:14px 16px;min-width:240px;flex:1}.card p{margin:4px 0}.big{font-size:30px;font-weight:700;
+font-variant-numeric:tabular-nums}.range b{font-variant-numeric:tabular-nums;white-space:nowrap}.defines{font-size:12px;
+border-top:1px solid var(--line);padding-top:6px;margin-top:8px!important}
 .facts{line-height:1.9}.charts{display:flex;gap:14px;flex-wrap:wrap}figure{background:#fff;border:1px solid var(--line);
 border-radius:8px;padding:12px;margin:0;flex:1;min-width:300px}figure svg{max-width:100%;height:auto}
+.charts figure{flex-basis:440px}
 figcaption{font-weight:600;margin-bottom:6px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));
 gap:12px}figure.small{min-width:0}
-table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
-th,td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
-th{background:#f3f4f6;cursor:pointer;user-select:none;white-space:nowrap;position:sticky;top:0}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);font-size:13px}
+th,td{padding:6px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+th{background:#f3f4f6;cursor:pointer;user-select:none;vertical-align:bottom}
+td.num{white-space:nowrap}th.num{text-align:right}.cases th:not(:first-child){width:1%;text-align:right}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}tr.case{cursor:pointer}tr.case:hover{background:#f3f4f6}
-tr.case td:first-child{white-space:nowrap}tr.case.fail td:first-child{border-left:3px solid var(--fail)}
+td.case-id{overflow-wrap:anywhere;min-width:10em}tr.case.fail td:first-child{border-left:3px solid var(--fail)}
 tr.case.pass td:first-child{border-left:3px solid var(--pass)}
 button.open{border:0;background:none;cursor:pointer;font-size:12px;padding:0 4px}
 .detail-body{display:flex;gap:16px;flex-wrap:wrap}.detail-body figure{flex:0 0 auto;border:0;padding:0}
 .failures{flex:1;min-width:320px;max-height:420px;overflow:auto}.failure{border-left:3px solid var(--fail);
 padding:2px 10px;margin:0 0 10px}.failure ul{margin:4px 0;padding-left:18px}.failure li{margin:4px 0;
 overflow-wrap:anywhere}code{font-size:12px;background:#f3f4f6;padding:1px 4px;border-radius:3px}
-.groups td,.groups th{cursor:default}.scroll{overflow-x:auto}
+.groups td,.groups th{cursor:default}.groups td.name{overflow-wrap:anywhere}.scroll{overflow-x:auto}
+.defines code{white-space:nowrap}
 """
 
 SCRIPT = """

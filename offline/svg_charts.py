@@ -3,16 +3,30 @@
 Static SVG keeps the report one file that opens offline in any browser; each point and
 bar carries a `<title>`, so hovering shows its exact values. Every text from the data is
 escaped here.
+
+Labels of marked points are placed, not drawn at a fixed offset: `place_labels` tries
+positions around each point, nearest first, and keeps the first whose box stays inside
+the chart and clear of the curves, the other labels and the points. Text widths are
+estimated on the wide side (`text_width`), so a box drawn from the estimate holds the
+rendered text in the common sans-serif fonts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777")
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 46, 12, 14, 38
+LEGEND_ROW = 18
+LABEL_SIZE = 11  # font size of a marker's label
+HALO = 2.0  # the white stroke around a label's glyphs, and the room kept around its box
+# Advance widths in em, rounded up from DejaVu Sans (among the widest common sans-serifs).
+_NARROW, _WIDE, _SYMBOL = set(" .,:;'|!iljft()[]"), set("mwMW%@"), set("→−=^+<>×~")
+ASCENT, DESCENT = 0.95, 0.3  # in em, from the baseline; a little over DejaVu Sans's
+MARKER_GAP = 9.0  # from a marker's centre to its label: clear of its circle
 
 
 @dataclass
@@ -34,6 +48,158 @@ class Marker:
     label: str
 
 
+@dataclass(frozen=True)
+class Box:
+    """An axis-aligned rectangle in SVG units (y grows downwards)."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def intersects(self, other: Box) -> bool:
+        return self.x0 < other.x1 and other.x0 < self.x1 and self.y0 < other.y1 and other.y0 < self.y1
+
+    def within(self, other: Box) -> bool:
+        return other.x0 <= self.x0 and self.x1 <= other.x1 and other.y0 <= self.y0 and self.y1 <= other.y1
+
+    def grown(self, by: float) -> Box:
+        return Box(self.x0 - by, self.y0 - by, self.x1 + by, self.y1 + by)
+
+    def distance(self, x: float, y: float) -> float:
+        """From (x, y) to the nearest point of the box; 0 inside it."""
+        dx = max(self.x0 - x, 0.0, x - self.x1)
+        dy = max(self.y0 - y, 0.0, y - self.y1)
+        return math.hypot(dx, dy)
+
+    def nearest(self, x: float, y: float) -> tuple[float, float]:
+        return min(max(x, self.x0), self.x1), min(max(y, self.y0), self.y1)
+
+    def crosses(self, a: tuple[float, float], b: tuple[float, float]) -> bool:
+        """Whether the segment a-b passes through the box (Liang-Barsky clipping)."""
+        (ax, ay), (bx, by) = a, b
+        low, high = 0.0, 1.0
+        for p, q in (
+            (ax - bx, ax - self.x0),
+            (bx - ax, self.x1 - ax),
+            (ay - by, ay - self.y0),
+            (by - ay, self.y1 - ay),
+        ):
+            if p == 0:
+                if q < 0:
+                    return False
+                continue
+            t = q / p
+            if p < 0:
+                low = max(low, t)
+            else:
+                high = min(high, t)
+            if low > high:
+                return False
+        return True
+
+
+def text_width(text: str, size: float) -> float:
+    """A width `text` at font size `size` is unlikely to exceed in a sans-serif font."""
+    em = 0.0
+    for char in text:
+        if char in _NARROW:
+            em += 0.4
+        elif char in _WIDE:
+            em += 1.0
+        elif char in _SYMBOL:
+            em += 0.84
+        elif char.isupper():
+            em += 0.78
+        else:
+            em += 0.64
+    return em * size
+
+
+def label_size(text: str, size: float = LABEL_SIZE) -> tuple[float, float]:
+    """The box of a label: its text with the halo around it."""
+    return text_width(text, size) + 2 * HALO, (ASCENT + DESCENT) * size + 2 * HALO
+
+
+def place_labels(
+    points: Sequence[tuple[float, float]],
+    sizes: Sequence[tuple[float, float]],
+    area: Box,
+    *,
+    segments: Sequence[tuple[tuple[float, float], tuple[float, float]]] = (),
+    avoid: Sequence[Box] = (),
+    gap: float = 6.0,
+    step: float = 4.0,
+    reach: float = 160.0,
+) -> list[Box]:
+    """A box of `sizes[i]` for the label of `points[i]`, in order, each placed nearest its point.
+
+    Candidates lie on rings at `gap`, `gap + step`, ... up to `reach` from the point, slid
+    along each side in `step`s; they are tried by their distance to the point, then by the
+    distance of their centre (so a label sits centred above or below rather than off to a
+    corner), then above before below before right before left. The first candidate inside
+    `area` that crosses no segment, overlaps no box of `avoid` nor an earlier label, lies
+    nearer its own point than any other, and whose leader line from its point passes no
+    other point and crosses no earlier label, is kept. Where none is clear, the nearest one
+    inside `area` that overlaps no earlier label is kept.
+    """
+    placed: list[Box] = []
+    segment_boxes = [
+        (Box(min(a[0], b[0]), min(a[1], b[1]), max(a[0], b[0]), max(a[1], b[1])), a, b) for a, b in segments
+    ]
+    for index, ((px, py), (w, h)) in enumerate(zip(points, sizes)):
+        others = [q for i, q in enumerate(points) if i != index and q != (px, py)]
+        around_others = [Box(qx - gap, qy - gap, qx + gap, qy + gap) for qx, qy in others]
+        fallback = None
+        for *_, x0, y0 in sorted(_candidates(px, py, w, h, area, gap, step, reach)):
+            box = Box(x0, y0, x0 + w, y0 + h)
+            if any(box.intersects(other) for other in placed):
+                continue
+            if fallback is None:
+                fallback = box
+            if any(box.intersects(other) for other in avoid):
+                continue
+            if any(bounds.intersects(box) and box.crosses(a, b) for bounds, a, b in segment_boxes):
+                continue
+            own = box.distance(px, py)
+            if any(box.distance(qx, qy) <= own for qx, qy in others):
+                continue
+            leader = ((px, py), box.nearest(px, py))
+            if any(other.crosses(*leader) for other in [*placed, *around_others]):
+                continue
+            placed.append(box)
+            break
+        else:
+            # Nowhere clear: the nearest box inside the chart, or centred above the point.
+            placed.append(fallback or Box(px - w / 2, py - gap - h, px + w / 2, py - gap))
+    return placed
+
+
+def _candidates(px: float, py: float, w: float, h: float, area: Box, gap: float, step: float, reach: float):
+    # (distance to the point, distance of the centre, side, slide, box) for each box inside `area`.
+    ring = 0
+    while gap + ring * step <= reach:
+        d = gap + ring * step
+        slides = int((w + 2 * d) / step / 2) + 1
+        for t in range(-slides, slides + 1):
+            offset = t * step
+            corners = (
+                (0, px - w / 2 + offset, py - d - h),  # above
+                (1, px - w / 2 + offset, py + d),  # below
+                (2, px + d, py - h / 2 + offset),  # right
+                (3, px - d - w, py - h / 2 + offset),  # left
+            )
+            for side, x0, y0 in corners:
+                if x0 < area.x0 or y0 < area.y0 or x0 + w > area.x1 or y0 + h > area.y1:
+                    continue
+                dx, dy = max(x0 - px, 0.0, px - x0 - w), max(y0 - py, 0.0, py - y0 - h)
+                centre = math.hypot(x0 + w / 2 - px, y0 + h / 2 - py)
+                # Ties: a label above or below slides right first, one beside slides up first.
+                along = -offset if side < 2 else offset
+                yield round(math.hypot(dx, dy), 6), round(centre, 6), side, along, x0, y0
+        ring += 1
+
+
 def line_chart(
     series: Sequence[Series],
     x_label: str,
@@ -47,48 +213,90 @@ def line_chart(
     integer_x: bool = False,
     title: str = "",
 ) -> str:
-    """Lines over y in [0, 1] with shaded bands and a legend under the plot."""
-    plot = _Plot(x_min, x_max, width, height)
+    """Lines over y in [0, 1] with shaded bands, labelled markers and a legend under the plot.
+
+    A series of one point shows its band as a bar, there being no area to shade.
+    """
+    legend = _legend_layout(series, width)
+    rows = 1 + max((row for _, row in legend), default=0)
+    height += (rows - 1) * LEGEND_ROW  # the plot keeps its height when the legend wraps
+    # Labelled markers get a label's height above y = 1, where curves often start and crowd.
+    above = label_size("")[1] + MARKER_GAP + 1 if markers else 0.0
+    plot = _Plot(x_min, x_max, width, height, legend_rows=rows, integer_x=integer_x, room_above=above)
+    # Series of a single point (one k) side by side, so one does not hide another.
+    singles = [i for i, s in enumerate(series) if len(s.points) == 1]
     parts = [plot.open(title), plot.axes(x_label, y_label, integer_x)]
+    segments: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    dots: list[Box] = []
     for i, s in enumerate(series):
-        color = s.color or PALETTE[i % len(PALETTE)]
+        color = _color(s, i)
         if len(s.band) > 1:
             upper = [plot.xy(x, high) for x, _, high in s.band]
             lower = [plot.xy(x, low) for x, low, _ in reversed(s.band)]
             parts.append(
                 f'<polygon points="{_points(upper + lower)}" fill="{color}" fill-opacity="0.15" stroke="none"/>'
             )
+        shift = 8 * (singles.index(i) - (len(singles) - 1) / 2) if i in singles else 0.0
+        if len(s.band) == 1:
+            x, low, high = s.band[0]
+            (px, top), (_, bottom) = plot.xy(x, high), plot.xy(x, low)
+            px += shift
+            parts.append(
+                f'<line class="whisker" x1="{px:.1f}" y1="{top:.1f}" x2="{px:.1f}" y2="{bottom:.1f}" stroke="{color}" '
+                f'stroke-opacity="0.45" stroke-width="6" stroke-linecap="round"/>'
+            )
         if len(s.points) > 1:
             dash = ' stroke-dasharray="5 4"' if s.dashed else ""
-            parts.append(
-                f'<polyline points="{_points([plot.xy(x, y) for x, y in s.points])}" fill="none" '
-                f'stroke="{color}" stroke-width="2"{dash}/>'
-            )
+            pixels = [plot.xy(x, y) for x, y in s.points]
+            segments += list(zip(pixels, pixels[1:]))
+            parts.append(f'<polyline points="{_points(pixels)}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         if s.markers or len(s.points) == 1:
             bands = {x: (low, high) for x, low, high in s.band}
             for x, y in s.points:
                 px, py = plot.xy(x, y)
+                px += shift
+                dots.append(Box(px - 3.5, py - 3.5, px + 3.5, py + 3.5))
                 detail = f"{escape(s.name)}: x={_num(x)}, y={y:.3f}"
                 if x in bands:
                     detail += f" [{bands[x][0]:.3f}, {bands[x][1]:.3f}]"
                 parts.append(
                     f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>{detail}</title></circle>'
                 )
-    for marker in markers:
-        px, py = plot.xy(marker.x, marker.y)
+    parts += _markers(plot, markers, segments, dots)
+    parts.append(_legend(series, legend, plot.legend_top))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _markers(plot: _Plot, markers: Sequence[Marker], segments, dots: list[Box]) -> list[str]:
+    """Circles on the marked points, each with its label placed clear of the curves."""
+    centres = [plot.xy(m.x, m.y) for m in markers]
+    rings = [Box(px - 8, py - 8, px + 8, py + 8) for px, py in centres]
+    # Labels may use the margin above the plot, never the axes' ticks or the legend.
+    area = Box(plot.left + 2, 1, plot.width - 1, plot.bottom - 2)
+    sizes = [label_size(m.label) for m in markers]
+    boxes = place_labels(centres, sizes, area, segments=segments, avoid=[*rings, *dots], gap=MARKER_GAP)
+    parts = []
+    for marker, (px, py), box in zip(markers, centres, boxes):
         parts.append(
             f'<circle cx="{px:.1f}" cy="{py:.1f}" r="6" fill="none" stroke="#111" stroke-width="2">'
             f"<title>{escape(marker.label)}</title></circle>"
         )
-        anchor = "end" if px > width * 0.6 else "start"
-        dx = -9 if anchor == "end" else 9
+        if box.distance(px, py) > MARKER_GAP + 4:
+            # Placed away from its point: a leader line says which point the label names.
+            nx, ny = box.nearest(px, py)
+            length = math.hypot(nx - px, ny - py)
+            sx, sy = px + (nx - px) * 7 / length, py + (ny - py) * 7 / length
+            parts.append(
+                f'<line class="leader" x1="{sx:.1f}" y1="{sy:.1f}" x2="{nx:.1f}" y2="{ny:.1f}" stroke="#6b7280" '
+                f'stroke-width="1"/>'
+            )
+        baseline = box.y1 - HALO - DESCENT * LABEL_SIZE
         parts.append(
-            f'<text x="{px + dx:.1f}" y="{py - 8:.1f}" font-size="11" text-anchor="{anchor}" '
+            f'<text class="marker-label" x="{box.x0 + HALO:.1f}" y="{baseline:.1f}" font-size="{LABEL_SIZE}" '
             f'fill="#111" stroke="#fff" stroke-width="3" paint-order="stroke">{escape(marker.label)}</text>'
         )
-    parts.append(_legend(series, width, height))
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 def histogram(
@@ -149,11 +357,25 @@ def interval_bar(estimate: float, low: float, high: float, *, width: int = 180, 
 
 
 class _Plot:
-    def __init__(self, x_min: float, x_max: float, width: int, height: int):
-        self.x_min, self.x_max = x_min, x_max if x_max > x_min else x_min + 1
+    def __init__(
+        self,
+        x_min: float,
+        x_max: float,
+        width: int,
+        height: int,
+        *,
+        legend_rows: int,
+        integer_x: bool,
+        room_above: float = 0.0,
+    ):
+        if x_max <= x_min:
+            # One x: centred, with no tick beyond it (an integer axis of one k shows only that k).
+            x_min, x_max = (x_min - 0.5, x_max + 0.5) if integer_x else (x_min, x_min + 1)
+        self.x_min, self.x_max = x_min, x_max
         self.width, self.height = width, height
         self.left, self.right = MARGIN_LEFT, width - MARGIN_RIGHT
-        self.top, self.bottom = MARGIN_TOP, height - MARGIN_BOTTOM - 18  # room for the legend
+        self.legend_top = height - legend_rows * LEGEND_ROW
+        self.top, self.bottom = max(MARGIN_TOP, room_above), self.legend_top - MARGIN_BOTTOM
 
     def xy(self, x: float, y: float) -> tuple[float, float]:
         fx = (x - self.x_min) / (self.x_max - self.x_min)
@@ -192,25 +414,38 @@ class _Plot:
         return "".join(parts)
 
 
-def _legend(series: Sequence[Series], width: int, height: int) -> str:
-    parts, x, y = [], MARGIN_LEFT, height - 10
-    for i, s in enumerate(series):
-        color = s.color or PALETTE[i % len(PALETTE)]
+def _color(s: Series, index: int) -> str:
+    return s.color or PALETTE[index % len(PALETTE)]
+
+
+def _legend_layout(series: Sequence[Series], width: int) -> list[tuple[float, int]]:
+    """(x, row) per series: entries left to right, a new row where one would overflow."""
+    layout, x, row = [], float(MARGIN_LEFT), 0
+    for s in series:
+        entry = 22 + text_width(s.name, 11)
+        if x + entry > width - 2 and x > MARGIN_LEFT:
+            x, row = float(MARGIN_LEFT), row + 1
+        layout.append((x, row))
+        x += entry + 12
+    return layout
+
+
+def _legend(series: Sequence[Series], layout: list[tuple[float, int]], top: float) -> str:
+    parts = []
+    for i, (s, (x, row)) in enumerate(zip(series, layout)):
+        y = top + row * LEGEND_ROW + 10
         dash = ' stroke-dasharray="5 4"' if s.dashed else ""
         parts.append(
-            f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{color}" stroke-width="2"{dash}/>'
-            f'<text x="{x + 22}" y="{y}" font-size="11" fill="#333">{escape(s.name)}</text>'
+            f'<line x1="{x:.1f}" y1="{y - 4}" x2="{x + 18:.1f}" y2="{y - 4}" stroke="{_color(s, i)}" '
+            f'stroke-width="2"{dash}/><text x="{x + 22:.1f}" y="{y}" font-size="11" fill="#333">{escape(s.name)}</text>'
         )
-        x += 30 + 6.5 * len(s.name)
-        if x > width - 60:
-            break
     return "".join(parts)
 
 
 def _x_ticks(x_min: float, x_max: float, integer_x: bool) -> list[float]:
     span = x_max - x_min
     if integer_x and span <= 10:
-        return [float(v) for v in range(int(x_min), int(x_max) + 1)]
+        return [float(v) for v in range(math.ceil(x_min), math.floor(x_max) + 1)]
     step = (
         next((s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000) if span / s <= 8), span / 8)
         if span >= 1

@@ -58,10 +58,10 @@ def attempt(case_id: str, city: str, extra: str | None = None, resource: dict | 
     return request_of(spans, resource_attributes={"eval.case.id": case_id, **(resource or {})})
 
 
-def score_suite(tmp_path: Path, requests: Iterable) -> tuple[Path, Path]:
-    """Write `requests`, grade them with `ground_truth`; (scored file, dataset)."""
+def score_suite(tmp_path: Path, requests: Iterable, cases: str = DATASET) -> tuple[Path, Path]:
+    """Write `requests`, grade them with `ground_truth` against `cases`; (scored file, dataset)."""
     dataset = tmp_path / "suite.yaml"
-    dataset.write_text(DATASET)
+    dataset.write_text(cases)
     recorded = tmp_path / "recorded.jsonl"
     recorded.write_text("".join(encode_request(r) + "\n" for r in requests))
     config = parse_config(
