@@ -21,8 +21,9 @@ from html import escape
 from typing import Any
 
 from spanscore.core.version import VERSION
+from spanscore.core.wording import counted, plural
 from spanscore.offline.suite_attempts import ScoredRun
-from spanscore.offline.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, ungraded_reasons
+from spanscore.offline.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, rate_parts, ungraded_reasons
 from spanscore.offline.svg_charts import Marker, Series, histogram, interval_bar, line_chart
 from spanscore.processors.metrics.intervals import pass_at_k_interval, pass_pow_k_interval
 from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_k_unbiased
@@ -64,30 +65,6 @@ def _head() -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>spanscore suite report</title><style>{STYLE}</style></head>"
     )
-
-
-def noun(count: float, singular: str, plural: str | None = None) -> str:
-    """`singular` for a count of exactly one, else `plural` (default: `singular` + "s")."""
-    return singular if count == 1 else plural or singular + "s"
-
-
-def counted(count: int, singular: str, plural: str | None = None) -> str:
-    """`1 case`, `2 cases`, `0 cases`."""
-    return f"{count} {noun(count, singular, plural)}"
-
-
-def rate_parts(successes: float, total: int, rate: dict[str, float]) -> tuple[str, str, str]:
-    """(count, observed rate, range of the true rate): `("0/1", "0.000", "0.013–0.832")`.
-
-    The pieces of `TSR 0/1 = 0.000 · true rate 95% credible 0.013–0.832`, worded as the
-    printout words a rate. A count that is a sum of rates (SSR's) shows up to two decimals.
-    """
-    return f"{_count(successes)}/{total}", f"{rate['estimate']:.3f}", f"{rate['low']:.3f}–{rate['high']:.3f}"
-
-
-def _count(value: float) -> str:
-    """A count, or a sum of rates, with up to two decimals: 20, 13.33."""
-    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _header(summary: dict[str, Any], sources: list[str]) -> str:
@@ -159,14 +136,14 @@ def _headline(summary: dict[str, Any]) -> str:
                 "Step success rate (SSR)",
                 (rates_sum, with_steps, ssr),
                 f"each attempt's correct steps / steps, averaged over {counted(with_steps, 'attempt')} with "
-                f"steps (they sum to {_count(rates_sum)})",
+                "steps (the count above sums their rates)",
                 SSR_COUNTS,
             )
         )
     else:
         cards.append(_card("Step success rate (SSR)", None, "no attempt called a tool", SSR_COUNTS))
     cases = len(summary["cases"])
-    facts = [f"<b>{cases}</b> {noun(cases, 'case')}", f"<b>{attempts}</b> {noun(attempts, 'attempt')}"]
+    facts = [f"<b>{cases}</b> {plural(cases, 'case')}", f"<b>{attempts}</b> {plural(attempts, 'attempt')}"]
     if summary["ungraded"]:
         facts.append(
             f"<b class=warn>{summary['ungraded']}</b> ungraded (outcome recorded as an error or skipped, "
@@ -391,7 +368,7 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
         if len(failures) > FAILURES_SHOWN:
             more = len(failures) - FAILURES_SHOWN
             items.append(
-                f"<p class=note>{more} more failed {noun(more, 'attempt is', 'attempts are')} listed in the "
+                f"<p class=note>{more} more failed {plural(more, 'attempt is', 'attempts are')} listed in the "
                 f"JSON summary (--json).</p>"
             )
         failed = "".join(items)

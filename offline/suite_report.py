@@ -223,10 +223,19 @@ INTERVAL_LEGEND = (
 )
 
 
-def counted_rate(successes: int, total: int, rate: dict[str, float]) -> str:
+def counted_rate(successes: float, total: int, rate: dict[str, float]) -> str:
     """`3/8 = 0.375 · true rate 95% credible 0.137–0.694`: the count first, so an observed
     0/n or n/n is not read against an interval that, rightly, excludes it."""
-    return f"{successes}/{total} = {rate['estimate']:.3f} · true rate 95% credible {credible(rate)}"
+    count, observed, true_range = rate_parts(successes, total, rate)
+    return f"{count} = {observed} · true rate 95% credible {true_range}"
+
+
+def rate_parts(successes: float, total: int, rate: dict[str, float]) -> tuple[str, str, str]:
+    """(count, observed rate, range of the true rate): `("0/1", "0.000", "0.013–0.832")`, as the
+    printout and the page word a rate. A count that is a sum of rates (SSR's) shows up to two
+    decimals: 20/21, 13.33/21."""
+    count = f"{successes:.2f}".rstrip("0").rstrip(".")
+    return f"{count}/{total}", f"{rate['estimate']:.3f}", credible(rate)
 
 
 def credible(rate: dict[str, float]) -> str:
@@ -237,11 +246,13 @@ def _show_ssr(summary: dict[str, Any]) -> str:
     ssr, steps = summary["ssr"], summary["steps"]
     if not ssr:
         return "- (no tool calls)"
-    total = round(steps["mean_steps"] * steps["attempts_with_steps"])
+    attempts = steps["attempts_with_steps"]
+    total = round(steps["mean_steps"] * attempts)
+    # The count the interval is drawn from: each attempt one try, succeeding by its step rate.
     return (
-        f"{ssr['estimate']:.3f} over {counted(steps['attempts_with_steps'], 'attempt')} with "
-        f"{counted(total, 'step')} (a step is correct when {steps['correct_when']}) · "
-        f"true rate 95% credible {credible(ssr)}"
+        f"{counted_rate(ssr['estimate'] * attempts, attempts, ssr)} (each attempt's correct steps / steps, "
+        f"averaged over {counted(attempts, 'attempt')} with {counted(total, 'step')}; "
+        f"a step is correct when {steps['correct_when']})"
     )
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from spanscore.core.otlp_json import encode_request
-from spanscore.offline.suite_html import counted, noun, rate_parts
+from spanscore.core.wording import counted, plural
+from spanscore.offline.suite_report import rate_parts
 from spanscore.offline.svg_charts import Box, Series, line_chart, place_labels, text_width
 from tests.support.scored_suite import DATASET, attempt, recipe, score_suite
 from tests.support.spans import new_trace_id, request_of, span
@@ -296,8 +297,8 @@ def test_counts_take_their_noun_in_the_singular_for_one():
     assert counted(1, "case") == "1 case"
     assert counted(0, "case") == "0 cases"
     assert counted(2, "attempt") == "2 attempts"
-    assert noun(1, "attempt is", "attempts are") == "attempt is"
-    assert noun(3, "attempt is", "attempts are") == "attempts are"
+    assert plural(1, "attempt is", "attempts are") == "attempt is"
+    assert plural(3, "attempt is", "attempts are") == "attempts are"
 
 
 def test_a_rate_reads_as_its_count_observed_rate_and_range():

@@ -63,8 +63,9 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     assert lines[0] == f"TSR 5/8 = 0.625 · true rate 95% credible {low:.3f}–{high:.3f}"
     low, high = recipe(7.5, 8)
     assert lines[1] == (
-        "SSR 0.938 over 8 attempts with 9 steps (a step is correct when it did not fail and, where the "
-        f"case lists expected tools, is one of them) · true rate 95% credible {low:.3f}–{high:.3f}"
+        f"SSR 7.5/8 = 0.938 · true rate 95% credible {low:.3f}–{high:.3f} (each attempt's correct steps / "
+        "steps, averaged over 8 attempts with 9 steps; a step is correct when it did not fail and, where the "
+        "case lists expected tools, is one of them)"
     )
     assert "pass@5 not estimated for 1 case with fewer attempts: paris (3)" in lines
     # 3 failed attempts: each has a success finding (same text) and a tool_call_accuracy one.
@@ -256,8 +257,8 @@ def test_compare_in_shadow_mode_reads_both_versions_from_one_file(tmp_path):
     shadow = ("--by", "service.version", "--baseline", "v1", "--candidate", "v2")
     result = compare_one(out, *shadow)
     assert result.returncode == 1, result.stderr
-    assert "baseline service.version=v1  TSR 0.800" in result.stdout
-    assert "candidate service.version=v2 TSR 0.700" in result.stdout
+    assert "baseline service.version=v1  TSR 8/10 = 0.800 · true rate 95% credible" in result.stdout
+    assert "candidate service.version=v2 TSR 7/10 = 0.700 · true rate 95% credible" in result.stdout
     assert "regressed: paris 0.60 -> 0.40" in result.stdout
     # The same from a grouped summary; and an unchanged pair passes.
     summary_path = tmp_path / "grouped.json"
