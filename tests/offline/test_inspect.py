@@ -334,6 +334,12 @@ def test_a_session_carrier_is_shown_as_such_with_its_scores(tmp_path):
         }
     ]
 
+    # Every key a record can have is one docs/cli.md lists.
+    documented = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    agent_records = json_records(inspect("--json", WEATHER))
+    keys = {key for record in [*json_records(as_json), *agent_records] for key in record}
+    assert keys == {key for key in keys if f"`{key}`" in documented}, "keys of inspect --json not in docs/cli.md"
+
 
 def test_config_gives_the_session_keys_and_the_scoring_scope(tmp_path):
     config = tmp_path / "config.yaml"
