@@ -16,7 +16,8 @@ docs/eval-suites.md defines the metrics:
   `tool_call_accuracy` (expected calls matched; `value` exact, `check` judged),
   `conversation_correctness` (correct interactions / interactions, passing only when all
   are; pass@k and pass^k per interaction in its metadata), and `success`: every
-  ground-truth check the case defines passed.
+  ground-truth check the case defines passed, with `require_tools` the tool usage of
+  every turn that expects calls too.
 
 Every scored span also gets `eval.case.id`. Traces that join no case are left to the other
 processors; how many attempts joined, and how, is logged at shutdown. Without a judge the
@@ -225,6 +226,7 @@ class GroundTruth(Processor):
         usage = self._tool_usage(case, turn, agent, verdict.utilization if verdict else None)
         if usage is not None:
             results.append(usage)
+            attempt.tool_usage.append((turn, bool(usage.passed)))
         if verdict is not None:
             results.append(self._answer(attempt, turn, expected, verdict, usage))
         elif answer is not None:
@@ -398,6 +400,8 @@ class GroundTruth(Processor):
             results.append(accuracy)
             if matched is not None:
                 checks.append(("every expected tool call made", matched))
+        if attempt.tool_usage and self.config.require_tools:
+            checks.append(("every turn's tool usage at tool_threshold", all(ok for _, ok in attempt.tool_usage)))
         if attempt.answers:
             correct = sum(ok for _, ok in attempt.answers)
             n = len(attempt.answers)

@@ -40,8 +40,10 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(summary_path.read_text())
-    # 4 of 5 Oslo attempts and 1 of 3 Paris attempts asked for the expected city.
-    assert summary["tsr"] == {"estimate": 5 / 8, "low": recipe(5, 8)[0], "high": recipe(5, 8)[1]}
+    # 4 of 5 Oslo attempts asked for the expected city; of the Paris attempts one did but also
+    # called `search`, which its case does not expect (tool usage: selection 1/2), the other
+    # two asked for another city: 4 of 8.
+    assert summary["tsr"] == {"estimate": 4 / 8, "low": recipe(4, 8)[0], "high": recipe(4, 8)[1]}
     # No tool call failed; `search` is not expected by its case: per attempt 1 (five Oslo
     # attempts), 1/2 ([get_weather, search]), 1, 1 -> mean 7.5 / 8.
     assert summary["ssr"]["estimate"] == 7.5 / 8
@@ -56,7 +58,7 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     assert oslo["trajectory_similarity"] == 1.0
     # [gw, search] vs [gw] twice: 1/2 each; [gw] vs [gw]: 1 -> mean 2/3
     assert paris["trajectory_similarity"] == pytest.approx(2 / 3)
-    assert "TSR 0.625" in result.stdout
+    assert "TSR 0.500" in result.stdout
 
 
 def test_files_without_graded_attempts_say_so(tmp_path):
@@ -147,19 +149,23 @@ def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_pa
     assert (summary["ssr"]["low"], summary["ssr"]["high"]) == recipe(7.5, 8)
     assert summary["steps"] == {"attempts_with_steps": 8, "mean_steps": 9 / 8, "step_error": 1 - 7.5 / 8}
     # The suite's curves go up to Paris's 3 attempts: the mean of the two cases' estimates,
-    # pass@1 (4/5 + 1/3) / 2 over 2 tries; pass^3 (C(4,3)/C(5,3) + 0) / 2.
+    # pass@1 (4/5 + 0/3) / 2 over 2 tries; pass^3 (C(4,3)/C(5,3) + 0) / 2.
     suite = summary["suite"]
     assert set(suite["pass_at_k"]) == {"1", "2", "3"}
-    assert suite["pass_at_k"]["1"]["estimate"] == pytest.approx((4 / 5 + 1 / 3) / 2)
-    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(recipe(4 / 5 + 1 / 3, 2))
+    assert suite["pass_at_k"]["1"]["estimate"] == pytest.approx(0.4)
+    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(recipe(4 / 5, 2))
     assert suite["pass_pow_k"]["3"]["estimate"] == pytest.approx(0.2)
     oslo, paris = summary["cases"]
     assert oslo["progress_auc"] is None  # the dataset has no subgoals
-    assert len(oslo["failures"]) == 1 and len(paris["failures"]) == 2
-    findings = {f["metric"]: f for f in paris["failures"][0]["findings"]}
-    assert "missed get_weather" in findings["tool_call_accuracy"]["text"]
-    assert findings["success"]["text"] == "Failed: every expected tool call made"
-    assert findings["success"]["score"] == 0.0
+    assert len(oslo["failures"]) == 1 and len(paris["failures"]) == 3
+    extra_tool, lyon = ({f["metric"]: f for f in failure["findings"]} for failure in paris["failures"][:2])
+    # [get_weather, search] for {get_weather}: selection 1/2, 0.25 x (0.5 + 1 + 1 + 1).
+    assert extra_tool["tool_usage"]["score"] == 0.875
+    assert "selection 0.50, parameters 1.00" in extra_tool["tool_usage"]["text"]
+    assert extra_tool["success"]["text"] == "Failed: every turn's tool usage at tool_threshold"
+    assert "missed get_weather" in lyon["tool_call_accuracy"]["text"]
+    assert lyon["success"]["text"] == "Failed: every expected tool call made, every turn's tool usage at tool_threshold"
+    assert lyon["success"]["score"] == 0.0
 
 
 def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_path):

@@ -272,7 +272,7 @@ async def test_the_judges_utilization_decides_tool_usage_over_the_values_found(t
     [carrier] = exporter.named(SESSION_SPAN_NAME)
     success = {r.name: r for r in carrier.results}["success"]
     assert success.score == 0.0
-    assert success.explanation == "Failed: every graded answer correct"
+    assert success.explanation == "Failed: every turn's tool usage at tool_threshold, every graded answer correct"
 
 
 async def test_the_judge_can_find_use_where_no_value_is_quoted(tmp_path):
@@ -315,3 +315,32 @@ async def test_without_the_judges_view_the_values_of_the_results_decide(tmp_path
     assert usage.explanation.endswith(
         "utilization 0.00 (none of the 2 values of the tool results found in the answer)."
     )
+
+
+async def test_tool_usage_is_a_check_of_success_with_require_tools_only(tmp_path):
+    dataset = """
+cases:
+  - id: oslo-trip
+    turns: [{message: "What's the weather in Oslo?"}]
+    expected_tool_calls: [{tool: get_weather, turn: 0, parameters: [{name: city, value: Oslo}]}]
+"""
+    ignoring = turn(new_trace_id(), "What's the weather in Oslo?", "I can't check the weather now.", OSLO_WEATHER)
+    for require_tools, score, explanation in (
+        (True, 0.0, "Failed: every turn's tool usage at tool_threshold"),
+        (False, 1.0, "Every ground-truth check passed: every expected tool call made"),
+    ):
+        path = tmp_path / "suite.yaml"
+        path.write_text(dataset)
+        config = GroundTruthConfig.model_validate({"dataset": str(path), "require_tools": require_tools})
+        processor = GroundTruth("ground_truth", config)
+        exporter = MemoryExporter()
+        pipeline = Pipeline(
+            Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter], clock=lambda: 5.0
+        )
+        await processor.start()
+        await pipeline.start()
+        MemoryReceiver(pipeline.intake).send(request_of(ignoring, resource_attributes={"eval.case.id": "oslo-trip"}))
+        await pipeline.drain(time.monotonic() + 10)
+        [carrier] = exporter.named(SESSION_SPAN_NAME)
+        success = {r.name: r for r in carrier.results}["success"]
+        assert (success.score, success.explanation) == (score, explanation)
