@@ -34,6 +34,7 @@ class AttemptState:
     progress: list[float] = field(default_factory=list)  # after each evaluated turn
     incomplete_reasons: dict[int, str] = field(default_factory=dict)  # the judge's last word per subgoal
     answers: list[tuple[int, bool]] = field(default_factory=list)  # (turn, correct) per graded interaction
+    tool_usage: list[tuple[int, bool]] = field(default_factory=list)  # (turn, passed) per turn expecting calls
     errors: list[str] = field(default_factory=list)  # answers and checks that could not be graded
     progress_error: str | None = None  # the first reason subgoals could not be judged
     # Answers and checks not graded because the judge's hourly budget was spent: skipped, not failed.

@@ -7,6 +7,8 @@ docs/eval-suites.md defines the metrics:
 - per turn, on the turn's root span: `answer_correctness` (fair-forge's judge, correct at
   `answer_threshold`) where the case scripts an `expected_response` for that turn, and
   `tool_usage` (fair-forge's four aspects, weighted) where it expects tool calls then;
+  its utilization is the judge's view from grading that answer, else the values of the
+  tool results found in the answer (`result_values`);
 - per attempt, on the session's `evaluate_session` carrier (the root span of a one-turn
   attempt): `progress`, `progress_auc`, `progress_per_turn`, `success_final_turn`
   (agent_inspect, subgoals judged turn by turn, a completed subgoal never asked about
@@ -14,7 +16,8 @@ docs/eval-suites.md defines the metrics:
   `tool_call_accuracy` (expected calls matched; `value` exact, `check` judged),
   `conversation_correctness` (correct interactions / interactions, passing only when all
   are; pass@k and pass^k per interaction in its metadata), and `success`: every
-  ground-truth check the case defines passed.
+  ground-truth check the case defines passed, with `require_tools` the tool usage of
+  every turn that expects calls too.
 
 Every scored span also gets `eval.case.id`. Traces that join no case are left to the other
 processors; how many attempts joined, and how, is logged at shutdown. Without a judge the
@@ -47,7 +50,8 @@ from spanscore.processors.base import Processor, SessionOutput, TraceOutput
 from spanscore.processors.ground_truth import prompts
 from spanscore.processors.ground_truth.attempt import AttemptState, case_id_of, join
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
-from spanscore.processors.ground_truth.judging import GroundTruthJudge
+from spanscore.processors.ground_truth.judging import AnswerVerdict, GroundTruthJudge
+from spanscore.processors.ground_truth.result_values import ToolOutcome, answer_utilization, known_text
 from spanscore.processors.judge.base import Judge, JudgeError
 from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import (
@@ -182,7 +186,8 @@ class GroundTruth(Processor):
 
     def provenance(self, metric_name: str) -> Provenance:
         # The cases are the rubric here: a changed dataset is a new revision.
-        judged = self.judging is not None and metric_name != "tool_usage"
+        # tool_usage too: the judge's view of the answer decides its utilization.
+        judged = self.judging is not None
         settings = self.config.model_dump(exclude={"judge", "dataset"})
         return Provenance(
             self.config.judge.model if judged else CODE,
@@ -236,15 +241,24 @@ class GroundTruth(Processor):
         self, attempt: AttemptState, turn: int, agent: AgentTrace
     ) -> list[MetricResult | SpanAttribute]:
         case, results = attempt.case, []
-        usage = self._tool_usage(case, turn, agent)
+        expected = case.turns[turn].expected_response if turn < len(case.turns) else None
+        # The answer first: its verdict says, in the same call, whether the answer uses the
+        # tool results, which tool usage takes; tool usage then decides the answer's correctness.
+        answer = await self._judge_answer(attempt, turn, agent, expected) if expected is not None else None
+        verdict = answer if isinstance(answer, AnswerVerdict) else None
+        usage = self._tool_usage(case, turn, agent, verdict.utilization if verdict else None)
         if usage is not None:
             results.append(usage)
-        expected = case.turns[turn].expected_response if turn < len(case.turns) else None
-        if expected is not None:
-            results.append(await self._answer(attempt, turn, agent, expected, usage))
+            attempt.tool_usage.append((turn, bool(usage.passed)))
+        if verdict is not None:
+            results.append(self._answer(attempt, turn, expected, verdict, usage))
+        elif answer is not None:
+            results.append(answer)
         return results
 
-    def _tool_usage(self, case: Case, turn: int, agent: AgentTrace) -> MetricResult | None:
+    def _tool_usage(
+        self, case: Case, turn: int, agent: AgentTrace, judged_utilization: float | None
+    ) -> MetricResult | None:
         expected = [c for c in case.expected_tool_calls if c.turn == turn or (c.turn is None and len(case.turns) <= 1)]
         if not expected:
             return None
@@ -259,13 +273,19 @@ class GroundTruth(Processor):
             for s in agent.tool_steps
         ]
         wanted = [(c.tool, {p.name: p.value for p in c.parameters if p.kind == "value"}) for c in expected]
+        if judged_utilization is not None:
+            utilization, source, why = judged_utilization, "judge", "judge"
+        else:
+            found = answer_utilization(
+                agent.final_output,
+                [ToolOutcome(s.result, known_text(agent.user_input, s.arguments)) for s in agent.tool_steps],
+            )
+            utilization, source, why = found.score, "values", found.reason
         aspects = {
             "selection": tool_selection([n for n, _ in used], [n for n, _ in wanted]),
             "parameters": tool_parameters(used, wanted),
             "sequence": tool_sequence(used, wanted, order_matters=case.tool_sequence_matters),
-            # Deterministic: the answer quotes a tool's result. The judge's view, when it
-            # grades this turn's answer, is in answer_correctness' metadata.
-            "utilization": float(any(s.result and s.result.strip() in agent.final_output for s in agent.tool_steps)),
+            "utilization": utilization,
         }
         overall = tool_usage_overall(*aspects.values(), weights=DEFAULT_TOOL_WEIGHTS)
         explanation = ", ".join(f"{name} {value:.2f}" for name, value in aspects.items())
@@ -273,19 +293,20 @@ class GroundTruth(Processor):
             name="tool_usage",
             score=overall,
             threshold=self.config.tool_threshold,
-            explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation}.",
-            metadata=aspects,
+            explanation=f"Tool usage {overall:.2f} (turn {turn}): {explanation} ({why}).",
+            metadata={**aspects, "utilization_by": source},
         )
 
-    async def _answer(
-        self, attempt: AttemptState, turn: int, agent: AgentTrace, expected: str, usage: MetricResult | None
-    ) -> MetricResult | SpanAttribute:
+    async def _judge_answer(
+        self, attempt: AttemptState, turn: int, agent: AgentTrace, expected: str
+    ) -> AnswerVerdict | MetricResult | SpanAttribute:
+        """The judge's verdict on the turn's answer, or what to record instead of a grade."""
         threshold = self.config.answer_threshold
         if self.judging is None:
             attempt.errors.append(f"turn {turn} answer not graded: {NO_JUDGE}")
             return MetricResult.failure("answer_correctness", NO_JUDGE, threshold)
         try:
-            verdict = await self.judging.answer_correctness(
+            return await self.judging.answer_correctness(
                 agent.user_input,
                 expected,
                 agent.final_output,
@@ -298,6 +319,11 @@ class GroundTruth(Processor):
                 return _skipped("answer_correctness", exc)
             attempt.errors.append(f"turn {turn} answer not graded: {exc}")
             return MetricResult.failure("answer_correctness", exc, threshold)
+
+    def _answer(
+        self, attempt: AttemptState, turn: int, expected: str, verdict: AnswerVerdict, usage: MetricResult | None
+    ) -> MetricResult:
+        threshold = self.config.answer_threshold
         tools_ok = usage is None or not self.config.require_tools or (usage.score or 0.0) >= self.config.tool_threshold
         correct = verdict.score >= threshold and tools_ok
         attempt.answers.append((turn, correct))
@@ -397,6 +423,8 @@ class GroundTruth(Processor):
             results.append(accuracy)
             if matched is not None:
                 checks.append(("every expected tool call made", matched))
+        if attempt.tool_usage and self.config.require_tools:
+            checks.append(("every turn's tool usage at tool_threshold", all(ok for _, ok in attempt.tool_usage)))
         if attempt.answers:
             correct = sum(ok for _, ok in attempt.answers)
             n = len(attempt.answers)

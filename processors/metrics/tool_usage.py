@@ -2,8 +2,10 @@
 
 The first three aspects compare the tool calls an interaction made with the ones its
 ground truth expects; they are deterministic and live here. The fourth, utilization
-(does the final answer use the tool results?), is a flag in fair-forge and a judge
-verdict in spanscore, so it arrives here as a number. overall = Σ weight × aspect.
+(does the final answer use the tool results?), is a flag in fair-forge; in spanscore the
+judge's verdict on the answer, else the values of the results found in the answer (the
+ground_truth processor decides which), so it arrives here as a number.
+overall = Σ weight × aspect.
 
 A call is `(name, parameters)` or `(name, parameters, step)`: `parameters` a mapping
 of argument name to JSON value, `step` its 1-based position among the trace's tool

@@ -41,7 +41,7 @@ for case, city in json.loads(os.environ["ATTEMPTS"]):
                                  "gen_ai.tool.call.arguments": json.dumps({"city": city}),
                                  "gen_ai.tool.call.result": "Snowing, -3 C"})
         root.set_attribute("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [
-            {"type": "text", "content": f"It is snowing in {city}"}]}]))
+            {"type": "text", "content": f"It is snowing in {city}, -3 C"}]}]))
 provider.shutdown()
 """
 

@@ -40,8 +40,10 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(summary_path.read_text())
-    # 4 of 5 Oslo attempts and 1 of 3 Paris attempts asked for the expected city.
-    assert summary["tsr"] == {"estimate": 5 / 8, "low": recipe(5, 8)[0], "high": recipe(5, 8)[1]}
+    # 4 of 5 Oslo attempts asked for the expected city; of the Paris attempts one did but also
+    # called `search`, which its case does not expect (tool usage: selection 1/2), the other
+    # two asked for another city: 4 of 8.
+    assert summary["tsr"] == {"estimate": 4 / 8, "low": recipe(4, 8)[0], "high": recipe(4, 8)[1]}
     # No tool call failed; `search` is not expected by its case: per attempt 1 (five Oslo
     # attempts), 1/2 ([get_weather, search]), 1, 1 -> mean 7.5 / 8.
     assert summary["ssr"]["estimate"] == 7.5 / 8
@@ -57,10 +59,10 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
     # [gw, search] vs [gw] twice: 1/2 each; [gw] vs [gw]: 1 -> mean 2/3
     assert paris["trajectory_similarity"] == pytest.approx(2 / 3)
     assert summary["k_beyond_attempts"] == {"5": {"paris": 3}}
-    low, high = recipe(5, 8)
+    low, high = recipe(4, 8)
     lines = result.stdout.splitlines()
     # The count leads, so an interval that excludes an observed 0/n or n/n reads right.
-    assert lines[0] == f"TSR 5/8 = 0.625 · true rate 95% credible {low:.3f}–{high:.3f}"
+    assert lines[0] == f"TSR 4/8 = 0.500 · true rate 95% credible {low:.3f}–{high:.3f}"
     low, high = recipe(7.5, 8)
     assert lines[1] == (
         f"SSR 7.5/8 = 0.938 · true rate 95% credible {low:.3f}–{high:.3f} (each attempt's correct steps / "
@@ -68,9 +70,19 @@ def test_the_summary_holds_the_hand_computed_counts_and_intervals(scored, tmp_pa
         "case lists expected tools, is one of them)"
     )
     assert "pass@5 not estimated for 1 case with fewer attempts: paris (3)" in lines
-    # 3 failed attempts: each has a success finding (same text) and a tool_call_accuracy one.
-    reasons = lines.index("why attempts failed (3 of 8; most frequent first):")
-    assert "  3x success: Failed: every expected tool call made" in lines[reasons + 1 : reasons + 4]
+    # 4 failed attempts: 3 missed the expected call, 1 called an unexpected tool beside it.
+    reasons = lines.index("why attempts failed (4 of 8; most frequent first):")
+    assert lines[reasons + 1 : reasons + 6] == [
+        "  3x tool_usage: Tool usage 0.75 (turn 0): selection 1.00, parameters 0.00, sequence 1.00, "
+        "utilization 1.00 (values found: -3).",
+        "  3x success: Failed: every expected tool call made, every turn's tool usage at tool_threshold",
+        "  1x tool_call_accuracy: 0 of 1 expected tool calls made; missed get_weather: get_weather called with "
+        "city='Bergen', expected 'Oslo'",
+        "  1x tool_usage: Tool usage 0.88 (turn 0): selection 0.50, parameters 1.00, sequence 1.00, "
+        "utilization 1.00 (values found: -3).",
+        "  1x success: Failed: every turn's tool usage at tool_threshold",
+    ]
+    assert lines[reasons + 6] == "  ... and 2 other reasons (see --json or -o)"
     assert lines[-2].startswith("ranges: the true rate's 95% credible interval")
     assert lines[-1] == f"wrote {summary_path} (summary JSON)"
 
@@ -168,19 +180,23 @@ def test_ssr_suite_curves_and_failures_are_the_hand_computed_ones(scored, tmp_pa
         "correct_when": "it did not fail and, where the case lists expected tools, is one of them",
     }
     # The suite's curves go up to Paris's 3 attempts: the mean of the two cases' estimates,
-    # pass@1 (4/5 + 1/3) / 2 over 2 tries; pass^3 (C(4,3)/C(5,3) + 0) / 2.
+    # pass@1 (4/5 + 0/3) / 2 over 2 tries; pass^3 (C(4,3)/C(5,3) + 0) / 2.
     suite = summary["suite"]
     assert set(suite["pass_at_k"]) == {"1", "2", "3"}
-    assert suite["pass_at_k"]["1"]["estimate"] == pytest.approx((4 / 5 + 1 / 3) / 2)
-    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(recipe(4 / 5 + 1 / 3, 2))
+    assert suite["pass_at_k"]["1"]["estimate"] == pytest.approx(0.4)
+    assert (suite["pass_at_k"]["1"]["low"], suite["pass_at_k"]["1"]["high"]) == pytest.approx(recipe(4 / 5, 2))
     assert suite["pass_pow_k"]["3"]["estimate"] == pytest.approx(0.2)
     oslo, paris = summary["cases"]
     assert oslo["progress_auc"] is None  # the dataset has no subgoals
-    assert len(oslo["failures"]) == 1 and len(paris["failures"]) == 2
-    findings = {f["metric"]: f for f in paris["failures"][0]["findings"]}
-    assert "missed get_weather" in findings["tool_call_accuracy"]["text"]
-    assert findings["success"]["text"] == "Failed: every expected tool call made"
-    assert findings["success"]["score"] == 0.0
+    assert len(oslo["failures"]) == 1 and len(paris["failures"]) == 3
+    extra_tool, lyon = ({f["metric"]: f for f in failure["findings"]} for failure in paris["failures"][:2])
+    # [get_weather, search] for {get_weather}: selection 1/2, 0.25 x (0.5 + 1 + 1 + 1).
+    assert extra_tool["tool_usage"]["score"] == 0.875
+    assert "selection 0.50, parameters 1.00" in extra_tool["tool_usage"]["text"]
+    assert extra_tool["success"]["text"] == "Failed: every turn's tool usage at tool_threshold"
+    assert "missed get_weather" in lyon["tool_call_accuracy"]["text"]
+    assert lyon["success"]["text"] == "Failed: every expected tool call made, every turn's tool usage at tool_threshold"
+    assert lyon["success"]["score"] == 0.0
 
 
 def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_path):

@@ -4,6 +4,7 @@ against a two-case dataset (no judge needed: the expected calls are exact values
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,7 +28,8 @@ cases:
 
 
 def attempt(case_id: str, city: str, extra: str | None = None, resource: dict | None = None):
-    """One attempt: the agent asks for `city`'s weather (and calls `extra` too)."""
+    """One attempt: the agent asks for `city`'s weather (and calls `extra` too), and answers
+    with the report's temperature."""
     trace_id, root = new_trace_id(), new_span_id()
     spans = [
         span(
@@ -37,6 +39,9 @@ def attempt(case_id: str, city: str, extra: str | None = None, resource: dict | 
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": f"It is -3 C in {city}."}]}]
+                ),
             },
         )
     ]
@@ -51,7 +56,7 @@ def attempt(case_id: str, city: str, extra: str | None = None, resource: dict | 
                         "gen_ai.operation.name": "execute_tool",
                         "gen_ai.tool.name": tool,
                         "gen_ai.tool.call.arguments": arguments,
-                        "gen_ai.tool.call.result": "ok",
+                        "gen_ai.tool.call.result": "Snowing, -3 C",
                     },
                 )
             )

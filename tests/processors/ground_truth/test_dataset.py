@@ -19,6 +19,7 @@ from spanscore.processors.ground_truth.dataset import (
 )
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "weather-suite.yaml"
+NO_JUDGE_EXAMPLE = EXAMPLE.with_name("weather-suite-no-judge.yaml")
 
 FULL_YAML = """\
 cases:
@@ -177,10 +178,21 @@ def test_blank_jsonl_lines_are_skipped_and_do_not_shift_line_numbers(tmp_path):
     ]
 
 
-def test_the_example_weather_suite_loads():
-    dataset = load_dataset(EXAMPLE)
+@pytest.mark.parametrize("example", [EXAMPLE, NO_JUDGE_EXAMPLE], ids=lambda path: path.name)
+def test_the_example_weather_suites_load(example):
+    dataset = load_dataset(example)
     assert [case.id for case in dataset.cases] == ["oslo-weather", "paris-umbrella", "paris-then-lyon"]
+    # The session of examples/weather-agent.json joins by its first message.
     assert dataset.match_first_message("What's the weather in Paris?") is dataset.by_id("paris-then-lyon")
+
+
+def test_the_no_judge_example_suite_grades_only_what_needs_no_judge():
+    for case in load_dataset(NO_JUDGE_EXAMPLE).cases:
+        assert case.subgoals == [], case.id
+        assert all(turn.expected_response is None for turn in case.turns), case.id
+        items = [p for call in case.expected_tool_calls for p in call.parameters]
+        items += [call.output for call in case.expected_tool_calls if call.output is not None]
+        assert items and all(item.kind == "value" for item in items), case.id
 
 
 # Texts

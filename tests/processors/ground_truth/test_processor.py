@@ -22,7 +22,7 @@ from spanscore.processors.ground_truth.processor import NO_JUDGE, GroundTruth, G
 from spanscore.receivers.memory import MemoryReceiver
 from tests.support.ground_truth_judge import DATASET, judge
 from tests.support.judge_answers import schema_of
-from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.openai_server import ErrorReply, OpenAIServer, Reply
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
 
@@ -237,3 +237,110 @@ async def test_a_failed_check_decides_success_even_when_the_budget_left_others_u
     assert results["tool_call_accuracy"].score == 0.0
     assert "eval.progress.skipped" in carrier.anchor_attributes
     assert results["success"].score == 0.0 and "every expected tool call made" in results["success"].explanation
+
+
+# Tool utilization: the judge's view when it grades the turn's answer, else the values found.
+
+
+def judge_saying(uses_tool_results: bool):
+    def handler(request):
+        answer = judge(request)
+        if schema_of(request)[0] == "answer_correctness":
+            answer = {**answer, "uses_tool_results": uses_tool_results}
+        return Reply(content=json.dumps(answer))
+
+    return handler
+
+
+async def test_the_judges_utilization_decides_tool_usage_over_the_values_found(tmp_path):
+    first, second = new_trace_id(), new_trace_id()
+    turns = [
+        turn(first, "What's the weather in Oslo?", "It is Snowing, -3 C", OSLO_WEATHER),  # quotes -3
+        turn(second, "What should I wear?", "Wear a wool coat"),
+    ]
+    with OpenAIServer(handler=judge_saying(False)) as server:
+        exporter = await graded(tmp_path, DATASET, judge_settings(server), turns)
+    results = {r.name: r for r in exporter.only(first).results}
+    usage, answer = results["tool_usage"], results["answer_correctness"]
+    assert usage.score == 0.75  # 0.25 x (1 + 1 + 1 + 0)
+    assert usage.explanation == (
+        "Tool usage 0.75 (turn 0): selection 1.00, parameters 1.00, sequence 1.00, utilization 0.00 (judge)."
+    )
+    assert usage.metadata["utilization_by"] == "judge"
+    assert answer.score == 0.9 and answer.metadata["correct"] is False
+    assert answer.explanation.endswith("; tool usage 0.75 is below 1.0")
+    [carrier] = exporter.named(SESSION_SPAN_NAME)
+    success = {r.name: r for r in carrier.results}["success"]
+    assert success.score == 0.0
+    assert success.explanation == "Failed: every turn's tool usage at tool_threshold, every graded answer correct"
+
+
+async def test_the_judge_can_find_use_where_no_value_is_quoted(tmp_path):
+    trace_id = new_trace_id()
+    turns = [turn(trace_id, "What's the weather in Oslo?", "Bundle up, it is freezing", OSLO_WEATHER)]
+    with OpenAIServer(handler=judge_saying(True)) as server:
+        exporter = await graded(tmp_path, DATASET, judge_settings(server), turns)
+    usage = {r.name: r for r in exporter.only(trace_id).results}["tool_usage"]
+    assert usage.score == 1.0 and usage.explanation.endswith("utilization 1.00 (judge).")
+
+
+async def test_without_the_judges_view_the_values_of_the_results_decide(tmp_path):
+    def failing_answers(request):
+        if schema_of(request)[0] == "answer_correctness":
+            return ErrorReply(400, "bad request", error_type="invalid_request_error")
+        return Reply(content=json.dumps(judge(request)))
+
+    quoting, ignoring = new_trace_id(), new_trace_id()
+    with OpenAIServer(handler=failing_answers) as server:
+        exporter = await graded(
+            tmp_path,
+            DATASET,
+            judge_settings(server),
+            [turn(quoting, "What's the weather in Oslo?", "Snowing at -3°C in Oslo", OSLO_WEATHER)],
+        )
+    results = {r.name: r for r in exporter.only(quoting).results}
+    assert results["answer_correctness"].error is not None  # no verdict, hence no judge's view
+    assert results["tool_usage"].explanation.endswith("utilization 1.00 (values found: -3).")
+    assert results["tool_usage"].metadata["utilization_by"] == "values"
+
+    exporter = await graded(  # no judge at all
+        tmp_path,
+        DATASET.replace("check: a Norwegian city", "value: Oslo"),
+        None,
+        [turn(ignoring, "What's the weather in Oslo?", "I can't check the weather now.", OSLO_WEATHER)],
+    )
+    usage = {r.name: r for r in exporter.only(ignoring).results}["tool_usage"]
+    assert usage.score == 0.75
+    # "Snowing, -3 C": the text itself and -3; "Snowing" starts it, "C" is one letter.
+    assert usage.explanation.endswith(
+        "utilization 0.00 (none of the 2 values of the tool results found in the answer)."
+    )
+
+
+async def test_tool_usage_is_a_check_of_success_with_require_tools_only(tmp_path):
+    dataset = """
+cases:
+  - id: oslo-trip
+    turns: [{message: "What's the weather in Oslo?"}]
+    expected_tool_calls: [{tool: get_weather, turn: 0, parameters: [{name: city, value: Oslo}]}]
+"""
+    ignoring = turn(new_trace_id(), "What's the weather in Oslo?", "I can't check the weather now.", OSLO_WEATHER)
+    for require_tools, score, explanation in (
+        (True, 0.0, "Failed: every turn's tool usage at tool_threshold"),
+        (False, 1.0, "Every ground-truth check passed: every expected tool call made"),
+    ):
+        path = tmp_path / "suite.yaml"
+        path.write_text(dataset)
+        config = GroundTruthConfig.model_validate({"dataset": str(path), "require_tools": require_tools})
+        processor = GroundTruth("ground_truth", config)
+        exporter = MemoryExporter()
+        pipeline = Pipeline(
+            Assembler(PipelineSettings(trace_wait=1.0)), [("ground_truth", processor)], [exporter], clock=lambda: 5.0
+        )
+        await processor.start()
+        await pipeline.start()
+        MemoryReceiver(pipeline.intake).send(request_of(ignoring, resource_attributes={"eval.case.id": "oslo-trip"}))
+        await pipeline.drain(time.monotonic() + 10)
+        [carrier] = exporter.named(SESSION_SPAN_NAME)
+        success = {r.name: r for r in carrier.results}["success"]
+        assert (success.score, success.explanation) == (score, explanation)
