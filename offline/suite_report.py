@@ -199,10 +199,16 @@ def text(summary: dict[str, Any]) -> str:
             f"{case['case_id']}: {case['successes']}/{case['attempts']} succeeded  {rates}"
             + (f"  similarity {similarity:.2f}" if similarity is not None else "")
         )
+    # One line per set of cases short of attempts: "pass@3, pass@5 not estimated for ...".
+    by_cases: dict[tuple, list[str]] = {}
     for k, short in summary.get("k_beyond_attempts", {}).items():
-        cases = ", ".join(f"{case_id} ({n})" for case_id, n in list(short.items())[:FAILURE_REASONS_SHOWN])
+        by_cases.setdefault(tuple(short.items()), []).append(f"pass@{k}")
+    for short, names in by_cases.items():
+        cases = ", ".join(f"{case_id} ({n})" for case_id, n in short[:FAILURE_REASONS_SHOWN])
         more = f" and {len(short) - FAILURE_REASONS_SHOWN} more" if len(short) > FAILURE_REASONS_SHOWN else ""
-        lines.append(f"pass@{k} not estimated for {counted(len(short), 'case')} with fewer attempts: {cases}{more}")
+        lines.append(
+            f"{', '.join(names)} not estimated for {counted(len(short), 'case')} with fewer attempts: {cases}{more}"
+        )
     failed = summary["attempts"] - summary["successes"]
     reasons = failure_reasons(summary)
     if reasons:

@@ -96,6 +96,13 @@ def test_report_on_a_missing_file_says_only_that(tmp_path):
     assert result.stderr == "nope.jsonl: cannot read: No such file or directory\n"
 
 
+def test_score_on_a_missing_file_stops_before_any_work(tmp_path):
+    result = spanscore("score", str(WEATHER), "nope.json", "-o", "out.jsonl", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == "spanscore score: nope.json: cannot read: No such file or directory"
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_inspect_on_a_missing_file_counts_no_traces(tmp_path):
     result = spanscore("inspect", "nope.json", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (2, "")

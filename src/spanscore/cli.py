@@ -247,6 +247,11 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
             failed = True
     if failed:
         return EXIT_CONFIG
+    unreadable = [problem for problem in map(_unreadable, files) if problem]
+    if unreadable:  # before any work: a mistyped name is not worth a partial output file
+        for problem in unreadable:
+            print(f"spanscore score: {problem}", file=sys.stderr)
+        return EXIT_START
     if dataset is not None:
         config = score_files.with_dataset(config, Path(dataset))
     # Up front, not in the summary: a run without a judge should not look like a broken one.
@@ -269,6 +274,14 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
     else:
         print(score_files.summary_table(summary, out), file=sys.stderr)
     return EXIT_CONFIG if summary.problems else 0
+
+
+def _unreadable(path: str) -> str | None:
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as exc:
+        return f"{path}: cannot read: {exc.strerror or exc}"
 
 
 def _report_suite(args: argparse.Namespace) -> int:
