@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -16,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, SPANSCORE, start_run
+from tests.support.processes import ROOT, SPANSCORE, post_otlp_json, start_default_run, start_run
 from tests.support.running import health_check_ok, wait_until
 
 
@@ -123,34 +122,12 @@ service:
 
 
 def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_path):
-    grpc_port, http_port, prometheus_port = free_port(), free_port(), free_port()
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
-        "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
-        "PYTHONPATH": str(ROOT),
-        "SPANSCORE_PROMETHEUS_ENDPOINT": f"127.0.0.1:{prometheus_port}",
-    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):  # the offline default: no judge
         env.pop(name, None)
-    process = subprocess.Popen(
-        [*SPANSCORE, "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    process, http_port = start_default_run(tmp_path, env)
     try:
-
-        def accepting() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", http_port)) == 0
-
-        assert wait_until(accepting, timeout_s=20), "collector did not come up"
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{http_port}/v1/traces",
-            data=(ROOT / "examples" / "weather-agent.json").read_bytes(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            assert response.status == 200
+        post_otlp_json(http_port, (ROOT / "examples" / "weather-agent.json").read_bytes())
         assert wait_until(lambda: (tmp_path / "scored.jsonl").exists(), timeout_s=30)  # a model may load first
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=30)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 from spanscore.config.loader import parse_config
@@ -14,6 +13,7 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.offline.score_files import score_files
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_json import read_requests
+from tests.support.processes import post_otlp_json
 from tests.support.running import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,13 +74,7 @@ def test_offline_scores_equal_the_live_collectors(tmp_path, start_collector):
     collector = start_collector(
         config_yaml("{otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}", f"{{file: {{path: {live_out}}}}}")
     )
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{collector.http_port}/v1/traces",
-        data=WEATHER.read_bytes(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
+    post_otlp_json(collector.http_port, WEATHER.read_bytes())
     assert wait_until(lambda: live_out.exists() and len(live_out.read_text().splitlines()) >= 1, timeout_s=10)
     collector.stop()  # closes the session: its carrier is written too
 

@@ -16,17 +16,14 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from tests.support.ports import free_port
-from tests.support.processes import ROOT, SPANSCORE
+from tests.support.processes import ROOT, SPANSCORE, post_otlp_json, start_default_run
 from tests.support.running import wait_until
 
 MARKER = re.compile(r"^<!-- sample: ([a-z0-9-]+) -->$")
@@ -37,9 +34,9 @@ CARRIER_LINE = re.compile(r"^(\$? ?trace )[0-9a-f]{32}( root='evaluate_session')
 MASKED_ID = "<carrier trace id>"
 
 
-def offline_environment(**extra: str) -> dict[str, str]:
+def offline_environment() -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SPANSCORE_"))}
-    return {**environ, "SPANSCORE_EMBEDDER": "static", "PYTHONUNBUFFERED": "1", **extra}
+    return {**environ, "SPANSCORE_EMBEDDER": "static", "PYTHONUNBUFFERED": "1"}
 
 
 @dataclass(frozen=True)
@@ -87,29 +84,9 @@ class Runs:
         SIGTERM: (what it printed, the spans it wrote to scored.jsonl)."""
         folder = self.workdir / "run"
         folder.mkdir()
-        http = free_port()
-        environ = offline_environment(
-            SPANSCORE_GRPC_ENDPOINT=f"127.0.0.1:{free_port()}",
-            SPANSCORE_HTTP_ENDPOINT=f"127.0.0.1:{http}",
-            SPANSCORE_PROMETHEUS_ENDPOINT=f"127.0.0.1:{free_port()}",
-        )
-        process = subprocess.Popen(
-            [*SPANSCORE, "run"], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
-        )
+        process, http = start_default_run(folder, offline_environment())
         try:
-
-            def accepting() -> bool:
-                with socket.socket() as s:
-                    return s.connect_ex(("127.0.0.1", http)) == 0
-
-            assert wait_until(accepting, timeout_s=60), "spanscore run did not come up"
-            request = urllib.request.Request(
-                f"http://127.0.0.1:{http}/v1/traces",
-                data=WEATHER.read_bytes(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request, timeout=10) as response:
-                assert response.status == 200
+            post_otlp_json(http, WEATHER.read_bytes())
             scored = folder / "scored.jsonl"
             assert wait_until(lambda: scored.exists() and len(scored.read_text().splitlines()) >= 2, timeout_s=30)
             process.send_signal(signal.SIGTERM)

@@ -42,6 +42,39 @@ def start_run(config: Path) -> subprocess.Popen:
     )
 
 
+def start_default_run(cwd: Path, environ: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    """`spanscore run` from `cwd` (the built-in config unless `cwd` has one) on free ports,
+    output piped and unbuffered; once its OTLP/HTTP receiver listens: (process, its port)."""
+    from tests.support.ports import free_port
+
+    http = free_port()
+    environ = {
+        **environ,
+        "PYTHONUNBUFFERED": "1",
+        "SPANSCORE_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
+        "SPANSCORE_HTTP_ENDPOINT": f"127.0.0.1:{http}",
+        "SPANSCORE_PROMETHEUS_ENDPOINT": f"127.0.0.1:{free_port()}",
+    }
+    process = subprocess.Popen(
+        [*SPANSCORE, "run"], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
+    )
+    if not wait_until(lambda: process.poll() is not None or listening(http), timeout_s=60) or process.poll():
+        process.kill()
+        raise AssertionError(f"spanscore run did not come up:\n{process.communicate(timeout=10)[1]}")
+    return process, http
+
+
+def post_otlp_json(port: int, body: bytes) -> None:
+    """POST one OTLP/JSON request to the OTLP/HTTP receiver on `port`; it must take it (200)."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
 def listening(port: int) -> bool:
     import socket
 
