@@ -35,3 +35,32 @@ def test_masking_hides_only_what_varies():
     assert masked(agent) == agent
     assert masked("score = 0.6400825286814532") == masked("score = 0.6400825286814534") == "score = 0.640082528681"
     assert masked("score = 0.64") != masked("score = 0.65")
+
+
+def test_the_readme_states_the_embedders_scores_of_the_sample_session():
+    """The README's prose compares the embedders on the sample session's two turns."""
+    from spanscore.processors.embedders.hashing import HashingEmbedder
+    from spanscore.processors.embedders.minilm import MiniLMEmbedder
+    from spanscore.processors.embedders.static import StaticEmbedder
+    from spanscore.processors.metrics import coherence
+    from tests.support.minilm_extra import require_extra
+    from tests.support.processes import ROOT
+
+    require_extra()
+    turns = [
+        ("What's the weather in Paris?", "It is 21°C and sunny in Paris."),
+        ("And in Lyon?", "Lyon has light rain at 17°C."),
+    ]
+
+    def scores(embedder) -> list[str]:
+        return [f"{coherence(question, answer, embedder=embedder).score:.2f}" for question, answer in turns]
+
+    (static, _), (minilm_paris, minilm_lyon), (hashing_paris, hashing_lyon) = (
+        scores(StaticEmbedder()),
+        scores(MiniLMEmbedder()),
+        scores(HashingEmbedder()),
+    )
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"score {static} with it" in readme
+    assert f"gives {minilm_paris} and, for the elliptical" in readme and f'at 17°C.", {minilm_lyon}.' in readme
+    assert f"gives {hashing_paris} and {hashing_lyon}:" in readme
