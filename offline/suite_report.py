@@ -152,8 +152,9 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
 
 def _nothing_graded(run: ScoredRun) -> str:
     if run.ungraded:
+        which = "the 1 attempt carries" if len(run.ungraded) == 1 else f"all {len(run.ungraded)} attempts carry"
         return (
-            f"no graded attempts found: all {len(run.ungraded)} carry eval.{run.outcome}.error or .skipped "
+            f"no graded attempts found: {which} eval.{run.outcome}.error or .skipped "
             f"(first: {run.ungraded[0].error})"
         )
     if run.outcome == "success":

@@ -174,6 +174,12 @@ def test_score_names_up_front_what_it_skips_without_a_judge(tmp_path):
         "so their attempts are left ungraded; set OPENAI_API_KEY (and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) "
         "or give ground_truth a judge with api_key or base_url"
     )
+    report = spanscore("report", str(tmp_path / "s.jsonl"), env=environ)
+    assert report.returncode == 2
+    assert report.stderr.startswith(
+        "spanscore report: no graded attempts found: the 1 attempt carries eval.success.error or .skipped "
+        "(first: not every check could be graded: turn 0 answer not graded: needs a judge"
+    )
 
 
 # -- a busy port names its variable -------------------------------------------------------------

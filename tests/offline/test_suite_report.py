@@ -237,7 +237,7 @@ def test_an_outcome_recorded_as_an_error_or_skipped_is_ungraded_not_failed(tmp_p
     )
     result = report(str(path))
     assert result.returncode == 2
-    assert f"all 2 carry eval.success.error or .skipped (first: {over_budget})" in result.stderr
+    assert f"all 2 attempts carry eval.success.error or .skipped (first: {over_budget})" in result.stderr
 
 
 def shadow_file(tmp_path: Path) -> tuple[Path, Path]:
