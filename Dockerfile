@@ -58,7 +58,7 @@ processors:
       agent_traces_only: true
   embedding_metrics:
     embedder:
-      type: auto
+      type: ${env:SPANSCORE_EMBEDDER:-auto}
   judge_metrics:          # on when OPENAI_API_KEY is set
     mode: per_metric
     judge:
