@@ -118,7 +118,8 @@ def test_the_example_session_passes_the_judged_suite_and_ignoring_the_tools_fail
         assert any(r.body["response_format"]["json_schema"]["name"] == "answer_correctness" for r in server.requests)
     assert (report["attempts"], report["successes"], report["ungraded"]) == (1, 1, 0)
     assert report["cases"][0]["case_id"] == "paris-then-lyon"
-    assert "TSR 1/1 = 1.000 · true rate 95% credible" in report["text"] and "paris-then-lyon: 1/1 succeeded" in report["text"]
+    assert "TSR 1/1 = 1.000 · true rate 95% credible" in report["text"]
+    assert "paris-then-lyon: 1/1 succeeded" in report["text"]
     assert report["tool_usage"] == [
         f"Tool usage 1.00 (turn {turn}): selection 1.00, parameters 1.00, sequence 1.00, utilization 1.00 (judge)."
         for turn in (0, 1)
@@ -151,7 +152,8 @@ def test_the_example_session_passes_the_judged_suite_and_ignoring_the_tools_fail
 def test_the_example_session_passes_the_suite_that_needs_no_judge_and_ignoring_the_tools_fails_it(tmp_path):
     report = score_and_report(tmp_path, SESSION, NO_JUDGE_SUITE)
     assert (report["attempts"], report["successes"], report["ungraded"]) == (1, 1, 0)
-    assert "TSR 1/1 = 1.000 · true rate 95% credible" in report["text"] and "paris-then-lyon: 1/1 succeeded" in report["text"]
+    assert "TSR 1/1 = 1.000 · true rate 95% credible" in report["text"]
+    assert "paris-then-lyon: 1/1 succeeded" in report["text"]
     # The answers state each result's temperature and sky, not its JSON.
     assert report["tool_usage"] == [
         "Tool usage 1.00 (turn 0): selection 1.00, parameters 1.00, sequence 1.00, utilization 1.00"
