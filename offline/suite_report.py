@@ -154,8 +154,7 @@ def _nothing_graded(run: ScoredRun) -> str:
     if run.ungraded:
         which = "the 1 attempt carries" if len(run.ungraded) == 1 else f"all {len(run.ungraded)} attempts carry"
         return (
-            f"no graded attempts found: {which} eval.{run.outcome}.error or .skipped "
-            f"(first: {run.ungraded[0].error})"
+            f"no graded attempts found: {which} eval.{run.outcome}.error or .skipped (first: {run.ungraded[0].error})"
         )
     if run.outcome == "success":
         return "no graded attempts found: score the files with the ground_truth processor first"
