@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, SPANSCORE, post_otlp_json, start_default_run, start_run
+from tests.support.processes import ROOT, SPANSCORE, run_default_on, start_run
 from tests.support.running import health_check_ok, wait_until
 
 
@@ -125,16 +125,9 @@ def test_run_without_a_config_uses_the_built_in_default_from_any_directory(tmp_p
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):  # the offline default: no judge
         env.pop(name, None)
-    process, http_port = start_default_run(tmp_path, env)
-    try:
-        post_otlp_json(http_port, (ROOT / "examples" / "weather-agent.json").read_bytes())
-        assert wait_until(lambda: (tmp_path / "scored.jsonl").exists(), timeout_s=30)  # a model may load first
-        process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, stderr
+    result = run_default_on(ROOT / "examples" / "weather-agent.json", tmp_path, env)
+    stdout, stderr = result.stdout, result.stderr
+    assert result.returncode == 0, stderr
     assert "spanscore/otel-config.yaml: valid" in stderr
     assert "LLM-judge metrics not run (task_completion," in stderr and "no judge configured" in stderr
     lines = stdout.splitlines()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,8 +22,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from tests.support.processes import ROOT, SPANSCORE, post_otlp_json, start_default_run
-from tests.support.running import wait_until
+from tests.support.processes import ROOT, SPANSCORE, run_default_on
 
 MARKER = re.compile(r"^<!-- sample: ([a-z0-9-]+) -->$")
 FENCE = re.compile(r"^```")
@@ -84,17 +82,9 @@ class Runs:
         SIGTERM: (what it printed, the spans it wrote to scored.jsonl)."""
         folder = self.workdir / "run"
         folder.mkdir()
-        process, http = start_default_run(folder, offline_environment())
-        try:
-            post_otlp_json(http, WEATHER.read_bytes())
-            scored = folder / "scored.jsonl"
-            assert wait_until(lambda: scored.exists() and len(scored.read_text().splitlines()) >= 2, timeout_s=30)
-            process.send_signal(signal.SIGTERM)
-            stdout, stderr = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-        assert process.returncode == 0, stderr
+        result = run_default_on(WEATHER, folder, offline_environment())
+        assert result.returncode == 0, result.stderr
+        scored = folder / "scored.jsonl"
         spans = [
             span
             for line in scored.read_text().splitlines()
@@ -102,7 +92,7 @@ class Runs:
             for ss in rs["scopeSpans"]
             for span in ss["spans"]
         ]
-        return stdout, spans
+        return result.stdout, spans
 
     def command(self, *args: str, cwd: Path | None = None) -> str:
         """`spanscore args` as a person types it, and what it printed on stdout."""

@@ -64,6 +64,25 @@ def start_default_run(cwd: Path, environ: dict[str, str]) -> tuple[subprocess.Po
     return process, http
 
 
+def run_default_on(request: Path, cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess:
+    """The README's walk-through: `spanscore run` from `cwd` (see `start_default_run`), sent
+    the OTLP/JSON `request`, stopped with SIGTERM once its traces are in ./scored.jsonl."""
+    import signal
+
+    process, http = start_default_run(cwd, environ)
+    scored = cwd / "scored.jsonl"
+    try:
+        post_otlp_json(http, request.read_bytes())
+        # The session's traces leave after trace_wait (a model may load first); its carrier at SIGTERM.
+        wait_until(lambda: scored.exists() and len(scored.read_text().splitlines()) >= 2, timeout_s=60)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
 def post_otlp_json(port: int, body: bytes) -> None:
     """POST one OTLP/JSON request to the OTLP/HTTP receiver on `port`; it must take it (200)."""
     import urllib.request
