@@ -99,6 +99,20 @@ def test_http_refuses_before_the_body_is_sent(collector):
     assert collector.pipeline.counts.received_spans == 0
 
 
+def test_an_authorization_header_that_is_not_utf8_gets_401(collector, caplog):
+    caplog.set_level(logging.INFO)
+    with socket.create_connection(("127.0.0.1", collector.http_port), timeout=5) as client:
+        client.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+            b"Authorization: Bearer \xff\xfe\xe9t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        reply = b"".join(iter(lambda: client.recv(4096), b""))
+    assert reply.startswith(b"HTTP/1.1 401")
+    assert b"WWW-Authenticate: Bearer" in reply
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert collector.pipeline.counts.received_spans == 0
+
+
 def test_grpc_refuses_before_the_message_is_sent(collector):
     release = threading.Event()
 
