@@ -144,7 +144,8 @@ def test_neither_the_token_nor_a_presented_one_is_ever_logged(sink, start_collec
             assert result is expected
     assert wait_until(lambda: len(sink.spans()) == 2)
     collector.stop()
-    assert "rejected a request (401)" in caplog.text  # the refusals were logged, without credentials
+    assert "OTLP/HTTP 401 missing or invalid credentials" in caplog.text  # logged, without credentials
+    assert "OTLP/gRPC UNAUTHENTICATED missing or invalid credentials" in caplog.text
     captured = capfd.readouterr()
     for text in (caplog.text, captured.out, captured.err):
         assert TOKEN not in text and WRONG not in text
