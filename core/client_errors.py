@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from spanscore.core.durations import format_duration
@@ -82,3 +83,33 @@ class ClientErrorLog:
     def _log_count(self, error: str, interval: _Interval, elapsed_s: float) -> None:
         elapsed = format_duration(elapsed_s)
         self._log.log(interval.level, "%s: %d more in the last %s", error, interval.count, elapsed)
+
+
+class ServerLog(logging.LoggerAdapter):
+    """A web server's own log (aiohttp's `logger`): an exception the client caused (a
+    request the server could not parse) is recorded in `client_errors` as one of class
+    `error`; anything else keeps its traceback.
+
+    `client_fault(exc)` is what was wrong when `exc` is the client's doing, else None.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        client_errors: ClientErrorLog,
+        error: str,
+        client_fault: Callable[[BaseException], str | None],
+    ):
+        super().__init__(logger)
+        self._client_errors = client_errors
+        self._error = error
+        self._client_fault = client_fault
+
+    def exception(self, msg, *args, exc_info=True, **kwargs) -> None:
+        fault = self._client_fault(exc_info) if isinstance(exc_info, BaseException) else None
+        if fault is None:
+            super().exception(msg, *args, exc_info=exc_info, **kwargs)
+            return
+        # aiohttp's message is "Error handling request from %s", the client's address.
+        where = f"from {args[0]}" if args else msg
+        self._client_errors.record(self._error, f"{where}: {fault}")

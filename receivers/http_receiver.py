@@ -24,7 +24,7 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator
-from spanscore.core.client_errors import ClientErrorLog
+from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
 from spanscore.core.quoting import excerpt
@@ -70,9 +70,10 @@ class HttpReceiver:
         # so aiohttp's own decompression is turned off.
         app = web.Application()
         app.router.add_post(self.path, self._export)
-        runner = web.AppRunner(
-            app, auto_decompress=False, access_log=None, handle_signals=False, logger=_ServerLog(self.client_errors)
+        server_log = ServerLog(
+            logging.getLogger("aiohttp.server"), self.client_errors, "OTLP/HTTP 400 unparsable request", _unparsable
         )
+        runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False, logger=server_log)
         await runner.setup()
         site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True, ssl_context=ssl_context)
         try:
@@ -257,21 +258,9 @@ def _error(
     return _encode(content_type, status, status_pb2.Status(code=code, message=message), headers)
 
 
-class _ServerLog(logging.LoggerAdapter):
-    """aiohttp's server log. A request aiohttp cannot parse (a bad header, a broken chunk)
-    is the client's error, recorded as one; anything else keeps its traceback."""
-
-    def __init__(self, client_errors: ClientErrorLog):
-        super().__init__(logging.getLogger("aiohttp.server"))
-        self._client_errors = client_errors
-
-    def exception(self, msg, *args, exc_info=True, **kwargs) -> None:
-        if isinstance(exc_info, HttpProcessingError) and exc_info.code < 500:
-            # aiohttp's message is "Error handling request from %s", the client's address;
-            # its parser's message points at the fault on a line of its own.
-            where = f"from {args[0]}" if args else msg
-            self._client_errors.record(
-                "OTLP/HTTP 400 unparsable request", f"{where}: {' '.join(exc_info.message.split())}"
-            )
-            return
-        super().exception(msg, *args, exc_info=exc_info, **kwargs)
+def _unparsable(exc: BaseException) -> str | None:
+    """What aiohttp found wrong in a request it could not parse (a bad header, a broken
+    chunk), on one line."""
+    if isinstance(exc, HttpProcessingError) and exc.code < 500:
+        return " ".join(exc.message.split())
+    return None

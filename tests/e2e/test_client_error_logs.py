@@ -1,7 +1,8 @@
 """Clients' errors, by the hundred, are a few short lines in the log: the first of each
 class with who sent it, then a count per interval; never a traceback, never a credential.
 Real clients on loopback: raw sockets for what an HTTP client would not send, grpc, and
-HTTP/2 written by hand for metadata grpc's client refuses to send."""
+HTTP/2 written by hand for metadata grpc's client refuses to send; the health check's
+HTTP server too."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ N = 300
 INTERVAL_S = 0.5  # the receivers' interval, shortened so that the counts show within the test
 
 
-def http_request(port: int, head: bytes, body: bytes = b"", read: bool = True) -> bytes:
+def http_request(port: int, head: bytes, body: bytes = b"", read: bool = True, method: bytes = b"POST") -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
-        client.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n" + head + b"\r\n" + body)
+        client.sendall(method + b" /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n" + head + b"\r\n" + body)
         return b"".join(iter(lambda: client.recv(4096), b"")) if read else b""
 
 
@@ -45,6 +46,13 @@ def wrong_tokens_over_http(collector) -> None:
 def unparsable_requests(collector) -> None:
     for _ in range(N):
         reply = http_request(collector.http_port, b"Bad Header: x\r\nContent-Length: 0\r\nConnection: close\r\n")
+        assert reply.startswith(b"HTTP/1.0 400") or reply.startswith(b"HTTP/1.1 400")
+
+
+def unparsable_health_checks(collector) -> None:
+    health_check = next(e for e in collector.service.extensions if e.id == "health_check")
+    for _ in range(N):
+        reply = http_request(health_check.port, b"Bad Header: x\r\nConnection: close\r\n", method=b"GET")
         assert reply.startswith(b"HTTP/1.0 400") or reply.startswith(b"HTTP/1.1 400")
 
 
@@ -69,6 +77,7 @@ CLIENTS = {
     "aborted bodies": (aborted_bodies, "OTLP/HTTP body cut short"),
     "wrong tokens over HTTP": (wrong_tokens_over_http, "OTLP/HTTP 401 missing or invalid credentials"),
     "unparsable HTTP requests": (unparsable_requests, "OTLP/HTTP 400 unparsable request"),
+    "unparsable health checks": (unparsable_health_checks, "health_check 400 unparsable request"),
     "wrong tokens over gRPC": (wrong_tokens_over_grpc, "OTLP/gRPC UNAUTHENTICATED missing or invalid credentials"),
     "tokens not UTF-8 over gRPC": (
         tokens_not_utf8_over_grpc,
@@ -86,9 +95,17 @@ def counted(lines: list[str]) -> int:
 def test_hundreds_of_client_errors_are_a_few_short_lines(client, sink, start_collector, caplog):
     send, error = client
     caplog.set_level(logging.INFO)
-    collector = start_collector(auth_config(sink))
+    config = auth_config(sink, f"bearertokenauth: {{token: '{TOKEN}'}}\n  health_check: {{endpoint: 127.0.0.1:0}}")
+    collector = start_collector(
+        config.replace("extensions: [bearertokenauth]", "extensions: [bearertokenauth, health_check]")
+    )
     receiver = collector.service.receivers[0]
-    receiver.http.client_errors.interval_s = receiver.grpc.client_errors.interval_s = INTERVAL_S
+    for log in (
+        receiver.http.client_errors,
+        receiver.grpc.client_errors,
+        collector.service.extensions[1].client_errors,
+    ):
+        log.interval_s = INTERVAL_S
     caplog.clear()
     started = time.monotonic()
     send(collector)
