@@ -8,10 +8,12 @@ e-mail addresses. Before a trace's text reaches a prompt, `Redaction` replaces:
   says what was there, so the judge still reads "the agent sent an API key":
   provider API keys (`sk-...` of OpenAI and Anthropic, Stripe, AWS `AKIA...`, Google
   `AIza...`) → `[redacted api key]`; tokens (GitHub `ghp_...`, GitLab, Slack, Hugging
-  Face, JWTs, `Bearer ...`) → `[redacted token]`; PEM private keys; e-mail addresses →
-  `[redacted email]`; and the value of a secret-named key (`api_key`, `password`,
-  `client_secret`, ... as a JSON key or as `key=value` / `key: value` in text) →
-  `[redacted secret]`;
+  Face, JWTs, `Bearer ...`) → `[redacted token]`; `Basic <user:password in base64>` →
+  `Basic [redacted secret]`; PEM private keys; e-mail addresses, internationalized ones
+  too → `[redacted email]`; and the value of a secret-named key (`api_key`, `token`,
+  `secret`, `password`, `authorization`, ... in any case and with `_`, `-` or nothing
+  between words, as a JSON key or as `key=value` / `key: value` in text; an
+  `Authorization` value keeps its scheme) → `[redacted secret]`;
 - the operator's own `patterns` (regular expressions) and `keys` → `[REDACTED]`.
 
 `scrub` applies the built-in shapes to texts spanscore did not write (a server's error
@@ -25,10 +27,11 @@ megabyte of text, and text holding no secret shape is returned as it came.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -64,59 +67,121 @@ SECRET_SHAPES: tuple[tuple[str, str], ...] = (
     (r"xox[abeoprs]-(?<!\wxox[abeoprs]-)[A-Za-z0-9-]{10,}", TOKEN),  # Slack
     (r"hf_(?<!\whf_)[A-Za-z0-9]{30,}", TOKEN),  # Hugging Face
 )
-# An e-mail address is found from its "@" and domain; its local part is walked back to by hand.
-_EMAIL_DOMAIN = re.compile(r"@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b")
-_EMAIL_LOCAL = frozenset(string.ascii_letters + string.digits + "._%+-")
+# "Basic <base64>" is hidden when the base64 decodes to "user:password" (RFC 7617), so
+# that "basic understanding" stays.
+_BASIC = tuple(
+    re.compile(rf"({scheme})(?<!\w{scheme})[ \t]+([A-Za-z0-9+/]{{4,}}={{0,2}})(?![\w+/=])")
+    for scheme in ("Basic", "basic")
+)
+# An e-mail address is found from its "@" and domain, whose labels and top-level domain
+# may be in any script (IDNA); its local part, any script too, is walked back to by hand.
+_EMAIL_DOMAIN = re.compile(r"@[\w-]{1,63}(?:\.[\w-]{1,63}){0,8}\.(?:xn--[a-z0-9-]{1,59}|[^\W\d_]{2,24})\b")
+_EMAIL_LOCAL_MARKS = frozenset("._%+-")
 MAX_EMAIL_LOCAL = 64
+# Each name matches in any case, and with "_", "-" or nothing between its words:
+# `access_token`, `Access-Token`, `accessToken`.
 SECRET_KEYS: tuple[str, ...] = (
     "api_key",
-    "apikey",
-    "api-key",
-    "x-api-key",
+    "x_api_key",
+    "token",
     "access_token",
     "refresh_token",
     "auth_token",
+    "id_token",
+    "session_token",
+    "api_token",
+    "bearer_token",
+    "secret",
     "client_secret",
     "secret_key",
     "aws_secret_access_key",
     "private_key",
     "password",
     "passwd",
+    "authorization",
+    "proxy_authorization",
 )
+# Keys whose value is `<scheme> <credentials>`: the scheme stays, as "Bearer ..." does.
+_SCHEMED_KEYS = frozenset({"authorization", "proxyauthorization"})
 MAX_MESSAGE_CHARS = 300  # a server's error message in a log line or an error attribute
 
 
 # After a key's name: a closing quote, `:` or `=`, then a quoted or bare value (group 1)
 # that is not already a marker.
 _KEY_VALUE = re.compile(r"""["']?\s*[:=]\s*(?!["']?\[(?:REDACTED\]|redacted ))("[^"]*"|'[^']*'|[^\s,;&}\]]+)""")
-_WORD = frozenset(string.ascii_letters + string.digits + "_")
+# The same for an Authorization: the credentials (group 1) after a scheme, if there is one.
+_SCHEMED_VALUE = re.compile(
+    r"""["']?\s*[:=]\s*["']?(?:[A-Za-z][\w.+-]*[ \t]+)?(?!\[(?:REDACTED\]|redacted ))([^\s"',;&}\]]+)"""
+)
+_KEY_CHARS = frozenset(string.ascii_lowercase + string.digits + "_-.")
 
 
-def _hide_key_values(text: str, names: frozenset[str], marker: str) -> str:
-    """`key=value`, `key: value`, `"key": "value"` with the value of each named key (any
-    case, as a whole word) replaced by `marker`, inside its quotes if it has any. Names
-    are found with `str.find` on the lowered text, which is much faster than a
-    case-insensitive regex."""
+def _normal(name: str) -> str:
+    """A key's name as compared: lowercase, without the `_` and `-` between its words."""
+    return name.lower().replace("_", "").replace("-", "")
+
+
+@dataclass(frozen=True)
+class _KeyNames:
+    """Names of keys whose values are hidden, compared by `_normal`. In text, a key is
+    found from its name's last word (`key` of `api_key`, `token`), which `str.find` on
+    the lowered text finds much faster than a case-insensitive regex would the names; the
+    whole key is then read around it."""
+
+    names: frozenset[str]
+    anchors: frozenset[str]
+
+    @classmethod
+    def of(cls, keys: Iterable[str]) -> _KeyNames:
+        keys = [key.lower() for key in keys if _normal(key)]
+        anchors = (next(word for word in reversed(re.split(r"[-_.]", key)) if word) for key in keys)
+        return cls(frozenset(map(_normal, keys)), frozenset(anchors))
+
+    def named(self, key: str) -> str | None:
+        """The name a key (lowercased) stands for, normalized: the whole key's, or that of
+        its part after a `-` or a `.` (`x-auth-token`, `http.request.header.authorization`)."""
+        start = 0
+        while True:
+            name = _normal(key[start:])
+            if name in self.names:
+                return name
+            cuts = [cut for cut in (key.find("-", start), key.find(".", start)) if cut != -1]
+            if not cuts:
+                return None
+            start = min(cuts) + 1
+
+
+def _hide_key_values(text: str, keys: _KeyNames, marker: str) -> str:
+    """`key=value`, `key: value`, `"key": "value"` with the value of each named key
+    replaced by `marker`, inside its quotes if it has any; the value of an Authorization
+    keeps its scheme."""
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters lower to two ("İ"): keep the positions aligned
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     values: list[tuple[int, int]] = []
-    for name in names:
-        start = lowered.find(name)
-        while start != -1:
-            end = start + len(name)
-            if (start == 0 or lowered[start - 1] not in _WORD) and (end == len(text) or lowered[end] not in _WORD):
-                match = _KEY_VALUE.match(text, end)
+    for anchor in keys.anchors:
+        found = lowered.find(anchor)
+        while found != -1:
+            start, end = found, found + len(anchor)
+            while start > 0 and lowered[start - 1] in _KEY_CHARS:
+                start -= 1
+            while end < len(lowered) and lowered[end] in _KEY_CHARS:
+                end += 1
+            while lowered[end - 1] in ".-":  # "the password." ends a sentence, not a key
+                end -= 1
+            name = keys.named(lowered[start:end])
+            if name is not None:
+                match = (_SCHEMED_VALUE if name in _SCHEMED_KEYS else _KEY_VALUE).match(text, end)
                 if match is not None:
                     values.append(match.span(1))
-                    end = match.end()  # the name inside a value is part of the value: linear, not quadratic
-            start = lowered.find(name, end)
+                    end = match.end()  # a name inside a value is part of the value: linear, not quadratic
+            found = lowered.find(anchor, max(end, found + 1))
     if not values:
         return text
     parts, done = [], 0
     for start, end in sorted(values):
         if start < done:
-            continue  # the same value under a longer name (`x-api-key`, `api-key`)
+            continue  # the same value found from another anchor (`secret_key`: `secret`, `key`)
         quote = text[start] if text[start] in "\"'" else ""
         parts += [text[done:start], quote, marker, quote]
         done = end
@@ -124,7 +189,7 @@ def _hide_key_values(text: str, names: frozenset[str], marker: str) -> str:
 
 
 _SHAPES = tuple((re.compile(pattern), marker) for pattern, marker in SECRET_SHAPES)
-_SECRET_KEY_NAMES = frozenset(SECRET_KEYS)
+_SECRET_KEYS = _KeyNames.of(SECRET_KEYS)
 
 
 @dataclass(frozen=True)
@@ -132,10 +197,11 @@ class Redaction:
     """What to hide before any text reaches a prompt or a result's metadata.
 
     `builtin`: the secret shapes and secret-named keys above. `patterns`: regular
-    expressions whose matches become `[REDACTED]`. `keys`: names (case-insensitive) whose
-    values become `[REDACTED]` wherever they appear: as keys of structured tool arguments
-    and results (also as the last segment of a dotted key, `http.request.header.api_key`),
-    and as `key=value` / `"key": value` inside text. The operator's rules run first.
+    expressions whose matches become `[REDACTED]`. `keys`: names (in any case, and with
+    `_`, `-` or nothing between words) whose values become `[REDACTED]` wherever they
+    appear: as keys of structured tool arguments and results (also as the last segment of
+    a dotted key, `http.request.header.api_key`), and as `key=value` / `"key": value`
+    inside text. The operator's rules run first.
 
     Threading: immutable; share it freely.
     """
@@ -144,7 +210,7 @@ class Redaction:
     keys: Sequence[str] = ()
     builtin: bool = True
     _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
-    _key_names: frozenset[str] = field(init=False, repr=False, compare=False)
+    _keys: _KeyNames = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = []
@@ -153,9 +219,8 @@ class Redaction:
                 compiled.append(re.compile(pattern))
             except re.error as exc:
                 raise ValueError(f"redact.patterns: invalid regular expression {pattern!r}: {exc}") from None
-        names = frozenset(key.lower() for key in self.keys if key)
         object.__setattr__(self, "_compiled", tuple(compiled))
-        object.__setattr__(self, "_key_names", names)
+        object.__setattr__(self, "_keys", _KeyNames.of(self.keys))
 
     @classmethod
     def from_config(cls, config: Redaction | Mapping[str, Any] | bool | None) -> Redaction:
@@ -178,21 +243,22 @@ class Redaction:
 
     @property
     def enabled(self) -> bool:
-        return self.builtin or bool(self._compiled or self._key_names)
+        return self.builtin or bool(self._compiled or self._keys.names)
 
     def key_marker(self, key: Any) -> str | None:
         """What the value under `key` becomes, or None when the key is not a secret's."""
-        name = str(key).lower()
-        last = name.rsplit(".", 1)[-1]
-        if name in self._key_names or last in self._key_names:
+        name = str(key)
+        last = _normal(name.rsplit(".", 1)[-1])
+        name = _normal(name)
+        if name in self._keys.names or last in self._keys.names:
             return REDACTED
-        if self.builtin and (name in _SECRET_KEY_NAMES or last in _SECRET_KEY_NAMES):
+        if self.builtin and (name in _SECRET_KEYS.names or last in _SECRET_KEYS.names):
             return SECRET
         return None
 
     def text(self, value: str) -> str:
-        if self._key_names:
-            value = _hide_key_values(value, self._key_names, REDACTED)
+        if self._keys.names:
+            value = _hide_key_values(value, self._keys, REDACTED)
         for pattern in self._compiled:
             value = pattern.sub(REDACTED, value)
         if self.builtin:
@@ -224,10 +290,21 @@ class Redaction:
 
 
 def _builtin_text(value: str) -> str:
-    value = _hide_key_values(value, _SECRET_KEY_NAMES, SECRET)
+    value = _hide_key_values(value, _SECRET_KEYS, SECRET)
     for pattern, marker in _SHAPES:
         value = pattern.sub(marker, value)
+    if "asic" in value:
+        for pattern in _BASIC:
+            value = pattern.sub(_basic_credentials, value)
     return _hide_emails(value) if "@" in value else value
+
+
+def _basic_credentials(match: re.Match[str]) -> str:
+    try:
+        decoded = base64.b64decode(match.group(2), validate=True)
+    except ValueError:
+        return match.group()
+    return f"{match.group(1)} {SECRET}" if b":" in decoded else match.group()
 
 
 def _hide_emails(text: str) -> str:
@@ -235,7 +312,9 @@ def _hide_emails(text: str) -> str:
     done = 0
     for match in _EMAIL_DOMAIN.finditer(text):
         start = match.start()
-        while start > max(done, match.start() - MAX_EMAIL_LOCAL) and text[start - 1] in _EMAIL_LOCAL:
+        while start > max(done, match.start() - MAX_EMAIL_LOCAL) and (
+            text[start - 1].isalnum() or text[start - 1] in _EMAIL_LOCAL_MARKS
+        ):
             start -= 1
         if start == match.start():
             continue  # "@host.com" alone is not an address

@@ -1,4 +1,9 @@
-"""`debug` exporter: a compact human summary of every trace on standard output."""
+"""`debug` exporter: a compact human summary of every trace on standard output.
+
+Names, session ids and errors come from clients: each is printed through `excerpt`, so a
+span cannot print a line of its own, reach the terminal's escape sequences or fill the
+screen.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import sys
 from typing import Literal, TextIO
 
 from spanscore.core.component import ComponentFactory
+from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
 
@@ -32,19 +38,18 @@ class DebugExporter(Exporter):
 def summarize(trace: Trace) -> str:
     """`trace <id> root="<name>" spans=<n> [session=<id>] scores: name=0.80 pass, ...`."""
     anchor = trace.anchor
-    parts = [f"trace {trace.trace_id_hex}", f"root={anchor.name if anchor is not None else ''!r}"]
-    if not trace.complete:
-        parts[1] = f"first={anchor.name if anchor is not None else ''!r}"
+    name = excerpt(anchor.name) if anchor is not None else ""
+    parts = [f"trace {trace.trace_id_hex}", f"root='{name}'" if trace.complete else f"first='{name}'"]
     parts.append(f"spans={trace.span_count}")
     if trace.session_id:
-        parts.append(f"session={trace.session_id}")
+        parts.append(f"session={excerpt(trace.session_id)}")
     if trace.late:
         parts.append("(late spans)")
     elif not trace.complete:
         parts.append("(incomplete: no root span)")
     if trace.results:
         scores = ", ".join(
-            f"{r.name}={r.score:.2f} {r.label}" if r.score is not None else f"{r.name} error: {r.error}"
+            f"{r.name}={r.score:.2f} {r.label}" if r.score is not None else f"{r.name} error: {excerpt(str(r.error))}"
             for r in trace.results
         )
         parts.append(f"scores: {scores}")
@@ -57,7 +62,7 @@ def _span_lines(trace: Trace) -> list[str]:
         duration_ms = (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6
         parent = span.parent_span_id.hex() or "-"
         lines.append(
-            f"  span {span.span_id.hex()} parent={parent} {span.name!r} {duration_ms:.1f}ms "
+            f"  span {span.span_id.hex()} parent={parent} '{excerpt(span.name)}' {duration_ms:.1f}ms "
             f"attributes={len(span.attributes)}"
         )
     return lines

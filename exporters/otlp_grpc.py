@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from spanscore.core.auth import AuthSettings, client_headers
 from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import build_request
+from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
 from spanscore.exporters.tls import TlsClientConfig
@@ -101,7 +102,10 @@ class OtlpGrpcExporter(Exporter):
         partial = response.partial_success
         if partial.rejected_spans or partial.error_message:
             log.warning(
-                "exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message
+                "exporter %s: backend rejected %d spans: %s",
+                self.id,
+                partial.rejected_spans,
+                excerpt(partial.error_message),  # the backend's text can quote the spans'
             )
 
     async def close(self) -> None:

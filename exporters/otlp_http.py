@@ -16,6 +16,7 @@ from spanscore.core.auth import AuthSettings, client_headers
 from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import build_request
 from spanscore.core.otlp_json import encode_request
+from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
 from spanscore.exporters.http_client import client_session, post
@@ -91,7 +92,10 @@ class OtlpHttpExporter(Exporter):
             partial = ExportTraceServiceResponse.FromString(payload).partial_success
             if partial.rejected_spans or partial.error_message:
                 log.warning(
-                    "exporter %s: backend rejected %d spans: %s", self.id, partial.rejected_spans, partial.error_message
+                    "exporter %s: backend rejected %d spans: %s",
+                    self.id,
+                    partial.rejected_spans,
+                    excerpt(partial.error_message),  # the backend's text can quote the spans'
                 )
 
     async def close(self) -> None:

@@ -77,12 +77,14 @@ class BearerTokenAuth:
     def authenticate(self, headers: Mapping[str, str]) -> bool:
         scheme, _, presented = headers.get("authorization", "").strip().partition(" ")
         token = self.token()
+        try:
+            # A header's bytes that are not UTF-8 arrive as lone surrogates (aiohttp
+            # decodes with surrogateescape), which this gives back as they were sent.
+            candidate = presented.strip().encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no byte stands for: no token is that
+            return False
         # Auth schemes are case-insensitive (RFC 9110); the token is not.
-        return (
-            bool(token)
-            and scheme.lower() == self.config.scheme.lower()
-            and hmac.compare_digest(presented.strip().encode(), token)
-        )
+        return bool(token) and scheme.lower() == self.config.scheme.lower() and hmac.compare_digest(candidate, token)
 
     def challenge(self) -> str:
         return self.config.scheme

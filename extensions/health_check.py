@@ -1,7 +1,8 @@
 """`health_check` extension: an HTTP endpoint for liveness/readiness probes.
 
 Answers 200 while the pipeline runs and 503 once shutdown began, with the same JSON
-shape as the Collector's health_check extension.
+shape as the Collector's health_check extension. A request it cannot parse is a client's
+error: a line per interval, not a traceback per request (`core.client_errors`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import logging
 import time
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import Field, field_validator
 
+from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 
@@ -33,11 +36,15 @@ class HealthCheck:
         self.port: int | None = None
         self._started = time.time()
         self._runner: web.AppRunner | None = None
+        self.client_errors = ClientErrorLog(log)
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         app = web.Application()
         app.router.add_get(self.config.path, self._status)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        server_log = ServerLog(
+            logging.getLogger("aiohttp.server"), self.client_errors, "health_check 400 unparsable request", _unparsable
+        )
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=server_log)
         await self._runner.setup()
         address, port = split_host_port(self.config.endpoint)
         site = web.TCPSite(self._runner, address or None, port, reuse_address=True)
@@ -52,6 +59,7 @@ class HealthCheck:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        self.client_errors.flush()
 
     def pipeline_ready(self) -> None:
         self.healthy = True
@@ -66,6 +74,13 @@ class HealthCheck:
             "uptime": f"{time.time() - self._started:.0f}s",
         }
         return web.json_response(body, status=200 if self.healthy else 503)
+
+
+def _unparsable(exc: BaseException) -> str | None:
+    """What aiohttp found wrong in a request it could not parse, on one line."""
+    if isinstance(exc, HttpProcessingError) and exc.code < 500:
+        return " ".join(exc.message.split())
+    return None
 
 
 FACTORY = ComponentFactory("extension", "health_check", HealthCheckConfig, HealthCheck)

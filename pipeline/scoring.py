@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spanscore.core.provenance import Provenance
+from spanscore.core.quoting import excerpt
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
@@ -140,6 +141,6 @@ class LocalScoring:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("processor %s failed on session %s: %s", processor_id, session.session_id, exc)
+                log.warning("processor %s failed on session %s: %s", processor_id, excerpt(session.session_id), exc)
                 scored.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
         return scored

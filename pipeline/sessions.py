@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from spanscore.core.quoting import excerpt
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.pipeline.attach import ScoreAttacher
@@ -67,7 +68,9 @@ class Sessions:
             if len(self.open) > self.max_open:
                 oldest = next(iter(self.open))
                 log.warning(
-                    "more than %d open sessions: closing the least recently active (%s) early", self.max_open, oldest
+                    "more than %d open sessions: closing the least recently active (%s) early",
+                    self.max_open,
+                    excerpt(oldest),
                 )
                 self.close(oldest)
         session.last_activity = now

@@ -33,6 +33,7 @@ from pydantic import Field, field_validator
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance, revision_of
+from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import RedactConfig
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.sampling import trace_id_sampled
@@ -177,6 +178,8 @@ class JudgeMetrics(Processor):
         conventions = ", ".join(sorted(agent.conventions)) or "none"
         message = f"no user input or final output found in the spans (conventions seen: {conventions})"
         service = trace.service_name
+        if isinstance(service, str):  # the client's text: quoted, and remembered, cut short
+            service = excerpt(service)
         # A WARNING, once per service: every trace of that service loses its judge
         # metrics until its instrumentation records message content, which is usually
         # opt-in; per trace it would flood the log at the trace rate.

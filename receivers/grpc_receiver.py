@@ -8,11 +8,17 @@ The method is unary on the wire but served as stream-unary, so the handler runs 
 the message is received: a client without valid credentials (UNAUTHENTICATED) or
 arriving while the pipeline is full (UNAVAILABLE) is answered without its message being
 read, let alone parsed.
+
+Refused calls are clients' errors: each class is logged as one short line, then counted
+(`core.client_errors`). grpc reads a metadata value that is not UTF-8 as Latin-1 and logs
+an ERROR traceback quoting it each time, a credential perhaps: that log is dropped; such
+a credential is refused (and logged) like any wrong one.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import NoReturn
 
 import grpc
 from google.protobuf import duration_pb2
@@ -21,6 +27,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator
+from spanscore.core.client_errors import ClientErrorLog
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.receivers.ingest import InvalidRequest, ingest
 from spanscore.receivers.tls import TlsServerConfig, security
@@ -29,6 +36,9 @@ log = logging.getLogger("spanscore.receivers.grpc")
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 UNAUTHENTICATED = "missing or invalid credentials"
+# grpc's logger and message for a metadata value it cannot decode as UTF-8.
+_GRPC_LOGGER = "grpc._cython.cygrpc"
+_UNDECODABLE = "Invalid encoding on %s"
 
 
 class GrpcReceiver:
@@ -46,6 +56,8 @@ class GrpcReceiver:
         self.tls = tls
         self.authenticator = authenticator
         self.port: int | None = None
+        self.client_errors = ClientErrorLog(log)
+        self._undecodable = _UndecodableMetadata()
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
@@ -69,6 +81,7 @@ class GrpcReceiver:
             raise OSError(f"OTLP/gRPC receiver cannot listen on {self.endpoint}: {exc}") from None
         await server.start()
         self._server = server
+        logging.getLogger(_GRPC_LOGGER).addFilter(self._undecodable)
         log.info(
             "OTLP/gRPC receiver listening on %s (%s)",
             self.endpoint.rsplit(":", 1)[0] + f":{self.port}",
@@ -79,29 +92,58 @@ class GrpcReceiver:
         server, self._server = self._server, None
         if server is not None:
             await server.stop(grace_s)
+            logging.getLogger(_GRPC_LOGGER).removeFilter(self._undecodable)
+        self.client_errors.flush()
 
     async def _export(self, _messages, context: grpc.aio.ServicerContext) -> bytes:
         authenticator = self.authenticator
         if authenticator is not None and not authenticator.authenticate(dict(context.invocation_metadata())):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
+            await self._refuse(
+                context, grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED, "missing or invalid credentials"
+            )
         try:
             self.consumer.check_capacity()  # refuse before paying for the receive and the parse
         except ConsumerFull as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
+            await self._full(context, exc)
         body = await context.read()
         if body is grpc.aio.EOF:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no ExportTraceServiceRequest was sent")
+            message = "no ExportTraceServiceRequest was sent"
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, message, "no request")
         try:
             request = ExportTraceServiceRequest.FromString(body)
         except DecodeError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
+            message = f"malformed ExportTraceServiceRequest: {exc}"
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, message, "malformed request")
         try:
             response = await ingest(self.consumer, request, body)
         except InvalidRequest as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), "every span invalid")
         except ConsumerFull as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
+            await self._full(context, exc)
         return response.SerializeToString()
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, error: str
+    ) -> NoReturn:
+        """Ends the call with a client's error of class `error`, which is logged (a line per
+        class and interval) with the client's address and the message it is told."""
+        self.client_errors.record(f"OTLP/gRPC {code.name} {error}", f"from {context.peer()}: {message}")
+        await context.abort(code, message)
+
+    async def _full(self, context: grpc.aio.ServicerContext, exc: ConsumerFull) -> NoReturn:
+        """UNAVAILABLE with a retry delay. Not the client's error, but a line per call would
+        flood the log exactly while the collector is overloaded."""
+        self.client_errors.record(
+            "OTLP/gRPC UNAVAILABLE pipeline full", f"from {context.peer()}: {exc}", logging.WARNING
+        )
+        await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
+
+
+class _UndecodableMetadata(logging.Filter):
+    """Drops grpc's log of a metadata value that is not UTF-8, which quotes the value."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _UNDECODABLE
 
 
 def _retry_info(retry_after_s: int) -> tuple[tuple[str, bytes], ...]:

@@ -6,6 +6,10 @@ gzip bomb stops at the limit, it is never inflated in full), 503 with `Retry-Aft
 the pipeline is full, 401 with `WWW-Authenticate` when an authenticator is configured
 and the headers do not satisfy it (decided first, before the body is read). Responses,
 errors included, use the request's content type.
+
+Refused requests, a client leaving mid-body and requests aiohttp cannot parse are
+clients' errors: each class is logged as one short line, then counted
+(`core.client_errors`); a traceback means a fault of the collector's own.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ import logging
 import zlib
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator
+from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
+from spanscore.core.quoting import excerpt
 from spanscore.receivers.ingest import InvalidRequest, ingest
 from spanscore.receivers.tls import TlsServerConfig, security
 
@@ -54,6 +61,7 @@ class HttpReceiver:
         self.consumer = consumer
         self.tls = tls
         self.authenticator = authenticator
+        self.client_errors = ClientErrorLog(log)
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -62,7 +70,10 @@ class HttpReceiver:
         # so aiohttp's own decompression is turned off.
         app = web.Application()
         app.router.add_post(self.path, self._export)
-        runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
+        server_log = ServerLog(
+            logging.getLogger("aiohttp.server"), self.client_errors, "OTLP/HTTP 400 unparsable request", _unparsable
+        )
+        runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False, logger=server_log)
         await runner.setup()
         site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True, ssl_context=ssl_context)
         try:
@@ -87,63 +98,86 @@ class HttpReceiver:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        self.client_errors.flush()
 
     async def _export(self, request: web.Request) -> web.Response:
         content_type = _CONTENT_TYPES.get(request.content_type)
         authenticator = self.authenticator
         if authenticator is not None and not authenticator.authenticate(request.headers):
-            return _error(
+            return self._refuse(
+                request,
                 content_type or JSON,
                 401,
                 code_pb2.UNAUTHENTICATED,
                 "missing or invalid credentials",
+                "missing or invalid credentials",
                 headers={"WWW-Authenticate": authenticator.challenge()},
             )
         if content_type is None:
-            return web.Response(
-                status=415,
-                text=f"unsupported content type {request.content_type!r}; send {PROTOBUF} or {JSON}\n",
-            )
+            message = f"unsupported content type '{excerpt(request.content_type)}'; send {PROTOBUF} or {JSON}"
+            self.client_errors.record("OTLP/HTTP 415 unsupported content type", f"from {request.remote}: {message}")
+            return web.Response(status=415, text=message + "\n")
         try:
             self.consumer.check_capacity()  # refuse before reading and parsing the body
         except ConsumerFull as exc:
-            return _error(
-                content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
-            )
+            return self._full(request, content_type, exc)
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip", "deflate", ""):
-            return _error(
-                content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip"
+            message = f"unsupported Content-Encoding '{excerpt(encoding)}'; use gzip"
+            return self._refuse(
+                request, content_type, 415, code_pb2.INVALID_ARGUMENT, message, "unsupported Content-Encoding"
             )
         try:
             body = await self._read_body(request, encoding)
         except _TooLarge:
-            return _error(
-                content_type,
-                413,
-                code_pb2.RESOURCE_EXHAUSTED,
-                f"request body exceeds the limit of {self.max_body_bytes} bytes (after decompression)",
-            )
+            message = f"request body exceeds the limit of {self.max_body_bytes} bytes (after decompression)"
+            return self._refuse(request, content_type, 413, code_pb2.RESOURCE_EXHAUSTED, message, "body too large")
         except zlib.error as exc:
-            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, f"body is not valid {encoding}: {exc}")
+            message = f"body is not valid {encoding}: {exc}"
+            return self._refuse(request, content_type, 400, code_pb2.INVALID_ARGUMENT, message, "damaged compression")
+        except (ConnectionResetError, HttpProcessingError) as exc:
+            # The client left, or broke the body's framing: no one reads an answer.
+            self.client_errors.record("OTLP/HTTP body cut short", f"from {request.remote}: {exc!r}")
+            return web.Response(status=400)
         try:
             if content_type == PROTOBUF:
                 export_request = ExportTraceServiceRequest.FromString(body)
             else:
                 export_request = decode_request(body)
         except DecodeError as exc:
-            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, f"malformed ExportTraceServiceRequest: {exc}")
+            message = f"malformed ExportTraceServiceRequest: {exc}"
+            return self._refuse(request, content_type, 400, code_pb2.INVALID_ARGUMENT, message, "malformed request")
         except OtlpJsonError as exc:
-            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+            return self._refuse(request, content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc), "malformed request")
         try:
             response = await ingest(self.consumer, export_request, body if content_type == PROTOBUF else None)
         except InvalidRequest as exc:
-            return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+            return self._refuse(request, content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc), "every span invalid")
         except ConsumerFull as exc:
-            return _error(
-                content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
-            )
+            return self._full(request, content_type, exc)
         return _encode(content_type, 200, response)
+
+    def _refuse(
+        self,
+        request: web.Request,
+        content_type: str,
+        status: int,
+        code: int,
+        message: str,
+        error: str,
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        """The answer to a client's error of class `error`, which is logged (a line per
+        class and interval) with the client's address and the message it is told."""
+        self.client_errors.record(f"OTLP/HTTP {status} {error}", f"from {request.remote}: {message}")
+        return _error(content_type, status, code, message, headers)
+
+    def _full(self, request: web.Request, content_type: str, exc: ConsumerFull) -> web.Response:
+        """503 with `Retry-After`. Not the client's error, but a line per request would
+        flood the log exactly while the collector is overloaded."""
+        self.client_errors.record("OTLP/HTTP 503 pipeline full", f"from {request.remote}: {exc}", logging.WARNING)
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers)
 
     async def _read_body(self, request: web.Request, encoding: str) -> bytes:
         limit = self.max_body_bytes
@@ -221,8 +255,12 @@ def _encode(content_type: str, status: int, message, headers: dict[str, str] | N
 def _error(
     content_type: str, status: int, code: int, message: str, headers: dict[str, str] | None = None
 ) -> web.Response:
-    if status >= 500:
-        log.warning("OTLP/HTTP %d: %s", status, message)
-    else:
-        log.info("OTLP/HTTP rejected a request (%d): %s", status, message)
     return _encode(content_type, status, status_pb2.Status(code=code, message=message), headers)
+
+
+def _unparsable(exc: BaseException) -> str | None:
+    """What aiohttp found wrong in a request it could not parse (a bad header, a broken
+    chunk), on one line."""
+    if isinstance(exc, HttpProcessingError) and exc.code < 500:
+        return " ".join(exc.message.split())
+    return None

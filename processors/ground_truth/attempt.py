@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spanscore.core.attributes import find_attribute
+from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.agent_trace.content import parse_json
@@ -74,7 +75,7 @@ def join(dataset: Dataset, case_id: str | None, first_message: str) -> tuple[Cas
     if case_id is not None:
         case = dataset.by_id(case_id)
         if case is None:
-            return None, None, f"case id {case_id!r} is not in the dataset"
+            return None, None, f"case id {excerpt(case_id)!r} is not in the dataset"
         return case, JOINED_BY_ID, None
     case = dataset.match_first_message(first_message) if first_message else None
     return case, (JOINED_BY_MESSAGE if case is not None else None), None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import urllib.error
 import urllib.request
 
@@ -84,6 +85,18 @@ def test_wrong_content_type_is_415(collector, sink):
     )
     assert status == 415
     assert_still_serving(collector, sink, "after 415")
+
+
+def test_a_long_content_type_or_encoding_is_quoted_short(collector, sink, caplog):
+    caplog.set_level(logging.INFO)
+    body = good_request("x").SerializeToString()
+    status, _, payload = post(collector.http_port, body, "application/x-protobuf", encoding="x" * 7000)
+    assert status == 415 and len(payload) < 400
+    assert "'xxxxxxxx" in rpc_status(payload, "application/x-protobuf").message and "(7000 characters)" in str(payload)
+    status, _, payload = post(collector.http_port, body, "text/" + "y" * 7000)
+    assert status == 415 and len(payload) < 400 and b"(7005 characters)" in payload
+    assert "x" * 201 not in caplog.text and "y" * 201 not in caplog.text
+    assert_still_serving(collector, sink, "after long headers")
 
 
 def test_oversized_body_is_413(collector, sink):

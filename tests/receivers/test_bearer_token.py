@@ -99,6 +99,20 @@ def test_http_refuses_before_the_body_is_sent(collector):
     assert collector.pipeline.counts.received_spans == 0
 
 
+def test_an_authorization_header_that_is_not_utf8_gets_401(collector, caplog):
+    caplog.set_level(logging.INFO)
+    with socket.create_connection(("127.0.0.1", collector.http_port), timeout=5) as client:
+        client.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+            b"Authorization: Bearer \xff\xfe\xe9t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        reply = b"".join(iter(lambda: client.recv(4096), b""))
+    assert reply.startswith(b"HTTP/1.1 401")
+    assert b"WWW-Authenticate: Bearer" in reply
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert collector.pipeline.counts.received_spans == 0
+
+
 def test_grpc_refuses_before_the_message_is_sent(collector):
     release = threading.Event()
 
@@ -130,7 +144,8 @@ def test_neither_the_token_nor_a_presented_one_is_ever_logged(sink, start_collec
             assert result is expected
     assert wait_until(lambda: len(sink.spans()) == 2)
     collector.stop()
-    assert "rejected a request (401)" in caplog.text  # the refusals were logged, without credentials
+    assert "OTLP/HTTP 401 missing or invalid credentials" in caplog.text  # logged, without credentials
+    assert "OTLP/gRPC UNAUTHENTICATED missing or invalid credentials" in caplog.text
     captured = capfd.readouterr()
     for text in (caplog.text, captured.out, captured.err):
         assert TOKEN not in text and WRONG not in text

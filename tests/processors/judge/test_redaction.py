@@ -3,6 +3,7 @@ hand, then prompts and log lines around a real loopback server."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -26,7 +27,10 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_X
 BEARER = "tok_8f7a6b5c4d3e2f1a0b9c"
 EMAIL = "jane.doe+billing@example.co.uk"
 PASSWORD = "hunter2-correct-horse"
-SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, GITHUB_TOKEN, JWT, BEARER, EMAIL, PASSWORD)
+BASIC = "Ym9iOmh1bnRlcjItY29ycmVjdC1ob3JzZQ=="  # bob:hunter2-correct-horse
+IDN_EMAIL = "bob@exämple.de"
+TOOL_TOKEN = "tk-5f0c2a9e77d1"
+SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, GITHUB_TOKEN, JWT, BEARER, EMAIL, PASSWORD, BASIC, IDN_EMAIL, TOOL_TOKEN)
 
 
 @pytest.mark.parametrize(
@@ -39,8 +43,22 @@ SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, GITHUB_TOKEN, JWT, BEARER, EMAIL,
         ("stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe [redacted api key]"),
         ("google AIza" + "SyD" * 11 + "-_", "google [redacted api key]"),
         (f"git push https://{GITHUB_TOKEN}@github.com", "git push https://[redacted token]@github.com"),
-        (f"Authorization: Bearer {BEARER}", "Authorization: Bearer [redacted token]"),
-        (f"token={JWT}", "token=[redacted token]"),
+        (f"Authorization: Bearer {BEARER}", "Authorization: Bearer [redacted secret]"),  # a secret key's value
+        (f"sent Bearer {BEARER} along", "sent Bearer [redacted token] along"),
+        (f"Authorization: Basic {BASIC}", "Authorization: Basic [redacted secret]"),
+        (f'[["Authorization", "Basic {BASIC}"]]', '[["Authorization", "Basic [redacted secret]"]]'),
+        (f"curl -H 'proxy-authorization: basic {BASIC}' x", "curl -H 'proxy-authorization: basic [redacted secret]' x"),
+        (f"mail {IDN_EMAIL}, thanks", "mail [redacted email], thanks"),
+        (
+            "jörg.müller@beispiel.de or 用户@例子.广告 or a@b.xn--p1ai",
+            "[redacted email] or [redacted email] or [redacted email]",
+        ),
+        (f'{{"city": "Paris", "token": "{TOOL_TOKEN}"}}', '{"city": "Paris", "token": "[redacted secret]"}'),
+        (
+            f"X-Auth-Token: {TOOL_TOKEN}; secret={TOOL_TOKEN}",
+            "X-Auth-Token: [redacted secret]; secret=[redacted secret]",
+        ),
+        (f"sent {JWT}", "sent [redacted token]"),
         (f"mail {EMAIL}, thanks", "mail [redacted email], thanks"),
         (f'{{"user": "ann", "password": "{PASSWORD}"}}', '{"user": "ann", "password": "[redacted secret]"}'),
         (f"api_key={OPENAI_KEY}&q=1", "api_key=[redacted secret]&q=1"),
@@ -52,12 +70,28 @@ SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, GITHUB_TOKEN, JWT, BEARER, EMAIL,
             for text in (
                 "task-0123456789abcdefghijklmn and xAKIAIOSFODNN7EXAMPLE",
                 "the bearer of this letter, max_tokens=512, @example.com",
+                "a basic understanding, Basic dGVzdA== (no user:password), my_token: kept, tokens: 5",
             )
         ],
     ],
 )
 def test_builtin_secret_shapes_become_markers(text, expected):
     assert Redaction().value(text) == expected
+
+
+@pytest.mark.parametrize(
+    "key", ["token", "Token", "TOKEN", "accessToken", "Access-Token", "CLIENT_SECRET", "clientSecret", "X-Api-Key"]
+)
+def test_secret_keys_match_in_any_case_and_spelling_in_any_json(key):
+    arguments = {"query": "weather", "auth": {key: TOOL_TOKEN}, "headers": [{key: TOOL_TOKEN}]}
+    expected = {"query": "weather", "auth": {key: "[redacted secret]"}, "headers": [{key: "[redacted secret]"}]}
+    assert Redaction().value(arguments) == expected
+    assert Redaction().value(json.dumps(arguments)) == json.dumps(expected)  # serialized tool arguments
+    assert TOOL_TOKEN not in Redaction().value(json.dumps(arguments)[:-3])  # cut short: no longer JSON
+    assert Redaction(builtin=False, keys=["pin_code"]).value({key.replace("token", "pin_code"): 1, "PinCode": 2}) == {
+        key.replace("token", "pin_code"): 1 if "token" not in key else "[REDACTED]",
+        "PinCode": "[REDACTED]",
+    }
 
 
 def test_operator_rules_come_first_and_redact_false_turns_the_builtin_off():
@@ -115,6 +149,16 @@ def secret_trace() -> AgentTrace:
                 "notify", f'{{"to": "{EMAIL}", "token": "{JWT}"}}', result="queued " + "log line " * 400, span="b2"
             ),
             tool_step(
+                "fetch",
+                {
+                    "url": "https://api.example/v1",
+                    "Token": TOOL_TOKEN,
+                    "headers": [["Authorization", f"Basic {BASIC}"]],
+                },
+                result=f"contact {IDN_EMAIL}",
+                span="b4",
+            ),
+            tool_step(
                 "push",
                 {"remote": f"https://{GITHUB_TOKEN}@github.com/acme/app", "key": ANTHROPIC_KEY},
                 result="pushed",
@@ -132,11 +176,13 @@ async def test_prompts_reach_the_judge_with_markers_instead_of_secrets_and_long_
     assert len(prompts) == usage["calls"] == 8
     for prompt in prompts:
         assert not [secret for secret in SECRETS if secret in prompt]
-        assert "Authorization: Bearer [redacted token]" in prompt
+        assert "Authorization: Bearer [redacted secret]" in prompt
         assert "user_input: Refund order 42 and email [redacted email]" in prompt
         assert '"api_key": "[redacted secret]", "auth": {"password": "[redacted secret]"}' in prompt
         assert "result: ok, charged with [redacted api key]" in prompt
-        assert '"to": "[redacted email]", "token": "[redacted token]"' in prompt
+        assert '"to": "[redacted email]", "token": "[redacted secret]"' in prompt
+        assert '"Token": "[redacted secret]", "headers": [["Authorization", "Basic [redacted secret]"]]' in prompt
+        assert "contact [redacted email]" in prompt
         assert "https://[redacted token]@github.com/acme/app" in prompt and '"key": "[redacted api key]"' in prompt
         # "queued " + 400 x "log line " is 3,607 characters: 1,000 kept (7 + 110 x 9 + "log"), 2,607 cut.
         assert "result: queued log line" in prompt and "line log [… truncated 2,607 characters]" in prompt
@@ -173,7 +219,7 @@ async def test_what_a_server_echoes_never_reaches_a_log_line_or_an_error(caplog)
         "failed (not retryable): HTTP 401: Error code: 401 - Incorrect API key provided: [redacted api key]"
     )
     retries = [r.getMessage() for r in caplog.records if "judge request failed" in r.getMessage()]
-    assert len(retries) == 2 and "Bearer [redacted token] for [redacted email] with [redacted api key]" in retries[0]
+    assert len(retries) == 2 and "Bearer [redacted secret] for [redacted email] with [redacted api key]" in retries[0]
     assert "[… truncated" in retries[0] and len(retries[0]) < 400
     logged = caplog.text + error + repr(judge)
     assert not [secret for secret in (api_key, BEARER, EMAIL, PASSWORD) if secret in logged]
