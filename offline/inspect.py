@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spanscore.core.attributes import any_value_to_python
+from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.core.wording import counted
 from spanscore.offline.otlp_files import read_requests
@@ -162,15 +163,16 @@ def _scores(anchor) -> dict[str, dict[str, Any]]:
 def human_lines(record: dict[str, Any]) -> list[str]:
     """A compact block per trace; long texts are shortened, their length noted."""
     where = "root" if record["complete"] else "first"
-    header = f"trace {record['trace_id']} {where}={record['root']!r} spans={record['spans']}"
+    # Names and ids are the client's text: escaped and bounded, as the debug exporter prints them.
+    header = f"trace {record['trace_id']} {where}={excerpt(repr(record['root']))} spans={record['spans']}"
     if record["service"] is not None:
-        header += f" service={record['service']}"
+        header += f" service={excerpt(record['service'])}"
     if not record["complete"]:
         header += " (incomplete: no root span)"
     lines = [header]
     if record["kind"] == "session_carrier":
         lines.append(
-            f"  spanscore session carrier, not an agent trace: session {record['session_id']}, "
+            f"  spanscore session carrier, not an agent trace: session {excerpt(str(record['session_id']))}, "
             f"{counted(len(record['linked_traces']), 'linked trace')}"
         )
     else:
@@ -178,13 +180,14 @@ def human_lines(record: dict[str, Any]) -> list[str]:
         scored = "yes" if record["scored"] else f"no, {record['not_scored_because']}"
         lines.append(f"  conventions: {conventions}; scored: {scored}")
         if record["recognized"] or record["steps"]:
-            lines.append(f"  session: {record['session_id'] or '(none)'}  agent: {record['agent_name'] or '(none)'}")
+            session, agent = (excerpt(record[key]) if record[key] else "(none)" for key in ("session_id", "agent_name"))
+            lines.append(f"  session: {session}  agent: {agent}")
             lines.append(f"  user input:   {_text(record['user_input'])}")
             lines.append(f"  final output: {_text(record['final_output'])}")
             lines.append(f"  steps: {len(record['steps'])}")
             lines.extend(f"    {i}. {_step_line(step)}" for i, step in enumerate(record["steps"], start=1))
         elif record["session_id"]:
-            lines.append(f"  session: {record['session_id']}")
+            lines.append(f"  session: {excerpt(record['session_id'])}")
     if record["scores"]:
         lines.append(
             "  scores on the span: " + ", ".join(_score_text(name, score) for name, score in record["scores"].items())
@@ -193,7 +196,7 @@ def human_lines(record: dict[str, Any]) -> list[str]:
 
 
 def _step_line(step: dict[str, Any]) -> str:
-    parts = [f"{step['kind']} {step['name']}"]
+    parts = [f"{step['kind']} {excerpt(str(step['name']))}"]
     for key in ("arguments", "result", "error"):
         if step[key] not in (None, "", {}, []):
             parts.append(f"{key}={_value(step[key])}")
@@ -229,8 +232,9 @@ def _shortened(text: str) -> str:
 
 
 def _score_text(name: str, score: dict[str, Any]) -> str:
+    name = excerpt(name)
     if "error" in score:
         return f"{name} error"
     value = score.get("score")
-    label = f" {score['label']}" if "label" in score else ""
-    return f"{name}={value:.2f}{label}" if isinstance(value, float) else f"{name}={value}{label}"
+    label = f" {excerpt(str(score['label']))}" if "label" in score else ""
+    return f"{name}={value:.2f}{label}" if isinstance(value, float) else f"{name}={excerpt(str(value))}{label}"

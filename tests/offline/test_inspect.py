@@ -391,3 +391,22 @@ def test_an_invalid_config_is_reported_by_key_path(tmp_path):
 def test_no_file_is_a_usage_error(arguments):
     result = inspect(*arguments)
     assert result.returncode == 2 and "the following arguments are required: FILE" in result.stderr
+
+
+def test_a_clients_names_and_ids_are_escaped_and_bounded_in_the_human_format(tmp_path):
+    """A span name, session id or agent name is the client's text: it must not start a line
+    of its own, steer the terminal, or fill the screen."""
+    forged = "x\n2026-01-01 ERROR spanscore: forged\x1b[31m"
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": forged,
+        "gen_ai.conversation.id": forged,
+        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+    }
+    root = span(bytes.fromhex("e" * 32), "n" * 1_000_000 + forged, attributes=attributes)
+    path = write_lines(tmp_path / "hostile.jsonl", encode_request(request_of([root])))
+    printed = inspect(path).stdout
+    assert "\x1b" not in printed
+    assert not any(line.startswith("2026-01-01") for line in printed.splitlines())
+    assert max(map(len, printed.splitlines())) < 1_000
+    assert "agent: x\\n2026-01-01 ERROR spanscore: forged\\x1b[31m" in printed
