@@ -12,6 +12,7 @@ read, let alone parsed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -23,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from spanscore.core.auth import ServerAuthenticator
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.receivers.limits import GrpcLimits
 from spanscore.receivers.tls import TlsServerConfig, security
 
 log = logging.getLogger("spanscore.receivers.grpc")
@@ -39,12 +41,14 @@ class GrpcReceiver:
         consumer: TracesConsumer,
         tls: TlsServerConfig | None = None,
         authenticator: ServerAuthenticator | None = None,
+        limits: GrpcLimits | None = None,
     ):
         self.endpoint = endpoint
         self.max_message_bytes = max_message_bytes
         self.consumer = consumer
         self.tls = tls
         self.authenticator = authenticator
+        self.limits = limits or GrpcLimits()
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
 
@@ -53,6 +57,7 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", self.max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                *self.limits.channel_options(),
             ]
         )
         handler = grpc.stream_unary_rpc_method_handler(
@@ -88,7 +93,13 @@ class GrpcReceiver:
             self.consumer.check_capacity()  # refuse before paying for the receive and the parse
         except ConsumerFull as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
-        body = await context.read()
+        try:
+            body = await asyncio.wait_for(context.read(), self.limits.read_timeout)
+        except asyncio.TimeoutError:
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no message arrived within read_timeout ({self.limits.read_timeout:g}s) of the stream opening",
+            )
         if body is grpc.aio.EOF:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no ExportTraceServiceRequest was sent")
         try:

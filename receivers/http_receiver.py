@@ -4,12 +4,15 @@ Status codes follow the OTLP specification: 400 for data that cannot be decoded,
 for another content type, 413 when the body exceeds the limit after decompression (a
 gzip bomb stops at the limit, it is never inflated in full), 503 with `Retry-After` when
 the pipeline is full, 401 with `WWW-Authenticate` when an authenticator is configured
-and the headers do not satisfy it (decided first, before the body is read). Responses,
-errors included, use the request's content type.
+and the headers do not satisfy it (decided first, before the body is read), 408 when the
+body does not arrive within `read_timeout`. Responses, errors included, use the
+request's content type. How long and how many connections are kept is
+`http_connections`' part.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 
@@ -21,7 +24,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from spanscore.core.auth import ServerAuthenticator
 from spanscore.core.consumer import ConsumerFull, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
+from spanscore.receivers.http_connections import Connections, LimitedSite, body_deadline
 from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.receivers.limits import HttpLimits
 from spanscore.receivers.tls import TlsServerConfig, security
 
 log = logging.getLogger("spanscore.receivers.http")
@@ -46,6 +51,7 @@ class HttpReceiver:
         consumer: TracesConsumer,
         tls: TlsServerConfig | None = None,
         authenticator: ServerAuthenticator | None = None,
+        limits: HttpLimits | None = None,
     ):
         self.host = host
         self.port = port
@@ -54,17 +60,18 @@ class HttpReceiver:
         self.consumer = consumer
         self.tls = tls
         self.authenticator = authenticator
+        self.connections = Connections(limits or HttpLimits())
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         ssl_context = self.tls.ssl_context() if self.tls is not None else None
         # The body is streamed and inflated by hand against the limit (see _read_body),
         # so aiohttp's own decompression is turned off.
-        app = web.Application()
+        app = web.Application(middlewares=[self.connections.middleware])
         app.router.add_post(self.path, self._export)
         runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True, ssl_context=ssl_context)
+        site = LimitedSite(runner, self.connections, self.host or None, self.port, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as exc:
@@ -73,7 +80,7 @@ class HttpReceiver:
                 f"OTLP/HTTP receiver cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
             ) from None
         self._runner = runner
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        self.port = site.port
         log.info(
             "OTLP/HTTP receiver listening on %s://%s:%d%s (%s)",
             "http" if self.tls is None else "https",
@@ -116,7 +123,22 @@ class HttpReceiver:
                 content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip"
             )
         try:
-            body = await self._read_body(request, encoding)
+            remaining = body_deadline(request) - asyncio.get_running_loop().time()
+            body = await asyncio.wait_for(self._read_body(request, encoding), max(0.0, remaining))
+        except asyncio.TimeoutError:
+            response = _error(
+                content_type,
+                408,
+                code_pb2.DEADLINE_EXCEEDED,
+                f"the request body did not arrive within read_timeout ({self.connections.limits.read_timeout:g}s)",
+            )
+            # Sent and closed here: aiohttp would otherwise linger on the body that never came.
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            if request.transport is not None:
+                request.transport.close()
+            return response
         except _TooLarge:
             return _error(
                 content_type,
