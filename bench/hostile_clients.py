@@ -1,0 +1,289 @@
+"""Hostile clients against a `spanscore run` process on loopback: what it holds, and how long.
+
+    python bench/hostile_clients.py [--phases memory slowloris idle grpc]
+                                    [--http "read_header_timeout: 5s"] [--grpc "read_timeout: 5s"]
+                                    [--hold 15]
+
+Each phase starts a fresh collector (OTLP/HTTP and gRPC receivers, file exporter);
+`--http` and `--grpc` are written into the receiver's protocol settings as given.
+1. memory: with `memory_limiter: {limit_mib: 400}`, 8 clients POST a ~60 MB OTLP/JSON
+   body each at once, then 8 clients a ~12 MB one; the statuses they got and the
+   collector's peak resident memory during each load (VmHWM from /proc, reset before it);
+2. slowloris: 200 connections send an HTTP request's headers one byte a second; how
+   many the collector still holds after `--hold` seconds;
+3. idle: 2,000 connections that send nothing; how many are still held after `--hold`;
+4. grpc: 1,000 Export streams that never send their message (100 per connection); how
+   many are still open after `--hold` seconds.
+Figures are for one run on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.agent_spans import AgentRequests  # noqa: E402
+from spanscore.core.otlp_json import encode_request  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def vm_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field}")
+
+
+class Collector:
+    def __init__(self, workdir: Path, http: str, grpc_settings: str, processors: str = "", limiter: str = ""):
+        self.http_port, self.grpc_port = free_port(), free_port()
+        config = workdir / f"config-{self.http_port}.yaml"
+        http_extra = f", {http}" if http else ""
+        grpc_extra = f", {grpc_settings}" if grpc_settings else ""
+        config.write_text(f"""
+receivers:
+  otlp:
+    protocols:
+      grpc: {{endpoint: '127.0.0.1:{self.grpc_port}'{grpc_extra}}}
+      http: {{endpoint: '127.0.0.1:{self.http_port}'{http_extra}}}
+processors:
+  {limiter or "assembler: {}"}
+exporters:
+  file: {{path: '{workdir / "out.jsonl"}', append: false}}
+service:
+  telemetry: {{logs: {{level: error}}}}
+  pipelines:
+    traces: {{receivers: [otlp], processors: [{processors or "assembler"}], exporters: [file]}}
+""")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT, stdout=subprocess.DEVNULL
+        )
+        wait_for_port(self.http_port)
+        wait_for_port(self.grpc_port)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def json_body(megabytes: float) -> bytes:
+    template = ExportTraceServiceRequest.FromString(AgentRequests(spans_per_request=512).template.tobytes())
+    one = len(encode_request(template))
+    request = ExportTraceServiceRequest()
+    for _ in range(max(1, round(megabytes * 1e6 / one))):
+        request.resource_spans.extend(template.resource_spans)
+    return encode_request(request).encode()
+
+
+def post_all(port: int, body: bytes, clients: int) -> list[int | str]:
+    statuses: list[int | str] = [0] * clients
+
+    def post(i: int) -> None:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=300) as response:
+                statuses[i] = response.status
+        except urllib.error.HTTPError as error:
+            statuses[i] = error.code
+        except OSError as error:
+            statuses[i] = type(error).__name__
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
+def memory(workdir: Path, args) -> None:
+    collector = Collector(
+        workdir,
+        args.http,
+        args.grpc,
+        processors="memory_limiter, assembler",
+        limiter="memory_limiter: {limit_mib: 400}\n  assembler: {}",
+    )
+    try:
+        start = vm_kib(collector.process.pid, "VmRSS") / 1024
+        for megabytes in (60, 12):
+            body = json_body(megabytes)
+            Path(f"/proc/{collector.process.pid}/clear_refs").write_text("5")  # peak from here on
+            began = time.monotonic()
+            statuses = post_all(collector.http_port, body, 8)
+            elapsed = time.monotonic() - began
+            time.sleep(2)  # what the accepted requests cost after they are answered
+            peak = vm_kib(collector.process.pid, "VmHWM") / 1024
+            counts = {s: statuses.count(s) for s in sorted(set(statuses), key=str)}
+            print(
+                f"memory: 8 x {len(body) / 1e6:.1f} MB JSON, limit_mib 400: statuses {counts} in {elapsed:.1f} s; "
+                f"RSS at start {start:.0f} MiB, peak {peak:.0f} MiB",
+                flush=True,
+            )
+    finally:
+        collector.stop()
+
+
+def held(sockets: list[socket.socket]) -> int:
+    """How many of `sockets` the server has not closed (what it sent before closing is read and dropped)."""
+    count = 0
+    for s in sockets:
+        try:
+            while s.recv(65536, socket.MSG_DONTWAIT):
+                pass
+        except BlockingIOError:
+            count += 1  # open, nothing more to read
+        except OSError:
+            pass  # reset
+    return count
+
+
+def slowloris(workdir: Path, args) -> None:
+    collector = Collector(workdir, args.http, args.grpc)
+    sockets = []
+    try:
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", collector.http_port))
+            s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            sockets.append(s)
+        header = b"X-Slow: " + b"a" * 10_000
+        began = time.monotonic()
+        for i in range(int(args.hold)):
+            for s in sockets:
+                try:
+                    s.send(header[i : i + 1])
+                except OSError:
+                    pass
+            time.sleep(max(0.0, began + i + 1 - time.monotonic()))
+        print(
+            f"slowloris: 200 connections sending headers a byte a second, {held(sockets)} still held "
+            f"after {time.monotonic() - began:.0f} s",
+            flush=True,
+        )
+    finally:
+        for s in sockets:
+            s.close()
+        collector.stop()
+
+
+def idle(workdir: Path, args) -> None:
+    collector = Collector(workdir, args.http, args.grpc)
+    sockets = []
+    try:
+        for _ in range(2000):
+            sockets.append(socket.create_connection(("127.0.0.1", collector.http_port)))
+        began = time.monotonic()
+        time.sleep(args.hold)
+        print(
+            f"idle: 2000 connections sending nothing, {held(sockets)} still held "
+            f"after {time.monotonic() - began:.0f} s",
+            flush=True,
+        )
+    finally:
+        for s in sockets:
+            s.close()
+        collector.stop()
+
+
+def silent_grpc(workdir: Path, args) -> None:
+    collector = Collector(workdir, args.http, args.grpc)
+
+    async def run() -> tuple[int, dict[str, int]]:
+        never = asyncio.Event()
+
+        async def nothing():
+            await never.wait()
+            yield b""
+
+        channels = [
+            grpc.aio.insecure_channel(
+                f"127.0.0.1:{collector.grpc_port}", options=[("grpc.use_local_subchannel_pool", 1)]
+            )
+            for _ in range(10)
+        ]
+        calls = [
+            channel.stream_unary(EXPORT, request_serializer=None, response_deserializer=None)(nothing())
+            for channel in channels
+            for _ in range(100)
+        ]
+        await asyncio.sleep(args.hold)
+        open_calls = sum(not call.done() for call in calls)
+        codes: dict[str, int] = {}
+        for call in calls:
+            if call.done():
+                name = (await call.code()).name
+                codes[name] = codes.get(name, 0) + 1
+        for call in calls:
+            call.cancel()
+        for channel in channels:
+            await channel.close()
+        return open_calls, codes
+
+    try:
+        began = time.monotonic()
+        open_calls, codes = asyncio.run(run())
+        print(
+            f"grpc: 1000 Export streams that send nothing, {open_calls} still open after "
+            f"{time.monotonic() - began:.0f} s; ended: {codes}",
+            flush=True,
+        )
+    finally:
+        collector.stop()
+
+
+PHASES = {"memory": memory, "slowloris": slowloris, "idle": idle, "grpc": silent_grpc}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--phases", nargs="+", choices=list(PHASES), default=list(PHASES))
+    parser.add_argument("--http", default="", help="extra OTLP/HTTP receiver settings, as YAML flow items")
+    parser.add_argument("--grpc", default="", help="extra OTLP/gRPC receiver settings, as YAML flow items")
+    parser.add_argument("--hold", type=float, default=15.0, help="seconds the hostile clients keep at it")
+    args = parser.parse_args()
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    with tempfile.TemporaryDirectory() as workdir:
+        for phase in args.phases:
+            PHASES[phase](Path(workdir), args)
+
+
+if __name__ == "__main__":
+    main()
