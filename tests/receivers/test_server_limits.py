@@ -216,8 +216,10 @@ def test_an_idle_grpc_connection_is_closed_after_max_connection_idle(sink, start
         export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
         export(good_request("then idle").SerializeToString(), timeout=5)
         # The server's GOAWAY sends the channel back to IDLE; it reconnects when next used.
-        assert wait_until(lambda: states[-1] == grpc.ChannelConnectivity.IDLE, timeout_s=5)
-        assert grpc.ChannelConnectivity.READY in states
+        assert wait_until(
+            lambda: grpc.ChannelConnectivity.READY in states and states[-1] == grpc.ChannelConnectivity.IDLE,
+            timeout_s=5,
+        )
         export(good_request("reconnected").SerializeToString(), timeout=5)
         channel.unsubscribe(states.append)
     assert wait_until(lambda: len(sink.spans()) == 2)
