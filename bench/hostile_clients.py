@@ -7,7 +7,8 @@
 Each phase starts a fresh collector (OTLP/HTTP and gRPC receivers, file exporter);
 `--http` and `--grpc` are written into the receiver's protocol settings as given.
 1. memory: with `memory_limiter: {limit_mib: 400}`, 8 clients POST a ~60 MB OTLP/JSON
-   body each at once, then 8 clients a ~12 MB one; the statuses they got and the
+   body each at once, then 8 clients a ~12 MB one, retrying after 503s for up to a
+   minute; the statuses they got in the end, their attempts, and the
    collector's peak resident memory during each load (VmHWM from /proc, reset before it);
 2. slowloris: 200 connections send an HTTP request's headers one byte a second; how
    many the collector still holds after `--hold` seconds;
@@ -111,27 +112,37 @@ def json_body(megabytes: float) -> bytes:
     return encode_request(request).encode()
 
 
-def post_all(port: int, body: bytes, clients: int) -> list[int | str]:
+def post_all(port: int, body: bytes, clients: int, retry_s: float = 0.0) -> tuple[list[int | str], int]:
+    """Each client POSTs `body`, again after Retry-After on 503 for up to `retry_s`:
+    (final statuses, attempts in all)."""
     statuses: list[int | str] = [0] * clients
+    attempts = [0] * clients
+    retry_until = time.monotonic() + retry_s
 
     def post(i: int) -> None:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=300) as response:
-                statuses[i] = response.status
-        except urllib.error.HTTPError as error:
-            statuses[i] = error.code
-        except OSError as error:
-            statuses[i] = type(error).__name__
+        while True:
+            attempts[i] += 1
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=300) as response:
+                    statuses[i] = response.status
+            except urllib.error.HTTPError as error:
+                statuses[i] = error.code
+                if error.code == 503 and time.monotonic() < retry_until:
+                    time.sleep(float(error.headers.get("Retry-After", "1")))
+                    continue
+            except OSError as error:
+                statuses[i] = type(error).__name__
+            return
 
     threads = [threading.Thread(target=post, args=(i,)) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return statuses
+    return statuses, sum(attempts)
 
 
 def memory(workdir: Path, args) -> None:
@@ -144,17 +155,18 @@ def memory(workdir: Path, args) -> None:
     )
     try:
         start = vm_kib(collector.process.pid, "VmRSS") / 1024
-        for megabytes in (60, 12):
+        for megabytes, retry_s in ((60, 0.0), (12, 60.0)):
             body = json_body(megabytes)
             Path(f"/proc/{collector.process.pid}/clear_refs").write_text("5")  # peak from here on
             began = time.monotonic()
-            statuses = post_all(collector.http_port, body, 8)
+            statuses, attempts = post_all(collector.http_port, body, 8, retry_s)
             elapsed = time.monotonic() - began
             time.sleep(2)  # what the accepted requests cost after they are answered
             peak = vm_kib(collector.process.pid, "VmHWM") / 1024
             counts = {s: statuses.count(s) for s in sorted(set(statuses), key=str)}
             print(
-                f"memory: 8 x {len(body) / 1e6:.1f} MB JSON, limit_mib 400: statuses {counts} in {elapsed:.1f} s; "
+                f"memory: 8 x {len(body) / 1e6:.1f} MB JSON, limit_mib 400: final statuses {counts} after "
+                f"{attempts} attempts (503s retried for up to {retry_s:.0f} s) in {elapsed:.1f} s; "
                 f"RSS at start {start:.0f} MiB, peak {peak:.0f} MiB",
                 flush=True,
             )

@@ -22,8 +22,8 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator
-from spanscore.core.consumer import ConsumerFull, TracesConsumer
-from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.core.consumer import ConsumerFull, TooCostly, TracesConsumer
+from spanscore.receivers.ingest import PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
 from spanscore.receivers.limits import GrpcLimits
 from spanscore.receivers.tls import TlsServerConfig, security
 
@@ -102,6 +102,18 @@ class GrpcReceiver:
             )
         if body is grpc.aio.EOF:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no ExportTraceServiceRequest was sent")
+        try:
+            reservation = self.consumer.reserve(len(body) * PROTOBUF_DECODING_FACTOR)
+        except ConsumerFull as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc), trailing_metadata=_retry_info(exc.retry_after_s))
+        except TooCostly as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        try:
+            return await self._decode_and_ingest(body, context)
+        finally:
+            reservation.release()
+
+    async def _decode_and_ingest(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             request = ExportTraceServiceRequest.FromString(body)
         except DecodeError as exc:

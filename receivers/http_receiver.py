@@ -22,10 +22,10 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator
-from spanscore.core.consumer import ConsumerFull, TracesConsumer
+from spanscore.core.consumer import ConsumerFull, Reservation, TooCostly, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
 from spanscore.receivers.http_connections import Connections, LimitedSite, body_deadline
-from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.receivers.ingest import JSON_DECODING_FACTOR, PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
 from spanscore.receivers.limits import HttpLimits
 from spanscore.receivers.tls import TlsServerConfig, security
 
@@ -122,9 +122,18 @@ class HttpReceiver:
             return _error(
                 content_type, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip"
             )
+        reservation = self.consumer.reserve(0)  # grown as the body's size becomes known
+        try:
+            return await self._receive(request, content_type, encoding, reservation)
+        finally:
+            reservation.release()
+
+    async def _receive(
+        self, request: web.Request, content_type: str, encoding: str, reservation: Reservation
+    ) -> web.Response:
         try:
             remaining = body_deadline(request) - asyncio.get_running_loop().time()
-            body = await asyncio.wait_for(self._read_body(request, encoding), max(0.0, remaining))
+            body = await asyncio.wait_for(self._read_body(request, encoding, reservation), max(0.0, remaining))
         except asyncio.TimeoutError:
             response = _error(
                 content_type,
@@ -148,6 +157,12 @@ class HttpReceiver:
             )
         except zlib.error as exc:
             return _error(content_type, 400, code_pb2.INVALID_ARGUMENT, f"body is not valid {encoding}: {exc}")
+        except ConsumerFull as exc:  # the memory its decoding takes does not fit now
+            return _error(
+                content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers={"Retry-After": str(exc.retry_after_s)}
+            )
+        except TooCostly as exc:
+            return _error(content_type, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
         try:
             if content_type == PROTOBUF:
                 export_request = ExportTraceServiceRequest.FromString(body)
@@ -167,11 +182,18 @@ class HttpReceiver:
             )
         return _encode(content_type, 200, response)
 
-    async def _read_body(self, request: web.Request, encoding: str) -> bytes:
+    async def _read_body(self, request: web.Request, encoding: str, reservation: Reservation) -> bytes:
+        """The body, inflated, within the size limit; `reservation` counts what reading and
+        decoding it will take, before it is read when its length is known."""
         limit = self.max_body_bytes
+        factor = JSON_DECODING_FACTOR if request.content_type == JSON else PROTOBUF_DECODING_FACTOR
         inflater = _Inflater(encoding) if encoding in ("gzip", "deflate") else None
-        if request.content_length is not None and inflater is None and request.content_length > limit:
-            raise _TooLarge
+        counted = 0
+        if request.content_length is not None and inflater is None:
+            if request.content_length > limit:
+                raise _TooLarge
+            reservation.grow(request.content_length * factor)
+            counted = request.content_length
         parts: list[bytes] = []
         size = 0
         raw_size = 0
@@ -187,12 +209,16 @@ class HttpReceiver:
             size += len(chunk)
             if size > limit:
                 raise _TooLarge
+            if size > counted:
+                reservation.grow((size - counted) * factor)
+                counted = size
             parts.append(chunk)
         if inflater is not None:
             tail = inflater.finish()
             size += len(tail)
             if size > limit:
                 raise _TooLarge
+            reservation.grow(max(0, size - counted) * factor)
             parts.append(tail)
         return b"".join(parts)
 
