@@ -2,7 +2,7 @@
 
     python bench/hostile_clients.py [--phases memory slowloris idle grpc]
                                     [--http "read_header_timeout: 5s"] [--grpc "read_timeout: 5s"]
-                                    [--hold 15]
+                                    [--hold 15] [--max-label-values N]
 
 Each phase starts a fresh collector (OTLP/HTTP and gRPC receivers, file exporter);
 `--http` and `--grpc` are written into the receiver's protocol settings as given.
@@ -14,7 +14,10 @@ Each phase starts a fresh collector (OTLP/HTTP and gRPC receivers, file exporter
    many the collector still holds after `--hold` seconds;
 3. idle: 2,000 connections that send nothing; how many are still held after `--hold`;
 4. grpc: 1,000 Export streams that never send their message (100 per connection); how
-   many are still open after `--hold` seconds.
+   many are still open after `--hold` seconds;
+5. cardinality: 20,000 agent traces, each from a service of its own name, scored by the
+   no-LLM metrics; the size of the Prometheus scrape once they are all scored
+   (`--max-label-values` sets the metrics pipeline's cap).
 Figures are for one run on this machine.
 """
 
@@ -68,8 +71,16 @@ def vm_kib(pid: int, field: str) -> int:
 
 
 class Collector:
-    def __init__(self, workdir: Path, http: str, grpc_settings: str, processors: str = "", limiter: str = ""):
-        self.http_port, self.grpc_port = free_port(), free_port()
+    def __init__(
+        self,
+        workdir: Path,
+        http: str,
+        grpc_settings: str,
+        processors: str = "",
+        limiter: str = "",
+        metrics: str = "",
+    ):
+        self.http_port, self.grpc_port, self.prometheus_port = free_port(), free_port(), free_port()
         config = workdir / f"config-{self.http_port}.yaml"
         http_extra = f", {http}" if http else ""
         grpc_extra = f", {grpc_settings}" if grpc_settings else ""
@@ -83,10 +94,12 @@ processors:
   {limiter or "assembler: {}"}
 exporters:
   file: {{path: '{workdir / "out.jsonl"}', append: false}}
+  prometheus: {{endpoint: '127.0.0.1:{self.prometheus_port}'}}
 service:
   telemetry: {{logs: {{level: error}}}}
   pipelines:
     traces: {{receivers: [otlp], processors: [{processors or "assembler"}], exporters: [file]}}
+    {metrics}
 """)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT, stdout=subprocess.DEVNULL
@@ -281,7 +294,74 @@ def silent_grpc(workdir: Path, args) -> None:
         collector.stop()
 
 
-PHASES = {"memory": memory, "slowloris": slowloris, "idle": idle, "grpc": silent_grpc}
+def agent_traces(services: int, first: int) -> ExportTraceServiceRequest:
+    """One agent trace (root and a chat span) per service, each service named apart."""
+    request = ExportTraceServiceRequest()
+    for i in range(first, first + services):
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.add(key="service.name").value.string_value = f"agent-{i:05d}"
+        spans = resource_spans.scope_spans.add().spans
+        trace_id, root_id = os.urandom(16), os.urandom(8)
+        root = spans.add(trace_id=trace_id, span_id=root_id, name="invoke_agent support")
+        for key, value in (
+            ("gen_ai.operation.name", "invoke_agent"),
+            ("gen_ai.agent.name", "support"),
+            ("gen_ai.input.messages", '[{"role":"user","parts":[{"type":"text","content":"Where is my order?"}]}]'),
+            ("gen_ai.output.messages", '[{"role":"assistant","parts":[{"type":"text","content":"It ships today."}]}]'),
+        ):
+            root.attributes.add(key=key).value.string_value = value
+        chat = spans.add(trace_id=trace_id, span_id=os.urandom(8), parent_span_id=root_id, name="chat gpt-4o-mini")
+        chat.attributes.add(key="gen_ai.operation.name").value.string_value = "chat"
+    return request
+
+
+def cardinality(workdir: Path, args) -> None:
+    limit = f", max_label_values: {args.max_label_values}" if args.max_label_values else ""
+    collector = Collector(
+        workdir,
+        args.http,
+        args.grpc,
+        processors="assembler, embedding_metrics",
+        limiter="assembler: {trace_wait: 100ms}\n  embedding_metrics: {embedder: {type: static}}",
+        metrics=f"metrics: {{exporters: [prometheus]{limit}}}",
+    )
+    services = 20_000
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+            export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+            for first in range(0, services, 500):
+                export(agent_traces(500, first).SerializeToString(), timeout=60)
+
+        def scrape() -> bytes:
+            url = f"http://127.0.0.1:{collector.prometheus_port}/metrics"
+            with urllib.request.urlopen(url, timeout=60) as response:
+                return response.read()
+
+        deadline = time.monotonic() + 120
+        text, previous = scrape(), None
+        while text != previous and time.monotonic() < deadline:  # until every trace is scored
+            time.sleep(3)
+            previous, text = text, scrape()
+        series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+        names = len(
+            {line.split(b'service_name="')[1].split(b'"')[0] for line in text.splitlines() if b"service_name=" in line}
+        )
+        print(
+            f"cardinality: {services} agents named apart, max_label_values {args.max_label_values or 'default'}: "
+            f"/metrics {len(text) / 1e6:.2f} MB, {series} samples, {names} service_name values",
+            flush=True,
+        )
+    finally:
+        collector.stop()
+
+
+PHASES = {
+    "memory": memory,
+    "slowloris": slowloris,
+    "idle": idle,
+    "grpc": silent_grpc,
+    "cardinality": cardinality,
+}
 
 
 def main() -> None:
@@ -290,6 +370,7 @@ def main() -> None:
     parser.add_argument("--http", default="", help="extra OTLP/HTTP receiver settings, as YAML flow items")
     parser.add_argument("--grpc", default="", help="extra OTLP/gRPC receiver settings, as YAML flow items")
     parser.add_argument("--hold", type=float, default=15.0, help="seconds the hostile clients keep at it")
+    parser.add_argument("--max-label-values", type=int, default=0, help="the metrics pipeline's cap (default: its own)")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     with tempfile.TemporaryDirectory() as workdir:

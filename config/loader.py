@@ -21,6 +21,7 @@ from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, auth_r
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration
 from spanscore.core.key_path import key_path
+from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"
@@ -78,6 +79,8 @@ class MetricsPipeline(_OwnSourcePipeline):
     # Processors' span attributes (`eval.case.id`) copied onto the score metrics: one
     # series per value, so opt-in.
     span_attributes: list[str] = Field(default_factory=list)
+    # Distinct values a label takes per metric; later ones are recorded as `other`.
+    max_label_values: int = Field(default=DEFAULT_MAX_LABEL_VALUES, gt=0)
 
     @field_validator("span_attributes")
     @classmethod
