@@ -1,7 +1,8 @@
 """`health_check` extension: an HTTP endpoint for liveness/readiness probes.
 
 Answers 200 while the pipeline runs and 503 once shutdown began, with the same JSON
-shape as the Collector's health_check extension.
+shape as the Collector's health_check extension. With `auth`, a request without the
+authenticator's credentials is answered 401.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from aiohttp import web
 from pydantic import Field, field_validator
 
+from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, server_authenticator
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 
@@ -21,6 +23,7 @@ log = logging.getLogger("spanscore.health_check")
 class HealthCheckConfig(ComponentConfig):
     endpoint: str = "127.0.0.1:13133"
     path: str = Field(default="/", pattern=r"^/")
+    auth: ServerAuthSettings | None = None
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
@@ -31,10 +34,12 @@ class HealthCheck:
         self.config = config
         self.healthy = False
         self.port: int | None = None
+        self.authenticator: ServerAuthenticator | None = None
         self._started = time.time()
         self._runner: web.AppRunner | None = None
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
+        self.authenticator = server_authenticator(self.config.auth, host)
         app = web.Application()
         app.router.add_get(self.config.path, self._status)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -60,6 +65,13 @@ class HealthCheck:
         self.healthy = False
 
     async def _status(self, request: web.Request) -> web.Response:
+        authenticator = self.authenticator
+        if authenticator is not None and not authenticator.authenticate(request.headers):
+            return web.Response(
+                status=401,
+                text="missing or invalid credentials\n",
+                headers={"WWW-Authenticate": authenticator.challenge()},
+            )
         body = {
             "status": "Server available" if self.healthy else "Server not available",
             "upSince": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started)),
