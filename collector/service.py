@@ -56,6 +56,7 @@ class Service:
             self.score_metrics = ScoreMetrics(
                 [_reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters],
                 config.service.pipelines.metrics.span_attributes,
+                config.service.pipelines.metrics.max_label_values,
             )
         self.evaluation_logs: EvaluationLogs | None = None
         if config.log_exporters:

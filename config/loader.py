@@ -17,22 +17,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spanscore.config.components import Factories, build_factories
 from spanscore.config.envsubst import EnvSource, expand_env
-from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, auth_references
+from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, ServerAuthSettings, auth_references
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration
 from spanscore.core.key_path import key_path
+from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 ASSEMBLER_TYPE = "assembler"
 MEMORY_LIMITER_TYPE = "memory_limiter"
 FILE_STORAGE_TYPE = "file_storage"
 _SECTIONS = {"receivers": "receiver", "processors": "processor", "exporters": "exporter", "extensions": "extension"}
-# (pipeline role, config section, what its `auth` must name): receivers check, exporters send.
+# (pipeline role, config section, what its `auth` must name): receivers check, exporters send;
+# an `auth` of ServerAuthSettings (an endpoint spanscore serves) checks, wherever it is.
 _AUTH_SIDES = (
     ("receivers", "receivers", ServerAuthenticator),
     ("exporters", "exporters", ClientAuthenticator),
     ("metric_exporters", "exporters", ClientAuthenticator),
     ("log_exporters", "exporters", ClientAuthenticator),
+    ("extensions", "extensions", ServerAuthenticator),
 )
 
 
@@ -78,6 +81,8 @@ class MetricsPipeline(_OwnSourcePipeline):
     # Processors' span attributes (`eval.case.id`) copied onto the score metrics: one
     # series per value, so opt-in.
     span_attributes: list[str] = Field(default_factory=list)
+    # Distinct values a label takes per metric; later ones are recorded as `other`.
+    max_label_values: int = Field(default=DEFAULT_MAX_LABEL_VALUES, gt=0)
 
     @field_validator("span_attributes")
     @classmethod
@@ -367,12 +372,13 @@ def _authenticator_problems(
     `service.extensions`, and authenticates the side it is used on."""
     problems = []
     seen: set[tuple[str, str]] = set()
-    for key, section, side in _AUTH_SIDES:
+    for key, section, side_of_section in _AUTH_SIDES:
         for component in chosen[key]:
             if (section, component.id) in seen:
                 continue
             seen.add((section, component.id))
             for where, settings in auth_references(component.config, f"{section}.{component.id}"):
+                side = ServerAuthenticator if isinstance(settings, ServerAuthSettings) else side_of_section
                 extension_id = settings.authenticator
                 extension = extensions.get(extension_id)
                 if extension is None:

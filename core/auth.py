@@ -23,6 +23,11 @@ class AuthSettings(ComponentConfig):
     authenticator: str = Field(min_length=1)  # an extension id, `type[/name]`
 
 
+class ServerAuthSettings(AuthSettings):
+    """The `auth` of a component that answers requests (a scrape or health endpoint) but
+    is not a receiver: its authenticator checks the requests it receives."""
+
+
 @runtime_checkable
 class ServerAuthenticator(Protocol):
     """Decides from a request's headers alone, before its body is read.

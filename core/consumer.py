@@ -1,8 +1,9 @@
 """What receivers hand their data to: the traces consumer contract.
 
 Receivers never see the concrete pipeline (as the Collector's receivers see only a
-`consumer.Traces`): they call `check_capacity` before paying for a parse, then `consume`
-with the parsed request, and map the two exceptions below to protocol statuses.
+`consumer.Traces`): they call `check_capacity` before paying for a parse, `reserve` the
+memory the parse will take, then `consume` the parsed request, and map the exceptions
+below to protocol statuses.
 """
 
 from __future__ import annotations
@@ -32,6 +33,35 @@ class ConsumerFull(Exception):
         self.retry_after_s = retry_after_s
 
 
+class TooCostly(Exception):
+    """A request would take more memory to decode than the collector may ever give it:
+    HTTP 413 / gRPC RESOURCE_EXHAUSTED; retrying cannot help."""
+
+
+class Reservation(Protocol):
+    """Memory counted for one request while it is read and decoded."""
+
+    def grow(self, cost_bytes: int) -> None:
+        """Count `cost_bytes` more (a body whose size was not known at first); raises
+        ConsumerFull or TooCostly as `reserve` does."""
+
+    def release(self) -> None:
+        """The request is decoded and consumed, or refused; idempotent."""
+
+
+class NoReservation:
+    """For a consumer that bounds no memory."""
+
+    def grow(self, cost_bytes: int) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+
+NO_RESERVATION = NoReservation()
+
+
 class WithoutWriteAhead:
     """A consumer whose requests stay out of the write-ahead log, for a receiver with
     `write_ahead: false` (traffic that may be lost in a crash, at no disk cost)."""
@@ -41,6 +71,9 @@ class WithoutWriteAhead:
 
     def check_capacity(self) -> None:
         self.consumer.check_capacity()
+
+    def reserve(self, cost_bytes: int) -> Reservation:
+        return self.consumer.reserve(cost_bytes)
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
@@ -60,6 +93,12 @@ class TracesConsumer(Protocol):
 
     def check_capacity(self) -> None:
         """Raise ConsumerFull when nothing more can be taken now."""
+
+    def reserve(self, cost_bytes: int) -> Reservation:
+        """Count the memory a request will take while it is read and decoded (its body's
+        size times its encoding's decoding factor) before paying it: raises ConsumerFull
+        when that does not fit now, TooCostly when it never will. The caller releases
+        the reservation once the request is consumed or refused."""
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True

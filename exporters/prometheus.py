@@ -1,17 +1,23 @@
 """`prometheus` exporter: the score metrics on a Prometheus scrape endpoint (`/metrics`).
 
 Metrics only: list it under `service.pipelines.metrics`. Each instance has its own
-registry, so nothing else in the process leaks into the scrape.
+registry, so nothing else in the process leaks into the scrape. With `auth`, a scrape
+without the authenticator's credentials is answered 401.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 from pydantic import field_validator
 
+from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, server_authenticator
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 
@@ -20,6 +26,7 @@ log = logging.getLogger("spanscore.exporters.prometheus")
 
 class PrometheusExporterConfig(ComponentConfig):
     endpoint: str = "127.0.0.1:9464"
+    auth: ServerAuthSettings | None = None
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
@@ -34,8 +41,12 @@ class PrometheusReader(PrometheusMetricReader):
         self._registry = CollectorRegistry()
         super().__init__(registry=self._registry, scope_info_enabled=False)
         address, port = split_host_port(config.endpoint)
+        app = make_wsgi_app(self._registry)
+        authenticator = server_authenticator(config.auth, host)
+        if authenticator is not None:
+            app = _authenticated(app, authenticator)
         try:
-            self._server, self._thread = start_http_server(port, addr=address or "0.0.0.0", registry=self._registry)
+            self._server = _serve(address or "0.0.0.0", port, app)
         except OSError as exc:
             super().shutdown()
             raise OSError(f"prometheus exporter cannot listen on {config.endpoint}: {exc.strerror or exc}") from None
@@ -46,6 +57,38 @@ class PrometheusReader(PrometheusMetricReader):
         self._server.shutdown()
         self._server.server_close()
         super().shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:
+        return None  # no line on standard error per scrape
+
+
+def _serve(address: str, port: int, app) -> ThreadingWSGIServer:
+    """`app` served from a daemon thread, a thread per scrape."""
+    family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    server_class = type("PrometheusServer", (ThreadingWSGIServer,), {"address_family": family})
+    server = make_server(address, port, app, server_class, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="prometheus-scrape", daemon=True).start()
+    return server
+
+
+def _authenticated(app, authenticator: ServerAuthenticator):
+    """`app` behind `authenticator`: 401 with its challenge for a request it refuses."""
+
+    def guarded(environ, start_response):
+        headers = {
+            key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")
+        }
+        if not authenticator.authenticate(headers):
+            start_response(
+                "401 Unauthorized",
+                [("WWW-Authenticate", authenticator.challenge()), ("Content-Type", "text/plain; charset=utf-8")],
+            )
+            return [b"missing or invalid credentials\n"]
+        return app(environ, start_response)
+
+    return guarded
 
 
 FACTORY = ComponentFactory("exporter", "prometheus", PrometheusExporterConfig, None, PrometheusReader)

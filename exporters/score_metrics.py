@@ -5,7 +5,9 @@ Every metric result becomes one observation of the histogram `gen_ai.evaluation.
 `gen_ai.evaluation.results`, both with `gen_ai.evaluation.name`,
 `gen_ai.evaluation.score.label` (`pass`, `fail`, or `error` for a result without a
 score), `eval.evaluator` and `eval.revision` (who scored it by which definition, so a
-judge or rubric change starts new series), `service.name` (the agent's) and `gen_ai.agent.name` when known. They leave
+judge or rubric change starts new series), `service.name` (the agent's) and `gen_ai.agent.name` when known; each
+label takes at most `max_label_values` values per metric, later ones are `other`
+(`label_limit`). They leave
 through the exporters listed in `service.pipelines.metrics` (Prometheus scrape
 endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider.
 """
@@ -28,6 +30,7 @@ from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
+from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
 from spanscore.exporters.sdk_parts import create_all
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
@@ -58,10 +61,24 @@ class ScoreMetrics:
     stops them. Recording before `start` or after `shutdown` is a no-op.
     """
 
-    def __init__(self, readers: Sequence[Callable[[Host], MetricReader]], span_attributes: Sequence[str] = ()):
+    def __init__(
+        self,
+        readers: Sequence[Callable[[Host], MetricReader]],
+        span_attributes: Sequence[str] = (),
+        max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
+    ):
         self._create_readers = list(readers)
         self.span_attributes = frozenset(span_attributes)
-        self._telemetry: list[TelemetryMetric] = []
+        self.label_limit = LabelValueLimit(max_label_values)
+        self._telemetry: list[TelemetryMetric] = [
+            TelemetryMetric(
+                "spanscore_metrics_folded_label_values",
+                "{recording}",
+                "Score metric recordings with a label value past max_label_values, recorded as other, "
+                "by metric and label",
+                self.label_limit.folded_counts,
+            )
+        ]
         self.provider: MeterProvider | None = None
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
 
@@ -118,8 +135,8 @@ class ScoreMetrics:
                 **common,
             }
             if result.score is not None:
-                self._scores.record(result.score, attributes)
-            self._results.add(1, attributes)
+                self._scores.record(result.score, self.label_limit.apply(SCORE_HISTOGRAM, attributes))
+            self._results.add(1, self.label_limit.apply(RESULT_COUNTER, attributes))
 
     def record_usage(self, usage: EvaluatorUsage, service_name: str | None, agent_name: str | None) -> None:
         if self.provider is None:
@@ -130,9 +147,11 @@ class ScoreMetrics:
             attributes["service.name"] = service_name
         if agent_name:
             attributes["gen_ai.agent.name"] = agent_name
-        calls.add(usage.calls, attributes)
-        tokens.add(usage.input_tokens, {**attributes, "gen_ai.token.type": "input"})
-        tokens.add(usage.output_tokens, {**attributes, "gen_ai.token.type": "output"})
+        limit = self.label_limit.apply
+        calls.add(usage.calls, limit(USAGE_CALLS_COUNTER.format(evaluator=usage.evaluator), attributes))
+        tokens_metric = USAGE_TOKENS_COUNTER.format(evaluator=usage.evaluator)
+        tokens.add(usage.input_tokens, limit(tokens_metric, {**attributes, "gen_ai.token.type": "input"}))
+        tokens.add(usage.output_tokens, limit(tokens_metric, {**attributes, "gen_ai.token.type": "output"}))
 
     def _usage_counters_for(self, evaluator: str) -> tuple[Counter, Counter]:
         counters = self._usage_counters.get(evaluator)

@@ -1,7 +1,8 @@
 """`health_check` extension: an HTTP endpoint for liveness/readiness probes.
 
 Answers 200 while the pipeline runs and 503 once shutdown began, with the same JSON
-shape as the Collector's health_check extension. A request it cannot parse is a client's
+shape as the Collector's health_check extension. With `auth`, a request without the
+authenticator's credentials is answered 401. A request it cannot parse is a client's
 error: a line per interval, not a traceback per request (`core.client_errors`).
 """
 
@@ -14,6 +15,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import Field, field_validator
 
+from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, server_authenticator
 from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
@@ -24,6 +26,7 @@ log = logging.getLogger("spanscore.health_check")
 class HealthCheckConfig(ComponentConfig):
     endpoint: str = "127.0.0.1:13133"
     path: str = Field(default="/", pattern=r"^/")
+    auth: ServerAuthSettings | None = None
 
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
@@ -34,11 +37,13 @@ class HealthCheck:
         self.config = config
         self.healthy = False
         self.port: int | None = None
+        self.authenticator: ServerAuthenticator | None = None
         self._started = time.time()
         self._runner: web.AppRunner | None = None
         self.client_errors = ClientErrorLog(log)
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
+        self.authenticator = server_authenticator(self.config.auth, host)
         app = web.Application()
         app.router.add_get(self.config.path, self._status)
         server_log = ServerLog(
@@ -68,6 +73,14 @@ class HealthCheck:
         self.healthy = False
 
     async def _status(self, request: web.Request) -> web.Response:
+        authenticator = self.authenticator
+        if authenticator is not None and not authenticator.authenticate(request.headers):
+            self.client_errors.record("health_check 401 missing or invalid credentials", f"from {request.remote}")
+            return web.Response(
+                status=401,
+                text="missing or invalid credentials\n",
+                headers={"WWW-Authenticate": authenticator.challenge()},
+            )
         body = {
             "status": "Server available" if self.healthy else "Server not available",
             "upSince": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started)),

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
+from spanscore.core.consumer import NO_RESERVATION, ConsumeOutcome, ConsumerFull, Reservation
 from spanscore.extensions.write_ahead_log import Replayed
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.counts import PipelineCounts
@@ -55,6 +55,9 @@ class Intake:
                 "until exports catch up; retry later",
                 self.retry_after_s,
             )
+
+    def reserve(self, cost_bytes: int) -> Reservation:
+        return NO_RESERVATION  # memory is the memory_limiter's to bound
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True

@@ -7,6 +7,14 @@ retry later instead of losing data; above the hard limit (`limit_mib`) too, and 
 crossing is logged as an error. The resident set size is read from /proc/self/statm at
 most once per `check_interval`, when a request asks.
 
+Memory is also counted before it is spent: a receiver reserves what a request will take
+while it is read and decoded (its body's size times its encoding's decoding factor)
+before reading or decoding it. A reservation that would take the memory last read, plus
+what is reserved, past the soft limit is refused the same way; one larger than the soft
+limit less what the collector used at start could never fit and is refused for good
+(TooCostly: 413 / RESOURCE_EXHAUSTED). A released reservation stays counted until memory
+is next read, which then shows what the decoded request left behind.
+
 It stands between the receivers and the pipeline, wherever it is listed among the
 processors: spanscore's processors see assembled traces long after a request was
 answered, so only at the door can a refusal still tell the client to retry. It scores
@@ -26,7 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from pydantic import Field, model_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
-from spanscore.core.consumer import ConsumeOutcome, ConsumerFull, TracesConsumer
+from spanscore.core.consumer import ConsumeOutcome, ConsumerFull, Reservation, TooCostly, TracesConsumer
 from spanscore.core.durations import Duration
 
 log = logging.getLogger("spanscore.memory_limiter")
@@ -85,14 +93,18 @@ class MemoryLimiter:
         self.clock = clock
         self.retry_after_s = max(1, math.ceil(config.check_interval))
         self.refused_requests = 0
+        self.too_costly_requests = 0
         self.rss_bytes = 0
+        self.start_rss_bytes = 0
+        self.reserved_bytes = 0  # reservations open now
+        self._released_bytes = 0  # reservations released since memory was last read
         self._checked_at: float | None = None
         self._above_soft = False
         self._above_hard = False
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         try:
-            self.rss_bytes = self.read_rss()
+            self.rss_bytes = self.start_rss_bytes = self.read_rss()
         except OSError as exc:
             raise OSError(
                 f"memory_limiter {self.id} cannot read this process's memory use from {STATM}: {exc.strerror or exc}"
@@ -104,6 +116,11 @@ class MemoryLimiter:
     def check_capacity(self) -> None:
         self._refuse_when_high()
         self.consumer.check_capacity()
+
+    def reserve(self, cost_bytes: int) -> Reservation:
+        reservation = _Reservation(self)
+        reservation.grow(cost_bytes)
+        return reservation
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
@@ -127,7 +144,36 @@ class MemoryLimiter:
                 self.retry_after_s,
             )
 
+    def _admit(self, total_bytes: int, more_bytes: int) -> None:
+        """Count `more_bytes` for a reservation that then holds `total_bytes`, or raise."""
+        self._refuse_when_high()
+        soft = self.config.soft_limit_mib * MIB
+        # A limit below what the collector used at start leaves only the limit itself to go by.
+        headroom = soft - self.start_rss_bytes if self.start_rss_bytes < soft else soft
+        if total_bytes > headroom:
+            self.too_costly_requests += 1
+            raise TooCostly(
+                f"decoding this request takes about {total_bytes / MIB:.0f} MiB, more than the memory_limiter "
+                f"can give one request ({headroom / MIB:.0f} MiB: its soft limit less the "
+                f"{(soft - headroom) / MIB:.0f} MiB used at start); send smaller requests or raise limit_mib"
+            )
+        counted = self.rss_bytes + self.reserved_bytes + self._released_bytes
+        if counted + more_bytes > soft:
+            self.refused_requests += 1
+            raise ConsumerFull(
+                f"memory use {self.rss_bytes / MIB:.0f} MiB and {(counted - self.rss_bytes) / MIB:.0f} MiB counted for "
+                f"requests being decoded leave no room for this one's {total_bytes / MIB:.0f} MiB below the "
+                f"memory_limiter's soft limit of {self.config.soft_limit_mib:.0f} MiB; retry later",
+                self.retry_after_s,
+            )
+        self.reserved_bytes += more_bytes
+
+    def _release(self, cost_bytes: int) -> None:
+        self.reserved_bytes -= cost_bytes
+        self._released_bytes += cost_bytes
+
     def _measure(self) -> None:
+        self._released_bytes = 0  # what they left behind is in the reading now
         self.rss_bytes = self.read_rss()
         rss_mib = self.rss_bytes / MIB
         above_soft = rss_mib > self.config.soft_limit_mib
@@ -149,6 +195,23 @@ class MemoryLimiter:
                 self.config.soft_limit_mib,
             )
         self._above_soft, self._above_hard = above_soft, above_hard
+
+
+class _Reservation:
+    def __init__(self, limiter: MemoryLimiter):
+        self._limiter = limiter
+        self.bytes = 0
+        self._open = True
+
+    def grow(self, cost_bytes: int) -> None:
+        if cost_bytes > 0:
+            self._limiter._admit(self.bytes + cost_bytes, cost_bytes)
+            self.bytes += cost_bytes
+
+    def release(self) -> None:
+        if self._open:
+            self._open = False
+            self._limiter._release(self.bytes)
 
 
 FACTORY = ComponentFactory("processor", "memory_limiter", MemoryLimiterConfig, MemoryLimiter)

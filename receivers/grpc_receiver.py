@@ -17,6 +17,7 @@ a credential is refused (and logged) like any wrong one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import NoReturn
 
@@ -28,8 +29,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.core.auth import ServerAuthenticator
 from spanscore.core.client_errors import ClientErrorLog
-from spanscore.core.consumer import ConsumerFull, TracesConsumer
-from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.core.consumer import ConsumerFull, TooCostly, TracesConsumer
+from spanscore.receivers.ingest import PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
+from spanscore.receivers.limits import GrpcLimits
 from spanscore.receivers.tls import TlsServerConfig, security
 
 log = logging.getLogger("spanscore.receivers.grpc")
@@ -49,12 +51,14 @@ class GrpcReceiver:
         consumer: TracesConsumer,
         tls: TlsServerConfig | None = None,
         authenticator: ServerAuthenticator | None = None,
+        limits: GrpcLimits | None = None,
     ):
         self.endpoint = endpoint
         self.max_message_bytes = max_message_bytes
         self.consumer = consumer
         self.tls = tls
         self.authenticator = authenticator
+        self.limits = limits or GrpcLimits()
         self.port: int | None = None
         self.client_errors = ClientErrorLog(log)
         self._undecodable = _UndecodableMetadata()
@@ -65,6 +69,7 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", self.max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                *self.limits.channel_options(),
             ]
         )
         handler = grpc.stream_unary_rpc_method_handler(
@@ -105,10 +110,26 @@ class GrpcReceiver:
             self.consumer.check_capacity()  # refuse before paying for the receive and the parse
         except ConsumerFull as exc:
             await self._full(context, exc)
-        body = await context.read()
+        try:
+            body = await asyncio.wait_for(context.read(), self.limits.read_timeout)
+        except asyncio.TimeoutError:
+            message = f"no message arrived within read_timeout ({self.limits.read_timeout:g}s) of the stream opening"
+            await self._refuse(context, grpc.StatusCode.DEADLINE_EXCEEDED, message, "message too slow")
         if body is grpc.aio.EOF:
             message = "no ExportTraceServiceRequest was sent"
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, message, "no request")
+        try:
+            reservation = self.consumer.reserve(len(body) * PROTOBUF_DECODING_FACTOR)
+        except ConsumerFull as exc:
+            await self._full(context, exc)
+        except TooCostly as exc:
+            await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), "too costly to decode")
+        try:
+            return await self._decode_and_ingest(body, context)
+        finally:
+            reservation.release()
+
+    async def _decode_and_ingest(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             request = ExportTraceServiceRequest.FromString(body)
         except DecodeError as exc:

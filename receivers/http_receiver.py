@@ -4,8 +4,10 @@ Status codes follow the OTLP specification: 400 for data that cannot be decoded,
 for another content type, 413 when the body exceeds the limit after decompression (a
 gzip bomb stops at the limit, it is never inflated in full), 503 with `Retry-After` when
 the pipeline is full, 401 with `WWW-Authenticate` when an authenticator is configured
-and the headers do not satisfy it (decided first, before the body is read). Responses,
-errors included, use the request's content type.
+and the headers do not satisfy it (decided first, before the body is read), 408 when the
+body does not arrive within `read_timeout`. Responses, errors included, use the
+request's content type. How long and how many connections are kept is
+`http_connections`' part.
 
 Refused requests, a client leaving mid-body and requests aiohttp cannot parse are
 clients' errors: each class is logged as one short line, then counted
@@ -14,6 +16,7 @@ clients' errors: each class is logged as one short line, then counted
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 
@@ -25,10 +28,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.core.auth import ServerAuthenticator
 from spanscore.core.client_errors import ClientErrorLog, ServerLog
-from spanscore.core.consumer import ConsumerFull, TracesConsumer
+from spanscore.core.consumer import ConsumerFull, Reservation, TooCostly, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
 from spanscore.core.quoting import excerpt
-from spanscore.receivers.ingest import InvalidRequest, ingest
+from spanscore.receivers.http_connections import Connections, LimitedSite, body_deadline
+from spanscore.receivers.ingest import JSON_DECODING_FACTOR, PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
+from spanscore.receivers.limits import HttpLimits
 from spanscore.receivers.tls import TlsServerConfig, security
 
 log = logging.getLogger("spanscore.receivers.http")
@@ -53,6 +58,7 @@ class HttpReceiver:
         consumer: TracesConsumer,
         tls: TlsServerConfig | None = None,
         authenticator: ServerAuthenticator | None = None,
+        limits: HttpLimits | None = None,
     ):
         self.host = host
         self.port = port
@@ -62,20 +68,21 @@ class HttpReceiver:
         self.tls = tls
         self.authenticator = authenticator
         self.client_errors = ClientErrorLog(log)
+        self.connections = Connections(limits or HttpLimits())
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         ssl_context = self.tls.ssl_context() if self.tls is not None else None
         # The body is streamed and inflated by hand against the limit (see _read_body),
         # so aiohttp's own decompression is turned off.
-        app = web.Application()
+        app = web.Application(middlewares=[self.connections.middleware])
         app.router.add_post(self.path, self._export)
         server_log = ServerLog(
             logging.getLogger("aiohttp.server"), self.client_errors, "OTLP/HTTP 400 unparsable request", _unparsable
         )
         runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False, logger=server_log)
         await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True, ssl_context=ssl_context)
+        site = LimitedSite(runner, self.connections, self.host or None, self.port, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as exc:
@@ -84,7 +91,7 @@ class HttpReceiver:
                 f"OTLP/HTTP receiver cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
             ) from None
         self._runner = runner
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        self.port = site.port
         log.info(
             "OTLP/HTTP receiver listening on %s://%s:%d%s (%s)",
             "http" if self.tls is None else "https",
@@ -127,8 +134,29 @@ class HttpReceiver:
             return self._refuse(
                 request, content_type, 415, code_pb2.INVALID_ARGUMENT, message, "unsupported Content-Encoding"
             )
+        reservation = self.consumer.reserve(0)  # grown as the body's size becomes known
         try:
-            body = await self._read_body(request, encoding)
+            return await self._receive(request, content_type, encoding, reservation)
+        finally:
+            reservation.release()
+
+    async def _receive(
+        self, request: web.Request, content_type: str, encoding: str, reservation: Reservation
+    ) -> web.Response:
+        try:
+            remaining = body_deadline(request) - asyncio.get_running_loop().time()
+            body = await asyncio.wait_for(self._read_body(request, encoding, reservation), max(0.0, remaining))
+        except asyncio.TimeoutError:
+            message = f"the request body did not arrive within read_timeout ({self.connections.limits.read_timeout:g}s)"
+            self.client_errors.record("OTLP/HTTP 408 body too slow", f"from {request.remote}: {message}")
+            response = _error(content_type, 408, code_pb2.DEADLINE_EXCEEDED, message)
+            # Sent and closed here: aiohttp would otherwise linger on the body that never came.
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            if request.transport is not None:
+                request.transport.close()
+            return response
         except _TooLarge:
             message = f"request body exceeds the limit of {self.max_body_bytes} bytes (after decompression)"
             return self._refuse(request, content_type, 413, code_pb2.RESOURCE_EXHAUSTED, message, "body too large")
@@ -139,6 +167,12 @@ class HttpReceiver:
             # The client left, or broke the body's framing: no one reads an answer.
             self.client_errors.record("OTLP/HTTP body cut short", f"from {request.remote}: {exc!r}")
             return web.Response(status=400)
+        except ConsumerFull as exc:  # the memory its decoding takes does not fit now
+            return self._full(request, content_type, exc)
+        except TooCostly as exc:
+            return self._refuse(
+                request, content_type, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc), "too costly to decode"
+            )
         try:
             if content_type == PROTOBUF:
                 export_request = ExportTraceServiceRequest.FromString(body)
@@ -179,11 +213,18 @@ class HttpReceiver:
         headers = {"Retry-After": str(exc.retry_after_s)}
         return _error(content_type, 503, code_pb2.UNAVAILABLE, str(exc), headers)
 
-    async def _read_body(self, request: web.Request, encoding: str) -> bytes:
+    async def _read_body(self, request: web.Request, encoding: str, reservation: Reservation) -> bytes:
+        """The body, inflated, within the size limit; `reservation` counts what reading and
+        decoding it will take, before it is read when its length is known."""
         limit = self.max_body_bytes
+        factor = JSON_DECODING_FACTOR if request.content_type == JSON else PROTOBUF_DECODING_FACTOR
         inflater = _Inflater(encoding) if encoding in ("gzip", "deflate") else None
-        if request.content_length is not None and inflater is None and request.content_length > limit:
-            raise _TooLarge
+        counted = 0
+        if request.content_length is not None and inflater is None:
+            if request.content_length > limit:
+                raise _TooLarge
+            reservation.grow(request.content_length * factor)
+            counted = request.content_length
         parts: list[bytes] = []
         size = 0
         raw_size = 0
@@ -199,12 +240,16 @@ class HttpReceiver:
             size += len(chunk)
             if size > limit:
                 raise _TooLarge
+            if size > counted:
+                reservation.grow((size - counted) * factor)
+                counted = size
             parts.append(chunk)
         if inflater is not None:
             tail = inflater.finish()
             size += len(tail)
             if size > limit:
                 raise _TooLarge
+            reservation.grow(max(0, size - counted) * factor)
             parts.append(tail)
         return b"".join(parts)
 

@@ -12,6 +12,7 @@ from spanscore.core.consumer import TracesConsumer, WithoutWriteAhead
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 from spanscore.receivers.grpc_receiver import GrpcReceiver
 from spanscore.receivers.http_receiver import HttpReceiver
+from spanscore.receivers.limits import GrpcLimits, HttpLimits
 from spanscore.receivers.tls import TlsServerConfig
 
 DEFAULT_GRPC_ENDPOINT = "127.0.0.1:4317"
@@ -21,7 +22,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 SHUTDOWN_GRACE_S = 1.0
 
 
-class GrpcProtocolConfig(ComponentConfig):
+class GrpcProtocolConfig(GrpcLimits):
     endpoint: str = DEFAULT_GRPC_ENDPOINT
     max_recv_msg_size_mib: float = Field(default=DEFAULT_MAX_BODY_BYTES / 2**20, gt=0, le=2047)
     tls: TlsServerConfig | None = None
@@ -30,7 +31,7 @@ class GrpcProtocolConfig(ComponentConfig):
     _endpoint = field_validator("endpoint")(validate_endpoint)
 
 
-class HttpProtocolConfig(ComponentConfig):
+class HttpProtocolConfig(HttpLimits):
     endpoint: str = DEFAULT_HTTP_ENDPOINT
     traces_url_path: str = Field(default="/v1/traces", pattern=r"^/")
     max_request_body_size: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
@@ -87,6 +88,7 @@ class OtlpReceiver:
                 self.consumer,
                 protocols.grpc.tls,
                 server_authenticator(protocols.grpc.auth, host),
+                protocols.grpc,
             )
             await self.grpc.start()
         if protocols.http is not None:
@@ -99,6 +101,7 @@ class OtlpReceiver:
                 self.consumer,
                 protocols.http.tls,
                 server_authenticator(protocols.http.auth, host),
+                protocols.http,
             )
             try:
                 await self.http.start()

@@ -90,3 +90,19 @@ def test_tls_files_must_exist(tmp_path):
     missing = tmp_path / "server.pem"
     problems = problems_of(config(http=f", tls: {{cert_file: '{missing}', key_file: '{missing}'}}"))
     assert problems == [f"receivers.otlp.protocols.http.tls: cert_file '{missing}' does not exist"]
+
+
+def test_the_scrape_and_health_endpoints_auth_must_check_requests_received():
+    text = (
+        config(extensions="bearertokenauth/agents: {token: t0k3n}", listed="[bearertokenauth/agents, health_check]")
+        .replace("  health_check: {}", "  health_check: {auth: {authenticator: bearertokenauth/typo}}")
+        .replace(
+            "exporters:\n",
+            "exporters:\n  prometheus: {endpoint: 127.0.0.1:0, auth: {authenticator: health_check}}\n",
+        )
+        .replace("pipelines: {", "pipelines: {metrics: {exporters: [prometheus]}, ")
+    )
+    assert sorted(problems_of(text)) == [
+        "exporters.prometheus.auth.authenticator: 'health_check' is not an authenticator that checks requests received",
+        "extensions.health_check.auth.authenticator: 'bearertokenauth/typo' is not defined under extensions",
+    ]

@@ -239,3 +239,38 @@ def test_exporter_sends_and_drops_are_reported_by_exporter_and_reason(sink, star
         (("exporter", "otlp"), ("reason", "retries_exhausted")): 0.0,
         (("exporter", "otlp"), ("reason", "shutdown")): 0.0,
     }
+
+
+def test_label_values_past_max_label_values_fold_into_other_in_every_exporter(sink, start_collector):
+    port = free_port()
+    collector = start_collector(
+        config(sink, "[prometheus, otlp]", port).replace(
+            "export_interval: 200ms", "export_interval: 200ms, max_label_values: 5"
+        )
+    )
+    for i in range(20):
+        trace_id = new_trace_id()
+        send(collector.grpc_port, request_of([span(trace_id, "agent", attributes=AGENT_ROOT)], service=f"agent-{i}"))
+    assert wait_until(lambda: len(sink.spans()) == 20)
+
+    def scrape() -> dict[tuple[str, str], float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return {
+            (sample.name, sample.labels.get("service_name", sample.labels.get("metric", ""))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name in ("gen_ai_evaluation_results_total", "spanscore_metrics_folded_label_values_total")
+        }
+
+    assert wait_until(lambda: sum(v for (n, _), v in scrape().items() if n.startswith("gen_ai")) == 20)
+    samples = scrape()
+    results = {service: value for (name, service), value in samples.items() if name.startswith("gen_ai")}
+    assert len(results) == 6 and results["other"] == 15  # five names kept, the other fifteen folded
+    assert samples[("spanscore_metrics_folded_label_values_total", "gen_ai.evaluation.results")] == 15
+    collector.stop()  # the final flush exports the cumulative totals
+    pushed = {
+        attributes_to_dict(p.attributes)["service.name"]: p.as_int
+        for p in sink.metric_points("gen_ai.evaluation.results")
+    }
+    assert pushed == results

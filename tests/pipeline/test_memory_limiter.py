@@ -4,6 +4,7 @@ falls. Memory and time are passed in."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -12,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from pydantic import ValidationError
 
 from spanscore.config.loader import ConfigError, parse_config
-from spanscore.core.consumer import ConsumeOutcome, ConsumerFull
+from spanscore.core.consumer import NO_RESERVATION, ConsumeOutcome, ConsumerFull, Reservation, TooCostly
 from spanscore.pipeline.memory_limiter import MIB, MemoryLimiter, MemoryLimiterConfig, resident_bytes
 from tests.support.factories import TEST_FACTORIES
 
@@ -24,6 +25,9 @@ class Downstream:
 
     def check_capacity(self) -> None:
         self.checks += 1
+
+    def reserve(self, cost_bytes: int) -> Reservation:
+        return NO_RESERVATION
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
@@ -53,6 +57,9 @@ class Rig:
     def _read(self) -> int:
         self.reads += 1
         return int(self.rss_mib * MIB)
+
+    def loop_start(self) -> None:
+        asyncio.run(self.limiter.start())
 
     def admitted(self) -> bool:
         try:
@@ -182,3 +189,38 @@ def test_only_one_memory_limiter_may_run():
     with pytest.raises(ConfigError) as error:
         parse_config(text, factories=TEST_FACTORIES)
     assert error.value.problems == ["service.pipelines.traces.processors: only one memory_limiter may run"]
+
+
+def test_memory_a_request_will_take_to_decode_is_counted_before_it_is_spent():
+    rig = Rig()  # soft limit 80 MiB
+    rig.at(20)
+    first = rig.limiter.reserve(30 * MIB)
+    second = rig.limiter.reserve(20 * MIB)
+    assert rig.limiter.reserved_bytes == 50 * MIB
+    with pytest.raises(ConsumerFull) as refusal:  # 20 + 50 + 20 > 80
+        rig.limiter.reserve(20 * MIB)
+    assert "leave no room for this one's 20 MiB" in str(refusal.value) and refusal.value.retry_after_s == 1
+    second.grow(5 * MIB)  # a body longer than first known
+    with pytest.raises(ConsumerFull):
+        second.grow(10 * MIB)
+    assert rig.limiter.refused_requests == 2
+    first.release()
+    first.release()  # idempotent
+    # Released, it counts until memory is read again: what decoding left is in that reading.
+    with pytest.raises(ConsumerFull):
+        rig.limiter.reserve(20 * MIB)
+    rig.at(25)
+    rig.limiter.reserve(20 * MIB)
+    assert rig.limiter.reserved_bytes == 45 * MIB
+
+
+def test_a_request_that_could_never_fit_is_refused_for_good():
+    rig = Rig()  # soft limit 80 MiB
+    rig.loop_start()
+    with pytest.raises(TooCostly) as refusal:
+        rig.limiter.reserve(71 * MIB)  # more than the soft limit less the 10 MiB used at start
+    assert "can give one request (70 MiB: its soft limit less the 10 MiB used at start)" in str(refusal.value)
+    growing = rig.limiter.reserve(60 * MIB)
+    with pytest.raises(TooCostly):
+        growing.grow(11 * MIB)
+    assert (rig.limiter.too_costly_requests, rig.limiter.refused_requests) == (2, 0)

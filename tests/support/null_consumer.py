@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.core.consumer import ConsumeOutcome
+from spanscore.core.consumer import NO_RESERVATION, ConsumeOutcome, Reservation
 
 
 class NullConsumer:
     def check_capacity(self) -> None:
         return None
+
+    def reserve(self, cost_bytes: int) -> Reservation:
+        return NO_RESERVATION
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
