@@ -118,7 +118,8 @@ class Service:
         deadline = time.monotonic() + self.config.service.shutdown_timeout
         for watcher in self._watchers():
             watcher.pipeline_not_ready()
-        await _shut_down([*self.receivers, *self._guards()], deadline)
+        await _shut_down_together(self.receivers, deadline)
+        await _shut_down(self._guards(), deadline)
         await self.pipeline.drain(deadline)
         await _shut_down([*self.exporters, *self.processors], deadline)
         await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
@@ -151,6 +152,11 @@ async def _shut_down(components: Iterable[Component], deadline: float) -> None:
             await component.shutdown(deadline)
         except Exception:
             log.exception("%s failed to shut down", getattr(component, "id", type(component).__name__))
+
+
+async def _shut_down_together(components: Iterable[Component], deadline: float) -> None:
+    """Shut them down at once, each by `deadline`: a slow one does not eat the others' time."""
+    await asyncio.gather(*(_shut_down([component], deadline) for component in components))
 
 
 def _workers(config: Config, processors: list) -> WorkerScoring | None:
