@@ -121,7 +121,8 @@ class Service:
         await _shut_down_together(self.receivers, deadline)
         await _shut_down(self._guards(), deadline)
         await self.pipeline.drain(deadline)
-        await _shut_down([*self.exporters, *self.processors], deadline)
+        # Together: an exporter retrying a backend that is down leaves the others their time.
+        await _shut_down_together([*self.exporters, *self.processors], deadline)
         await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
         await _shut_down(self.extensions, deadline)
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
