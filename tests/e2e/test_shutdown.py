@@ -1,8 +1,8 @@
 """A stop keeps `service.shutdown_timeout` and loses nothing it holds, through real processes.
 
-`spanscore run` processes on loopback: clients that stop in the middle of a request.
-SIGTERM is sent and the seconds to exit are measured; what the file exporter wrote and
-the log says is read back.
+`spanscore run` processes on loopback: a judge that accepts requests and never answers,
+clients that stop in the middle of a request. SIGTERM is sent and the seconds to exit
+are measured; what the file exporter wrote and the log says is read back.
 """
 
 from __future__ import annotations
@@ -18,12 +18,17 @@ import grpc
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.processors.judge.rubrics import METRIC_NAMES
+from tests.support.judge_answers import schema_judge
+from tests.support.openai_server import OpenAIServer
 from tests.support.otlp_client import EXPORT, send
 from tests.support.otlp_json import read_requests
 from tests.support.ports import free_port
 from tests.support.processes import launch
 from tests.support.running import wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+
+SESSION_METRICS = ("agent_reliability", "agent_consistency")
 
 
 def session_turn(session_id: str, turn: int) -> tuple[bytes, list]:
@@ -63,6 +68,83 @@ def written(path: Path) -> dict[bytes, list[dict]]:
                     if not exported.parent_span_id:
                         copies.setdefault(exported.trace_id, []).append(attributes_to_dict(exported.attributes))
     return copies
+
+
+JUDGE_CONFIG = """
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
+processors:
+  assembler: {{trace_wait: 100ms}}
+  judge_metrics: {{judge: {{model: judge-test, base_url: '{judge}', api_key: test-key}}}}
+  session_metrics: {{}}
+exporters:
+  file: {{path: '{output}'}}
+extensions:
+  file_storage: {{directory: '{storage}'}}
+service:
+  extensions: [file_storage]
+  shutdown_timeout: 6s
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, judge_metrics, session_metrics], exporters: [file]}}
+"""
+
+
+def test_a_judge_that_never_answers_costs_no_trace_at_sigterm_and_the_next_start_scores_them(tmp_path):
+    judge = OpenAIServer(handler=schema_judge(score=0.8))
+    judge.chat_latency_s = 3600.0  # accepts every request and never answers
+    judge.start()
+    port, output = free_port(), tmp_path / "scored.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(JUDGE_CONFIG.format(port=port, judge=judge.base_url, output=output, storage=tmp_path / "storage"))
+    try:
+        collector = launch(config, port)
+        sessions: dict[str, list[bytes]] = {}
+        for turn in range(2):
+            for session_id in ("chat-1", "chat-2", "chat-3"):
+                trace_id, spans = session_turn(session_id, turn)
+                sessions.setdefault(session_id, []).append(trace_id)
+                send(port, request_of(spans))
+        # The first turn of each session waits on the judge; the second waits its turn.
+        assert wait_until(lambda: len(judge.requests) >= 3, timeout_s=10)
+        took, stderr = stop(collector, within_s=6 + 1)
+
+        copies = written(output)
+        traces = [trace_id for turns in sessions.values() for trace_id in turns]
+        for trace_id in traces:
+            [attributes] = copies[trace_id]
+            skipped = {k: v for k, v in attributes.items() if k.endswith(".skipped")}
+            assert set(skipped) == {f"eval.{m}.skipped" for m in METRIC_NAMES}, attributes
+            assert all("shutdown_export_reserve" in why for why in skipped.values()), skipped
+            assert not [k for k in attributes if k.endswith((".score", ".error"))], attributes
+        carriers = {a["session.id"]: a for c in copies.values() for a in c if "eval.session.trace_count" in a}
+        assert sorted(carriers) == sorted(sessions)
+        for carrier in carriers.values():  # scored, or skipped saying why
+            assert {m for m in SESSION_METRICS if f"eval.{m}.score" in carrier or f"eval.{m}.error" in carrier} | {
+                m for m in SESSION_METRICS if f"eval.{m}.skipped" in carrier
+            } == set(SESSION_METRICS), carrier
+            assert carrier["eval.session.trace_count"] == 2
+        assert "dropping" not in stderr
+        print(f"hanging judge: stopped {took:.1f}s after SIGTERM, {len(traces)} of {len(traces)} traces written")
+
+        # Kept in the write-ahead log: the next start, with the judge answering, scores them.
+        judge.chat_latency_s = 0.0
+        collector = launch(config, port)
+
+        def scored() -> bool:
+            copies = written(output)
+            return all(any("eval.task_completion.score" in a for a in copies.get(t, [])) for t in traces)
+
+        assert wait_until(scored, timeout_s=60)
+        _, stderr = stop(collector, within_s=6 + 1)
+    finally:
+        judge.stop()
+    assert "replayed" in stderr
+    copies = written(output)
+    for trace_id in traces:
+        first, again = copies[trace_id]  # unscored at the stop, scored after the start
+        assert again["eval.task_completion.score"] == 0.8 and "eval.task_completion.skipped" in first
+    rebuilt = [a for c in copies.values() for a in c if "eval.agent_reliability.score" in a]
+    assert sorted(a["session.id"] for a in rebuilt) == sorted(sessions)
+    assert len(list((tmp_path / "storage").glob("*.wal"))) == 1  # all done with
 
 
 HALF_OPEN_CONFIG = """
