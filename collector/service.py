@@ -138,13 +138,15 @@ class Service:
         await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
         await _shut_down(self.extensions, deadline)
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
+        kept = sum(e.kept_spans for e in self.pipeline.exporters)
         counts = self.pipeline.counts
         log.info(
-            "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans",
+            "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans%s",
             counts.received_spans,
             counts.rejected_spans,
             counts.exported_traces,
             dropped,
+            f" and left {kept} in the write-ahead log for the next start" if kept else "",
         )
 
     def _before_receivers(self) -> list[Component]:

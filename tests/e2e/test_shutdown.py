@@ -1,8 +1,9 @@
 """A stop keeps `service.shutdown_timeout` and loses nothing it holds, through real processes.
 
 `spanscore run` processes on loopback: a judge that accepts requests and never answers,
-clients that stop in the middle of a request. SIGTERM is sent and the seconds to exit
-are measured; what the file exporter wrote and the log says is read back.
+clients that stop in the middle of a request, a backend that takes a request and answers
+after the deadline. SIGTERM is sent and the seconds to exit are measured; what the file
+exporter wrote, the backend received and the log says is read back.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.support.otlp_json import read_requests
 from tests.support.ports import free_port
 from tests.support.processes import launch
 from tests.support.running import wait_until
-from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.spans import AGENT_ROOT, agent_request, new_span_id, new_trace_id, request_of, span
 
 SESSION_METRICS = ("agent_reliability", "agent_consistency")
 
@@ -218,3 +219,53 @@ def test_clients_stopped_mid_request_do_not_hold_the_stop_past_shutdown_timeout(
     [carrier] = [a for c in written(output).values() for a in c if "eval.session.trace_count" in a]
     assert carrier["eval.session.trace_count"] == 2 and "eval.agent_reliability.score" in carrier
     print(f"half-open HTTP and gRPC clients, shutdown_timeout {timeout}: stopped {took:.1f}s after SIGTERM")
+
+
+WRITE_AHEAD_CONFIG = """
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
+processors:
+  assembler: {{trace_wait: 100ms}}
+exporters:
+  otlphttp:
+    endpoint: 'http://127.0.0.1:{sink}'
+    timeout: {timeout}
+    retry_on_failure: {{initial_interval: 200ms, max_elapsed_time: 1s}}
+extensions:
+  file_storage: {{directory: '{storage}'}}
+service:
+  extensions: [file_storage]
+  shutdown_timeout: 2s
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler], exporters: [otlphttp]}}
+"""
+
+
+@pytest.mark.parametrize(
+    "timeout", ["10s", "300ms"], ids=["cut off by the shutdown deadline", "answered past the exporter's timeout"]
+)
+def test_spans_the_write_ahead_log_keeps_are_not_called_dropped_and_come_again_after_a_restart(tmp_path, sink, timeout):
+    sink.answer_after_s = 3.0  # takes each request at once, answers after the deadline
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        WRITE_AHEAD_CONFIG.format(port=port, sink=sink.http_port, timeout=timeout, storage=tmp_path / "storage")
+    )
+    collector = launch(config, port)
+    request = agent_request(turns=2)
+    send(port, request)
+    sent = {s.span_id for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans}
+    assert wait_until(lambda: {s.span_id for s in sink.spans()} == sent, timeout_s=10)  # delivered
+    if timeout == "300ms":
+        time.sleep(2.0)  # past the retry budget: the exporter gave up before the stop
+    _, stderr = stop(collector, within_s=2 + 1)
+    assert "dropping" not in stderr and "dropped 0 spans" in stderr
+    assert f"{len(sent)} spans" in stderr and "the write-ahead log keeps them" in stderr
+
+    sink.answer_after_s = 0.0
+    before = len(sink.spans())
+    collector = launch(config, port)
+    assert wait_until(lambda: len(sink.spans()) >= before + len(sent), timeout_s=10)
+    stop(collector, within_s=2 + 1)
+    received = [s.span_id for s in sink.spans()]
+    assert set(received) == sent  # at least once
+    print(f"{len(sent)} spans delivered, {len(received) - len(sent)} duplicates after the restart")
