@@ -5,8 +5,10 @@ how components find the running extensions (authenticators, storage). Start orde
 extensions, the score metrics, processors, exporters, then the pipeline's workers and
 receivers last, so nothing is accepted before it can be handled. Shutdown reverses it:
 receivers stop accepting, buffered traces and sessions are pushed through processors to
-the exporters, exporters flush, all within `service.shutdown_timeout`. When a start
-fails, every component is shut down (shutdown is safe without start).
+the exporters, exporters flush, all within `service.shutdown_timeout`. Scoring stops
+`shutdown_export_reserve` before its end, what it did not finish leaves unscored, and
+the exporters have the reserve. When a start fails, every component is shut down
+(shutdown is safe without start).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterable
 from spanscore.collector.self_telemetry import memory_limiter_telemetry, pipeline_telemetry
 from spanscore.config.loader import FILE_STORAGE_TYPE, Config
 from spanscore.core.component import Component, Host, PipelineWatcher
+from spanscore.core.durations import format_duration
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.pipeline.assembler import Assembler
@@ -115,23 +118,36 @@ class Service:
             log.info("no scoring processors in the pipeline: traces are assembled and forwarded without scores")
 
     async def shutdown(self) -> None:
-        """Stop accepting, then flush everything held, bounded by the shutdown timeout."""
-        deadline = time.monotonic() + self.config.service.shutdown_timeout
+        """Stop accepting, score what is held until the scoring deadline, then export it
+        all, scored or not, by the shutdown deadline: the exporters' reserve is theirs."""
+        service = self.config.service
+        started = time.monotonic()
+        deadline = started + service.shutdown_timeout
+        scoring_s = service.shutdown_timeout - service.export_reserve
+        scoring_deadline = started + scoring_s
         for watcher in self._watchers():
             watcher.pipeline_not_ready()
-        await _shut_down([*self.receivers, *self._guards()], deadline)
-        await self.pipeline.drain(deadline)
-        await _shut_down([*self.exporters, *self.processors], deadline)
+        await _shut_down_together(self.receivers, scoring_deadline)
+        await _shut_down(self._guards(), scoring_deadline)
+        why = (
+            f"spanscore stopped before scoring it: scoring gets {format_duration(scoring_s)} of shutdown_timeout, "
+            f"export the last {format_duration(service.export_reserve)} (shutdown_export_reserve)"
+        )
+        await self.pipeline.drain(scoring_deadline, why)
+        # Together: an exporter retrying a backend that is down leaves the others their time.
+        await _shut_down_together([*self.exporters, *self.processors], deadline)
         await _shut_down([c for c in (self.score_metrics, self.evaluation_logs) if c is not None], deadline)
         await _shut_down(self.extensions, deadline)
         dropped = sum(e.dropped_spans for e in self.pipeline.exporters)
+        kept = sum(e.kept_spans for e in self.pipeline.exporters)
         counts = self.pipeline.counts
         log.info(
-            "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans",
+            "spanscore stopped: received %d spans, rejected %d, exported %d traces, exporters dropped %d spans%s",
             counts.received_spans,
             counts.rejected_spans,
             counts.exported_traces,
             dropped,
+            f" and left {kept} in the write-ahead log for the next start" if kept else "",
         )
 
     def _before_receivers(self) -> list[Component]:
@@ -154,6 +170,11 @@ async def _shut_down(components: Iterable[Component], deadline: float) -> None:
             log.exception("%s failed to shut down", getattr(component, "id", type(component).__name__))
 
 
+async def _shut_down_together(components: Iterable[Component], deadline: float) -> None:
+    """Shut them down at once, each by `deadline`: a slow one does not eat the others' time."""
+    await asyncio.gather(*(_shut_down([component], deadline) for component in components))
+
+
 def _workers(config: Config, processors: list) -> WorkerScoring | None:
     count = config.pipeline_settings.scoring_workers
     if count == 0 or not processors:
@@ -169,7 +190,11 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
         windows,
     )
     return WorkerScoring(
-        setup, count, tuple(n for _, p in scoring for n in p.metric_names), any(p.uses_sessions for _, p in scoring)
+        setup,
+        count,
+        tuple(n for _, p in scoring for n in p.trace_metric_names),
+        tuple(n for _, p in scoring for n in p.session_metric_names),
+        any(p.uses_sessions for _, p in scoring),
     )
 
 

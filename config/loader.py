@@ -13,17 +13,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from spanscore.config.components import Factories, build_factories
 from spanscore.config.envsubst import EnvSource, expand_env
 from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, ServerAuthSettings, auth_references
 from spanscore.core.component import ComponentFactory, Kind, component_type
-from spanscore.core.durations import Duration
+from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import key_path
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
+# Unless set, the exporters' share of a stop: a third of shutdown_timeout (10s of the default 30s).
+DEFAULT_EXPORT_RESERVE_SHARE = 1 / 3
 ASSEMBLER_TYPE = "assembler"
 MEMORY_LIMITER_TYPE = "memory_limiter"
 FILE_STORAGE_TYPE = "file_storage"
@@ -123,6 +125,24 @@ class ServiceConfig(BaseModel):
     pipelines: Pipelines
     telemetry: Telemetry = Field(default_factory=Telemetry)
     shutdown_timeout: Duration = DEFAULT_SHUTDOWN_TIMEOUT_S
+    # The end of shutdown_timeout kept for the exporters: scoring stops before it, so what
+    # could not be scored still leaves (unscored) however long a judge takes to answer.
+    shutdown_export_reserve: Duration | None = None
+
+    @field_validator("shutdown_export_reserve")
+    @classmethod
+    def _reserve_within_timeout(cls, reserve: float | None, info: ValidationInfo) -> float | None:
+        timeout = info.data.get("shutdown_timeout")
+        if reserve is not None and timeout is not None and not 0 < reserve < timeout:
+            raise ValueError(f"must be more than 0 and less than shutdown_timeout ({format_duration(timeout)})")
+        return reserve
+
+    @property
+    def export_reserve(self) -> float:
+        """Seconds of shutdown_timeout kept for the exporters."""
+        if self.shutdown_export_reserve is not None:
+            return self.shutdown_export_reserve
+        return self.shutdown_timeout * DEFAULT_EXPORT_RESERVE_SHARE
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ class Session:
     scoring: bool = False
     # It closed while being scored: the close runs once that batch is done.
     close_pending: bool = False
+    # A shutdown left one of its traces unscored: its own metrics are skipped too.
+    cut_off: bool = False
 
     @property
     def signals(self) -> dict[str, dict[str, float]]:

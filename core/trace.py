@@ -100,6 +100,12 @@ class Trace:
         return self.root is not None
 
     @property
+    def logged(self) -> bool:
+        """Every span is in the write-ahead log: given up on undelivered, it is kept there
+        and sent again after the next start."""
+        return bool(self.spans_by_origin) and all(origin.record is not None for origin in self.spans_by_origin)
+
+    @property
     def trace_id_hex(self) -> str:
         return self.trace_id.hex()
 

@@ -103,6 +103,7 @@ class Exporter:
         self._workers: list[asyncio.Task] = []
         self.sent_spans = 0
         self.dropped_spans = 0
+        self.kept_spans = 0  # given up on, kept by the write-ahead log for the next start
         self.dropped_by_reason: Counter[str] = Counter()
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
@@ -175,8 +176,9 @@ class Exporter:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        while self._queue:
-            self._give_up([self._queue.popleft()], "shutdown deadline passed", undelivered=True)
+        if self._queue:
+            queued, self._queue = list(self._queue), deque()
+            self._give_up(queued, "not sent by the shutdown deadline")
         await self.close()
 
     # Subclass hooks.
@@ -206,14 +208,17 @@ class Exporter:
         while batch := await self._next_items(self._take_batch, self._ready):
             span_count = sum(t.span_count for t in batch)
             try:
-                outcome = await self._send_with_retry(lambda: self.send(batch), span_count)
+                outcome, why = await self._send_with_retry(lambda: self.send(batch), span_count)
             except asyncio.CancelledError:
-                self._give_up(batch, "shutdown deadline passed", undelivered=True)
+                self._give_up(batch, "cut off by the shutdown deadline while being sent (the backend may have them)")
                 raise
-            if outcome is not SENT:
+            if outcome is GAVE_UP:
+                self._give_up(batch, why)
+                continue
+            if outcome is REFUSED:
                 self._dropped(span_count, outcome)
             for trace in batch:
-                trace.export_done(undelivered=outcome is GAVE_UP)
+                trace.export_done()
 
     async def _work_stored(self) -> None:
         """Sends the stored requests, oldest first; what is not sent stays stored."""
@@ -225,7 +230,7 @@ class Exporter:
             payload = b"".join(data for _, data, _ in items)
             span_count = sum(spans for _, _, spans in items)
             try:
-                outcome = await self._send_with_retry(
+                outcome, _ = await self._send_with_retry(
                     lambda payload=payload: self.send_encoded(payload), span_count, stored=True
                 )
             except asyncio.CancelledError:
@@ -249,10 +254,12 @@ class Exporter:
             spans += trace.span_count
         return batch
 
-    async def _send_with_retry(self, send: Callable[[], Awaitable[None]], span_count: int, stored: bool = False) -> str:
-        """SENT; REFUSED (for good, or an unexpected error: not retried); or GAVE_UP while the
-        backend could still take it: past `max_elapsed_time` (not for stored requests) or
-        the shutdown deadline."""
+    async def _send_with_retry(
+        self, send: Callable[[], Awaitable[None]], span_count: int, stored: bool = False
+    ) -> tuple[str, str]:
+        """How it ended and, for GAVE_UP, why. SENT; REFUSED (for good, or an unexpected
+        error: not retried, logged here); or GAVE_UP while the backend could still take it:
+        past `max_elapsed_time` (not for stored requests) or the shutdown deadline."""
         retry = self.config.retry_on_failure
         started = time.monotonic()
         interval = retry.initial_interval
@@ -260,12 +267,12 @@ class Exporter:
             try:
                 await send()
                 self.sent_spans += span_count
-                return SENT
+                return SENT, ""
             except ExportError as exc:
                 error = exc
             except Exception:  # a bug or an unexpected client error: do not retry blindly
                 log.exception("exporter %s: unexpected error sending %d spans", self.id, span_count)
-                return REFUSED
+                return REFUSED, ""
             now = time.monotonic()
             delay = error.retry_after_s
             if delay is None:
@@ -285,7 +292,7 @@ class Exporter:
                     now - started,
                     error,
                 )
-                return REFUSED
+                return REFUSED, ""
             if not retry.enabled or (give_up_at is not None and now + delay > give_up_at):
                 if stored:
                     log.warning(
@@ -294,11 +301,7 @@ class Exporter:
                         span_count,
                         error,
                     )
-                else:
-                    log.error(
-                        "exporter %s: dropping %d spans after %.1fs: %s", self.id, span_count, now - started, error
-                    )
-                return GAVE_UP
+                return GAVE_UP, f"not acknowledged after {now - started:.1f}s: {error}"
             log.warning("exporter %s: %s; retrying in %.2fs", self.id, error, delay)
             await asyncio.sleep(delay)
 
@@ -307,9 +310,21 @@ class Exporter:
         reason = "refused" if outcome is REFUSED else "shutdown" if self._closing else "retries_exhausted"
         self.dropped_by_reason[reason] += count
 
-    def _give_up(self, batch: list[Trace], reason: str, undelivered: bool) -> None:
-        count = sum(t.span_count for t in batch)
-        self._dropped(count, GAVE_UP)
-        log.error("exporter %s: dropping %d spans: %s", self.id, count, reason)
+    def _give_up(self, batch: list[Trace], why: str) -> None:
+        """Traces not delivered: kept by the write-ahead log when it holds them (then sent
+        again after the next start), else dropped; either way said in one line each."""
+        kept = sum(t.span_count for t in batch if t.logged)
+        dropped = sum(t.span_count for t in batch) - kept
+        if kept:
+            self.kept_spans += kept
+            log.warning(
+                "exporter %s: %d spans %s; the write-ahead log keeps them to send after the next start",
+                self.id,
+                kept,
+                why,
+            )
+        if dropped:
+            self._dropped(dropped, GAVE_UP)
+            log.error("exporter %s: dropping %d spans: %s", self.id, dropped, why)
         for trace in batch:
-            trace.export_done(undelivered)
+            trace.export_done(undelivered=True)

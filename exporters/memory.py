@@ -78,6 +78,7 @@ class MemoryExporter:
         self.exported: list[ExportedTrace] = []
         self.sent_spans = 0
         self.dropped_spans = 0
+        self.kept_spans = 0  # never: nothing it gives up on is kept
         self.dropped_by_reason: Counter[str] = Counter()  # "shutdown" only: it never fails a send
         self.holding = hold
         self._held: list[Trace] = []

@@ -15,6 +15,7 @@ endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
 from spanscore.exporters.sdk_parts import create_all
+
+log = logging.getLogger("spanscore.exporters")
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
@@ -174,7 +177,7 @@ class ScoreMetrics:
         """Export what is pending by `deadline` and stop the readers."""
         provider, self.provider = self.provider, None
         if provider is not None:
-            await asyncio.to_thread(_flush_and_stop, provider, max(0.0, deadline - time.monotonic()))
+            await asyncio.to_thread(_flush_and_stop, provider, deadline)
 
 
 def _observe(metric: TelemetryMetric) -> Callable[[CallbackOptions], list[Observation]]:
@@ -189,6 +192,19 @@ def _observe(metric: TelemetryMetric) -> Callable[[CallbackOptions], list[Observ
     return observe
 
 
-def _flush_and_stop(provider: MeterProvider, timeout_s: float) -> None:
-    provider.force_flush(int(timeout_s * 1000))
-    provider.shutdown()
+def _flush_and_stop(provider: MeterProvider, deadline: float) -> None:
+    """Export what is pending and stop the readers by `deadline`; a reader that cannot
+    is named in one line (the SDK raises a bare Exception saying which)."""
+    try:
+        provider.force_flush(_millis_left(deadline))
+    except Exception as exc:
+        log.warning("score metrics not flushed at shutdown: %s", exc)
+    try:
+        provider.shutdown(_millis_left(deadline))
+    except Exception as exc:
+        log.warning("score metrics readers not stopped cleanly: %s", exc)
+
+
+def _millis_left(deadline: float) -> float:
+    # At least a millisecond: the SDK does not even try with none left.
+    return max(1.0, (deadline - time.monotonic()) * 1000)

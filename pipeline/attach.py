@@ -60,11 +60,12 @@ class ScoreAttacher:
             self._record(results, usages, trace.service_name, agent_name_of(trace), attributes)
 
     def carrier(self, session: Session, scored: Scored, start_ns: int) -> Trace | None:
-        """The trace of a carrier span with the session's results, or None when it has none."""
+        """The trace of a carrier span with the session's results and attributes (metrics
+        skipped among them), or None when it has neither."""
         attributes, usages = scored.attributes, scored.usages
         self._count(usages)
         session.results.extend(scored.results)
-        if not session.results:
+        if not session.results and not attributes:
             return None
         if self.score_metrics is not None:
             service = find_attribute(session.resource.attributes, "service.name")

@@ -113,6 +113,11 @@ class ReadyQueue:
             self._unfinished = 0
             self._finished.set()
 
+    @property
+    def unfinished(self) -> int:
+        """Traces put and not yet marked done: waiting, or out in a batch."""
+        return self._unfinished
+
     async def join(self) -> None:
         """Until every trace put so far has been marked done."""
         await self._finished.wait()

@@ -7,6 +7,10 @@ at most `scoring_concurrency` traces out at once: waiting costs no task per trac
 CPU-bound metrics cannot keep the receivers and exporters that share the event loop
 waiting. Each scored trace gets its scores attached and goes to the fan-out; scoring
 never holds a trace back, even a crashed or cancelled scoring exports its traces.
+
+At shutdown scoring has until a deadline: past it the traces being scored and those
+still waiting leave unscored, every trace metric skipped with the reason, and so do the
+carriers of the sessions still closing.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.pipeline.score_scope import UnscoredTraces
-from spanscore.pipeline.scoring import Scoring
+from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
 from spanscore.pipeline.sessions import Sessions
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
@@ -32,6 +36,12 @@ log = logging.getLogger("spanscore.pipeline")
 
 MAX_TICK_S = 0.1
 MIN_TICK_S = 0.005
+# When traces take all the scoring time at shutdown (a judge that does not answer), the
+# sessions closing after them still get this long (at most half the time left).
+SESSION_SHARE_S = 1.0
+# Traces left unscored between yields to the event loop at shutdown: deciding the scope
+# may normalize each, and meanwhile the exporters send what was handed over already.
+UNSCORED_CHUNK = 64
 
 
 class Scheduler:
@@ -65,6 +75,7 @@ class Scheduler:
         self._scorers: list[asyncio.Task] = []
         self._ticker: asyncio.Task | None = None
         self._unscored = UnscoredTraces()
+        self._why = NOT_SCORED  # what a trace skipped at shutdown says
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -118,6 +129,26 @@ class Scheduler:
 
     async def _score_batch(self, traces: list[Trace]) -> None:
         opened: dict[bytes, Session] = {}
+        session_of = self._session_of(opened)
+        try:
+            try:
+                answers = await self.scoring.score_batch(traces, session_of)
+            except asyncio.CancelledError:  # the scoring deadline at shutdown
+                for trace in traces:
+                    self._conclude(trace, self.scoring.left_unscored(trace, session_of, self._why), opened)
+                raise
+            for trace, scored in zip(traces, answers):
+                self._conclude(trace, scored, opened)
+        finally:
+            for session in opened.values():
+                self.sessions.scored(session)
+            for trace in traces:
+                trace.release_derived()  # the views derived for the processors are not kept while exporting
+                self.fanout.export(trace)
+                self.ready.release(trace)  # the next trace of its session, held back until now, may go
+
+    def _session_of(self, opened: dict[bytes, Session]) -> Callable[[Trace], Session | None]:
+        """Opens the session of a trace in the scope, marked as being scored, into `opened`."""
 
         def session_of(trace: Trace) -> Session | None:
             if not (trace.session_id and self.tracks_sessions):
@@ -127,37 +158,35 @@ class Scheduler:
             opened[trace.trace_id] = session
             return session
 
-        try:
-            answers = await self.scoring.score_batch(traces, session_of)
-            for trace, scored in zip(traces, answers):
-                if scored.skip_reason is not None:
-                    self.counts.unscored_traces += 1
-                    self._unscored.said(trace, scored.skip_reason)
-                    continue
-                session = opened.get(trace.trace_id)
-                if session is not None and self.book is not None:
-                    self.book.scored_in(trace, session)
-                self.attacher.attach(trace, scored)
-        finally:
-            for session in opened.values():
-                self.sessions.scored(session)
-            for trace in traces:
-                trace.release_derived()  # the views derived for the processors are not kept while exporting
-                self.fanout.export(trace)
-                self.ready.release(trace)  # the next trace of its session, held back until now, may go
+        return session_of
+
+    def _conclude(self, trace: Trace, scored: Scored, opened: dict[bytes, Session]) -> None:
+        if scored.skip_reason is not None:
+            self.counts.unscored_traces += 1
+            self._unscored.said(trace, scored.skip_reason)
+            return
+        session = opened.get(trace.trace_id)
+        if self.book is not None:
+            if session is not None:
+                self.book.scored_in(trace, session)
+            if scored.cut_off:
+                self.book.left_unscored(trace)
+        self.attacher.attach(trace, scored)
 
     # Shutdown --------------------------------------------------------------------------
 
-    async def drain(self, deadline: float) -> None:
+    async def drain(self, deadline: float, why: str = NOT_SCORED) -> None:
         """Release every held trace and close every session, all by `deadline`; what could
-        not be scored by then goes to the exporters unscored."""
+        not be scored by then goes to the exporters unscored, its metrics skipped with `why`."""
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
+        self._why = why
         for trace in self.assembler.pop_all():
             self.dispatch(trace)
-        await self._drain_ready(deadline)
-        await self.sessions.close_all(deadline)
+        share = min(SESSION_SHARE_S, max(0.0, deadline - time.monotonic()) / 2)
+        await self._drain_ready(deadline - share)
+        await self.sessions.close_all(deadline, why)
         for scorer in self._scorers:
             scorer.cancel()
         await asyncio.gather(*self._scorers, return_exceptions=True)
@@ -170,14 +199,31 @@ class Scheduler:
         await self.sessions.wait()
 
     async def _drain_ready(self, deadline: float) -> None:
-        try:
-            await asyncio.wait_for(self.ready.join(), max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-            log.error(
-                "shutdown deadline passed with %d traces waiting to be scored; exporting them unscored", len(self.ready)
-            )
-            for scorer in self._scorers:
-                scorer.cancel()  # a cancelled scoring still exports its traces
-            await asyncio.gather(*self._scorers, return_exceptions=True)
-            for trace in self.ready.take_all():
-                self.fanout.export(trace)
+        ready = self.ready
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            try:
+                await asyncio.wait_for(ready.join(), remaining)
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+                pass
+        if not ready.unfinished:
+            return
+        log.warning(
+            "scoring stopped at the shutdown's scoring deadline: %d traces being scored and %d waiting leave "
+            "unscored (%s)",
+            ready.unfinished - len(ready),
+            len(ready),
+            self._why,
+        )
+        for scorer in self._scorers:
+            scorer.cancel()  # a cancelled scoring still exports its traces, its metrics skipped
+        await asyncio.gather(*self._scorers, return_exceptions=True)
+        for count, trace in enumerate(ready.take_all(), 1):
+            opened: dict[bytes, Session] = {}
+            self._conclude(trace, self.scoring.left_unscored(trace, self._session_of(opened), self._why), opened)
+            for session in opened.values():
+                self.sessions.scored(session)
+            trace.release_derived()
+            self.fanout.export(trace)
+            if count % UNSCORED_CHUNK == 0:
+                await asyncio.sleep(0)

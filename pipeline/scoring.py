@@ -37,6 +37,7 @@ class Scored:
     usages: list[EvaluatorUsage] = field(default_factory=list)
     attributes: list[SpanAttribute] = field(default_factory=list)
     skip_reason: str | None = None  # set when the trace is outside the scoring scope
+    cut_off: bool = False  # the shutdown left it unscored: every metric skipped
 
     def add(self, output) -> None:
         if isinstance(output, EvaluatorUsage):
@@ -50,6 +51,13 @@ class Scored:
     def failed(cls, metric_names: tuple[str, ...], exc: BaseException) -> Scored:
         return cls(results=[MetricResult.failure(name, exc) for name in metric_names])
 
+    @classmethod
+    def skipped(cls, metric_names: tuple[str, ...], why: str) -> Scored:
+        """No result, only `eval.<metric>.skipped` saying why: not scored, not failed."""
+        return cls(attributes=[SpanAttribute(f"eval.{name}.skipped", why) for name in metric_names], cut_off=True)
+
+
+NOT_SCORED = "not scored before the pipeline stopped"  # why, unless the one stopping it says more
 
 # The session a trace in the scoring scope is scored in (opened if need be), or None.
 SessionOf = Callable[[Trace], "Session | None"]
@@ -60,6 +68,8 @@ class Scoring(Protocol):
     most one trace per session, and a session's traces come in the order they were ready."""
 
     metric_names: tuple[str, ...]
+    trace_metric_names: tuple[str, ...]  # those scored per trace
+    session_metric_names: tuple[str, ...]  # those scored when a session closes
     tracks_sessions: bool  # a processor reads sessions: they are opened and closed for it
 
     def provenance(self) -> dict[str, Provenance]: ...
@@ -69,6 +79,33 @@ class Scoring(Protocol):
 
     async def score_session(self, session: Session) -> Scored: ...
 
+    def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
+        """For a trace that leaves without its scoring (the shutdown cut it off), decided
+        here: a skip reason when it is outside the scope; else every trace metric skipped
+        with `why`, and the trace recorded in its session, unscored."""
+
+
+def scope_skip_reason(scope: ScoreScope, trace: Trace) -> str | None:
+    """Why `trace` is outside the scoring scope, or None."""
+    try:
+        return scope.skip_reason(trace)
+    except Exception:  # a bug deciding must not cost the trace its scores
+        log.exception("could not decide whether to score trace %s; scoring it", trace.trace_id_hex)
+        return None
+
+
+def unscored_in_scope(
+    skip: str | None, trace: Trace, session_of: SessionOf, metric_names: tuple[str, ...], why: str
+) -> Scored:
+    """`Scoring.left_unscored`, once the scope is decided (`skip`)."""
+    if skip is not None:
+        return Scored(skip_reason=skip)
+    session = session_of(trace)
+    if session is not None:  # its carrier links it, as it links the scored ones
+        session.traces.append(TraceSummary.of(trace))
+        session.cut_off = True
+    return Scored.skipped(metric_names, why)
+
 
 class LocalScoring:
     """The processors of one pipeline, run in this process."""
@@ -77,6 +114,8 @@ class LocalScoring:
         self.processors = processors
         self.scope = scope
         self.metric_names = tuple(name for _, p in processors for name in p.metric_names)
+        self.trace_metric_names = tuple(name for _, p in processors for name in p.trace_metric_names)
+        self.session_metric_names = tuple(name for _, p in processors for name in p.session_metric_names)
         # Sessions cost memory for as long as `session_idle`; keep them only when a
         # processor reads them.
         self.tracks_sessions = any(p.uses_sessions for _, p in processors)
@@ -85,11 +124,10 @@ class LocalScoring:
         return {name: processor.provenance(name) for _, processor in self.processors for name in processor.metric_names}
 
     def skip_reason(self, trace: Trace) -> str | None:
-        try:
-            return self.scope.skip_reason(trace)
-        except Exception:  # a bug deciding must not cost the trace its scores
-            log.exception("could not decide whether to score trace %s; scoring it", trace.trace_id_hex)
-            return None
+        return scope_skip_reason(self.scope, trace)
+
+    def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
+        return unscored_in_scope(self.skip_reason(trace), trace, session_of, self.trace_metric_names, why)
 
     async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
         """The traces in scope, each in its session, through every processor in turn."""

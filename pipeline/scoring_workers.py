@@ -39,7 +39,7 @@ from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.pipeline.gc_tuning import tune_for_collector
 from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
-from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf
+from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf, scope_skip_reason, unscored_in_scope
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.budget import BudgetWindow
 from spanscore.processors.judge.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
@@ -69,14 +69,24 @@ class WorkerSetup:
 class WorkerScoring:
     """The scoring stage in worker processes: a `Scoring`, as `LocalScoring` is."""
 
-    def __init__(self, setup: WorkerSetup, count: int, metric_names: tuple[str, ...], tracks_sessions: bool):
+    def __init__(
+        self,
+        setup: WorkerSetup,
+        count: int,
+        trace_metric_names: tuple[str, ...],
+        session_metric_names: tuple[str, ...],
+        tracks_sessions: bool,
+    ):
         if count < 1:
             raise ValueError("scoring_workers must be at least 1")
         self.id = "scoring_workers"
         self.setup = setup
         self.count = count
-        self.metric_names = metric_names
+        self.trace_metric_names = trace_metric_names
+        self.session_metric_names = session_metric_names
+        self.metric_names = (*trace_metric_names, *session_metric_names)
         self.tracks_sessions = tracks_sessions
+        self._scope = ScoreScope(setup.scope)  # here only for the traces a shutdown leaves unscored
         self._retired = JudgeTelemetry()  # what the judges of workers that exited spent
         self._workers: list[_WorkerHandle] = []
         self._provenance: dict[str, Provenance] = {}
@@ -125,6 +135,10 @@ class WorkerScoring:
                 trace.results = scored.results
                 session.traces.append(TraceSummary.of(trace))
         return list(answers)
+
+    def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
+        skip = scope_skip_reason(self._scope, trace)
+        return unscored_in_scope(skip, trace, session_of, self.trace_metric_names, why)
 
     async def _score_trace(self, trace: Trace, session: Session | None) -> Scored:
         key = session.session_id.encode("utf-8") if session is not None else trace.trace_id

@@ -3,7 +3,9 @@ shutdown, when the session processors run and the carrier span goes to the fan-o
 
 A session closes after `session_idle` without a new trace, or early when more than
 `max_open_sessions` are open (the least recently active first). A session whose trace is
-being scored closes once that batch is done, so its processors see every trace.
+being scored closes once that batch is done, so its processors see every trace. At
+shutdown a session not scored by the deadline still sends its carrier, each session
+metric skipped with the reason.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from spanscore.core.trace import Trace
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
-from spanscore.pipeline.scoring import Scoring
+from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
 log = logging.getLogger("spanscore.pipeline")
@@ -51,6 +53,7 @@ class Sessions:
         self.clock = clock
         self.book = book
         self._closing: set[asyncio.Task] = set()
+        self._why = NOT_SCORED  # what a carrier cut off at shutdown says
 
     def __len__(self) -> int:
         return len(self.open)
@@ -98,36 +101,54 @@ class Sessions:
         if session.close_pending:
             self._spawn_close(session)
 
-    async def close_all(self, deadline: float) -> None:
+    async def close_all(self, deadline: float, why: str) -> None:
+        """Close every session by `deadline`; those not scored by then skip their metrics with `why`."""
+        self._why = why
         await self.wait(deadline)
         for session_id in list(self.open):
             self.close(session_id)
         await self.wait(deadline)
 
     async def wait(self, deadline: float | None = None) -> None:
-        """Until the sessions closing now are done; past `deadline` they are cancelled."""
+        """Until the sessions closing now are done; past `deadline` they are cut off."""
         while self._closing:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                log.error("shutdown deadline passed with %d traces or sessions still being scored", len(self._closing))
-                for task in list(self._closing):
+                # A close spawned just now first runs up to its scoring: cancelled before it
+                # starts, it would send no carrier at all.
+                await asyncio.sleep(0)
+                cut_off = [task for task in self._closing if not task.done()]
+                if cut_off:
+                    log.warning(
+                        "%d sessions not scored by the shutdown's scoring deadline send their carriers unscored (%s)",
+                        len(cut_off),
+                        self._why,
+                    )
+                for task in cut_off:
                     task.cancel()
                 await asyncio.gather(*self._closing, return_exceptions=True)
                 return
             await asyncio.wait(list(self._closing), timeout=remaining)
 
     async def _close(self, session: Session) -> None:
-        carrier = None
+        scored: Scored | None = None
+        start_ns = time.time_ns()
         try:
-            if session.traces:  # else none of its traces was scored: nothing to close on
-                start_ns = time.time_ns()
-                carrier = self.attacher.carrier(session, await self.scoring.score_session(session), start_ns)
+            if session.cut_off:  # its metrics would read traces the shutdown left unscored
+                scored = Scored.skipped(self.scoring.session_metric_names, self._why)
+            elif session.traces:  # else none of its traces was scored: nothing to close on
+                try:
+                    scored = await self.scoring.score_session(session)
+                except asyncio.CancelledError:  # cut off at shutdown
+                    scored = Scored.skipped(self.scoring.session_metric_names, self._why)
+                    raise
         finally:
+            carrier = None if scored is None else self.attacher.carrier(session, scored, start_ns)
             if self.book is not None:
-                self.book.session_closed(session, carrier)
-        if carrier is not None:
-            self.counts.held_spans += 1
-            self.fanout.export(carrier)
+                self.book.session_closed(session, carrier, scored=scored is None or not scored.cut_off)
+            if carrier is not None:
+                self.counts.held_spans += 1
+                self.fanout.export(carrier)
 
     def _spawn_close(self, session: Session) -> None:
         task = asyncio.create_task(self._close(session))

@@ -38,7 +38,7 @@ from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.intake import Intake
 from spanscore.pipeline.scheduler import Scheduler
 from spanscore.pipeline.score_scope import ScoreScope
-from spanscore.pipeline.scoring import LocalScoring, Scoring
+from spanscore.pipeline.scoring import NOT_SCORED, LocalScoring, Scoring
 from spanscore.pipeline.sessions import Sessions
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.processors.base import Processor
@@ -110,10 +110,11 @@ class Pipeline:
         every closing session is done (for tests and embedders driving `tick`)."""
         await self.scheduler.settle()
 
-    async def drain(self, deadline: float) -> None:
+    async def drain(self, deadline: float, why: str = NOT_SCORED) -> None:
         """Release every buffered trace and close every session, handing all to the exporters.
 
         Called once receivers stopped; by `deadline` what could not be scored is handed
-        over unscored. The exporters flush when they are shut down afterwards.
+        over unscored, its metrics skipped with `why` (`eval.<metric>.skipped`). The
+        exporters flush when they are shut down afterwards.
         """
-        await self.scheduler.drain(deadline)
+        await self.scheduler.drain(deadline, why)

@@ -5,6 +5,10 @@ except while the session it was scored in is open: then they stay, marked export
 a crash can rebuild the session (they are scored again for it, not sent again). The
 session's traces are done with once its carrier span is exported, or when it closes
 with nothing to carry.
+
+What the shutdown left unscored stays in the log, so the next start scores it: a trace
+exported unscored is replayed in full (sent again, scored), and a session whose carrier
+left unscored keeps its traces, to be scored again and close over them all.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ class WriteAheadBook:
         self._rescore_only: set[bytes] = set()  # replayed traces already exported: scored again, not sent
         self._scored_in: dict[bytes, Session] = {}  # trace id -> the open session it was scored in
         self._carried: dict[bytes, Session] = {}  # carrier trace id -> the session it carries
+        self._unscored: set[bytes] = set()  # left unscored by the shutdown: replayed after the next start
+        self._unscored_sessions: dict[str, Session] = {}  # closed unscored by the shutdown: rebuilt after it
 
     def rescore_only(self, trace_ids: set[bytes]) -> None:
         self._rescore_only |= trace_ids
@@ -36,8 +42,16 @@ class WriteAheadBook:
     def scored_in(self, trace: Trace, session: Session) -> None:
         self._scored_in[trace.trace_id] = session
 
-    def session_closed(self, session: Session, carrier: Trace | None) -> None:
-        """Its traces are done with once `carrier` is exported; now, without one."""
+    def left_unscored(self, trace: Trace) -> None:
+        """The shutdown cut `trace`'s scoring off: once exported it stays, to be scored after the next start."""
+        self._unscored.add(trace.trace_id)
+
+    def session_closed(self, session: Session, carrier: Trace | None, scored: bool = True) -> None:
+        """Its traces are done with once `carrier` is exported; now, without one; never
+        when the shutdown cut its scoring off (the next start rebuilds it)."""
+        if not scored:
+            self._unscored_sessions[session.session_id] = session
+            return
         if carrier is None:
             self._settle(session)
         else:
@@ -47,11 +61,17 @@ class WriteAheadBook:
         """Every exporter is done with `trace`."""
         session = self._scored_in.pop(trace.trace_id, None)
         carried = self._carried.pop(trace.trace_id, None)
-        if trace.undelivered:  # left in the log, to be sent after a restart
+        unscored = trace.trace_id in self._unscored
+        self._unscored.discard(trace.trace_id)
+        # Left in the log: sent again after a restart, scored then when the shutdown left it unscored.
+        if trace.undelivered or unscored:
             return
         if carried is not None:  # a session's carrier is out: its traces are done with
             self._settle(carried)
-        keep = session is not None and open_sessions.get(session.session_id) is session
+        keep = session is not None and (
+            open_sessions.get(session.session_id) is session
+            or self._unscored_sessions.get(session.session_id) is session
+        )
         for origin, positions in trace.spans_by_origin.items():
             if origin.record is not None:
                 if keep:

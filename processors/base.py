@@ -59,6 +59,23 @@ class Processor:
         """
         return type(self).process_session is not Processor.process_session
 
+    @property
+    def session_metric_names(self) -> tuple[str, ...]:
+        """The metrics `process_session` scores: `metric_names` when it is the only hook
+        implemented. A processor scoring metrics per trace and per session overrides this."""
+        kind = type(self)
+        per_trace = (
+            kind.process_trace is not Processor.process_trace or kind.process_batch is not Processor.process_batch
+        )
+        per_session = kind.process_session is not Processor.process_session
+        return self.metric_names if per_session and not per_trace else ()
+
+    @property
+    def trace_metric_names(self) -> tuple[str, ...]:
+        """The metrics scored per trace: those not scored per session."""
+        per_session = set(self.session_metric_names)
+        return tuple(name for name in self.metric_names if name not in per_session)
+
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         return None
 

@@ -101,9 +101,13 @@ class HttpReceiver:
             security(self.tls),
         )
 
-    async def stop(self) -> None:
+    async def stop(self, grace_s: float) -> None:
+        """Stop listening; a request in flight gets `grace_s` to finish, then it is cancelled."""
         runner, self._runner = self._runner, None
         if runner is not None:
+            # aiohttp waits this long for a request in flight, then as long again once it
+            # cancelled it; set when the runner is made (60 s by default), and 0 is no limit.
+            runner._shutdown_timeout = max(grace_s / 2, 0.001)
             await runner.cleanup()
         self.client_errors.flush()
 

@@ -162,6 +162,10 @@ class GroundTruth(Processor):
         self.joins: Counter[str] = Counter()
 
     @property
+    def session_metric_names(self) -> tuple[str, ...]:
+        return ATTEMPT_METRICS  # per turn: answer_correctness and tool_usage
+
+    @property
     def uses_sessions(self) -> bool:
         return True
 

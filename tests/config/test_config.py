@@ -19,6 +19,25 @@ def test_minimal_config_gets_defaults_and_an_implicit_assembler():
     receiver = config.receivers[0].config
     assert receiver.protocols.http is None and receiver.protocols.grpc.max_recv_msg_size_mib == 64
     assert config.service.shutdown_timeout == 30.0
+    assert config.service.export_reserve == 10.0  # a third of shutdown_timeout
+
+
+def shutdown(timeout: str, reserve: str | None = None) -> str:
+    keys = f"shutdown_timeout: {timeout}" + (f", shutdown_export_reserve: {reserve}" if reserve else "")
+    return MINIMAL.rsplit("service:", 1)[0] + (
+        f"service: {{{keys}, pipelines: {{traces: {{receivers: [otlp], exporters: [debug]}}}}}}"
+    )
+
+
+def test_the_export_reserve_is_a_third_of_shutdown_timeout_unless_set_within_it():
+    assert parse_config(shutdown("6s")).service.export_reserve == 2.0
+    assert parse_config(shutdown("6s", "500ms")).service.export_reserve == 0.5
+    for reserve in ("6s", "10s", "0s"):
+        [problem] = problems_of(shutdown("6s", reserve))
+        assert problem == (
+            "service.shutdown_export_reserve: must be more than 0 and less than shutdown_timeout (6s) "
+            f"(got '{reserve}')"
+        )
 
 
 def test_the_shipped_default_config_is_valid():

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,37 @@ def test_a_killed_worker_costs_its_traces_their_scores_not_the_traces(sink, star
     [root] = [s for s in sink.spans() if s.trace_id == trace_id]
     assert attributes_to_dict(root.attributes)["eval.toy.score"] == 0.25
     assert collector.service.workers.restarts == 1
+
+
+def test_traces_and_sessions_a_worker_holds_at_the_stop_leave_with_their_metrics_skipped(sink, start_collector):
+    toy = TOY.replace("toy_metric: {", "toy_metric: {delay_s: 60, ")
+    config = sink_config(
+        sink,
+        processors="[assembler, toy_metric]",
+        extra_processors=toy,
+        assembler="trace_wait: 50ms, scoring_workers: 1",
+    ).replace("shutdown_timeout: 10s", "shutdown_timeout: 3s\n  shutdown_export_reserve: 1s")
+    collector = start_collector(config)
+    held = []
+    for i in range(2):
+        trace_id = new_trace_id()
+        held.append(trace_id)
+        turn = {**AGENT_ROOT, "session.id": "chat-4"}
+        send(collector.grpc_port, request_of([span(trace_id, f"turn {i}", attributes=turn)]))
+    assert wait_until(lambda: collector.service.workers.in_flight == 1, timeout_s=5)  # the second waits its turn
+    started = time.monotonic()
+    collector.stop()
+    assert time.monotonic() - started < 3 + 1
+    why = (
+        "spanscore stopped before scoring it: scoring gets 2s of shutdown_timeout, "
+        "export the last 1s (shutdown_export_reserve)"
+    )
+    for trace_id in held:
+        [root] = [s for s in sink.spans() if s.trace_id == trace_id]
+        attributes = attributes_to_dict(root.attributes)
+        assert {k: v for k, v in attributes.items() if k.startswith("eval.")} == {"eval.toy.skipped": why}
+    [carrier] = [attributes_to_dict(s.attributes) for s in sink.spans() if s.name == "evaluate_session"]
+    assert carrier["eval.toy_session.skipped"] == why and carrier["eval.session.trace_count"] == 2
 
 
 @pytest.mark.parametrize("value", [-1, 257, "two"])

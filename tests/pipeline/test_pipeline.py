@@ -22,7 +22,7 @@ from spanscore.exporters.memory import MemoryExporter
 from spanscore.processors.base import Processor
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
-from tests.support.spans import assert_forwarded_faithfully, new_span_id, new_trace_id, request_of, span
+from tests.support.spans import AGENT_ROOT, assert_forwarded_faithfully, new_span_id, new_trace_id, request_of, span
 from tests.support.toy_metric import toy
 
 # These tests are about the pipeline's mechanics on hand-made spans that are no agent's:
@@ -268,18 +268,32 @@ async def test_drain_exports_every_buffered_trace_scored(rig_for):
     assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.assembler.buffered_spans == 0
 
 
-async def test_drain_past_its_deadline_exports_traces_still_being_scored_unscored(rig_for):
-    rig = await rig_for(toy(delay_s=30.0), score=EVERY_TRACE)
-    scoring, queued = new_trace_id(), new_trace_id()
-    rig.receiver.send(request_of([span(scoring, "root")]))
+async def test_drain_past_its_deadline_exports_what_it_could_not_score_with_its_metrics_skipped(rig_for):
+    rig = await rig_for(toy(delay_s=30.0))  # agent traces only
+    scoring, queued, health_check = new_trace_id(), new_trace_id(), new_trace_id()
+    turn = {**AGENT_ROOT, "session.id": "s1"}
+    rig.receiver.send(request_of([span(scoring, "root", attributes=turn)]))
     rig.clock.now = 1.0
     rig.pipeline.tick()  # released, and not waited for: its scoring takes 30 s
-    rig.receiver.send(request_of([span(queued, "root")]))
+    rig.receiver.send(request_of([span(queued, "root", attributes=turn), span(health_check, "GET /health")]))
     started = time.monotonic()
-    await rig.pipeline.drain(started + 0.05)
+    await rig.pipeline.drain(started + 0.2, "stopped before scoring it")
     assert time.monotonic() - started < 5.0
-    assert {e.trace_id: e.results for e in rig.exporter.exported} == {scoring: (), queued: ()}
-    assert len(rig.exporter.exported) == 2
+    assert {e.trace_id for e in rig.exporter.exported if e.trace_id != health_check} == {scoring, queued} | {
+        e.trace_id for e in rig.exporter.named(SESSION_SPAN_NAME)
+    }
+    for trace_id in (scoring, queued):
+        exported = rig.exporter.only(trace_id)
+        assert exported.results == () and evaluation_events(exported) == []
+        assert {k: v for k, v in exported.anchor_attributes.items() if k.startswith("eval.")} == {
+            "eval.toy.skipped": "stopped before scoring it"
+        }
+    # Outside the scoring scope, it is forwarded as it came, as ever.
+    assert not [k for k in rig.exporter.only(health_check).anchor_attributes if k.startswith("eval.")]
+    [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
+    assert carrier.anchor_attributes["eval.toy_session.skipped"] == "stopped before scoring it"
+    assert carrier.anchor_attributes["eval.session.trace_count"] == 2 and carrier.results == ()
+    assert {link.trace_id for link in carrier.anchor.links} == {scoring, queued}
     assert rig.pipeline.counts.held_spans == 0
 
 

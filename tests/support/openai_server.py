@@ -274,7 +274,8 @@ class OpenAIServer:
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_post("/v1/embeddings", self._embeddings)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Requests still held when it stops (a latency, a Delay) are cut off after a second.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0)
         await site.start()

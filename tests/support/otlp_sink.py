@@ -27,6 +27,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.core.otlp_json import decode_request
 
+# Requests still held when the server stops (a slow answer) are cut off after this.
+STOP_GRACE_S = 1.0
+
 
 @dataclass
 class Fault:
@@ -47,6 +50,7 @@ class OtlpSink:
     headers: list[dict[str, str]] = field(default_factory=list)  # per accepted request, lowercased keys
     metrics: list[ExportMetricsServiceRequest] = field(default_factory=list)
     logs: list[tuple[str, ExportLogsServiceRequest]] = field(default_factory=list)  # (transport, request)
+    answer_after_s: float = 0.0  # HTTP exports are kept at once and answered this late: a slow backend
 
     async def start(self, certificate: tuple[bytes, bytes] | None = None) -> OtlpSink:
         """Listen on loopback; with `certificate` (PEM key, PEM chain) both servers use TLS."""
@@ -89,7 +93,7 @@ class OtlpSink:
         app.router.add_post("/v1/traces", self._http_export)
         app.router.add_post("/v1/metrics", self._http_export_metrics)
         app.router.add_post("/v1/logs", self._http_export_logs)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_GRACE_S)
         await self._runner.setup()
         ssl_context = None
         if certificate is not None:
@@ -179,8 +183,10 @@ class OtlpSink:
         body = await request.read()  # aiohttp inflates gzip bodies itself here
         if request.content_type == "application/json":
             self._accept(decode_request(body))
+            await asyncio.sleep(self.answer_after_s)
             return web.json_response({})
         self._accept(ExportTraceServiceRequest.FromString(body))
+        await asyncio.sleep(self.answer_after_s)
         return web.Response(
             body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf"
         )

@@ -26,6 +26,10 @@ class ToyMetric(Processor):
         self.metric_names = (config.name,)
         self.seen: list[tuple[str | None, int, bytes]] = []  # (session id, earlier traces in session, trace id)
 
+    @property
+    def session_metric_names(self) -> tuple[str, ...]:
+        return (f"{self.config.name}_session",)
+
     async def process_trace(self, trace, session):
         self.seen.append(
             (session.session_id if session else None, len(session.traces) if session else 0, trace.trace_id)
