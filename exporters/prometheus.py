@@ -59,15 +59,46 @@ class PrometheusReader(PrometheusMetricReader):
         super().shutdown(timeout_millis=timeout_millis, **kwargs)
 
 
+# A scrape is one short request: a connection that sends nothing for this long is closed,
+# and past this many at once a new one is closed unanswered, so clients that open
+# connections and send nothing cannot hold a thread each for ever.
+SCRAPE_TIMEOUT_S = 60.0
+MAX_SCRAPE_CONNECTIONS = 100
+
+
 class _QuietHandler(WSGIRequestHandler):
+    timeout = SCRAPE_TIMEOUT_S  # applied to the connection's socket by socketserver
+
     def log_message(self, format, *args) -> None:
         return None  # no line on standard error per scrape
 
 
+class _BoundedServer(ThreadingWSGIServer):
+    """A thread per scrape, at most `max_connections` at once."""
+
+    max_connections = MAX_SCRAPE_CONNECTIONS
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 def _serve(address: str, port: int, app) -> ThreadingWSGIServer:
-    """`app` served from a daemon thread, a thread per scrape."""
+    """`app` served from a daemon thread, a thread per scrape, bounded in number and time."""
     family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-    server_class = type("PrometheusServer", (ThreadingWSGIServer,), {"address_family": family})
+    server_class = type("PrometheusServer", (_BoundedServer,), {"address_family": family})
     server = make_server(address, port, app, server_class, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="prometheus-scrape", daemon=True).start()
     return server
