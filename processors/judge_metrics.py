@@ -171,6 +171,7 @@ class JudgeMetrics(Processor):
         results, usage = await self.plan.run(agent, self.judge)
         return [
             *map(_skipped_when_over_budget, results),
+            *(attribute for result in results for attribute in _verdict_context(result)),
             EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"]),
         ]
 
@@ -200,6 +201,18 @@ class JudgeMetrics(Processor):
 
     def _sampled(self, trace_id: bytes) -> bool:
         return trace_id_sampled(trace_id, self.config.sample_ratio)
+
+
+def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
+    """What reading a label against people needs beside it: the threshold it was cut at
+    and, when the judge was asked several times, each trial's score."""
+    if result.score is None:
+        return []
+    context = [SpanAttribute(f"eval.{result.name}.threshold", float(result.threshold))]
+    trial_scores = result.metadata.get("trials", {}).get("scores", [])
+    if len(trial_scores) > 1:
+        context.append(SpanAttribute(f"eval.{result.name}.trial_scores", ",".join(f"{s:g}" for s in trial_scores)))
+    return context
 
 
 def _skipped_when_over_budget(result: MetricResult) -> TraceOutput:

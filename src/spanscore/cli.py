@@ -52,6 +52,8 @@ def _dispatch(argv: list[str] | None) -> int:
     if unknown:
         # The subcommand's own usage, not the top level's: that is where the flag went wrong.
         subcommands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "agree":
+        return _agree(args)
     if args.command == "compare":
         return _compare(args)
     if args.command == "report":
@@ -185,7 +187,59 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         metavar="NAME",
         help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
     )
+    agree = commands.add_parser(
+        "agree",
+        help="does the judge agree with people? κ, accuracy, the disagreements, a CI gate",
+        description="Compare the scores on spans (scored OTLP/JSON files) with people's labels, per metric, "
+        "evaluator and revision: accuracy, κ, precision/recall/F1 of the failing class, Spearman's ρ, each with "
+        "a 95% bootstrap interval; the confusion table; κ between people where two labelled the same item; "
+        "the judge's own consistency over trials; the threshold that best matches people; the disagreements. "
+        "With --min-kappa, exit 1 when κ's lower bound is below it, 0 when not; 2 on bad input.",
+    )
+    agree.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
+    agree.add_argument(
+        "--labels",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="people's labels, JSON Lines or CSV (trace_id, span_id, metric, label, score, scale, annotator, note); "
+        "may be given more than once",
+    )
+    agree.add_argument(
+        "--trail", action="append", default=[], metavar="FILE", help="people's 1-5 scores from a TRAIL annotations file"
+    )
+    agree.add_argument(
+        "--trail-mapping",
+        default=None,
+        metavar="FILE",
+        help="which metric each TRAIL score is compared with (default: the built-in mapping)",
+    )
+    agree.add_argument("--phoenix", default=None, metavar="URL", help="pull human span annotations from this Phoenix")
+    agree.add_argument("--project", default=None, metavar="NAME", help="with --phoenix: the project to read")
+    agree.add_argument(
+        "--annotation",
+        action="append",
+        default=[],
+        metavar="NAME=METRIC",
+        help="with --phoenix: compare the annotation NAME with METRIC (default: an annotation named as a metric)",
+    )
+    agree.add_argument("--metric", default=None, metavar="NAME", help="only this metric")
+    agree.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON here")
+    agree.add_argument("-o", "--output", default=None, metavar="HTML", help="write the results as an HTML page here")
+    agree.add_argument(
+        "--min-kappa", type=float, default=None, metavar="K", help="gate: exit 1 when κ's lower bound is below K"
+    )
+    agree.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    agree.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    agree.add_argument(
+        "--write-examples",
+        default=None,
+        metavar="FILE",
+        help="write the most informative disagreements of one metric as worked examples for its judge, to review",
+    )
+    agree.add_argument("--count", type=int, default=10, metavar="K", help="with --write-examples: how many (default 10)")
     return parser, {
+        "agree": agree,
         "run": run,
         "validate": validate,
         "inspect": inspect_,
@@ -330,6 +384,12 @@ def _report_suite(args: argparse.Namespace) -> int:
     if written:
         print(f"wrote {', '.join(written)}")
     return EXIT_CONFIG if run.problems else 0
+
+
+def _agree(args: argparse.Namespace) -> int:
+    from spanscore.offline import agree_command
+
+    return agree_command.run(args)
 
 
 def _compare(args: argparse.Namespace) -> int:

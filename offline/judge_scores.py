@@ -1,0 +1,123 @@
+"""The scores written on spans, read back from scored OTLP/JSON files for `spanscore agree`.
+
+Every span that carries `eval.<metric>.score` gives one `JudgeScore` per metric, with the
+label, explanation, evaluator and revision beside it, the threshold the label was cut at
+(`eval.<metric>.threshold`, which the judge metrics write) and the trials' scores
+(`eval.<metric>.trial_scores`, when the judge was asked more than once). Spans are read
+one by one as they come: no trace is assembled, so a large file costs little memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spanscore.core.attributes import any_value_to_python
+from spanscore.offline.otlp_files import read_requests
+
+PREFIX = "eval."
+
+
+@dataclass(frozen=True)
+class JudgeScore:
+    """One metric's score on one span."""
+
+    trace_id: str
+    span_id: str
+    span_name: str
+    is_root: bool
+    metric: str
+    score: float
+    label: str | None
+    explanation: str = ""
+    evaluator: str = "code"
+    revision: str = ""
+    threshold: float | None = None
+    trial_scores: tuple[float, ...] = ()
+
+
+@dataclass
+class ScoredSpans:
+    """The scores found, by (trace id, metric); `problems` as file:line."""
+
+    scores: dict[tuple[str, str], list[JudgeScore]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    requests: int = 0
+
+    def metrics(self) -> set[str]:
+        return {metric for _, metric in self.scores}
+
+    def find(self, trace_id: str, metric: str, span_id: str | None) -> JudgeScore | None:
+        """The score a label is about: on `span_id` when given, else the trace's root
+        span's (or, with no root among them, the first found)."""
+        found = self.scores.get((trace_id, metric))
+        if not found:
+            return None
+        if span_id is not None:
+            return next((s for s in found if s.span_id == span_id), None)
+        return next((s for s in found if s.is_root), found[0])
+
+
+def read_judge_scores(paths: Sequence[Path]) -> ScoredSpans:
+    scored = ScoredSpans()
+    for path in paths:
+        for _, request in read_requests(path, scored.problems):
+            scored.requests += 1
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        for score in _scores_of(span):
+                            scored.scores.setdefault((score.trace_id, score.metric), []).append(score)
+    return scored
+
+
+def _scores_of(span) -> list[JudgeScore]:
+    attributes = {kv.key: kv.value for kv in span.attributes if kv.key.startswith(PREFIX)}
+    if not attributes:
+        return []
+    found = []
+    for key in attributes:
+        if not key.endswith(".score"):
+            continue
+        metric = key[len(PREFIX) : -len(".score")]
+        value = any_value_to_python(attributes[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+
+        def get(suffix: str, metric: str = metric):
+            held = attributes.get(f"{PREFIX}{metric}.{suffix}")
+            return None if held is None else any_value_to_python(held)
+
+        threshold = get("threshold")
+        found.append(
+            JudgeScore(
+                trace_id=span.trace_id.hex(),
+                span_id=span.span_id.hex(),
+                span_name=span.name,
+                is_root=not span.parent_span_id,
+                metric=metric,
+                score=float(value),
+                label=_text_or_none(get("label")),
+                explanation=_text_or_none(get("explanation")) or "",
+                evaluator=_text_or_none(get("evaluator")) or "code",
+                revision=_text_or_none(get("revision")) or "",
+                threshold=float(threshold) if isinstance(threshold, (int, float)) else None,
+                trial_scores=_trial_scores(get("trial_scores")),
+            )
+        )
+    return found
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _trial_scores(value: object) -> tuple[float, ...]:
+    """The trials' scores, written comma-separated ("0.8,0.6,0.9"); none when unreadable."""
+    if not isinstance(value, str):
+        return ()
+    try:
+        return tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        return ()

@@ -1,0 +1,103 @@
+"""People's labels from TRAIL's annotation files, for `spanscore agree --trail`.
+
+TRAIL (a benchmark of agent traces annotated by people) gives each trace one line,
+`{"trace_id", "errors", "scores"}`, where `scores[0]` holds 1–5 scores with reasons:
+`reliability_score` and `reliability_reasoning`, and the same for `security`,
+`instruction_adherence` and `plan_opt`. A mapping file (YAML; the built-in one is
+`trail_scores.yaml` beside this module) says which spanscore metric each score is
+compared with; each mapped score becomes one `HumanLabel` on that scale, with the
+reason as its note and `trail` as its annotator. A bad line is reported with its file
+and line and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spanscore.offline.human_labels import HumanLabel, LabelError, make_label, parse_scale
+
+BUILT_IN_MAPPING = Path(__file__).with_name("trail_scores.yaml")
+ANNOTATOR = "trail"
+
+
+class MappingError(ValueError):
+    pass
+
+
+def read_mapping(path: Path) -> tuple[str, dict[str, str]]:
+    """(scale, {TRAIL score name: metric}) from a mapping file; MappingError says what is wrong."""
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MappingError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise MappingError(f"{path}: not YAML: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("scores"), dict) or not document["scores"]:
+        raise MappingError(f"{path}: expected a mapping with `scores: {{trail_score_name: metric}}`")
+    scale = str(document.get("scale", "1-5"))
+    try:
+        parse_scale(scale)
+    except LabelError as exc:
+        raise MappingError(f"{path}: {exc}") from None
+    scores = {}
+    for name, metric in document["scores"].items():
+        if not isinstance(metric, str) or not metric:
+            raise MappingError(f"{path}: scores.{name} must name a metric")
+        scores[str(name)] = metric
+    return scale, scores
+
+
+def read_trail_labels(path: Path, mapping: tuple[str, dict[str, str]], problems: list[str]) -> list[HumanLabel]:
+    scale, scores = mapping
+    labels: list[HumanLabel] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+        return labels
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return labels
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            labels.extend(_labels_of(json.loads(line), scale, scores, where))
+        except ValueError as exc:  # LabelError and JSON's errors
+            problems.append(f"{where}: {exc}")
+    if not labels and not any(p.startswith(f"{path}:") for p in problems):
+        problems.append(f"{path}: no TRAIL scores in the file")
+    return labels
+
+
+def _labels_of(record: Any, scale: str, scores: dict[str, str], where: str) -> list[HumanLabel]:
+    if not isinstance(record, dict) or "trace_id" not in record:
+        raise LabelError("not a TRAIL annotation: expected an object with trace_id, errors and scores")
+    scored = record.get("scores") or [{}]
+    if not isinstance(scored, list) or not isinstance(scored[0], dict):
+        raise LabelError("scores must be a list holding one object of scores")
+    found = []
+    for name, metric in scores.items():
+        value = scored[0].get(f"{name}_score")
+        if value is None:
+            continue
+        reason = scored[0].get(f"{name}_reasoning")
+        found.append(
+            make_label(
+                {
+                    "trace_id": record["trace_id"],
+                    "metric": metric,
+                    "score": value,
+                    "scale": scale,
+                    "annotator": ANNOTATOR,
+                    "note": f"{name}: {reason}" if isinstance(reason, str) else name,
+                },
+                where,
+            )
+        )
+    return found
