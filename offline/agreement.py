@@ -87,15 +87,15 @@ def join(labels: Iterable[HumanLabel], scored: ScoredSpans, metric: str | None =
         if label.metric not in scored_metrics:
             unscored[label.metric] += 1
             continue
-        judged = scored.find(label.trace_id, label.metric, label.span_id)
-        if judged is None:
+        found = scored.find(label.trace_id, label.metric, label.span_id)
+        if not found:
             unmatched += 1
-            continue
-        key = (judged.metric, judged.evaluator, judged.revision)
-        group = groups.setdefault(key, Group(*key))
-        threshold = judged.threshold if judged.threshold is not None else DEFAULT_THRESHOLD
-        judge_class = judged.label or (PASS if judged.score >= threshold else FAIL)
-        group.rows.append(Compared(judged, label, label.verdict(threshold), judge_class))
+        for judged in found:
+            key = (judged.metric, judged.evaluator, judged.revision)
+            group = groups.setdefault(key, Group(*key))
+            threshold = judged.threshold if judged.threshold is not None else DEFAULT_THRESHOLD
+            judge_class = judged.label or (PASS if judged.score >= threshold else FAIL)
+            group.rows.append(Compared(judged, label, label.verdict(threshold), judge_class))
     return Joined(sorted(groups.values(), key=lambda g: (g.metric, g.evaluator, g.revision)), unmatched, dict(unscored))
 
 

@@ -15,8 +15,8 @@ QUOTE_CHARS = 120
 
 def method(resamples: int, seed: int) -> str:
     return (
-        f"{CONFIDENCE:.0%} intervals: percentile bootstrap over traces "
-        f"({resamples:,} resamples of the traces, with replacement, numpy PCG64 seed {seed})"
+        f"{CONFIDENCE:.0%} intervals: BCa bootstrap over traces "
+        f"({resamples:,} resamples of the traces, with replacement; numpy PCG64, seed {seed})"
     )
 
 
@@ -33,9 +33,11 @@ def with_interval(stat: dict[str, float | None] | None) -> str:
 
 
 def heading(result: dict[str, Any]) -> str:
-    revision = f" · revision {result['revision']}" if result["revision"] else ""
+    # The evaluator and revision are what the spans said: a client's text, quoted.
+    revision = f" · revision {excerpt(result['revision'], 40)}" if result["revision"] else ""
     items = counted(result["n"], "label")
-    return f"{result['metric']} · {result['evaluator']}{revision} · {items} on {counted(result['traces'], 'trace')}"
+    evaluator = excerpt(result["evaluator"], 80)
+    return f"{result['metric']} · {evaluator}{revision} · {items} on {counted(result['traces'], 'trace')}"
 
 
 def text(results: Sequence[dict[str, Any]], resamples: int, seed: int) -> str:

@@ -5,10 +5,13 @@ and one column per compared item, holding how many times the resample drew that 
 (the observed data is a single row of ones). So the estimate and every resample go
 through the same arithmetic, vectorized over resamples.
 
-Intervals are percentile bootstrap intervals over traces: a resample draws as many
-traces as there are, with replacement, and takes every compared item of each drawn trace
-(the items of one trace are not independent: one trace, one judge call). The generator
-is numpy's PCG64 seeded by the caller, so the same input always gives the same interval.
+Intervals are bootstrap intervals over traces: a resample draws as many traces as there
+are, with replacement, and takes every compared item of each drawn trace (the items of
+one trace are not independent: one trace, one judge call). The interval is BCa (bias-
+corrected and accelerated, Efron 1987): the resamples' percentiles, moved for the
+estimate's bias and skew, which a κ near its bounds has; plain percentiles undercover
+there. The generator is numpy's PCG64 seeded by the caller, so the same input always
+gives the same interval.
 
 Definitions (n items, counts in a K x K table O of human class x judge class, margins r
 and c):
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -34,6 +38,8 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
 _CHUNK_CELLS = 4_000_000  # resample rows x items per chunk: bounds memory on large inputs
 MAX_THRESHOLD_CANDIDATES = 200
+MAX_JACKKNIFE_GROUPS = 500
+_NORMAL = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ class Bootstrap:
         self.traces = int(self.clusters.max()) + 1 if self.clusters.size else 0
         self.resamples = resamples
         self.seed = seed
+        self._one_item_per_trace = bool((self.clusters == np.arange(self.clusters.size)).all())
 
     def weight_chunks(self) -> Iterator[np.ndarray]:
         rng = np.random.Generator(np.random.PCG64(self.seed))
@@ -76,25 +83,68 @@ class Bootstrap:
             size = min(per_chunk, self.resamples - done)
             drawn = rng.integers(0, self.traces, size=(size, self.traces))
             # Trace counts per resample: one bincount over offset indices for the chunk.
-            offsets = drawn + np.arange(size)[:, None] * self.traces
-            counts = np.bincount(offsets.ravel(), minlength=size * self.traces).reshape(size, self.traces)
-            yield counts[:, self.clusters].astype(np.float64)
+            drawn += np.arange(size)[:, None] * self.traces
+            counts = np.bincount(drawn.ravel(), minlength=size * self.traces).reshape(size, self.traces)
+            yield (counts if self._one_item_per_trace else counts[:, self.clusters]).astype(np.float64)
             done += size
+
+    def jackknife_chunks(self) -> Iterator[np.ndarray]:
+        """Item weights leaving out one group of traces at a time: each trace is its own
+        group up to MAX_JACKKNIFE_GROUPS traces, beyond that traces are dealt into that
+        many groups (a grouped jackknife; it only sets the interval's skew correction)."""
+        groups = min(self.traces, MAX_JACKKNIFE_GROUPS)
+        group_of_item = self.clusters % groups if groups else self.clusters
+        per_chunk = max(1, _CHUNK_CELLS // max(1, self.clusters.size))
+        for start in range(0, groups, per_chunk):
+            left_out = np.arange(start, min(groups, start + per_chunk))
+            yield (group_of_item[None, :] != left_out[:, None]).astype(np.float64)
 
     def estimate(self, statistic: Statistic) -> Estimate:
         return self.estimates(statistic)[0]
 
     def estimates(self, *statistics: Statistic) -> list[Estimate]:
-        """Each statistic on the data and its percentile interval over the resamples."""
+        """Each statistic on the data and its BCa interval over the resamples."""
         observed = np.ones((1, self.clusters.size))
         points = [float(statistic(observed)[0]) for statistic in statistics]
-        if self.traces == 0:
+        if self.traces < 2:
             return [Estimate(point, np.nan, np.nan) for point in points]
         draws: list[list[np.ndarray]] = [[] for _ in statistics]
         for weights in self.weight_chunks():
             for kept, statistic in zip(draws, statistics):
                 kept.append(statistic(weights))
-        return [Estimate(point, *percentile_interval(np.concatenate(kept))) for point, kept in zip(points, draws)]
+        leave_outs: list[list[np.ndarray]] = [[] for _ in statistics]
+        for weights in self.jackknife_chunks():
+            for kept, statistic in zip(leave_outs, statistics):
+                kept.append(statistic(weights))
+        return [
+            Estimate(point, *bca_interval(point, np.concatenate(kept), np.concatenate(jack)))
+            for point, kept, jack in zip(points, draws, leave_outs)
+        ]
+
+
+def bca_interval(point: float, draws: np.ndarray, jackknife: np.ndarray, confidence: float = CONFIDENCE):
+    """Efron's bias-corrected and accelerated percentile interval: the percentiles are
+    moved by the share of resamples below the estimate (bias) and by the jackknife's skew
+    (acceleration). NaN when the statistic is undefined on the data; the plain percentile
+    interval when the corrections are (every resample on one side, a constant jackknife)."""
+    finite = draws[np.isfinite(draws)]
+    if not np.isfinite(point) or finite.size == 0:
+        return np.nan, np.nan
+    below = (np.count_nonzero(finite < point) + 0.5 * np.count_nonzero(finite == point)) / finite.size
+    jack = jackknife[np.isfinite(jackknife)]
+    deviations = jack.mean() - jack if jack.size else np.zeros(1)
+    spread = float((deviations**2).sum())
+    acceleration = float((deviations**3).sum()) / (6.0 * spread**1.5) if spread > 0 else 0.0
+    tail = (1.0 - confidence) / 2.0
+    if not 0.0 < below < 1.0:
+        return percentile_interval(finite, confidence)
+    bias = _NORMAL.inv_cdf(below)
+    shares = []
+    for z in (_NORMAL.inv_cdf(tail), _NORMAL.inv_cdf(1.0 - tail)):
+        shifted = bias + z
+        shares.append(_NORMAL.cdf(bias + shifted / (1.0 - acceleration * shifted)))
+    low, high = np.quantile(finite, shares)
+    return float(low), float(high)
 
 
 def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -102,8 +152,8 @@ def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> t
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return np.nan, np.nan
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(finite, [tail, 1.0 - tail])
     return float(low), float(high)
 
 

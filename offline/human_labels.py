@@ -128,7 +128,7 @@ def make_label(fields: Mapping[str, Any], source: str) -> HumanLabel:
     """A label from one row's fields (strings from CSV, JSON values from JSON Lines)."""
     unknown = sorted(set(fields) - set(FIELDS))
     if unknown:
-        raise LabelError(f"unknown field {excerpt(unknown[0])} (known: {', '.join(FIELDS)})")
+        raise LabelError(f"unknown field '{excerpt(unknown[0])}' (known: {', '.join(FIELDS)})")
     trace_id = _text(fields, "trace_id")
     if trace_id is None or not _TRACE_ID.match(trace_id.lower()):
         raise LabelError(f"trace_id must be 32 hex digits, got {excerpt(str(fields.get('trace_id')))}")
@@ -228,7 +228,7 @@ def _csv_rows(text: str) -> Iterable[tuple[int, Mapping[str, Any] | str]]:
             header = [cell.strip() for cell in row]
             unknown = [name for name in header if name not in FIELDS]
             if unknown or "trace_id" not in header:
-                what = f"unknown column {excerpt(unknown[0])}" if unknown else "no trace_id column"
+                what = f"unknown column '{excerpt(unknown[0])}'" if unknown else "no trace_id column"
                 yield reader.line_num, f"{what}: the header names columns of {', '.join(FIELDS)}"
                 return
             continue

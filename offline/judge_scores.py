@@ -48,15 +48,19 @@ class ScoredSpans:
     def metrics(self) -> set[str]:
         return {metric for _, metric in self.scores}
 
-    def find(self, trace_id: str, metric: str, span_id: str | None) -> JudgeScore | None:
-        """The score a label is about: on `span_id` when given, else the trace's root
-        span's (or, with no root among them, the first found)."""
-        found = self.scores.get((trace_id, metric))
-        if not found:
-            return None
+    def find(self, trace_id: str, metric: str, span_id: str | None) -> list[JudgeScore]:
+        """The scores a label is about, one per evaluator and revision (a trace scored by
+        two judges, or by one rubric and then another, is compared with each): on `span_id`
+        when given, else the trace's root span's (or, with no root among them, the first)."""
+        found = self.scores.get((trace_id, metric), [])
         if span_id is not None:
-            return next((s for s in found if s.span_id == span_id), None)
-        return next((s for s in found if s.is_root), found[0])
+            found = [s for s in found if s.span_id == span_id]
+        chosen: dict[tuple[str, str], JudgeScore] = {}
+        for score in found:
+            key = (score.evaluator, score.revision)
+            if key not in chosen or (score.is_root and not chosen[key].is_root):
+                chosen[key] = score
+        return list(chosen.values())
 
 
 def read_judge_scores(paths: Sequence[Path]) -> ScoredSpans:
