@@ -27,9 +27,25 @@ def revision_of(*parts: object) -> str:
     """A short stable hash of everything that defines a metric's scores."""
     digest = hashlib.sha256()
     for part in (VERSION, *parts):
-        digest.update(repr(part).encode("utf-8"))
+        digest.update(stable_repr(part).encode("utf-8"))
         digest.update(b"\0")
     return digest.hexdigest()[:12]
+
+
+def stable_repr(value: object) -> str:
+    """`repr(value)`, except that sets list their items sorted: a set's order follows its
+    items' hashes, which differ from process to process for strings, and a revision must
+    be the same in every process that scores by the same definition."""
+    if isinstance(value, (set, frozenset)):
+        items = ", ".join(sorted(stable_repr(item) for item in value))
+        return f"{type(value).__name__}({{{items}}})" if value else repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(stable_repr, value)) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(stable_repr, value)) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
 
 
 CODE_PROVENANCE = Provenance(CODE, revision_of(CODE))

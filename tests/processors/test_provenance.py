@@ -5,8 +5,11 @@ dataset is part of a ground-truth metric's revision."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 
-from spanscore.core.provenance import CODE_PROVENANCE
+from spanscore.core.provenance import CODE_PROVENANCE, stable_repr
 from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig
 from spanscore.processors.ground_truth.processor import GroundTruth, GroundTruthConfig
 from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
@@ -68,3 +71,32 @@ def test_ground_truth_revisions_follow_the_dataset(tmp_path):
     assert before.evaluator == "code"  # no judge: the expected calls are compared exactly
     dataset.write_text(DATASET.replace("value: Oslo", "value: Bergen"))
     assert provenance("tool_call_accuracy").revision != before.revision
+
+
+def test_a_revision_is_the_same_in_every_process():
+    # String hashes, and so the order of a set of strings, differ between processes: the
+    # rubrics' sets of extraction fields must not make the revision differ with them.
+    program = (
+        "from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig\n"
+        "from spanscore.processors.judge.rubrics import METRIC_NAMES\n"
+        "m = JudgeMetrics('j', JudgeMetricsConfig(judge={'model': 'm', 'base_url': 'http://127.0.0.1:9/v1'}))\n"
+        "print(' '.join(m.provenance(name).revision for name in METRIC_NAMES))\n"
+    )
+    printed = {
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(printed) == 1, printed
+
+
+def test_stable_repr_is_repr_but_for_sets():
+    value = {"a": [1, (2,), "x"], "b": (), "c": {"k": None}}
+    assert stable_repr(value) == repr(value)
+    assert stable_repr(frozenset({"task", "outcome"})) == "frozenset({'outcome', 'task'})"
+    assert stable_repr({"n": {"b", "a"}}) == "{'n': set({'a', 'b'})}"
