@@ -72,11 +72,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         folder = Path(workdir)
         scored, labels = write_inputs(folder, args.traces)
-        print(f"{args.traces:,} scored traces ({scored.stat().st_size / 1e6:.1f} MB), {labels.stat().st_size / 1e6:.1f} MB of labels")
+        sizes = scored.stat().st_size / 1e6, labels.stat().st_size / 1e6
+        print(f"{args.traces:,} scored traces ({sizes[0]:.1f} MB), {sizes[1]:.1f} MB of labels")
         started = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "spanscore", "agree", str(scored), "--labels", str(labels), "--json",
-             str(folder / "agree.json"), "--resamples", str(args.resamples)],
+            [
+                sys.executable,
+                "-m",
+                "spanscore",
+                "agree",
+                str(scored),
+                "--labels",
+                str(labels),
+                "--json",
+                str(folder / "agree.json"),
+                "--resamples",
+                str(args.resamples),
+            ],
             capture_output=True,
             text=True,
             cwd=ROOT,
@@ -85,7 +97,8 @@ def main() -> None:
         if result.returncode != 0:
             sys.exit(result.stderr)
         [report] = json.loads((folder / "agree.json").read_text())["results"]
-        print(f"spanscore agree, the whole command: {whole:.2f} s (n {report['n']:,}, κ {report['kappa']['estimate']:.3f})")
+        kappa = report["kappa"]["estimate"]
+        print(f"spanscore agree, the whole command: {whole:.2f} s (n {report['n']:,}, κ {kappa:.3f})")
         stages = {}
         started = time.perf_counter()
         spans = read_judge_scores([scored])

@@ -29,9 +29,9 @@ from spanscore.core.version import VERSION
 from spanscore.core.wording import counted, plural
 from spanscore.offline.agreement_report import SHOWN_DISAGREEMENTS, number, with_interval
 from spanscore.offline.agreement_stats import CONFIDENCE
-from spanscore.offline.suite_html import STYLE
+from spanscore.offline.page_style import STYLE
 
-TEXT_CHARS = 400  # of an explanation or a note in the disagreements table
+TEXT_CHARS = 300  # of an explanation or a note in the disagreements table
 NAME_CHARS = 80  # of a span name, an annotator, a class
 KAPPA_RANGE, UNIT_RANGE = (-1.0, 1.0), (0.0, 1.0)
 AGREE_RGB, DIFFER_RGB = "5,150,105", "220,38,38"  # --pass and --fail of the shared style
@@ -86,7 +86,8 @@ def _overview(results: Sequence[dict[str, Any]]) -> str:
 
 
 def _group_name(result: dict[str, Any]) -> str:
-    revision = f" · revision {_plain(result['revision'], NAME_CHARS)}" if result["revision"] else ""
+    # As the printout quotes them (`agreement_report.heading`): what the spans said, a client's text.
+    revision = f" · revision {_plain(result['revision'], 40)}" if result["revision"] else ""
     return f"{_plain(result['metric'], NAME_CHARS)} · {_plain(result['evaluator'], NAME_CHARS)}{revision}"
 
 
@@ -168,7 +169,7 @@ def _headline(result: dict[str, Any]) -> str:
         f"<b>{disagreeing:,}</b> {plural(disagreeing, 'disagreement')}",
     ]
     if result["scale"]:
-        facts.append(f"people's scores on the <b>{_plain(result['scale'], NAME_CHARS)}</b> scale")
+        facts.append(f"scored on <b>{_plain(result['scale'], NAME_CHARS)}</b>")
     cards.append(f'<div class="card facts">{"<br>".join(facts)}</div>')
     return f"<div class=cards>{''.join(cards)}</div>"
 
@@ -190,8 +191,7 @@ def _card(title: str, stat: dict[str, Any], bounds: tuple[float, float], note: s
         )
         figure = f"<p class=big>{number(estimate)}</p>{interval}"
     return (
-        f"<div class=card><h3>{escape(title)}</h3>{figure}{_bar(stat, bounds)}"
-        f"<p class=note>{note}</p></div>"
+        f"<div class=card><h3>{escape(title)}</h3>{figure}{_bar(stat, bounds, width=190)}<p class=note>{note}</p></div>"
     )
 
 
@@ -300,17 +300,16 @@ def _threshold(best: dict[str, Any] | None) -> str:
     lines = []
     if best["configured"] is not None:
         lines.append(
-            f"<p><span class='key configured'></span>configured <b>{number(best['configured'])}</b> "
+            f"<p>{CONFIGURED_KEY}configured <b>{number(best['configured'])}</b> "
             f"(κ {number(best['kappa_at_configured'])})</p>"
         )
     else:
-        lines.append("<p><span class='key configured'></span>configured threshold not on the spans</p>")
+        lines.append(f"<p>{CONFIGURED_KEY}configured threshold not on the spans</p>")
     if best["estimate"] is None:
         lines.append("<p>No cut separates the labels (one class only).</p>")
     else:
         lines.append(
-            f"<p><span class='key best'></span>best match with people <b>{escape(with_interval(best))}</b> "
-            f"(κ {number(best['kappa'])})</p>"
+            f"<p>{BEST_KEY}best match with people <b>{escape(with_interval(best))}</b> (κ {number(best['kappa'])})</p>"
         )
     lines.append("<p class=note>The judge's score passes when it is at least the threshold.</p>")
     return f"<figure class=panel>{caption}{''.join(lines)}{_threshold_axis(best)}</figure>"
@@ -376,11 +375,12 @@ def _confusion(confusion: dict[str, dict[str, int]], caption: str, note: str) ->
         rows.append(
             f"<tr><th scope=row>{_plain(name, NAME_CHARS)}</th>{''.join(tds)}<td class='num total'>{total:,}</td></tr>"
         )
-    totals = "".join(f"<td class='num total'>{sum(c.get(col, 0) for c in confusion.values()):,}</td>" for col in columns)
+    sums = [sum(cells.get(column, 0) for cells in confusion.values()) for column in columns]
+    totals = "".join(f"<td class='num total'>{total:,}</td>" for total in sums)
     grand = sum(sum(cells.values()) for cells in confusion.values())
     return (
         f"<figure class=confusion-figure><figcaption>{caption}</figcaption><div class=scroll>"
-        "<table class=confusion><thead><tr><th scope=col class=corner>people ↓ judge →</th>"
+        "<table class=confusion><thead><tr><th scope=col class=corner><span>people ↓</span> <span>judge →</span></th>"
         f"{head}<th scope=col class='num total'>total</th></tr></thead><tbody>{''.join(rows)}</tbody>"
         f"<tfoot><tr><th scope=row>total</th>{totals}<td class='num total'>{grand:,}</td></tr></tfoot></table></div>"
         f"<p class=note>{note} Green: the same class (the diagonal); red: different; the darker, the more labels."
@@ -454,32 +454,44 @@ def _footer(method_text: str) -> str:
     )
 
 
+# The threshold panel's keys: the configured threshold dashed, the best one as its interval and estimate.
+CONFIGURED_KEY = (
+    '<svg class=key xmlns="http://www.w3.org/2000/svg" viewBox="0 0 18 12" width="18" height="12" aria-hidden="true">'
+    '<line x1="9" y1="0" x2="9" y2="12" stroke="#111827" stroke-width="2" stroke-dasharray="3 2"/></svg>'
+)
+BEST_KEY = (
+    '<svg class=key xmlns="http://www.w3.org/2000/svg" viewBox="0 0 18 12" width="18" height="12" aria-hidden="true">'
+    '<rect x="1" y="2" width="16" height="8" rx="3" fill="#93c5fd"/><rect x="7.5" y="0" width="3" height="12" '
+    'fill="#1e3a8a"/></svg>'
+)
+
 # Added to the report's shared style: the panels, the confusion tables, the disagreements.
 AGREEMENT_STYLE = """
-h1,h2,.meta{overflow-wrap:anywhere}h3.section{font-size:15px;margin:22px 0 4px;color:var(--fg);text-transform:none;
-letter-spacing:0}section.group{border-top:2px solid var(--line);margin-top:28px}
-th{cursor:default;user-select:auto}.card .note{overflow-wrap:anywhere}svg.bar{display:block;margin:6px 0 2px;
-max-width:100%;height:auto}.panels,.tables{display:flex;gap:14px;flex-wrap:wrap;margin:14px 0}
+h1,h2,.meta{overflow-wrap:anywhere}h3{text-transform:none;letter-spacing:0}
+h3.section{font-size:15px;margin:22px 0 4px;color:var(--fg)}
+section.group{border-top:2px solid var(--line);margin-top:28px}
+th{cursor:default;user-select:auto}.cards .card{min-width:200px}.card.facts{flex:0 1 auto;min-width:170px}
+.card .note{overflow-wrap:anywhere}svg.bar{display:block;margin:6px 0 2px;max-width:100%;height:auto}
+.panels,.tables{display:flex;gap:14px;flex-wrap:wrap;margin:14px 0}
 figure.panel{flex:1 1 300px;min-width:0}figure.panel p{margin:4px 0}.versus{margin:8px 0 12px}
 .versus .who{display:block;font-weight:600}.versus .value{font-variant-numeric:tabular-nums}
-.versus .what{display:block;color:var(--muted);font-size:12px}
-.key{display:inline-block;width:14px;height:10px;margin-right:6px;vertical-align:baseline;border-radius:2px}
-.key.best{background:#93c5fd;border-left:3px solid #1e3a8a}.key.configured{border-left:2px dashed #111827;
-width:8px;border-radius:0}
-figure.confusion-figure{flex:0 1 auto;min-width:0;max-width:100%}table.confusion{width:auto;min-width:240px}
-table.confusion th,table.confusion td{padding:6px 12px;overflow-wrap:anywhere}table.confusion td.num{min-width:3.5em}
+.versus .what{display:block;color:var(--muted);font-size:12px}svg.key{vertical-align:-1px;margin-right:6px}
+figure.confusion-figure{flex:1 1 320px;min-width:0}table.confusion{width:auto;min-width:200px}
+table.confusion th,table.confusion td{padding:6px 12px;overflow-wrap:break-word}
+table.confusion thead th{max-width:10em}table.confusion tbody th{max-width:14em;background:#f3f4f6}
+table.confusion td.num{min-width:3em;white-space:nowrap}table.confusion .total{color:var(--muted);background:#f9fafb}
 table.confusion td.agree{font-weight:700}table.confusion td.agree:not([style]),
-table.confusion td.differ:not([style]){color:var(--muted)}table.confusion .total{color:var(--muted);background:#f9fafb}
-table.confusion th.corner{font-weight:400;color:var(--muted);font-size:12px}
-table.confusion tbody th{background:#f3f4f6}table.confusion tfoot th{background:#f3f4f6;font-weight:400;
-color:var(--muted)}
-table.overview td.name{overflow-wrap:anywhere}
-table.disagreements{table-layout:fixed;min-width:980px}table.disagreements td{overflow-wrap:anywhere}
-col.c-rank{width:5.5em}col.c-trace{width:10em}col.c-span{width:11em}col.c-judge{width:6.5em}
-col.c-person{width:8em}col.c-who{width:7em}
+table.confusion td.differ:not([style]){color:var(--muted)}
+table.confusion th.corner{font-weight:400;color:var(--muted);font-size:12px}.corner span{white-space:nowrap}
+table.confusion tfoot th{background:#f3f4f6;font-weight:400;color:var(--muted)}
+table.overview td.name{overflow-wrap:break-word;min-width:14em}
+table.disagreements{table-layout:fixed;min-width:900px}table.disagreements td{overflow-wrap:anywhere}
+col.c-rank{width:5.5em}col.c-trace{width:10em}col.c-span{width:10em}col.c-judge{width:6.5em}
+col.c-person{width:7.5em}col.c-who{width:6.5em}
 code.id{font-size:11px;padding:0 2px;background:none;color:#374151}
 .verdict.pass{color:#047857}.verdict.fail{color:#b91c1c}.verdict.other{color:#92400e}
 .score{font-variant-numeric:tabular-nums;white-space:nowrap}
 footer{margin-top:32px;border-top:1px solid var(--line);padding-top:10px}.method{margin:0 0 4px}
-@media (max-width:640px){main{padding:14px 12px 40px}.card{min-width:0;flex-basis:100%}.big{font-size:26px}}
+@media (max-width:640px){main{padding:14px 12px 40px}.cards .card{min-width:0;flex-basis:100%}.big{font-size:26px}
+table.confusion th,table.confusion td{padding:5px 8px}}
 """

@@ -7,7 +7,7 @@ from typing import Any
 
 from spanscore.core.quoting import excerpt
 from spanscore.core.wording import counted
-from spanscore.offline.agreement_stats import CONFIDENCE
+from spanscore.offline.agreement_stats import CONFIDENCE, MIN_TRACES_FOR_BCA
 
 SHOWN_DISAGREEMENTS = 20
 QUOTE_CHARS = 120
@@ -15,7 +15,7 @@ QUOTE_CHARS = 120
 
 def method(resamples: int, seed: int) -> str:
     return (
-        f"{CONFIDENCE:.0%} intervals: BCa bootstrap over traces "
+        f"{CONFIDENCE:.0%} intervals: BCa bootstrap over traces, percentile under {MIN_TRACES_FOR_BCA} traces "
         f"({resamples:,} resamples of the traces, with replacement; numpy PCG64, seed {seed})"
     )
 
@@ -112,7 +112,11 @@ def _disagreement_lines(disagreements: Sequence[dict[str, Any]]) -> list[str]:
     shown = disagreements[:SHOWN_DISAGREEMENTS]
     lines = [f"  disagreements, farthest apart first ({len(shown)} of {len(disagreements)}; all in --json):"]
     for d in shown:
-        person = d["human_label"] if d["human_score"] is None else f"{d['human_label']} ({d['human_score']:g} on {d['human_scale']})"
+        person = (
+            d["human_label"]
+            if d["human_score"] is None
+            else f"{d['human_label']} ({d['human_score']:g} on {d['human_scale']})"
+        )
         who = f" by {excerpt(d['annotator'], 40)}" if d["annotator"] else ""
         lines.append(
             f"    trace {d['trace_id']} span {excerpt(d['span_name'], 40)} ({d['span_id']}): "

@@ -10,8 +10,9 @@ are, with replacement, and takes every compared item of each drawn trace (the it
 one trace are not independent: one trace, one judge call). The interval is BCa (bias-
 corrected and accelerated, Efron 1987): the resamples' percentiles, moved for the
 estimate's bias and skew, which a κ near its bounds has; plain percentiles undercover
-there. The generator is numpy's PCG64 seeded by the caller, so the same input always
-gives the same interval.
+there. Under MIN_TRACES_FOR_BCA traces the plain percentile interval is given instead.
+The generator is numpy's PCG64 seeded by the caller, so the same input always gives the
+same interval.
 
 Definitions (n items, counts in a K x K table O of human class x judge class, margins r
 and c):
@@ -39,6 +40,10 @@ DEFAULT_SEED = 0
 _CHUNK_CELLS = 4_000_000  # resample rows x items per chunk: bounds memory on large inputs
 MAX_THRESHOLD_CANDIDATES = 200
 MAX_JACKKNIFE_GROUPS = 500
+# Below this many traces the resamples take few distinct values and BCa's corrections,
+# estimated from them, swing wildly (an interval can shrink onto the estimate): plain
+# percentiles are used instead.
+MIN_TRACES_FOR_BCA = 20
 _NORMAL = NormalDist()
 
 
@@ -113,9 +118,11 @@ class Bootstrap:
             for kept, statistic in zip(draws, statistics):
                 kept.append(statistic(weights))
         leave_outs: list[list[np.ndarray]] = [[] for _ in statistics]
-        for weights in self.jackknife_chunks():
+        for weights in self.jackknife_chunks() if self.traces >= MIN_TRACES_FOR_BCA else ():
             for kept, statistic in zip(leave_outs, statistics):
                 kept.append(statistic(weights))
+        if self.traces < MIN_TRACES_FOR_BCA:
+            return [Estimate(p, *percentile_interval(np.concatenate(kept))) for p, kept in zip(points, draws)]
         return [
             Estimate(point, *bca_interval(point, np.concatenate(kept), np.concatenate(jack)))
             for point, kept, jack in zip(points, draws, leave_outs)

@@ -237,7 +237,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         metavar="FILE",
         help="write the most informative disagreements of one metric as worked examples for its judge, to review",
     )
-    agree.add_argument("--count", type=int, default=10, metavar="K", help="with --write-examples: how many (default 10)")
+    agree.add_argument(
+        "--count", type=int, default=10, metavar="K", help="with --write-examples: how many (default 10)"
+    )
     return parser, {
         "agree": agree,
         "run": run,

@@ -15,84 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from spanscore.offline.otlp_files import read_requests
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.settings import PipelineSettings
-from spanscore.processors.agent_trace import agent_trace_of
-from tests.support.judge_answers import answer_for, schema_of
-from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
-from tests.support.processes import ROOT
-
-TRAIL = ROOT / "tests" / "fixtures" / "trail"
-TRACES = TRAIL / "gaia-5.otlp.jsonl.gz"
-ANNOTATIONS = TRAIL / "gaia-5.annotations.jsonl"
-METRICS = ("plan_adherence", "plan_quality", "task_completion")
-
-
-def questions() -> dict[str, str]:
-    """Each fixture trace's user input (the GAIA question), by trace id."""
-    assembler = Assembler(PipelineSettings(forwarded_trace_memory=0))
-    for _, request in read_requests(TRACES, []):
-        assembler.add(request, 0.0)
-    return {trace.trace_id_hex: agent_trace_of(trace).user_input for trace in assembler.pop_all()}
-
-
-def annotations() -> dict[str, dict]:
-    return {json.loads(line)["trace_id"]: json.loads(line) for line in ANNOTATIONS.read_text().splitlines()}
-
-
-# The judge's score per trace: the people's reliability score put on 0–1 for the first
-# three traces, the opposite end for the last two: a judge right on 3 of 5.
-def judge_scores() -> dict[str, float]:
-    people = {t: (a["scores"][0]["reliability_score"] - 1) / 4 for t, a in annotations().items()}
-    ordered = sorted(people)
-    return {t: (people[t] if i < 3 else 1.0 - people[t]) for i, t in enumerate(ordered)}
+from tests.support.trail_scored import ANNOTATIONS, METRICS, ROOT, annotations, judge_scores, score_trail
 
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("agree-trail")
-    by_question = {questions()[t][:200]: score for t, score in judge_scores().items()}
-
-    def judge(request: RecordedRequest) -> Reply:
-        _, schema = schema_of(request)
-        prompt = request.messages()[-1]["content"]
-        score = next(s for q, s in by_question.items() if q in prompt)
-        return Reply(content=json.dumps(answer_for(schema, score)), prompt_tokens=100, completion_tokens=20)
-
-    with OpenAIServer(handler=judge) as server:
-        config = folder / "config.yaml"
-        metrics = ", ".join(f"{m}: {{enabled: {str(m in METRICS).lower()}}}" for m in ALL_JUDGE_METRICS)
-        config.write_text(
-            "receivers: {otlp: {}}\n"
-            "processors:\n"
-            f"  judge_metrics: {{judge: {{model: loopback-judge, base_url: '{server.base_url}', api_key: k}}, "
-            f"trials: 3, early_stop: false, metrics: {{{metrics}}}}}\n"
-            "exporters: {debug: {}}\n"
-            "service: {pipelines: {traces: {receivers: [otlp], processors: [assembler, judge_metrics], "
-            "exporters: [debug]}}}\n"
-        )
-        out = folder / "scored.jsonl"
-        result = subprocess.run(
-            [sys.executable, "-m", "spanscore", "score", str(TRACES), "-o", str(out), "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=ROOT,
-        )
-        assert result.returncode == 0, result.stderr
-    return out
-
-
-ALL_JUDGE_METRICS = (
-    "task_completion",
-    "tool_correctness",
-    "argument_correctness",
-    "step_efficiency",
-    "confidence",
-    "plan_adherence",
-    "plan_quality",
-)
+    return score_trail(tmp_path_factory.mktemp("agree-trail"))
 
 
 def agree(*args: str | Path) -> subprocess.CompletedProcess:

@@ -30,10 +30,7 @@ PERSON = ["pass", "pass", "fail", "pass", "fail", "fail", "pass", "fail", "fail"
 def ten(tmp_path):
     scored = write_scored(
         tmp_path / "scored.jsonl",
-        [
-            scored_root(trace_id(i), METRIC, score, explanation=f"judged {i}")
-            for i, score in enumerate(JUDGE, start=1)
-        ],
+        [scored_root(trace_id(i), METRIC, score, explanation=f"judged {i}") for i, score in enumerate(JUDGE, start=1)],
     )
     labels = write_labels(
         tmp_path / "labels.jsonl",
@@ -93,19 +90,27 @@ def test_statistics_equal_the_hand_computation(ten, tmp_path, capsys):
     assert "κ 0.40 [" in out and "Cohen's κ on the labels" in out
     assert "precision 0.75 [" in out and "recall 0.60 [" in out
     assert "best match with people 0.60 [" in out
-    assert "BCa bootstrap over traces (2,000 resamples" in out
+    assert "BCa bootstrap over traces, percentile under 20 traces (2,000 resamples" in out
     assert out.index(trace_id(7)) < out.index(trace_id(3))
 
 
-def test_the_same_seed_gives_the_same_intervals_and_another_seed_other_ones(ten, tmp_path, capsys):
-    scored, labels = ten
+def test_the_same_seed_gives_the_same_intervals_and_another_seed_other_ones(tmp_path, capsys):
+    # Thirty traces: the ten above three times over.
+    spans = [scored_root(trace_id(i), METRIC, JUDGE[i % 10]) for i in range(30)]
+    scored = write_scored(tmp_path / "scored.jsonl", spans)
+    rows = [{"trace_id": trace_id(i), "metric": METRIC, "label": PERSON[i % 10]} for i in range(30)]
+    labels = write_labels(tmp_path / "labels.jsonl", rows)
     runs = []
     for seed in ("0", "0", "5"):
         out_json = tmp_path / f"agree-{len(runs)}.json"
-        assert agree(str(scored), "--labels", str(labels), "--seed", seed, "--json", str(out_json), capsys=capsys)[0] == 0
+        code, _, err = agree(
+            str(scored), "--labels", str(labels), "--seed", seed, "--json", str(out_json), capsys=capsys
+        )
+        assert code == 0, err
         runs.append(results_of(out_json)[0]["kappa"])
     assert runs[0] == runs[1]
-    assert runs[0]["estimate"] == runs[2]["estimate"] and runs[0] != runs[2]
+    assert runs[0]["estimate"] == runs[2]["estimate"] == pytest.approx(0.4)
+    assert runs[0] != runs[2]
 
 
 def test_the_gate(ten, capsys):

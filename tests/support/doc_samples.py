@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -124,6 +125,18 @@ class Runs:
             self.command("report", "scored.jsonl", "--dataset", "suite.yaml", "--json", "summary.json", cwd=folder)
         return self.workdir / "suite"
 
+    @cached_property
+    def trail(self) -> Path:
+        """Five TRAIL traces scored by a loopback judge (tests/support/trail_scored.py) and
+        their annotation file, in trail/."""
+        from tests.support.trail_scored import ANNOTATIONS, score_trail
+
+        folder = self.workdir / "trail"
+        folder.mkdir()
+        score_trail(folder)
+        shutil.copy(ANNOTATIONS, folder / ANNOTATIONS.name)
+        return folder
+
 
 def _trace_lines(runs: Runs) -> str:
     stdout, _ = runs.collector
@@ -181,6 +194,12 @@ def _compare(runs: Runs) -> str:
     )
 
 
+def _agree(runs: Runs) -> str:
+    return runs.command(
+        "agree", "scored.jsonl", "--trail", "gaia-5.annotations.jsonl", "--metric", "task_completion", cwd=runs.trail
+    )
+
+
 SAMPLES: dict[str, Callable[[Runs], str]] = {
     "run-trace-lines": _trace_lines,
     "run-root-scores": _root_scores,
@@ -189,6 +208,7 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "inspect-carrier": _inspect_carrier,
     "report": _report,
     "compare": _compare,
+    "agree": _agree,
 }
 
 
