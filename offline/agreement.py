@@ -276,7 +276,7 @@ def _consistency(rows: Sequence[Compared], threshold: float | None) -> dict[str,
     if not seen:
         return None
     cut = threshold if threshold is not None else DEFAULT_THRESHOLD
-    spreads = [statistics.pstdev(s.trial_scores) for s in seen.values()]
+    spreads = [float(np.std(s.trial_scores)) for s in seen.values()]  # population standard deviation
     split = [len({score >= cut for score in s.trial_scores}) > 1 for s in seen.values()]
     return {
         "items": len(seen),

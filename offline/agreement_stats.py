@@ -269,10 +269,24 @@ def threshold_candidates(scores: np.ndarray) -> np.ndarray:
 def kappa_by_threshold(
     weights: np.ndarray, human_pass: np.ndarray, scores: np.ndarray, candidates: np.ndarray
 ) -> np.ndarray:
-    """κ (resamples x candidates) between the people's pass/fail and `score >= t` for each t."""
-    at_or_above = scores[:, None] >= candidates[None, :]
-    both_pass = weights @ (at_or_above & human_pass[:, None]).astype(np.float64)
-    judge_pass_human_fail = weights @ (at_or_above & ~human_pass[:, None]).astype(np.float64)
+    """κ (resamples x candidates) between the people's pass/fail and `score >= t` for each t.
+
+    Items are bucketed by how many candidates their score reaches (the judge passes an
+    item at candidate j when its bucket is above j), so each resample costs one pass over
+    its items rather than one per candidate."""
+    buckets = np.searchsorted(candidates, scores, side="right")
+    order = np.argsort(buckets, kind="stable")
+    ordered = buckets[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+
+    def passing_at_each_candidate(item_weights: np.ndarray) -> np.ndarray:
+        by_bucket = np.zeros((item_weights.shape[0], candidates.size + 1))
+        by_bucket[:, ordered[starts]] = np.add.reduceat(item_weights[:, order], starts, axis=1)
+        at_or_above = np.cumsum(by_bucket[:, ::-1], axis=1)[:, ::-1]
+        return at_or_above[:, 1:]
+
+    both_pass = passing_at_each_candidate(weights * human_pass)
+    judge_pass_human_fail = passing_at_each_candidate(weights * ~human_pass)
     passes = (weights * human_pass).sum(axis=1)[:, None]
     fails = (weights * ~human_pass).sum(axis=1)[:, None]
     n = passes + fails
