@@ -28,7 +28,7 @@ import inspect
 import logging
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
@@ -51,7 +51,7 @@ from spanscore.processors.judge.config import (
     build_judge,
     judge_configured,
 )
-from spanscore.processors.judge.planner import JudgePlan
+from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom
 from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS
 from spanscore.processors.judge.rubrics import METRIC_NAMES, RUBRICS
 
@@ -59,6 +59,8 @@ log = logging.getLogger("spanscore.judge_metrics")
 
 JUDGE_EVALUATOR = "judge"  # eval.judge.* on the span, gen_ai.evaluation.judge.* metrics
 NO_CONTENT = "no_content"  # error.type of the results for a trace with nothing to judge
+# The share of the trace's text the judge was shown, after field limits and max_input_tokens.
+INPUT_SHARE = f"eval.{JUDGE_EVALUATOR}.input_share"
 
 
 class JudgeMetricSettings(ComponentConfig):
@@ -77,6 +79,7 @@ class JudgeMetricsConfig(ComponentConfig):
     early_stop: bool = True
     redact: RedactConfig = Field(default_factory=RedactConfig)
     max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
+    max_input_tokens: int = Field(default=DEFAULT_MAX_INPUT_TOKENS, ge=1)
 
     @field_validator("metrics")
     @classmethod
@@ -84,6 +87,21 @@ class JudgeMetricsConfig(ComponentConfig):
         unknown = sorted(set(value) - set(METRIC_NAMES))
         if unknown:
             raise ValueError(f"unknown judge metrics {unknown}; known: {', '.join(METRIC_NAMES)}")
+        return value
+
+    @field_validator("max_input_tokens")
+    @classmethod
+    def _room_for_the_trace(cls, value: int, info: ValidationInfo) -> int:
+        # Checked with the settings that make the calls, when they are valid themselves.
+        if all(key in info.data for key in ("mode", "metrics", "trials")):
+            settings = info.data["metrics"]
+            enabled = [name for name in METRIC_NAMES if settings.get(name, JudgeMetricSettings()).enabled]
+            if not enabled:
+                return value
+            try:
+                JudgePlan(metrics=enabled, mode=info.data["mode"], trials=info.data["trials"], max_input_tokens=value)
+            except TooLittleRoom as exc:
+                raise ValueError(exc.problem) from None
         return value
 
     @property
@@ -120,6 +138,7 @@ class JudgeMetrics(Processor):
                 early_stop=config.early_stop,
                 redact=config.redact.redaction(),
                 max_field_chars=config.max_field_chars,
+                max_input_tokens=config.max_input_tokens,
             )
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
@@ -153,6 +172,7 @@ class JudgeMetrics(Processor):
                 self.config.trials,
                 self.config.settings(metric_name).threshold,
                 self.config.max_field_chars,
+                self.config.max_input_tokens,
                 self.config.redact.model_dump(),
             ),
         )
@@ -168,11 +188,15 @@ class JudgeMetrics(Processor):
         agent = agent_trace_of(trace)
         if not agent.has_content:
             return self._nothing_to_judge(trace, agent)
-        results, usage = await self.plan.run(agent, self.judge)
-        return [
-            *map(_skipped_when_over_budget, results),
+        judged = await self.plan.judge_trace(agent, self.judge)
+        usage = judged.usage
+        outputs = [
+            *map(_skipped_when_over_budget, judged.results),
             EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"]),
         ]
+        if judged.coverage is not None and usage["calls"] + usage["cached"] > 0:  # the judge was asked
+            outputs.append(SpanAttribute(INPUT_SHARE, judged.coverage.share))
+        return outputs
 
     def _nothing_to_judge(self, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
         conventions = ", ".join(sorted(agent.conventions)) or "none"
