@@ -44,6 +44,7 @@ from spanscore.processors.judge.rubrics import (
     TraceFacts,
     combined_instructions,
     combined_schema,
+    metric_instructions,
 )
 from spanscore.processors.judge.trace_view import Coverage, DoesNotFit, View, fit
 from spanscore.processors.judge.trials import TrialRun, run_trials, validate_trials
@@ -112,6 +113,7 @@ class JudgePlan:
     redact: Redaction | Mapping[str, Any] | bool | None = None
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
     max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
+    examples: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         metrics = tuple(self.metrics)
@@ -127,11 +129,15 @@ class JudgePlan:
                 raise ValueError(f"thresholds: unknown judge metric {name!r}")
             if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
                 raise ValueError(f"thresholds.{name}: must be a number within [0, 1], got {threshold!r}")
+        unknown = sorted(set(self.examples) - set(RUBRICS))
+        if unknown:
+            raise ValueError(f"examples: unknown judge metrics {unknown}")
         validate_trials(self.trials)
         if self.max_field_chars < 1:
             raise ValueError(f"max_field_chars: must be >= 1, got {self.max_field_chars}")
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "thresholds", dict(self.thresholds))
+        object.__setattr__(self, "examples", dict(self.examples))
         object.__setattr__(self, "redact", Redaction.from_config(self.redact))
         problem = self.room_problem()
         if problem:
@@ -161,11 +167,15 @@ class JudgePlan:
             fields = Extraction.fields(needs)
             calls.append((Extraction.schema_name, Extraction.instructions(fields), Extraction.schema(fields), False))
         if self.mode == "per_metric":
-            calls.extend((r.name, r.instructions(facts), r.schema(facts), bool(r.needs)) for r in rubrics)
+            calls.extend((r.name, self.instructions(r, facts), r.schema(facts), bool(r.needs)) for r in rubrics)
         elif rubrics:
-            instructions = combined_instructions(rubrics, facts)
+            instructions = combined_instructions(rubrics, facts, self.examples)
             calls.append((COMBINED_SCHEMA_NAME, instructions, combined_schema(rubrics, facts), bool(needs)))
         return calls
+
+    def instructions(self, rubric: Rubric, facts: TraceFacts) -> str:
+        """A metric's own call's instructions: its worked examples, then its rubric."""
+        return metric_instructions(rubric, facts, self.examples)
 
     def largest_call(self, facts: TraceFacts) -> tuple[str, int]:
         """The call that leaves the trace the least room, and its estimated tokens besides
@@ -326,7 +336,7 @@ class _TraceJob:
 
     async def _score_one(self, rubric: Rubric, facts: TraceFacts) -> None:
         extracted = self._extracted_block([rubric], facts)
-        instructions, schema = rubric.instructions(facts), rubric.schema(facts)
+        instructions, schema = self.plan.instructions(rubric, facts), rubric.schema(facts)
 
         async def ask(trial: int) -> dict[str, Any]:
             return await self._ask(instructions, schema, rubric.name, extracted, trial)
@@ -338,7 +348,7 @@ class _TraceJob:
         if not rubrics:
             return
         extracted = self._extracted_block(rubrics, facts)
-        instructions = combined_instructions(rubrics, facts)
+        instructions = combined_instructions(rubrics, facts, self.plan.examples)
         schema = combined_schema(rubrics, facts)
 
         async def ask(trial: int) -> dict[str, Any]:

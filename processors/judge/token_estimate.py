@@ -23,7 +23,12 @@ MESSAGE_TOKENS = 4  # a chat template's role markers and separators, per message
 
 def estimate_tokens(text: str) -> int:
     """Estimated tokens of `text`: its UTF-8 bytes / BYTES_PER_TOKEN, rounded up."""
-    return math.ceil(len(text.encode("utf-8")) / BYTES_PER_TOKEN)
+    return tokens_of_bytes(len(text.encode("utf-8")))
+
+
+def tokens_of_bytes(size: int) -> int:
+    """Estimated tokens of a text of `size` UTF-8 bytes, for sizes added up without the text."""
+    return math.ceil(size / BYTES_PER_TOKEN)
 
 
 def messages_tokens(messages: Iterable[Mapping[str, str]]) -> int:

@@ -19,12 +19,11 @@ of the trace's text and steps the block shows.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from spanscore.processors.judge.prompts import Layout, Rendered, elision_marker, render, render_entry
-from spanscore.processors.judge.token_estimate import BYTES_PER_TOKEN, estimate_tokens
+from spanscore.processors.judge.token_estimate import estimate_tokens, tokens_of_bytes
 
 # Below this many characters a field says little; past it, leaving whole steps out keeps
 # more of what the judge can use than cutting every step shorter.
@@ -131,7 +130,7 @@ def _ends_that_fit(layout: Layout, limit: int, max_tokens: int) -> list[int] | N
 
     def tokens(size: int, head: int, tail: int) -> int:  # entries [0, head) and [tail, count) kept
         marker = len(elision_marker(layout, entries[head:tail]).encode("utf-8")) + 1 if head < tail else 0
-        return math.ceil((size + marker) / BYTES_PER_TOKEN)
+        return tokens_of_bytes(size + marker)
 
     head, tail = min(1, count), count - 1 if count > 1 else count
     size += sum(sizes[:head]) + sum(sizes[tail:])
