@@ -16,6 +16,10 @@ the agent's final output (instrumentation that records spans but not message con
 gets an error result per metric, `no_content`, without asking the judge, which would
 otherwise grade an empty transcript and return a confident, meaningless number.
 
+A metric's `examples` file holds cases people judged; they go before its instructions
+as worked examples, as many as fit `examples_max_tokens` (the startup log says how many
+did not), and the ones used are part of the metric's revision.
+
 Past the judge's `budget`, a metric is skipped, not failed: it gets no result (no score,
 no error, nothing counted in the score metrics), only `eval.<metric>.skipped` on the
 span saying why. A judge outage longer than `max_judge_wait` is a failure: the metric's
@@ -26,15 +30,16 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
 from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.quoting import excerpt
-from spanscore.core.redaction import RedactConfig
+from spanscore.core.redaction import RedactConfig, Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.sampling import trace_id_sampled
 from spanscore.core.session import Session
@@ -51,19 +56,57 @@ from spanscore.processors.judge.config import (
     build_judge,
     judge_configured,
 )
-from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS
+from spanscore.processors.judge.examples import ExamplesError, WorkedExamples, load_examples
+from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, examples_section
 from spanscore.processors.judge.rubrics import METRIC_NAMES, RUBRICS
 
 log = logging.getLogger("spanscore.judge_metrics")
 
 JUDGE_EVALUATOR = "judge"  # eval.judge.* on the span, gen_ai.evaluation.judge.* metrics
 NO_CONTENT = "no_content"  # error.type of the results for a trace with nothing to judge
+# The share of the trace's text the judge was shown, after field limits and max_input_tokens.
+INPUT_SHARE = f"eval.{JUDGE_EVALUATOR}.input_share"
+
+
+# A metric's worked examples take at most this many tokens of each of its calls by default:
+# a few examples of a few hundred words, a small share of max_input_tokens.
+DEFAULT_EXAMPLES_MAX_TOKENS = 2_000
+
+
+@dataclass(frozen=True)
+class _ExamplesPath:
+    """An `examples` path as written under `metrics.<metric>`, with that metric's name."""
+
+    path: str
+    metric: str
+
+
+def _load_examples(value: Any) -> WorkedExamples | None:
+    # Loaded as the setting is validated, so `spanscore validate` lists a file's problems
+    # with the config's, at the setting's key path.
+    if value is None or isinstance(value, WorkedExamples):
+        return value
+    path, metric = (value.path, value.metric) if isinstance(value, _ExamplesPath) else (value, None)
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError("expected the path of an examples file: YAML, or JSON Lines named .jsonl")
+    try:
+        return load_examples(path, metric)
+    except ExamplesError as exc:
+        raise ValueError(f"{path} is invalid:\n" + "\n".join(f"    {p}" for p in exc.problems)) from None
 
 
 class JudgeMetricSettings(ComponentConfig):
     enabled: bool = True
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    examples: Annotated[WorkedExamples | None, BeforeValidator(_load_examples)] = None
+    examples_max_tokens: int = Field(default=DEFAULT_EXAMPLES_MAX_TOKENS, ge=1)
+
+    def worked_examples(self, redaction: Redaction) -> tuple[str, int]:
+        """The text of the examples that fit `examples_max_tokens`, and how many they are."""
+        if self.examples is None:
+            return "", 0
+        return examples_section(self.examples.items, redaction, self.examples_max_tokens)
 
 
 class JudgeMetricsConfig(ComponentConfig):
@@ -77,6 +120,20 @@ class JudgeMetricsConfig(ComponentConfig):
     early_stop: bool = True
     redact: RedactConfig = Field(default_factory=RedactConfig)
     max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
+    max_input_tokens: int = Field(default=DEFAULT_MAX_INPUT_TOKENS, ge=1)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _examples_know_their_metric(cls, value: Any) -> Any:
+        # An example may name its metric; the file's setting says which one that must be.
+        if not isinstance(value, dict):
+            return value
+        return {
+            name: {**settings, "examples": _ExamplesPath(settings["examples"], name)}
+            if isinstance(settings, dict) and isinstance(name, str) and isinstance(settings.get("examples"), str)
+            else settings
+            for name, settings in value.items()
+        }
 
     @field_validator("metrics")
     @classmethod
@@ -84,6 +141,29 @@ class JudgeMetricsConfig(ComponentConfig):
         unknown = sorted(set(value) - set(METRIC_NAMES))
         if unknown:
             raise ValueError(f"unknown judge metrics {unknown}; known: {', '.join(METRIC_NAMES)}")
+        return value
+
+    @field_validator("max_input_tokens")
+    @classmethod
+    def _room_for_the_trace(cls, value: int, info: ValidationInfo) -> int:
+        # Checked with the settings that make the calls, when they are valid themselves.
+        if all(key in info.data for key in ("mode", "metrics", "trials", "redact")):
+            settings = info.data["metrics"]
+            enabled = [name for name in METRIC_NAMES if settings.get(name, JudgeMetricSettings()).enabled]
+            if not enabled:
+                return value
+            redaction = info.data["redact"].redaction()
+            examples = {name: settings[name].worked_examples(redaction)[0] for name in enabled if name in settings}
+            try:
+                JudgePlan(
+                    metrics=enabled,
+                    mode=info.data["mode"],
+                    trials=info.data["trials"],
+                    max_input_tokens=value,
+                    examples=examples,
+                )
+            except TooLittleRoom as exc:
+                raise ValueError(exc.problem) from None
         return value
 
     @property
@@ -111,6 +191,9 @@ class JudgeMetrics(Processor):
         self.plan: JudgePlan | None = None
         self.judge: Judge | None = None
         self._no_content_services = FirstSeen()
+        redaction = config.redact.redaction()
+        # Per metric: the worked examples' text and how many of the file's it holds.
+        self.examples = {name: config.settings(name).worked_examples(redaction) for name in METRIC_NAMES}
         if config.configured and enabled:
             self.plan = JudgePlan(
                 metrics=enabled,
@@ -118,8 +201,10 @@ class JudgeMetrics(Processor):
                 thresholds={name: config.settings(name).threshold for name in enabled},
                 trials=config.trials,
                 early_stop=config.early_stop,
-                redact=config.redact.redaction(),
+                redact=redaction,
                 max_field_chars=config.max_field_chars,
+                max_input_tokens=config.max_input_tokens,
+                examples={name: self.examples[name][0] for name in enabled},
             )
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
@@ -135,6 +220,28 @@ class JudgeMetrics(Processor):
             self.config.judge.model,
             self.config.mode,
             self.plan.max_calls(),
+        )
+        for name in self.plan.metrics:
+            self._log_examples(name)
+
+    def _log_examples(self, name: str) -> None:
+        settings = self.config.settings(name)
+        if settings.examples is None:
+            return
+        _, used = self.examples[name]
+        total = len(settings.examples.items)
+        if used == total:
+            log.info("%s: %s: %d worked examples from %s", self.id, name, used, settings.examples.source)
+            return
+        log.warning(
+            "%s: %s: %d of %d worked examples from %s left out: they do not fit examples_max_tokens (%s); "
+            "the first that fit, in file order, are used",
+            self.id,
+            name,
+            total - used,
+            total,
+            settings.examples.source,
+            f"{settings.examples_max_tokens:,}",
         )
 
     def judges(self) -> tuple[Judge, ...]:
@@ -153,7 +260,9 @@ class JudgeMetrics(Processor):
                 self.config.trials,
                 self.config.settings(metric_name).threshold,
                 self.config.max_field_chars,
+                self.config.max_input_tokens,
                 self.config.redact.model_dump(),
+                self.examples[metric_name][0],  # the worked examples used, as the judge reads them
             ),
         )
 
@@ -168,12 +277,16 @@ class JudgeMetrics(Processor):
         agent = agent_trace_of(trace)
         if not agent.has_content:
             return self._nothing_to_judge(trace, agent)
-        results, usage = await self.plan.run(agent, self.judge)
-        return [
-            *map(_skipped_when_over_budget, results),
-            *(attribute for result in results for attribute in _verdict_context(result)),
+        judged = await self.plan.judge_trace(agent, self.judge)
+        usage = judged.usage
+        outputs = [
+            *map(_skipped_when_over_budget, judged.results),
+            *(attribute for result in judged.results for attribute in _verdict_context(result)),
             EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"]),
         ]
+        if judged.coverage is not None and usage["calls"] + usage["cached"] > 0:  # the judge was asked
+            outputs.append(SpanAttribute(INPUT_SHARE, judged.coverage.share))
+        return outputs
 
     def _nothing_to_judge(self, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
         conventions = ", ".join(sorted(agent.conventions)) or "none"

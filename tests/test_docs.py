@@ -31,6 +31,7 @@ How a YAML block is classified, first rule that applies:
    `STAND_INS[type]`, or with no settings for a type not listed there. The result is
    validated like a full config.
 4. A mapping with only `cases` is an eval-suite dataset: validated by the dataset loader.
+   One with only `examples` is a judge metric's worked examples: validated by their loader.
 5. Deliberately not spanscore files, only parsed: a Kubernetes manifest (`apiVersion`
    and `kind`), a Compose file (`services`), a Prometheus config (`scrape_configs`), a
    CI workflow (`jobs`) or a list of CI steps (each a mapping with `run` or `uses`).
@@ -66,6 +67,7 @@ import yaml
 from spanscore.config.components import build_factories
 from spanscore.config.loader import ConfigError, parse_config
 from spanscore.processors.ground_truth.dataset import DatasetError, parse_dataset
+from spanscore.processors.judge.examples import ExamplesError, parse_examples
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -308,6 +310,8 @@ def classify(block: Block, data: Any) -> str | None:
         return "config" if full else "fragment"
     if isinstance(data, dict) and set(data) == {"cases"}:
         return "dataset"
+    if isinstance(data, dict) and set(data) == {"examples"}:
+        return "worked-examples"
     if isinstance(data, dict) and {"apiVersion", "kind"} <= set(data):
         return "kubernetes"
     if isinstance(data, dict) and "services" in data and not set(data) & set(SECTIONS):
@@ -368,6 +372,11 @@ def validate(block: Block, kind: str, data: Any, folder: Path) -> list[str]:
         try:
             parse_dataset(block.text, "yaml", source=block.where)
         except DatasetError as exc:
+            return exc.problems
+    if kind == "worked-examples":
+        try:
+            parse_examples(block.text, jsonl=False, source=block.where)
+        except ExamplesError as exc:
             return exc.problems
     return []  # the other kinds are only parsed
 

@@ -62,6 +62,7 @@ from spanscore.processors.judge.answers import MalformedAnswer, parse_answer
 from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
 from spanscore.processors.judge.budget import BudgetExhausted, JudgeBudget
 from spanscore.processors.judge.cache import JudgeCache, cache_key
+from spanscore.processors.judge.prompts import schema_instruction
 from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S, Unreachable
 from spanscore.processors.openai_endpoint.client import (
     API_KEY_ENV,
@@ -95,7 +96,6 @@ _STATUS_TYPES = {
     429: "rate_limited",
 }
 UNAVAILABLE = "judge_unavailable"  # error_type of a call held past max_judge_wait
-SCHEMA_INSTRUCTION = "Answer with a single JSON object and nothing else, matching this JSON schema:\n{schema}"
 
 _log = logging.getLogger(__name__)
 
@@ -402,7 +402,7 @@ def _reply_text(response: Any) -> tuple[str | None, bool]:
 
 
 def _with_schema_instruction(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
-    instruction = SCHEMA_INSTRUCTION.format(schema=json.dumps(schema, separators=(",", ":")))
+    instruction = schema_instruction(schema)
     # Some chat templates (Gemma's) accept a system message only in first position.
     if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
         first = {**messages[0], "content": f"{messages[0]['content']}\n\n{instruction}"}

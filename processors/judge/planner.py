@@ -13,6 +13,11 @@ per trace. The plan cuts that down:
 With `trials: N` every scoring call runs N times (extraction still once: it gathers
 the facts the judgments are about, it is not itself a judgment).
 
+Every call of a trace fits `max_input_tokens` (as `token_estimate` estimates it): the
+data block, shared by all of them, gets what the largest call leaves after its system
+message, instructions, answer schema and, for the calls that carry one, the room kept
+for the extracted block (`EXTRACTED_TOKENS`); `trace_view` fits the block into it.
+
 A JudgeError fails only the metrics that depended on the failed call: an extraction
 failure fails task_completion, step_efficiency and the plan metrics; the others are
 still scored.
@@ -29,7 +34,7 @@ from spanscore.core.redaction import Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder
+from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, prompt_tokens
 from spanscore.processors.judge.rubrics import (
     METRIC_NAMES,
     RUBRICS,
@@ -39,12 +44,34 @@ from spanscore.processors.judge.rubrics import (
     TraceFacts,
     combined_instructions,
     combined_schema,
+    metric_instructions,
 )
+from spanscore.processors.judge.trace_view import Coverage, DoesNotFit, View, fit
 from spanscore.processors.judge.trials import TrialRun, run_trials, validate_trials
 
 Mode = Literal["per_metric", "combined"]
 MODES: tuple[str, ...] = ("per_metric", "combined")
 COMBINED_SCHEMA_NAME = "combined"
+
+# A context window most judge models have, with room to spare for the answer; at most 8
+# calls per trace (per_metric) bound a trace's input tokens to 8 x this.
+DEFAULT_MAX_INPUT_TOKENS = 32_000
+# Room kept in a scoring call for what extraction found (task, outcome, plan): the block
+# is cut to fit it, as the trace is, so the data block can be laid out before extraction
+# answers and shared by every call of the trace.
+EXTRACTED_TOKENS = 1_500
+# The least room the trace must have beside the largest call's instructions, checked
+# when the plan is made: less would show the judge next to nothing of any trace.
+MIN_DATA_TOKENS = 1_000
+INPUT_TOO_LARGE = "input_too_large"  # error.type of the results of a trace that cannot fit
+
+
+class TooLittleRoom(ValueError):
+    """`max_input_tokens` leaves the trace too little room beside the plan's own text."""
+
+    def __init__(self, problem: str):
+        self.problem = problem
+        super().__init__(f"max_input_tokens: {problem}")
 
 
 @dataclass
@@ -85,6 +112,8 @@ class JudgePlan:
     early_stop: bool = False
     redact: Redaction | Mapping[str, Any] | bool | None = None
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
+    examples: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         metrics = tuple(self.metrics)
@@ -100,12 +129,19 @@ class JudgePlan:
                 raise ValueError(f"thresholds: unknown judge metric {name!r}")
             if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
                 raise ValueError(f"thresholds.{name}: must be a number within [0, 1], got {threshold!r}")
+        unknown = sorted(set(self.examples) - set(RUBRICS))
+        if unknown:
+            raise ValueError(f"examples: unknown judge metrics {unknown}")
         validate_trials(self.trials)
         if self.max_field_chars < 1:
             raise ValueError(f"max_field_chars: must be >= 1, got {self.max_field_chars}")
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "thresholds", dict(self.thresholds))
+        object.__setattr__(self, "examples", dict(self.examples))
         object.__setattr__(self, "redact", Redaction.from_config(self.redact))
+        problem = self.room_problem()
+        if problem:
+            raise TooLittleRoom(problem)
 
     def threshold(self, name: str) -> float:
         return float(self.thresholds.get(name, DEFAULT_THRESHOLD))
@@ -117,11 +153,101 @@ class JudgePlan:
         scoring = len(rubrics) if self.mode == "per_metric" else min(1, len(rubrics))
         return extraction + self.trials * scoring
 
+    def builder(self) -> PromptBuilder:
+        return PromptBuilder(self.redact, self.max_field_chars)
+
+    def calls(self, facts: TraceFacts) -> list[tuple[str, str, dict[str, Any], bool]]:
+        """Every call the plan may send for a trace with these facts: (schema name,
+        instructions, schema, whether it carries the extracted block). Calls that the
+        trace's answers settle without the judge are listed too."""
+        rubrics = [RUBRICS[m] for m in self.metrics]
+        needs = frozenset().union(*(r.needs for r in rubrics))
+        calls = []
+        if needs:
+            fields = Extraction.fields(needs)
+            calls.append((Extraction.schema_name, Extraction.instructions(fields), Extraction.schema(fields), False))
+        if self.mode == "per_metric":
+            calls.extend((r.name, self.instructions(r, facts), r.schema(facts), bool(r.needs)) for r in rubrics)
+        elif rubrics:
+            instructions = combined_instructions(rubrics, facts, self.examples)
+            calls.append((COMBINED_SCHEMA_NAME, instructions, combined_schema(rubrics, facts), bool(needs)))
+        return calls
+
+    def instructions(self, rubric: Rubric, facts: TraceFacts) -> str:
+        """A metric's own call's instructions: its worked examples, then its rubric."""
+        return metric_instructions(rubric, facts, self.examples)
+
+    def largest_call(self, facts: TraceFacts) -> tuple[str, int]:
+        """The call that leaves the trace the least room, and its estimated tokens besides
+        the data block: system message, instructions, schema, the extracted block's room
+        and the last trial's suffix."""
+        builder = self.builder()
+        largest = ("", 0)
+        for name, instructions, schema, extracted in self.calls(facts):
+            tokens = prompt_tokens(builder.messages("", instructions, trial=self.trials - 1), schema)
+            if extracted:
+                tokens += EXTRACTED_TOKENS + 1  # the block, and the blank line before it
+            largest = max(largest, (name, tokens), key=lambda call: call[1])
+        return largest
+
+    def room_problem(self) -> str | None:
+        """Why `max_input_tokens` is too small for the plan's own text, or None. Checked on
+        a trace with one tool call; a trace's own tool count changes a few digits."""
+        facts = TraceFacts(user_input="", tools_called=[{"name": "", "parameters": None}], available_tools=[])
+        name, tokens = self.largest_call(facts)
+        if self.max_input_tokens - tokens >= MIN_DATA_TOKENS:
+            return None
+        return (
+            f"{self.max_input_tokens:,} leaves the trace too little room: the {name} call takes about "
+            f"{tokens:,} tokens without it and the trace needs at least {MIN_DATA_TOKENS:,}; "
+            f"set at least {tokens + MIN_DATA_TOKENS:,}"
+        )
+
+    def view(self, trace: AgentTrace, facts: TraceFacts | None = None) -> View:
+        """The data block every call of `trace` carries, fit to the room the largest call
+        leaves, and how much of the trace it shows. Raises DoesNotFit."""
+        facts = facts or TraceFacts.from_trace(trace, self.redact)
+        _, overhead = self.largest_call(facts)
+        return fit(self.builder().trace_layout(trace), self.max_field_chars, self.max_input_tokens - overhead)
+
     async def run(self, trace: AgentTrace, judge: Judge) -> tuple[list[MetricResult], dict[str, int]]:
         """One result per enabled metric, in `metrics` order, and the judge usage."""
+        judged = await self.judge_trace(trace, judge)
+        return judged.results, judged.usage
+
+    async def judge_trace(self, trace: AgentTrace, judge: Judge) -> Judged:
+        """`run`'s results and usage, and how much of the trace the judge saw."""
         job = _TraceJob(self, trace, judge)
         await job.run()
-        return [job.results[name] for name in self.metrics], job.usage.as_dict()
+        return Judged([job.results[name] for name in self.metrics], job.usage.as_dict(), job.coverage)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A trace's judge results and usage; `coverage` is None when the trace did not fit."""
+
+    results: list[MetricResult]
+    usage: dict[str, int]
+    coverage: Coverage | None
+
+
+def judge_view(
+    trace: AgentTrace,
+    redaction: Redaction | Mapping[str, Any] | bool | None = None,
+    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS,
+    *,
+    metrics: Sequence[str] = METRIC_NAMES,
+    mode: Mode = "per_metric",
+) -> tuple[str, Coverage]:
+    """The data block the judge is shown of `trace`, and how much of the trace it holds,
+    with these settings (by default the `judge_metrics` processor's: every metric, in
+    `per_metric` mode). Raises DoesNotFit when the trace cannot fit at all."""
+    plan = JudgePlan(
+        metrics=metrics, mode=mode, redact=redaction, max_field_chars=max_field_chars, max_input_tokens=max_input_tokens
+    )
+    view = plan.view(trace)
+    return view.text, view.coverage
 
 
 class _TraceJob:
@@ -130,14 +256,25 @@ class _TraceJob:
     def __init__(self, plan: JudgePlan, trace: AgentTrace, judge: Judge):
         self.plan = plan
         self.judge = judge
-        self.builder = PromptBuilder(plan.redact, plan.max_field_chars)
-        self.data_block = self.builder.data_block(trace)
+        self.builder = plan.builder()
         self.facts = TraceFacts.from_trace(trace, plan.redact)
+        self.data_block = ""
+        self.coverage: Coverage | None = None
+        self.too_large = ""
+        try:
+            view = plan.view(trace, self.facts)
+            self.data_block, self.coverage = view.text, view.coverage
+        except DoesNotFit as exc:
+            self.too_large = f"the trace does not fit max_input_tokens ({plan.max_input_tokens:,}): {exc}"
         self.usage = Usage()
         self.results: dict[str, MetricResult] = {}
 
     async def run(self) -> None:
         pending = [r for r in (RUBRICS[m] for m in self.plan.metrics) if not self._settled_without_judge(r, self.facts)]
+        if self.too_large:
+            for rubric in pending:
+                self.results[rubric.name] = self._failure(rubric, JudgeError(self.too_large, INPUT_TOO_LARGE))
+            return
         independent = [r for r in pending if not r.needs]
         dependent = [r for r in pending if r.needs]
         if self.plan.mode == "per_metric":
@@ -199,7 +336,7 @@ class _TraceJob:
 
     async def _score_one(self, rubric: Rubric, facts: TraceFacts) -> None:
         extracted = self._extracted_block([rubric], facts)
-        instructions, schema = rubric.instructions(facts), rubric.schema(facts)
+        instructions, schema = self.plan.instructions(rubric, facts), rubric.schema(facts)
 
         async def ask(trial: int) -> dict[str, Any]:
             return await self._ask(instructions, schema, rubric.name, extracted, trial)
@@ -211,7 +348,7 @@ class _TraceJob:
         if not rubrics:
             return
         extracted = self._extracted_block(rubrics, facts)
-        instructions = combined_instructions(rubrics, facts)
+        instructions = combined_instructions(rubrics, facts, self.plan.examples)
         schema = combined_schema(rubrics, facts)
 
         async def ask(trial: int) -> dict[str, Any]:
@@ -223,7 +360,10 @@ class _TraceJob:
 
     def _extracted_block(self, rubrics: Sequence[Rubric], facts: TraceFacts) -> str:
         fields = Extraction.fields(frozenset().union(*(r.needs for r in rubrics)))
-        return self.builder.extracted_block(facts.extracted, fields) if fields else ""
+        if not fields:
+            return ""
+        layout = self.builder.extracted_layout(facts.extracted, fields)
+        return fit(layout, self.plan.max_field_chars, EXTRACTED_TOKENS).text
 
     async def _trials(
         self, ask: Callable[[int], Any], rubrics: Sequence[Rubric], facts: TraceFacts, part: Callable[[Any, Any], Any]

@@ -417,7 +417,17 @@ RUBRICS: dict[str, Rubric] = {
 METRIC_NAMES = tuple(RUBRICS)
 
 
-def combined_instructions(rubrics: Sequence[Rubric], facts: TraceFacts) -> str:
+def metric_instructions(rubric: Rubric, facts: TraceFacts, examples: Mapping[str, str] | None = None) -> str:
+    """A rubric's instructions, after its worked examples when it has some (`examples`:
+    metric name -> the examples' text, see `prompts.examples_section`)."""
+    own = rubric.instructions(facts)
+    worked = (examples or {}).get(rubric.name)
+    return f"{worked}\n\n{own}" if worked else own
+
+
+def combined_instructions(
+    rubrics: Sequence[Rubric], facts: TraceFacts, examples: Mapping[str, str] | None = None
+) -> str:
     """All enabled rubrics in one call: one answer key per metric."""
     names = ", ".join(r.name for r in rubrics)
     sections = [
@@ -426,7 +436,7 @@ def combined_instructions(rubrics: Sequence[Rubric], facts: TraceFacts) -> str:
             f"are {names}; each value is the answer that criterion asks for."
         )
     ]
-    sections.extend(f"## {r.name}\n{r.instructions(facts)}" for r in rubrics)
+    sections.extend(f"## {r.name}\n{metric_instructions(r, facts, examples)}" for r in rubrics)
     return "\n\n".join(sections)
 
 

@@ -8,15 +8,19 @@ import json
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.offline.otlp_files import read_requests as read_recorded
+from spanscore.processors.judge.planner import judge_view
+from spanscore.processors.judge.prompts import prompt_tokens
 from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.support.agent_fixtures import SPANS_DIR
 from tests.support.agent_session import messages
-from tests.support.judge_answers import schema_judge
+from tests.support.judge_answers import schema_judge, schema_of
 from tests.support.openai_server import ErrorReply, OpenAIServer
 from tests.support.otlp_client import grpc_export
 from tests.support.otlp_json import read_requests
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
+from tests.support.trail import TRAIL, longest_trail_trace
 
 
 @pytest.fixture
@@ -280,3 +284,31 @@ def test_sample_ratio_judges_only_the_traces_whose_id_falls_under_it(judge_serve
     assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=15)
     assert "eval.task_completion.score" in root_of(sink, "judged")
     assert not [key for key in root_of(sink, "skipped") if key.startswith("eval.")]
+
+
+def test_a_long_trace_is_judged_within_max_input_tokens_and_the_span_says_how_much_was_seen(
+    judge_server, sink, start_collector
+):
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, judge_metrics]",
+            extra_processors=judge_config(judge_server, extra=", max_input_tokens: 4000").split("\n")[0],
+            assembler="trace_wait: 50ms",
+        )
+    )
+    trace = longest_trail_trace()
+    [request] = [
+        request
+        for _, request in read_recorded(TRAIL, [])
+        if request.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == trace.trace_id
+    ]
+    grpc_export(collector.grpc_port, request.SerializeToString())
+    count = sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
+    assert wait_until(lambda: len(sink.spans()) == count, timeout_s=30)
+    [scored] = [attributes_to_dict(s.attributes) for s in sink.spans() if not s.parent_span_id]
+    for request in judge_server.requests_to("/chat/completions"):
+        assert prompt_tokens(request.messages(), schema_of(request)[1]) <= 4000
+    _, coverage = judge_view(trace, max_input_tokens=4000)
+    assert scored["eval.judge.input_share"] == coverage.share < judge_view(trace)[1].share
+    assert all(f"eval.{name}.score" in scored for name in METRIC_NAMES)

@@ -36,6 +36,7 @@ def test_judge_metrics_are_by_the_judge_model_under_a_rubric_revision():
     )
     assert judge_metrics(mode="combined").provenance("task_completion").revision != task.revision
     assert judge_metrics(redact=False).provenance("task_completion").revision != task.revision  # what it sees
+    assert judge_metrics(max_input_tokens=16_000).provenance("task_completion").revision != task.revision
     moved = JudgeMetrics("judge_metrics", JudgeMetricsConfig(judge={**JUDGE, "base_url": "http://10.0.0.1/v1"}))
     assert moved.provenance("task_completion") == task
 
