@@ -210,8 +210,8 @@ def _scale_confusion(rows: Sequence[Compared], scale: Scale) -> dict[str, dict[s
 
 def _best_threshold(group: Group, resamples: int, seed: int) -> dict[str, Any] | None:
     rows = [row for row in group.rows if row.human_class in (PASS, FAIL)]
-    if not rows:
-        return None
+    if len({row.judge.score for row in rows}) < 2:
+        return None  # no labels to fit a cut to, or one score: no cut tells anything apart
     traces = {trace: i for i, trace in enumerate(sorted({row.judge.trace_id for row in rows}))}
     human_pass = np.array([row.human_class == PASS for row in rows])
     scores = np.array([row.judge.score for row in rows])

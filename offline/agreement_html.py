@@ -296,7 +296,10 @@ def _consistency(consistency: dict[str, Any] | None) -> str:
 def _threshold(best: dict[str, Any] | None) -> str:
     caption = "<figcaption>Threshold: configured vs best match with people</figcaption>"
     if best is None:
-        return f"<figure class=panel>{caption}<p>No pass/fail labels to fit one to.</p></figure>"
+        return (
+            f"<figure class=panel>{caption}<p>None to fit: no pass/fail labels, or the judge gave a single "
+            "score.</p></figure>"
+        )
     lines = []
     if best["configured"] is not None:
         lines.append(
@@ -306,7 +309,7 @@ def _threshold(best: dict[str, Any] | None) -> str:
     else:
         lines.append(f"<p>{CONFIGURED_KEY}configured threshold not on the spans</p>")
     if best["estimate"] is None:
-        lines.append("<p>No cut separates the labels (one class only).</p>")
+        lines.append("<p>No cut tells the labels apart (people used one class).</p>")
     else:
         lines.append(
             f"<p>{BEST_KEY}best match with people <b>{escape(with_interval(best))}</b> (κ {number(best['kappa'])})</p>"

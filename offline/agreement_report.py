@@ -82,14 +82,14 @@ def _block(result: dict[str, Any]) -> str:
 
 def _threshold_line(best: dict[str, Any] | None) -> str:
     if best is None:
-        return "threshold: no pass/fail labels to fit one to"
+        return "threshold: none to fit (no pass/fail labels, or the judge gave a single score)"
     configured = (
         f"configured {number(best['configured'])} (κ {number(best['kappa_at_configured'])})"
         if best["configured"] is not None
         else "configured threshold not on the spans"
     )
     if best["estimate"] is None:
-        return f"threshold: {configured}; no cut separates the labels (one class only)"
+        return f"threshold: {configured}; no cut tells the labels apart (people used one class)"
     return (
         f"threshold: {configured}; best match with people {with_interval(best)} "
         f"(κ {number(best['kappa'])}, pass when score >= it)"

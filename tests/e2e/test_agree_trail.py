@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from spanscore.processors.judge.examples import load_examples
+from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
 from tests.support.trail_scored import ANNOTATIONS, METRICS, ROOT, annotations, judge_scores, score_trail
 
 
@@ -91,3 +93,46 @@ def test_the_report_carries_the_judges_scores_and_the_peoples(scored, tmp_path):
     assert report["consistency"]["items"] == 5 and report["consistency"]["trials"] == 3
     assert report["consistency"]["mean_stdev"] == 0.0 and report["consistency"]["split_rate"] == 0.0
     assert report["best_threshold"]["configured"] == 0.5
+
+
+def test_the_examples_it_writes_are_a_judge_metrics_examples_file(scored, tmp_path):
+    examples = tmp_path / "task_completion-examples.yaml"
+    result = agree(
+        scored, "--trail", ANNOTATIONS, "--metric", "task_completion", "--write-examples", examples, "--count", "3"
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = load_examples(str(examples), "task_completion")
+    report = disagreements_of(scored, tmp_path)
+    assert 0 < len(loaded.items) <= 3
+    assert [item.trace_id for item in loaded.items] == [d["trace_id"] for d in report][: len(loaded.items)]
+    for item in loaded.items:
+        assert "user_input:" in item.excerpt and item.label == "fail"  # people gave these traces 2 of 5
+        assert item.reason.startswith("reliability: ")
+    # A config that gives it to the metric validates, and the metric's revision changes.
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "receivers: {otlp: {}}\n"
+        "processors:\n"
+        "  judge_metrics: {judge: {model: m, base_url: 'http://127.0.0.1:9/v1'}, "
+        f"metrics: {{task_completion: {{examples: {examples}}}}}}}\n"
+        "exporters: {debug: {}}\n"
+        "service: {pipelines: {traces: {receivers: [otlp], processors: [judge_metrics], exporters: [debug]}}}\n"
+    )
+    validated = subprocess.run(
+        [sys.executable, "-m", "spanscore", "validate", str(config)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert validated.returncode == 0, validated.stderr
+    judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    plain = JudgeMetrics("j", JudgeMetricsConfig(judge=judge))
+    taught = JudgeMetrics(
+        "j", JudgeMetricsConfig(judge=judge, metrics={"task_completion": {"examples": str(examples)}})
+    )
+    assert taught.provenance("task_completion").revision != plain.provenance("task_completion").revision
+
+
+def disagreements_of(scored: Path, tmp_path: Path) -> list[dict]:
+    out = tmp_path / "disagreements.json"
+    result = agree(scored, "--trail", ANNOTATIONS, "--metric", "task_completion", "--json", out)
+    assert result.returncode == 0, result.stderr
+    [report] = json.loads(out.read_text())["results"]
+    return report["disagreements"]

@@ -290,7 +290,7 @@ def test_a_group_of_one_class_shows_what_is_undefined(tmp_path):
     assert confusion_of(page.table("confusion")[0]) == {"pass": {"pass": 3}}
     words = visible_text(text)
     assert "None: people and the judge put every label in the same class." in words
-    assert "No cut separates the labels (one class only)." in words
+    assert "None to fit: no pass/fail labels, or the judge gave a single score." in words
     assert "The judge was asked once per item" in words
 
 

@@ -11,28 +11,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spanscore.offline.otlp_files import read_requests
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.settings import PipelineSettings
-from spanscore.processors.agent_trace import agent_trace_of
 from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.support.judge_answers import answer_for, schema_of
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
+from tests.support.trail import TRAIL as TRACES
+from tests.support.trail import trail_traces
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAIL = ROOT / "tests" / "fixtures" / "trail"
-TRACES = TRAIL / "gaia-5.otlp.jsonl.gz"
-ANNOTATIONS = TRAIL / "gaia-5.annotations.jsonl"
+ANNOTATIONS = TRACES.with_name("gaia-5.annotations.jsonl")
 # The metrics the built-in TRAIL mapping compares with people's scores.
 METRICS = ("plan_adherence", "plan_quality", "task_completion")
 
 
 def questions() -> dict[str, str]:
     """Each fixture trace's user input (the GAIA question), by trace id."""
-    assembler = Assembler(PipelineSettings(forwarded_trace_memory=0))
-    for _, request in read_requests(TRACES, []):
-        assembler.add(request, 0.0)
-    return {trace.trace_id_hex: agent_trace_of(trace).user_input for trace in assembler.pop_all()}
+    return {trace.trace_id: trace.user_input for trace in trail_traces()}
 
 
 def annotations() -> dict[str, dict]:
