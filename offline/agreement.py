@@ -105,13 +105,17 @@ def classes_of(values: Iterable[str]) -> list[str]:
     return [c for c in (FAIL, PASS) if c in present] + sorted(present - {FAIL, PASS})
 
 
-def ordinal_scale(rows: Sequence[Compared]) -> Scale | None:
-    """The scale when every label is a score on one ordinal scale, else None."""
-    scales = {row.human.scale for row in rows if row.human.score is not None}
-    if len(scales) != 1 or any(row.human.score is None for row in rows):
+def ordinal_scale(labels: Iterable[HumanLabel]) -> Scale | None:
+    """The scale when every label is a score on one of its points (1, 2, ... 5 on 1-5), else
+    None: a half point (1.5) or a label without a score makes the labels classes."""
+    labels = list(labels)
+    scales = {label.scale for label in labels}
+    if len(scales) != 1:
         return None
     scale = scales.pop()
-    return scale if scale.ordinal else None
+    if not scale.ordinal or any(label.score is None or not (label.score - scale.low).is_integer() for label in labels):
+        return None
+    return scale
 
 
 def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED) -> dict[str, Any]:
@@ -128,7 +132,7 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
     def table(weights: np.ndarray) -> np.ndarray:
         return stats.tables(weights, human, judge, k)
 
-    scale = ordinal_scale(rows)
+    scale = ordinal_scale(row.human for row in rows)
     if scale is not None:
         human_points = np.array([int(r.human.score - scale.low) for r in rows])
         judge_points = np.array([scale.point_of_unit(r.judge.score) for r in rows])
@@ -249,9 +253,8 @@ def _human_kappa(rows: Sequence[Compared], resamples: int, seed: int) -> dict[st
     threshold = next(iter(rows)).judge.threshold or DEFAULT_THRESHOLD
     traces = {trace: i for i, trace in enumerate(sorted({trace for trace, _, _ in pairs}))}
     bootstrap = stats.Bootstrap(np.array([traces[trace] for trace, _, _ in pairs]), resamples, seed)
-    scales = {label.scale for _, a, b in pairs for label in (a, b)}
-    scale = scales.pop() if len(scales) == 1 else None
-    if scale is not None and scale.ordinal and all(a.score is not None and b.score is not None for _, a, b in pairs):
+    scale = ordinal_scale(label for _, a, b in pairs for label in (a, b))
+    if scale is not None:
         first = np.array([int(a.score - scale.low) for _, a, _ in pairs])
         second = np.array([int(b.score - scale.low) for _, _, b in pairs])
         k, disagreement = scale.points, stats.quadratic_weights(scale.points)

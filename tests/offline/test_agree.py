@@ -384,3 +384,24 @@ def test_write_examples_needs_one_metric_and_writes_the_farthest_first(ten, tmp_
     ]
     assert all(e["metric"] == METRIC for e in written)
     assert f"{examples} (2 worked examples to review)" in out
+
+
+def test_a_half_point_makes_the_scale_classes(tmp_path, capsys):
+    # 1.5 is no point of 1-5: κ on the pass/fail classes, ρ on the scores; no scale table.
+    judge = [0.0, 0.25, 0.75, 1.0]
+    scored = write_scored(tmp_path / "s.jsonl", [scored_root(trace_id(i), METRIC, s) for i, s in enumerate(judge, 1)])
+    labels = write_labels(
+        tmp_path / "l.jsonl",
+        [
+            {"trace_id": trace_id(i), "metric": METRIC, "score": score, "scale": "1-5"}
+            for i, score in enumerate([1.5, 2, 4, 5], 1)
+        ],
+    )
+    out_json = tmp_path / "a.json"
+    code, _, err = agree(str(scored), "--labels", str(labels), "--json", str(out_json), capsys=capsys)
+    assert code == 0, err
+    [result] = results_of(out_json)
+    assert result["scale"] is None and result["scale_confusion"] is None
+    assert result["kappa_kind"] == "Cohen's κ on the labels"
+    assert result["kappa"]["estimate"] == pytest.approx(1.0)  # fail fail pass pass on both sides
+    assert result["spearman"]["estimate"] == pytest.approx(1.0)
