@@ -250,7 +250,7 @@ def _human_kappa(rows: Sequence[Compared], resamples: int, seed: int) -> dict[st
     ]
     if not pairs:
         return None
-    threshold = next(iter(rows)).judge.threshold or DEFAULT_THRESHOLD
+    threshold = rows[0].judge.threshold if rows[0].judge.threshold is not None else DEFAULT_THRESHOLD
     traces = {trace: i for i, trace in enumerate(sorted({trace for trace, _, _ in pairs}))}
     bootstrap = stats.Bootstrap(np.array([traces[trace] for trace, _, _ in pairs]), resamples, seed)
     scale = ordinal_scale(label for _, a, b in pairs for label in (a, b))
