@@ -30,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
     labels = _labels(args, problems)
     if labels is None:
         return EXIT_INPUT
+    if not labels:  # nothing could be read: the problems are the whole story
+        for problem in problems:
+            print(f"spanscore agree: {problem}", file=sys.stderr)
+        return EXIT_INPUT
     scored = read_judge_scores([Path(f) for f in args.files])
     problems.extend(scored.problems)
     joined = agreement.join(labels, scored, args.metric)
