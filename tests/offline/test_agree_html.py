@@ -17,7 +17,6 @@ import json
 import os
 import re
 import select
-import shutil
 import subprocess
 import time
 from html.parser import HTMLParser
@@ -28,8 +27,8 @@ import pytest
 from spanscore.cli import main
 from spanscore.offline.agreement_report import number, with_interval
 from tests.support.agreement_files import scored_root, trace_id, write_labels, write_scored
+from tests.support.chromium import chromium
 
-REQUIRE_ENV = "SPANSCORE_REQUIRE_CHROMIUM"
 METRIC, SCALED = "task_completion", "plan_quality"
 HOSTILE_NOTE = "<script>alert(1)</script></td> it booked the wrong day"
 HOSTILE_EXPLANATION = "</td></tr><img src=x onerror=alert(2)> the booking looks complete"
@@ -295,15 +294,6 @@ def test_a_group_of_one_class_shows_what_is_undefined(tmp_path):
 
 
 # In a real browser.
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{REQUIRE_ENV}=1 but chromium is not installed (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    return found
 
 
 class DevTools:

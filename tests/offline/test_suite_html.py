@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import html as html_module
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -25,11 +23,11 @@ from spanscore.core.otlp_json import encode_request
 from spanscore.core.wording import counted, plural
 from spanscore.offline.suite_report import rate_parts
 from spanscore.offline.svg_charts import Box, Series, line_chart, place_labels, text_width
+from tests.support.chromium import chromium
 from tests.support.scored_suite import DATASET, attempt, recipe, score_suite
 from tests.support.spans import new_trace_id, request_of, span
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUIRE_ENV = "SPANSCORE_REQUIRE_CHROMIUM"
 
 # Oslo 4 of 5 (one asked for Bergen), Paris 1 of 3.
 ATTEMPTS = [("oslo", "Oslo")] * 4 + [("oslo", "Bergen"), ("paris", "Paris"), ("paris", "Lyon"), ("paris", "Nice")]
@@ -218,15 +216,6 @@ def test_text_from_the_spans_is_escaped(tmp_path):
     assert page.fetched == [] and "img" not in page.tags
     assert page.tags.count("script") == 1
     assert page.cases == [(hostile, True)]
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{REQUIRE_ENV}=1 but chromium is not installed (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    return found
 
 
 def render_in_browser(browser: str, html: Path, actions: str, tmp_path: Path, width: int = 1400) -> str:
