@@ -56,7 +56,8 @@ def phoenix_python() -> tuple[str | None, str]:
 class PhoenixServer:
     """`python -m phoenix.server.main serve` on 127.0.0.1, stopped by `stop()` or `with`."""
 
-    def __init__(self, python: str):
+    def __init__(self, python: str, settings: dict[str, str] | None = None):
+        """`settings`: more PHOENIX_* variables, such as authentication's."""
         self.directory = Path(tempfile.mkdtemp(prefix="spanscore-phoenix-"))
         self.port, self.grpc_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -69,6 +70,7 @@ class PhoenixServer:
                 "PHOENIX_WORKING_DIR": str(self.directory),
                 "PHOENIX_TELEMETRY_ENABLED": "false",
                 "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+                **(settings or {}),
             }
         )
         self.log = self.directory / "phoenix.log"
