@@ -90,7 +90,7 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return f"--count must be at least 1, got {args.count}"
     bad = [a for a in args.annotation if "=" not in a or not all(part.strip() for part in a.split("=", 1))]
     if bad:
-        return f"--annotation takes NAME=METRIC, got {bad[0]!r}"
+        return f"--annotation takes NAME=METRIC or NAME=METRIC:LOW-HIGH, got {bad[0]!r}"
     return None
 
 

@@ -220,8 +220,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--annotation",
         action="append",
         default=[],
-        metavar="NAME=METRIC",
-        help="with --phoenix: compare the annotation NAME with METRIC (default: an annotation named as a metric)",
+        metavar="NAME=METRIC[:LOW-HIGH]",
+        help="with --phoenix: compare the annotation NAME with METRIC, its scores on LOW-HIGH "
+        "(default: an annotation named as a metric, on the scale Phoenix's annotation config gives)",
     )
     agree.add_argument("--metric", default=None, metavar="NAME", help="only this metric")
     agree.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON here")

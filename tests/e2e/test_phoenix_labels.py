@@ -294,7 +294,7 @@ def agree(*args: str, key: str | None = ADMIN_SECRET, cwd: Path = ROOT) -> subpr
     )
 
 
-def test_agree_compares_the_judge_with_the_people_in_phoenix(phoenix, projects, tmp_path):
+def test_agree_compares_the_judge_with_the_people_in_phoenix(phoenix, projects, tmp_path, monkeypatch):
     out = tmp_path / "agree.json"
     done = agree(str(projects["scored"]), "--phoenix", phoenix.url, "--project", CLEAN, "--json", str(out))
     assert done.returncode == 0, done.stderr
@@ -345,6 +345,40 @@ def test_agree_compares_the_judge_with_the_people_in_phoenix(phoenix, projects, 
         (c[1][0], c[1][1], f"phoenix:{ids[1]}", "booked the wrong day"),  # judge 0.8, person fail: 0.8 apart
         (c[3][0], c[3][1], f"phoenix:{ids[4]}", None),  # judge 0.3, person 0.8: 0.5 apart
     ]
+
+    # The same labels written to a labels file give the same report: only where each was read differs.
+    monkeypatch.setenv("PHOENIX_API_KEY", ADMIN_SECRET)
+    labels = read_phoenix_labels(phoenix.url, CLEAN, None, [])
+    rows = [
+        {
+            key: value
+            for key, value in {
+                "trace_id": label.trace_id,
+                "span_id": label.span_id,
+                "metric": label.metric,
+                "label": label.label,
+                "score": label.score,
+                "scale": str(label.scale),
+                "annotator": label.annotator,
+                "note": label.note,
+            }.items()
+            if value is not None
+        }
+        for label in labels
+    ]
+    labels_file = tmp_path / "labels.jsonl"
+    labels_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    from_file = tmp_path / "from-file.json"
+    done = agree(str(projects["scored"]), "--labels", str(labels_file), "--json", str(from_file))
+    assert done.returncode == 0, done.stderr
+
+    def without_sources(results: list[dict]) -> list[dict]:
+        return [
+            {**r, "disagreements": [{k: v for k, v in d.items() if k != "source"} for d in r["disagreements"]]}
+            for r in results
+        ]
+
+    assert without_sources(json.loads(from_file.read_text())["results"]) == without_sources(document["results"])
 
 
 def test_agree_compares_a_renamed_annotation(phoenix, projects, tmp_path):
