@@ -204,7 +204,7 @@ def eight_at_once(port: int, body: bytes, retry_s: float) -> list[tuple[int, str
     for client in clients:
         client.start()
     for client in clients:
-        client.join(60)
+        client.join(retry_s + 60)
     return results
 
 
