@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from spanscore.core.quoting import excerpt
 from spanscore.offline import agreement, agreement_report, judge_examples, trail_labels
 from spanscore.offline.human_labels import HumanLabel, read_labels_file
 from spanscore.offline.judge_scores import read_judge_scores
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     problems.extend(scored.problems)
     joined = agreement.join(labels, scored, args.metric)
     if joined.unscored_metrics:
-        known = ", ".join(sorted(scored.metrics())) or "none"
+        known = excerpt(", ".join(sorted(scored.metrics())), 400) or "none"  # names from the spans: quoted
         for metric, count in sorted(joined.unscored_metrics.items()):
             problems.append(
                 f"metric {metric!r} ({count:,} label{'s' if count != 1 else ''}) is on no scored span; "
