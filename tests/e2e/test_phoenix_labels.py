@@ -34,13 +34,16 @@ from typing import Any
 import pytest
 
 from spanscore.core.otlp_json import encode_request
-from spanscore.offline import phoenix_labels
+from spanscore.offline import otlp_files, phoenix_labels
 from spanscore.offline.human_labels import HumanLabel, Scale
 from spanscore.offline.phoenix_labels import PhoenixError, read_phoenix_labels
 from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, phoenix_python, wait_for
 from tests.support.ports import free_port
 from tests.support.processes import ROOT, SPANSCORE
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.trail_scored import ANNOTATIONS as TRAIL_ANNOTATIONS
+from tests.support.trail_scored import annotations as trail_annotations
+from tests.support.trail_scored import score_trail
 
 ADMIN_SECRET = "spanscore-admin-secret-0123456789abcdef"
 AUTH = {
@@ -436,3 +439,69 @@ def test_a_bad_annotation_mapping_is_refused_before_phoenix_is_asked(tmp_path):
         read_phoenix_labels("http://127.0.0.1:9", CLEAN, {"x": "Bad"}, [])
     with pytest.raises(PhoenixError, match=r"--annotation x=m:5-1: scale 5-1 must go from low to high"):
         read_phoenix_labels("http://127.0.0.1:9", CLEAN, {"x": "m:5-1"}, [])
+
+
+def test_trail_annotated_in_phoenix_gives_the_same_report_as_trail_itself(phoenix, tmp_path):
+    """Five TRAIL traces scored by a loopback judge whose answers are set per trace, sent to
+    Phoenix, their root spans annotated by a person with TRAIL's own 1–5 scores: pulled
+    back, they give the report TRAIL's annotation file gives."""
+    scored = score_trail(tmp_path)
+    requests = [request for _, request in otlp_files.read_requests(scored, [])]
+    spans = [s for r in requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    project = "agree-trail"
+    for request in requests:
+        post = urllib.request.Request(
+            f"{phoenix.url}/v1/traces",
+            data=request.SerializeToString(),
+            headers={
+                "Content-Type": "application/x-protobuf",
+                "Authorization": f"Bearer {ADMIN_SECRET}",
+                "x-project-name": project,
+            },
+        )
+        with urllib.request.urlopen(post, timeout=30):
+            pass
+
+    def listed() -> int:
+        try:
+            return len(call(phoenix, "GET", f"/v1/projects/{project}/spans?limit=1000")["data"])
+        except urllib.error.HTTPError:
+            return 0
+
+    assert wait_for(listed, lambda n: n == len(spans), timeout_s=60) == len(spans)
+    roots = {s.trace_id.hex(): s.span_id.hex() for s in spans if not s.parent_span_id}
+    names = {"instruction_adherence": "plan_adherence", "plan_opt": "plan_quality", "reliability": "task_completion"}
+    annotate(
+        phoenix,
+        "span",
+        [
+            {
+                "span_id": roots[trace],
+                "name": metric,
+                "annotator_kind": "HUMAN",
+                "identifier": "trail",
+                "result": result(
+                    None, row["scores"][0][f"{name}_score"], f"{name}: {row['scores'][0][f'{name}_reasoning']}"
+                ),
+            }
+            for trace, row in trail_annotations().items()
+            for name, metric in names.items()
+        ],
+    )
+    from_phoenix, from_trail = tmp_path / "phoenix.json", tmp_path / "trail.json"
+    scales = [a for metric in names.values() for a in ("--annotation", f"{metric}={metric}:1-5")]
+    done = agree(str(scored), "--phoenix", phoenix.url, "--project", project, *scales, "--json", str(from_phoenix))
+    assert done.returncode == 0, done.stderr
+    done = agree(str(scored), "--trail", str(TRAIL_ANNOTATIONS), "--json", str(from_trail))
+    assert done.returncode == 0, done.stderr
+
+    def without_sources(path: Path) -> list[dict]:
+        return [
+            {**r, "disagreements": [{k: v for k, v in d.items() if k != "source"} for d in r["disagreements"]]}
+            for r in json.loads(path.read_text())["results"]
+        ]
+
+    reports = without_sources(from_phoenix)
+    assert [r["metric"] for r in reports] == ["plan_adherence", "plan_quality", "task_completion"]
+    assert all(r["n"] == 5 and r["evaluator"] == "loopback-judge" for r in reports)
+    assert reports == without_sources(from_trail)
