@@ -1,0 +1,1 @@
+"""Failure localization: where in a run the agent went wrong, on which span, and why."""
