@@ -65,6 +65,8 @@ processors:
       api_key: ${env:OPENAI_API_KEY:-}
       base_url: ${env:OPENAI_BASE_URL:-}
       model: ${env:SPANSCORE_JUDGE_MODEL:-gpt-4.1-mini}
+  failure_localization:
+    when: failed
   session_metrics: {}
 
 exporters:
@@ -83,7 +85,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [assembler, embedding_metrics, judge_metrics, session_metrics]
+      processors: [assembler, embedding_metrics, judge_metrics, failure_localization, session_metrics]
       exporters: [file, debug]
     metrics:
       exporters: [prometheus]

@@ -22,7 +22,7 @@ from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
 from spanscore.pipeline import assembler, memory_limiter, score_router
-from spanscore.processors import embedding_metrics, judge_metrics, session_metrics
+from spanscore.processors import embedding_metrics, failure_localization, judge_metrics, session_metrics
 from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.receivers import otlp
 
@@ -36,6 +36,7 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     memory_limiter.FACTORY,
     embedding_metrics.FACTORY,
     judge_metrics.FACTORY,
+    failure_localization.FACTORY,
     session_metrics.FACTORY,
     ground_truth.FACTORY,
     score_router.FACTORY,

@@ -24,6 +24,9 @@ class MetricResult(BaseModel):
     explanation: str | None = None
     error: str | None = None
     error_type: str | None = None
+    # A metric that classifies (failure_localization: the first error's category) labels
+    # its result with the class; every other result's label is pass or fail.
+    class_label: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("score")
@@ -44,7 +47,9 @@ class MetricResult(BaseModel):
     @property
     def label(self) -> str | None:
         passed = self.passed
-        return None if passed is None else ("pass" if passed else "fail")
+        if passed is None:
+            return None
+        return self.class_label or ("pass" if passed else "fail")
 
     @classmethod
     def failure(cls, name: str, error: BaseException | str, threshold: float = DEFAULT_THRESHOLD) -> MetricResult:

@@ -1,6 +1,6 @@
 """The evaluation events as OTLP log records: `service.pipelines.logs`.
 
-One log record per metric result, event name `gen_ai.evaluation.result` with the OTel
+One log record per metric result and per finding about one span, event name `gen_ai.evaluation.result` with the OTel
 GenAI evaluation attributes (core.evaluation_event), correlated with the scored span by
 its trace and span id, plus `gen_ai.response.id` when the scored span has one. They
 leave through the SDK's LoggerProvider, one batch processor per exporter listed in the
@@ -24,6 +24,7 @@ from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
 from spanscore.core.result import MetricResult
+from spanscore.core.span_finding import SpanFinding
 from spanscore.core.version import VERSION
 from spanscore.exporters.sdk_parts import create_all
 
@@ -49,13 +50,19 @@ class EvaluationLogs:
 
     def emit(self, span: Span, results: Iterable[MetricResult], now_ns: int | None = None) -> None:
         """One record per result, correlated with `span`, the span the results are on."""
+        self._emit(span, [evaluation_attributes(result) for result in results], now_ns)
+
+    def emit_finding(self, span: Span, finding: SpanFinding, now_ns: int | None = None) -> None:
+        """One record for a finding, correlated with `span`, the span it is about."""
+        self._emit(span, [finding.event_attributes()], now_ns)
+
+    def _emit(self, span: Span, records: list[dict], now_ns: int | None) -> None:
         if self.provider is None:
             return
         now_ns = time.time_ns() if now_ns is None else now_ns
         trace_id, span_id = int.from_bytes(span.trace_id, "big"), int.from_bytes(span.span_id, "big")
         response_id = find_attribute(span.attributes, RESPONSE_ID)
-        for result in results:
-            attributes = evaluation_attributes(result)
+        for attributes in records:
             if response_id is not None:
                 attributes[RESPONSE_ID] = str(response_id)
             self._logger.emit(

@@ -7,7 +7,9 @@ Every metric result becomes one observation of the histogram `gen_ai.evaluation.
 score), `eval.evaluator` and `eval.revision` (who scored it by which definition, so a
 judge or rubric change starts new series), `service.name` (the agent's) and `gen_ai.agent.name` when known; each
 label takes at most `max_label_values` values per metric, later ones are `other`
-(`label_limit`). They leave
+(`label_limit`). Each finding about one span (a failure_localization blame) is one
+increment of `gen_ai.evaluation.failures`, by `eval.failure.category`,
+`eval.failure.group`, `service.name` and `gen_ai.agent.name`. They leave
 through the exporters listed in `service.pipelines.metrics` (Prometheus scrape
 endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider.
 """
@@ -29,6 +31,7 @@ from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
@@ -38,6 +41,9 @@ log = logging.getLogger("spanscore.exporters")
 
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
+FAILURE_COUNTER = "gen_ai.evaluation.failures"
+# The finding attributes the failure counter is broken down by.
+FAILURE_LABELS = ("eval.failure.category", "eval.failure.group")
 # Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
 USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
 USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
@@ -101,7 +107,12 @@ class ScoreMetrics:
         self._results = meter.create_counter(
             RESULT_COUNTER,
             unit="{result}",
-            description="Evaluation results by label: pass, fail or error",
+            description="Evaluation results by label: pass, fail or error (a category for failure_localization)",
+        )
+        self._failures = meter.create_counter(
+            FAILURE_COUNTER,
+            unit="{failure}",
+            description="Errors failure_localization blamed on a span, by category and group",
         )
         self._meter = meter
         for metric in self._telemetry:
@@ -140,6 +151,24 @@ class ScoreMetrics:
             if result.score is not None:
                 self._scores.record(result.score, self.label_limit.apply(SCORE_HISTOGRAM, attributes))
             self._results.add(1, self.label_limit.apply(RESULT_COUNTER, attributes))
+
+    def record_findings(
+        self, findings: Iterable[SpanFinding], service_name: str | None, agent_name: str | None
+    ) -> None:
+        """One failure counted per finding that names a category."""
+        if self.provider is None:
+            return
+        common = {}
+        if service_name:
+            common["service.name"] = service_name
+        if agent_name:
+            common["gen_ai.agent.name"] = agent_name
+        for finding in findings:
+            labels = {key: finding.attribute(key) for key in FAILURE_LABELS}
+            if labels["eval.failure.category"] is None:
+                continue
+            attributes = {key: str(value) for key, value in labels.items() if value is not None}
+            self._failures.add(1, self.label_limit.apply(FAILURE_COUNTER, {**attributes, **common}))
 
     def record_usage(self, usage: EvaluatorUsage, service_name: str | None, agent_name: str | None) -> None:
         if self.provider is None:

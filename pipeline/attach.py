@@ -1,7 +1,8 @@
 """The attach stage: scores onto the spans, and out as score metrics and evaluation logs.
 
 A trace's results, evaluator usage and processors' attributes go on its anchor span
-(its root, or the earliest span); a closed session's go on a new carrier span, in a
+(its root, or the earliest span), and each finding about one span on that span (on the
+anchor when the trace has no span of that id); a closed session's go on a new carrier span, in a
 trace of its own. The same results are recorded as score metrics and emitted as
 evaluation log records, when those pipelines are configured.
 """
@@ -14,13 +15,20 @@ from collections.abc import Callable
 from spanscore.core.attributes import find_attribute
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session
+from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.pipeline.counts import PipelineCounts
-from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, session_carrier
+from spanscore.pipeline.score_attributes import (
+    attach_attributes,
+    attach_finding,
+    attach_results,
+    attach_usage,
+    session_carrier,
+)
 from spanscore.pipeline.scoring import Scored
 from spanscore.processors.agent_trace import agent_name_of
 
@@ -56,8 +64,24 @@ class ScoreAttacher:
             for usage in usages:
                 attach_usage(anchor, usage)
             attach_attributes(anchor, attributes)
-        if self.score_metrics is not None and (results or usages):
-            self._record(results, usages, trace.service_name, agent_name_of(trace), attributes)
+        if scored.findings:
+            self._attach_findings(trace, scored.findings)
+        if self.score_metrics is not None and (results or usages or scored.findings):
+            agent = agent_name_of(trace)
+            self._record(results, usages, trace.service_name, agent, attributes)
+            self.score_metrics.record_findings(scored.findings, trace.service_name, agent)
+
+    def _attach_findings(self, trace: Trace, findings: list[SpanFinding]) -> None:
+        wanted = {finding.span_id for finding in findings}
+        spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
+        for finding in findings:
+            span = spans.get(finding.span_id, trace.anchor)
+            if span is None:
+                continue
+            if self.span_events:
+                attach_finding(span, finding)
+            if self.evaluation_logs is not None:
+                self.evaluation_logs.emit_finding(span, finding)
 
     def carrier(self, session: Session, scored: Scored, start_ns: int) -> Trace | None:
         """The trace of a carrier span with the session's results and attributes (metrics

@@ -6,6 +6,8 @@ Per trace, on its root span (the earliest span when no root arrived):
   `.evaluator` and `.revision`, who scored it by which definition (core.provenance);
 - one span event `gen_ai.evaluation.result` per result with the OTel GenAI evaluation
   attributes (`error.type` on failure), unless span events are switched off.
+A finding about one span (core.span_finding) goes on that span as its own
+`gen_ai.evaluation.result` event.
 Session results go on a new `evaluate_session` carrier span in a trace of its own,
 linked to the scored span of every trace of the session.
 """
@@ -25,6 +27,7 @@ from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import SCOPE_NAME, SESSION_SPAN_NAME
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.pipeline import score_wire
 
@@ -61,6 +64,12 @@ def attach_results(
         if span_events:
             events.append(score_wire.span_event(now_ns, EVALUATION_EVENT, evaluation_attributes(result).items()))
     span.MergeFromString(_new_attributes(span, pairs) + b"".join(events))
+
+
+def attach_finding(span: Span, finding: SpanFinding, now_ns: int | None = None) -> None:
+    """The finding's `gen_ai.evaluation.result` event on `span`, the span it is about."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    span.MergeFromString(score_wire.span_event(now_ns, EVALUATION_EVENT, finding.event_attributes().items()))
 
 
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:

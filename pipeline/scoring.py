@@ -21,6 +21,7 @@ from spanscore.core.quoting import excerpt
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.pipeline.score_scope import ScoreScope
@@ -36,6 +37,7 @@ class Scored:
     results: list[MetricResult] = field(default_factory=list)
     usages: list[EvaluatorUsage] = field(default_factory=list)
     attributes: list[SpanAttribute] = field(default_factory=list)
+    findings: list[SpanFinding] = field(default_factory=list)  # each about one span of the trace
     skip_reason: str | None = None  # set when the trace is outside the scoring scope
     cut_off: bool = False  # the shutdown left it unscored: every metric skipped
 
@@ -44,6 +46,8 @@ class Scored:
             self.usages.append(output)
         elif isinstance(output, SpanAttribute):
             self.attributes.append(output)
+        elif isinstance(output, SpanFinding):
+            self.findings.append(output)
         else:
             self.results.append(output)
 
@@ -147,6 +151,8 @@ class LocalScoring:
 
     async def _run_processors(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
         scored = [Scored() for _ in items]
+        for (trace, _), one in zip(items, scored):
+            trace.results = one.results  # grows as each processor adds: a later one reads the earlier ones'
         for processor_id, processor in self.processors:
             try:
                 outputs = await processor.process_batch(items)
@@ -166,8 +172,6 @@ class LocalScoring:
                 else:
                     for item in output:
                         one.add(item)
-        for (trace, _), one in zip(items, scored):
-            trace.results = one.results  # what the session's summary of the trace holds
         return scored
 
     async def score_session(self, session: Session) -> Scored:

@@ -16,10 +16,11 @@ from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 
-TraceOutput = MetricResult | EvaluatorUsage | SpanAttribute
+TraceOutput = MetricResult | EvaluatorUsage | SpanAttribute | SpanFinding
 SessionOutput = MetricResult | EvaluatorUsage | SpanAttribute
 
 
@@ -35,7 +36,9 @@ class Processor:
       of its previously scored traces; the current trace is appended after every
       processor ran. Return the metric results for this trace, plus an `EvaluatorUsage`
       for each model the processor paid to call and any `SpanAttribute` (under `eval.`)
-      that the results need beside them. Traces of one session are processed
+      that the results need beside them, and any `SpanFinding` about one of the trace's
+      spans (it goes on that span). The results of the processors before this one in
+      the pipeline are in `trace.results` already. Traces of one session are processed
       one at a time, in the order they became ready; traces of different sessions overlap.
       The pipeline calls `process_batch`, whose default runs `process_trace` per trace.
     - `process_session(session)`: called once when the session closes (idle or

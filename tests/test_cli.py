@@ -24,7 +24,7 @@ def test_validate_prints_a_summary_for_a_good_config():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == [
         "otel-config.yaml: valid; receivers: otlp; processors: assembler, embedding_metrics, judge_metrics, "
-        "session_metrics; "
+        "failure_localization, session_metrics; "
         "exporters: file, debug; extensions: none; score metrics: prometheus"
     ]
 

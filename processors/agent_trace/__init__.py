@@ -4,14 +4,17 @@ Supported: OpenTelemetry GenAI (current and legacy), OpenInference, OpenLLMetry 
 Langfuse span attributes. See `build` for how the conventions are combined.
 """
 
-from spanscore.processors.agent_trace.build import AgentSummary, build_agent_trace
+from spanscore.processors.agent_trace.build import AgentSummary, SpanViews, build_agent_trace
 from spanscore.processors.agent_trace.model import AgentTrace, Message, Step, ToolCall, ToolDefinition
-from spanscore.processors.agent_trace.of_trace import agent_name_of, agent_summary_of, agent_trace_of
+from spanscore.processors.agent_trace.of_trace import agent_name_of, agent_summary_of, agent_trace_of, span_views_of
+from spanscore.processors.agent_trace.spans import SpanView
 
 __all__ = [
     "AgentSummary",
     "AgentTrace",
     "Message",
+    "SpanView",
+    "SpanViews",
     "Step",
     "ToolCall",
     "ToolDefinition",
@@ -19,4 +22,5 @@ __all__ = [
     "agent_summary_of",
     "agent_trace_of",
     "build_agent_trace",
+    "span_views_of",
 ]

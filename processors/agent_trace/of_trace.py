@@ -47,9 +47,14 @@ def agent_name_of(trace: Trace) -> str | None:
     return None if anchor is None else find_attribute(anchor.attributes, "gen_ai.agent.name")
 
 
-def _views(trace: Trace) -> SpanViews | None:
+def span_views_of(trace: Trace) -> SpanViews | None:
+    """The trace's spans as the convention adapters read them, with their roles (None
+    when reading them hit a bug, logged once)."""
     views = trace.derive(VIEWS_KEY, _read)
     return None if views is _UNREADABLE else views
+
+
+
 
 
 def _read(trace: Trace) -> SpanViews | str:
@@ -58,8 +63,8 @@ def _read(trace: Trace) -> SpanViews | str:
 
 
 def _summarize(trace: Trace) -> AgentSummary:
-    return summarize(_views(trace))
+    return summarize(span_views_of(trace))
 
 
 def _build(trace: Trace) -> AgentTrace:
-    return build_agent_trace(trace.trace_id, _views(trace), session_id=trace.session_id)
+    return build_agent_trace(trace.trace_id, span_views_of(trace), session_id=trace.session_id)

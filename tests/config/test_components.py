@@ -19,6 +19,7 @@ def test_builtins_are_known_by_kind():
     assert factories.known("processor") == [
         "assembler",
         "embedding_metrics",
+        "failure_localization",
         "ground_truth",
         "judge_metrics",
         "memory_limiter",
