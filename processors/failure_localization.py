@@ -34,7 +34,7 @@ from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, agent_trace_of, span_views_of
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.localization.blame import EVIDENCE_SOURCE, Blame
-from spanscore.processors.localization.evidence import find_evidence
+from spanscore.processors.localization.evidence import enclosing_call, find_evidence
 from spanscore.processors.localization.taxonomy import taxonomy
 
 NAME = "failure_localization"
@@ -84,7 +84,7 @@ class FailureLocalization(Processor):
             )
         first = blames[0]
         steps = sorted(step.start_time_unix_nano for step in run.steps if step.from_span)
-        at = views.by_id[first.span_id].start if first.span_id in views.by_id else 0
+        at = _step_start(first.span_id, views)
         before = sum(1 for start in steps if start < at)
         score = before / len(steps) if steps else 0.0
         groups = Counter(taxonomy()[b.category].group for b in blames)
@@ -112,6 +112,16 @@ class FailureLocalization(Processor):
             ordered = list(dict.fromkeys(b.span_id for b in blames))
             attributes.append(SpanAttribute(PREFIX + "span_ids", ",".join(ordered)))
         return attributes
+
+
+def _step_start(span_id: str, views: SpanViews) -> int:
+    """When the step the span belongs to started: its own start, or that of the tool or
+    model call it is part of (an HTTP call under a tool is in that tool's step)."""
+    view = views.by_id.get(span_id)
+    if view is None:
+        return 0
+    call = enclosing_call(view, views)
+    return (call or view).start
 
 
 def _why_failed(trace: Trace, views: SpanViews) -> str | None:

@@ -54,9 +54,6 @@ def span_views_of(trace: Trace) -> SpanViews | None:
     return None if views is _UNREADABLE else views
 
 
-
-
-
 def _read(trace: Trace) -> SpanViews | str:
     views = read_span_views(trace.trace_id, list(trace.spans()))
     return _UNREADABLE if views is None else views

@@ -218,13 +218,28 @@ def _is_below(view: SpanView, ancestor: SpanView, views: SpanViews) -> bool:
 def _impact(failed: SpanView, blamed: SpanView, views: SpanViews, run: AgentTrace, reached_root: bool) -> Impact:
     if reached_root or (not run.final_output and run.user_input):
         return "high"
-    same = (
-        (lambda v: v.role == _TOOL and (v.tool_name or v.name) == (failed.tool_name or failed.name))
-        if failed.role == _TOOL
-        else (lambda v: v.role == _LLM)
-    )
-    recovered = any(same(v) and v.start > failed.start and v.error is None for v in views.views)
+    call = enclosing_call(failed, views)  # the tool or model call the failure belongs to
+    if call is None:
+        return "medium"
+    if call.role == _TOOL:
+        name = call.tool_name or call.name
+        same = [v for v in views.tool_views if (v.tool_name or v.name) == name]
+    else:
+        same = views.llm_views
+    recovered = any(v.start > call.start and v.error is None for v in same)
     return "low" if recovered else "medium"
+
+
+def enclosing_call(view: SpanView, views: SpanViews) -> SpanView | None:
+    """The tool or model call `view` is, or is part of, or None."""
+    hops = 0
+    current: SpanView | None = view
+    while current is not None and hops < 1000:
+        if current.role in (_TOOL, _LLM):
+            return current
+        current = views.by_id.get(current.parent_id) if current.parent_id else None
+        hops += 1
+    return None
 
 
 def _repeats_of_failed_calls(views: SpanViews) -> set[str]:

@@ -1,0 +1,131 @@
+"""failure_localization end to end: spans sent by a real OTLP client over loopback, the
+blame exported on the span that shows the error (checked by span id), as a span event
+and as a log record with category, impact and evidence, the summary on the root; a run
+that passed gets nothing."""
+
+from __future__ import annotations
+
+import json
+
+from spanscore.core.attributes import attributes_to_dict
+from tests.support.agent_spans import make_span
+from tests.support.otlp_client import send
+from tests.support.running import wait_until
+from tests.support.spans import new_span_id, new_trace_id, request_of
+
+ROOT = {
+    "gen_ai.operation.name": "invoke_agent",
+    "gen_ai.agent.name": "support-bot",
+    "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Where is it?"}]}]),
+    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Soon."}]}]),
+}
+
+
+def config(sink, when: str = "failed") -> str:
+    return f"""
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
+processors:
+  assembler: {{trace_wait: 20ms}}
+  failure_localization: {{when: {when}}}
+exporters:
+  otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}, tls: {{insecure: true}}}}
+service:
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, failure_localization], exporters: [otlp]}}
+    logs: {{exporters: [otlp]}}
+"""
+
+
+def run_spans(failing: bool):
+    """An agent run: a model call, a tool call (with an HTTP call under it), a model call."""
+    trace_id = new_trace_id()
+    root, chat, tool, http, answer = (new_span_id() for _ in range(5))
+    tool_error = "ToolError: upstream said 429 Too Many Requests" if failing else None
+    spans = [
+        make_span("invoke_agent support-bot", ROOT, id=root, start=1_000, end=9_000, trace_id=trace_id),
+        make_span("chat m", {"gen_ai.operation.name": "chat"}, id=chat, parent=root, start=2_000, trace_id=trace_id),
+        make_span(
+            "execute_tool track",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "track", "gen_ai.tool.call.arguments": "{}"},
+            id=tool,
+            parent=root,
+            start=3_000,
+            end=5_000,
+            error=tool_error,
+            trace_id=trace_id,
+        ),
+        make_span(
+            "GET",
+            {"http.response.status_code": 429 if failing else 200},
+            id=http,
+            parent=tool,
+            start=3_500,
+            trace_id=trace_id,
+        ),
+        make_span("chat m", {"gen_ai.operation.name": "chat"}, id=answer, parent=root, start=6_000, trace_id=trace_id),
+    ]
+    return trace_id, {"root": root, "http": http}, spans
+
+
+def test_the_blame_is_on_the_failed_span_and_the_summary_on_the_root(sink, start_collector):
+    collector = start_collector(config(sink))
+    failed_id, failed, failed_spans = run_spans(failing=True)
+    passed_id, _, passed_spans = run_spans(failing=False)
+    send(collector.grpc_port, request_of(failed_spans + passed_spans))
+    assert wait_until(lambda: len(sink.spans()) == 10)
+    collector.stop()  # flushes the batched log records
+    by_id = {span.span_id: span for span in sink.spans()}
+
+    blamed = by_id[failed["http"]]
+    [event] = blamed.events
+    assert event.name == "gen_ai.evaluation.result"
+    attributes = attributes_to_dict(event.attributes)
+    assert attributes == {
+        "gen_ai.evaluation.name": "failure_localization",
+        "gen_ai.evaluation.score.label": "rate_limiting",
+        "gen_ai.evaluation.explanation": "GET failed: HTTP 429",
+        "eval.failure.category": "rate_limiting",
+        "eval.failure.group": "system_execution",
+        "eval.failure.impact": "medium",
+        "eval.failure.evidence": "HTTP 429",
+        "eval.failure.source": "evidence",
+    }
+    root = attributes_to_dict(by_id[failed["root"]].attributes)
+    # Steps: chat (2,000), track (3,000), chat (6,000); the blamed GET is part of the
+    # track step, the second: 1/3 of the run came before the first error.
+    assert root["eval.failure_localization.score"] == 1 / 3
+    assert root["eval.failure_localization.label"] == "rate_limiting"
+    assert root["eval.failure_localization.span_ids"] == failed["http"].hex()
+    assert root["eval.failure_localization.errors"] == 1
+    assert root["eval.failure_localization.errors.system_execution"] == 1
+    assert root["eval.failure_localization.errors.reasoning"] == 0
+    assert root["eval.failure_localization.explanation"] == (
+        f"the run failed (1 span with error status); first error at step 2 of 3, span {failed['http'].hex()} (GET): "
+        "rate_limiting: GET failed: HTTP 429; 1 error (1 system execution); evidence only: no judge configured, "
+        "so errors that need reading the run were not looked for"
+    )
+    assert root["eval.failure_localization.evaluator"] == "evidence"
+
+    passed = [span for span in sink.spans() if span.trace_id == passed_id]
+    assert all(not span.events for span in passed)
+    assert not any(key.startswith("eval.") for span in passed for key in attributes_to_dict(span.attributes))
+
+    records = [r for r in sink.log_records() if r.trace_id == failed_id]
+    by_span = {record.span_id: attributes_to_dict(record.attributes) for record in records}
+    assert set(by_span) == {failed["root"], failed["http"]}
+    assert by_span[failed["http"]] == attributes
+    assert by_span[failed["root"]]["gen_ai.evaluation.score.label"] == "rate_limiting"
+
+
+def test_when_always_a_run_that_passed_gets_a_result_and_no_blame(sink, start_collector):
+    collector = start_collector(config(sink, when="always"))
+    trace_id, ids, spans = run_spans(failing=False)
+    send(collector.grpc_port, request_of(spans))
+    assert wait_until(lambda: len(sink.spans()) == 5)
+    by_id = {span.span_id: span for span in sink.spans()}
+    root = attributes_to_dict(by_id[ids["root"]].attributes)
+    assert root["eval.failure_localization.label"] == "none_found"
+    assert root["eval.failure_localization.score"] == 1.0
+    assert root["eval.failure_localization.errors"] == 0
+    assert "eval.failure_localization.span_ids" not in root
+    assert [len(span.events) for span in sink.spans() if span.span_id != ids["root"]] == [0, 0, 0, 0]
