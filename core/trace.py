@@ -50,9 +50,9 @@ class Trace:
     """Spans of one trace id, plus what the processors learn about them.
 
     Ownership: the assembler builds a Trace and hands it to the pipeline once ready;
-    from then on processors may read every span and may mutate only the root span (the
-    score attacher adds attributes and events to it). Exporters read it afterwards and
-    never mutate it. A Trace is touched by one task at a time.
+    from then on processors may read every span and mutate none; the score attacher adds
+    attributes and events to the root, and events to a span a finding is about.
+    Exporters read it afterwards and never mutate it. A Trace is touched by one task at a time.
     """
 
     __slots__ = (

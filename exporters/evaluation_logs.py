@@ -1,8 +1,9 @@
 """The evaluation events as OTLP log records: `service.pipelines.logs`.
 
-One log record per metric result and per finding about one span, event name `gen_ai.evaluation.result` with the OTel
-GenAI evaluation attributes (core.evaluation_event), correlated with the scored span by
-its trace and span id, plus `gen_ai.response.id` when the scored span has one. They
+One log record per metric result and per finding about one span, event name
+`gen_ai.evaluation.result` with the OTel GenAI evaluation attributes
+(core.evaluation_event), correlated with the scored span (or the span a finding is
+about) by its trace and span id, plus `gen_ai.response.id` when the scored span has one. They
 leave through the SDK's LoggerProvider, one batch processor per exporter listed in the
 logs pipeline (`otlp`, `otlphttp`, `file`), with spanscore as the emitting resource.
 """

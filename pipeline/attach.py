@@ -2,8 +2,8 @@
 
 A trace's results, evaluator usage and processors' attributes go on its anchor span
 (its root, or the earliest span), and each finding about one span on that span (on the
-anchor when the trace has no span of that id); a closed session's go on a new carrier span, in a
-trace of its own. The same results are recorded as score metrics and emitted as
+anchor when the trace has no span of that id); a closed session's go on a new carrier
+span, in a trace of its own. The same results are recorded as score metrics and emitted as
 evaluation log records, when those pipelines are configured.
 """
 
