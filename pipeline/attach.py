@@ -33,6 +33,23 @@ from spanscore.pipeline.scoring import Scored
 from spanscore.processors.agent_trace import agent_name_of
 
 
+def _per_evaluator(usages: list[EvaluatorUsage]) -> list[EvaluatorUsage]:
+    totals: dict[str, EvaluatorUsage] = {}
+    for usage in usages:
+        seen = totals.get(usage.evaluator)
+        totals[usage.evaluator] = (
+            usage
+            if seen is None
+            else EvaluatorUsage(
+                usage.evaluator,
+                seen.calls + usage.calls,
+                seen.input_tokens + usage.input_tokens,
+                seen.output_tokens + usage.output_tokens,
+            )
+        )
+    return list(totals.values())
+
+
 class ScoreAttacher:
     """Called on the collector's event loop; mutates only the span it attaches to."""
 
@@ -61,7 +78,7 @@ class ScoreAttacher:
                 attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
                 if self.evaluation_logs is not None:
                     self.evaluation_logs.emit(anchor, results)
-            for usage in usages:
+            for usage in _per_evaluator(usages):  # two processors may pay the same judge
                 attach_usage(anchor, usage)
             attach_attributes(anchor, attributes)
         if scored.findings:
@@ -100,7 +117,7 @@ class ScoreAttacher:
         attach_attributes(span, attributes)
         if self.evaluation_logs is not None:
             self.evaluation_logs.emit(span, session.results)
-        for usage in usages:
+        for usage in _per_evaluator(usages):
             attach_usage(span, usage)
         carrier = Trace(span.trace_id, self.clock())
         carrier.session_id = session.session_id

@@ -13,17 +13,25 @@ Written back where people look:
   `eval.failure_localization.span_ids` (the blamed spans in order), `.errors` and
   `.errors.<group>` counts.
 Errors that need reading the run (a made-up fact, a misread tool result, a wrong tool)
-need a judge; the explanation says when they were not looked for.
+need a judge: with a `judge` section that has an api_key or a base_url, the judge reads
+the run as numbered steps, shown the evidence already found, under `max_input_tokens`
+per call (`localization.judging`: the whole run at once when it fits, else `windows` or
+`bisection`, as `long_runs` says). Its requests and tokens are counted as every judge
+metric's (`eval.judge.*`, the judge's `budget`). Without a judge, or when the judge
+fails or its budget is spent, the evidence stands alone and the explanation says so.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
-from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.quoting import excerpt
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
@@ -31,16 +39,27 @@ from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, agent_trace_of, span_views_of
 from spanscore.processors.base import Processor, TraceOutput
+from spanscore.processors.judge.base import Judge
+from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
+from spanscore.processors.judge.config import JudgeSection, build_judge, judge_configured
+from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS
+from spanscore.processors.localization import judging, run_steps
 from spanscore.processors.localization.blame import EVIDENCE_SOURCE, Blame
 from spanscore.processors.localization.evidence import enclosing_call, find_evidence
+from spanscore.processors.localization.judging import Judged, Localizer, LongRuns, TooLittleRoom
 from spanscore.processors.localization.taxonomy import taxonomy
+
+log = logging.getLogger("spanscore.failure_localization")
 
 NAME = "failure_localization"
 NONE_FOUND = "none_found"  # the label of a failed run in which no error was found
 PREFIX = f"eval.{NAME}."
 NO_JUDGE = "evidence only: no judge configured, so errors that need reading the run were not looked for"
+JUDGE_EVALUATOR = "judge"  # its spend is counted with the judge metrics': eval.judge.*
+DEFAULT_MAX_FIELD_CHARS = 1_000
 
 
 class FailureLocalizationConfig(ComponentConfig):
@@ -48,16 +67,58 @@ class FailureLocalizationConfig(ComponentConfig):
     when: Literal["failed", "always"] = "failed"
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
     max_errors: int = Field(default=20, ge=1, le=1000)  # blamed spans written per trace, the first ones
+    judge: JudgeSection = None
+    long_runs: LongRuns = "windows"  # a run longer than one call: windows of steps, or bisection
+    max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
+    max_input_tokens: int = Field(default=DEFAULT_MAX_INPUT_TOKENS, ge=1)
+
+    @field_validator("max_input_tokens")
+    @classmethod
+    def _room_for_steps(cls, value: int, info: ValidationInfo) -> int:
+        try:
+            judging.check_room(value)
+        except TooLittleRoom as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def configured(self) -> bool:
+        return judge_configured(self.judge)
 
 
 class FailureLocalization(Processor):
     def __init__(self, component_id: str, config: FailureLocalizationConfig):
+        self.id = component_id
         self.config = config
         self.metric_names = (NAME,) if config.enabled else ()
+        self.judge: Judge | None = None
+        self.localizer: Localizer | None = None
+
+    async def start(self, host: Host = NO_EXTENSIONS) -> None:
+        if self.config.enabled and self.config.configured:
+            self.judge = build_judge(self.config.judge)
+            self.localizer = Localizer(
+                self.judge, self.config.long_runs, self.config.max_input_tokens, self.config.max_field_chars
+            )
+        elif self.config.enabled:
+            log.info("%s: no judge configured; errors are found from what the spans state only", self.id)
+
+    def judges(self) -> tuple[Judge, ...]:
+        return () if self.judge is None else (self.judge,)
+
+    async def shutdown(self, deadline: float) -> None:
+        judge, self.judge, self.localizer = self.judge, None, None
+        if judge is not None:
+            await judge.close()
 
     def provenance(self, metric_name: str) -> Provenance:
-        categories = sorted((c.id, c.group) for c in taxonomy().categories.values())
-        return Provenance(EVIDENCE_SOURCE, revision_of(NAME, EVIDENCE_SOURCE, self.config.model_dump(), categories))
+        categories = sorted((c.id, c.group, c.description) for c in taxonomy().categories.values())
+        settings = self.config.model_dump(exclude={"judge"})
+        if not self.config.configured:
+            return Provenance(EVIDENCE_SOURCE, revision_of(NAME, EVIDENCE_SOURCE, settings, categories))
+        model = self.config.judge.model
+        prompts = (inspect.getsource(judging), inspect.getsource(run_steps))
+        return Provenance(model, revision_of(NAME, model, settings, categories, prompts))
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
         if not self.config.enabled:
@@ -69,18 +130,50 @@ class FailureLocalization(Processor):
         if why is None and self.config.when == "failed":
             return []
         run = agent_trace_of(trace)
-        blames = find_evidence(views, run)[: self.config.max_errors]
-        return [self._result(run, views, blames, why), *self._summary(blames), *(_finding(b) for b in blames)]
+        evidence = find_evidence(views, run)
+        outputs: list[TraceOutput] = []
+        judged = None
+        if self.localizer is not None and run.steps:
+            judged = await self.localizer.localize(run, evidence)
+            if judged.requests or judged.calls:
+                outputs.append(EvaluatorUsage(JUDGE_EVALUATOR, judged.calls, judged.input_tokens, judged.output_tokens))
+        blames = _merged(evidence, judged.blames if judged else [], views)[: self.config.max_errors]
+        source = self._source(judged, len(run_steps.run_steps(run)))
+        return [
+            self._result(run, views, blames, why, source),
+            *self._summary(blames),
+            *(_finding(b) for b in blames),
+            *outputs,
+        ]
 
-    def _result(self, run: AgentTrace, views: SpanViews, blames: list[Blame], why: str | None) -> MetricResult:
+    def _source(self, judged: Judged | None, steps: int) -> str:
+        """What looked for the errors, for the explanation."""
+        if self.localizer is None:
+            return NO_JUDGE
+        if judged is None:
+            return "no steps for the judge to read; evidence only"
+        requests = f"{judged.requests} request{'s' if judged.requests != 1 else ''}"
+        how = f"{requests}, {judged.steps_read} of {steps} steps read"
+        text = f"judged by {self.config.judge.model} ({self.config.long_runs} when long; {how})"
+        if judged.stopped is not None:
+            if judged.stopped.error_type == BUDGET_EXHAUSTED:
+                text += "; the judge's budget is spent, the rest is evidence only"
+            else:
+                text += f"; the judge stopped ({judged.stopped.error_type}: {excerpt(str(judged.stopped), 160)})"
+        return text
+
+    def _result(
+        self, run: AgentTrace, views: SpanViews, blames: list[Blame], why: str | None, source: str
+    ) -> MetricResult:
         failed = f"the run failed ({why})" if why else "the run did not fail"
         if not blames:
+            found = "no span states an error" if self.localizer is None else "no error found"
             return MetricResult(
                 name=NAME,
                 score=1.0,
                 threshold=self.config.threshold,
                 class_label=NONE_FOUND,
-                explanation=f"{failed}; no span states an error; {NO_JUDGE}",
+                explanation=f"{failed}; {found}; {source}",
             )
         first = blames[0]
         steps = sorted(step.start_time_unix_nano for step in run.steps if step.from_span)
@@ -93,7 +186,7 @@ class FailureLocalization(Processor):
         explanation = (
             f"{failed}; first error at step {before + 1} of {len(steps)}, span {first.span_id} "
             f"({excerpt(where, 60)}): {first.category}: {first.explanation}; "
-            f"{len(blames)} error{'s' if len(blames) != 1 else ''} ({counted}); {NO_JUDGE}"
+            f"{len(blames)} error{'s' if len(blames) != 1 else ''} ({counted}); {source}"
         )
         return MetricResult(
             name=NAME,
@@ -122,6 +215,19 @@ def _step_start(span_id: str, views: SpanViews) -> int:
         return 0
     call = enclosing_call(view, views)
     return (call or view).start
+
+
+def _merged(evidence: Sequence[Blame], judged: Sequence[Blame], views: SpanViews) -> list[Blame]:
+    """Evidence and the judge's errors in run order, one per (span, category); the
+    evidence's wins a tie, as it quotes what the span states."""
+    seen: set[tuple[str, str]] = set()
+    merged = []
+    for blame in [*evidence, *judged]:
+        if (blame.span_id, blame.category) not in seen and blame.span_id in views.by_id:
+            seen.add((blame.span_id, blame.category))
+            merged.append(blame)
+    order = {view.span_id: (view.start, view.depth) for view in views.views}
+    return sorted(merged, key=lambda blame: order[blame.span_id])
 
 
 def _why_failed(trace: Trace, views: SpanViews) -> str | None:
