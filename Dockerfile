@@ -67,6 +67,10 @@ processors:
       model: ${env:SPANSCORE_JUDGE_MODEL:-gpt-4.1-mini}
   failure_localization:
     when: failed
+    judge:
+      api_key: ${env:OPENAI_API_KEY:-}
+      base_url: ${env:OPENAI_BASE_URL:-}
+      model: ${env:SPANSCORE_JUDGE_MODEL:-gpt-4.1-mini}
   session_metrics: {}
 
 exporters:
