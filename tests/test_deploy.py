@@ -487,6 +487,17 @@ def test_compose_runs_the_image_with_the_deploy_config(tmp_path):
     assert f"spanscore:{listening['prometheus']}" in targets
 
 
+def test_compose_mounts_every_rule_file_where_prometheus_looks_for_it():
+    """prometheus.yml's rule_files are relative to it: each is mounted beside it in the container."""
+    volumes = volumes_of(compose()["services"]["prometheus"])
+    config = PurePosixPath(volumes["./prometheus/prometheus.yml"])
+    rule_files = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())["rule_files"]
+    assert "alerts.yaml" in rule_files
+    for rule_file in rule_files:
+        assert (DEPLOY / "prometheus" / rule_file).is_file(), rule_file
+        assert volumes[f"./prometheus/{rule_file}"] == str(config.parent / rule_file), rule_file
+
+
 # --- the Kubernetes sidecar ---------------------------------------------------------------
 
 
