@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
-from spanscore.core.provenance import Provenance, revision_of
+from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.quoting import excerpt
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
@@ -114,8 +114,8 @@ class FailureLocalization(Processor):
     def provenance(self, metric_name: str) -> Provenance:
         categories = sorted((c.id, c.group, c.description) for c in taxonomy().categories.values())
         settings = self.config.model_dump(exclude={"judge"})
-        if not self.config.configured:
-            return Provenance(EVIDENCE_SOURCE, revision_of(NAME, EVIDENCE_SOURCE, settings, categories))
+        if not self.config.configured:  # the evidence rules: code, as every metric without a model
+            return Provenance(CODE, revision_of(NAME, EVIDENCE_SOURCE, settings, categories))
         model = self.config.judge.model
         prompts = (inspect.getsource(judging), inspect.getsource(run_steps))
         return Provenance(model, revision_of(NAME, model, settings, categories, prompts))

@@ -6,8 +6,8 @@
 - every alert has a unit test where it fires and one where it must not, and carries
   `for`, a severity and a summary and description;
 - every metric an expression reads is one spanscore exports: a live spanscore (judge,
-  budget, write-ahead log) is scraped and its names and labels compared, and so is one
-  running `failure_localization` on a run whose tool call failed (its failures counter);
+  budget, write-ahead log, failure_localization blaming a refused model call) is scraped
+  and its names and labels compared;
 - a real Prometheus scraping that spanscore loads the rules and evaluates every one
   without error, and the recording rules find the live series.
 """
@@ -35,14 +35,12 @@ from tests.e2e.test_prometheus_grafana import (
     total,
     unreadable_attempt,
 )
-from tests.support.failing_run import run_spans
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
 from tests.support.otlp_client import send
 from tests.support.ports import free_port
 from tests.support.running import wait_until
 from tests.support.scored_suite import DATASET, attempt
-from tests.support.spans import request_of
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES_DIR = ROOT / "deploy" / "prometheus"
@@ -237,33 +235,6 @@ def live_spanscore(start_collector, tmp_path):
         yield wave
 
 
-@pytest.fixture
-def failures_scraped(start_collector) -> dict[str, set[str]]:
-    """The scrape of a spanscore running failure_localization, after one run whose tool
-    call was refused (HTTP 429) was blamed: the failures counter with its labels."""
-    port = free_port()
-    collector = start_collector(
-        f"""
-receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
-processors:
-  assembler: {{trace_wait: 20ms}}
-  failure_localization: {{}}
-exporters:
-  prometheus: {{endpoint: 127.0.0.1:{port}}}
-  debug: {{verbosity: basic}}
-service:
-  pipelines:
-    traces: {{receivers: [otlp], processors: [assembler, failure_localization], exporters: [debug]}}
-    metrics: {{exporters: [prometheus]}}
-"""
-    )
-    _, _, spans = run_spans(failing=True)
-    send(collector.grpc_port, request_of(spans, service=SERVICE))
-    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=20)
-    assert wait_until(lambda: "gen_ai_evaluation_failures_total" in scraped(port), timeout_s=10)
-    return scraped(port)
-
-
 def scraped(port: int) -> dict[str, set[str]]:
     """Each sample name of the metrics endpoint with the label names its series carry."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -276,11 +247,11 @@ def scraped(port: int) -> dict[str, set[str]]:
 
 
 @pytest.mark.timeout(60)
-def test_alerts_read_only_metrics_and_labels_spanscore_exports(live_spanscore, failures_scraped):
+def test_alerts_read_only_metrics_and_labels_spanscore_exports(live_spanscore):
     exported = scraped(live_spanscore())
     assert "gen_ai_evaluation_results_total" in exported and "spanscore_write_ahead_size_bytes" in exported
-    assert failures_scraped["gen_ai_evaluation_failures_total"] == FAILURE_LABELS
-    known = {**exported, "gen_ai_evaluation_failures_total": failures_scraped["gen_ai_evaluation_failures_total"]}
+    assert exported["gen_ai_evaluation_failures_total"] == FAILURE_LABELS  # the refused model call, blamed
+    known = exported
     for rule in rules():
         names, labels = selectors(rule["expr"])
         raw = {n for n in names if ":" not in n}
@@ -354,13 +325,10 @@ def test_prometheus_evaluates_every_rule_against_a_live_spanscore(prometheus_bin
                 lambda n=n: total(prometheus, "spanscore_pipeline_exported_traces_total") == n, timeout_s=10
             ), prometheus.log_tail()
 
-        # As Prometheus names them: every metric the rules read, but the failures counter,
-        # which this spanscore (no failure_localization) does not produce; the scrape of
-        # one that does is checked in test_alerts_read_only_metrics_and_labels_spanscore_exports.
+        # As Prometheus names them: every metric the rules read.
         names = set(prometheus.get("/api/v1/label/__name__/values"))
         read = {n for rule in rules() for n in selectors(rule["expr"])[0] if ":" not in n}
-        others = read - {"gen_ai_evaluation_failures_total"}
-        assert others <= names, sorted(others - names)
+        assert read <= names, sorted(read - names)
 
         def evaluated() -> list[dict]:
             found = [r for g in prometheus.get("/api/v1/rules")["groups"] for r in g["rules"]]

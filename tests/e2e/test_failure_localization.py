@@ -64,7 +64,7 @@ def test_the_blame_is_on_the_failed_span_and_the_summary_on_the_root(sink, start
         "rate_limiting: GET failed: HTTP 429; 1 error (1 system execution); evidence only: no judge configured, "
         "so errors that need reading the run were not looked for"
     )
-    assert root["eval.failure_localization.evaluator"] == "evidence"
+    assert root["eval.failure_localization.evaluator"] == "code"
 
     passed = [span for span in sink.spans() if span.trace_id == passed_id]
     assert all(not span.events for span in passed)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.support.judge_answers import schema_judge
@@ -54,6 +55,7 @@ METRIC_NAMES_EXPOSED = [
     "gen_ai_evaluation_score_sum",
     "gen_ai_evaluation_score_count",
     "gen_ai_evaluation_results_total",
+    "gen_ai_evaluation_failures_total",
     "gen_ai_evaluation_judge_calls_total",
     "gen_ai_evaluation_judge_tokens_total",
     "otelcol_receiver_accepted_spans_total",
@@ -222,17 +224,21 @@ def total(prometheus: Prometheus, expr: str) -> float | None:
 
 
 def unreadable_attempt():
-    """An agent run recorded without message content: each judge metric records an error."""
+    """An agent run recorded without message content: each judge metric records an error.
+    Its model call was refused (HTTP 429): failure_localization blames it, rate_limiting."""
     trace_id, root = new_trace_id(), new_span_id()
+    chat = span(
+        trace_id,
+        "chat gpt-4o",
+        parent=root,
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"},
+    )
+    chat.status.code = Status.STATUS_CODE_ERROR
+    chat.status.message = "RateLimitError: Error code: 429 - Too Many Requests"
     return request_of(
         [
             span(trace_id, "invoke_agent weather", span_id=root, attributes={"gen_ai.operation.name": "invoke_agent"}),
-            span(
-                trace_id,
-                "chat gpt-4o",
-                parent=root,
-                attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"},
-            ),
+            chat,
         ],
         service=SERVICE,
     )
@@ -245,6 +251,7 @@ receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
 processors:
   assembler: {{trace_wait: 20ms}}
   ground_truth: {{dataset: {dataset}}}
+  failure_localization: {{}}
   judge_metrics: {{mode: combined, judge: {{model: judge-test, base_url: '{judge_url}', api_key: test-key,
                    max_retries: 1, initial_backoff: 10ms, max_backoff: 20ms, cache: {{enabled: false}}}}}}
 exporters:
@@ -252,7 +259,8 @@ exporters:
   file: {{path: {scored}}}
 service:
   pipelines:
-    traces: {{receivers: [otlp], processors: [assembler, ground_truth, judge_metrics], exporters: [file]}}
+    traces: {{receivers: [otlp], exporters: [file],
+              processors: [assembler, ground_truth, judge_metrics, failure_localization]}}
     metrics: {{exporters: [prometheus], span_attributes: [eval.case.id]}}
 """
 
@@ -385,6 +393,12 @@ def check_every_panel(prometheus: Prometheus) -> None:
         return answer
 
     assert list(only("Suite TSR (time range)").values()) == [pytest.approx(2 / 3, rel=0.1)]
+    # The unreadable attempt's refused model call, once a wave.
+    assert only("Why runs fail") == {
+        (("eval_failure_category", "rate_limiting"), ("eval_failure_group", "system_execution")): pytest.approx(
+            WAVES, abs=1
+        )
+    }
     assert only("Pass rate per case") == {
         (("eval_case_id", "oslo"),): pytest.approx(0.5, rel=0.1),
         (("eval_case_id", "paris"),): 1.0,
