@@ -19,6 +19,10 @@ per call (`localization.judging`: the whole run at once when it fits, else `wind
 `bisection`, as `long_runs` says). Its requests and tokens are counted as every judge
 metric's (`eval.judge.*`, the judge's `budget`). Without a judge, or when the judge
 fails or its budget is spent, the evidence stands alone and the explanation says so.
+
+Per session, `breaking_turn` on the session's carrier (`localization.turns`): the turn
+that broke it, the first failed turn the later ones did not recover from, with its first
+error's category and span.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from spanscore.processors.judge.base import Judge
 from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import JudgeSection, build_judge, judge_configured
 from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS
-from spanscore.processors.localization import judging, run_steps
+from spanscore.processors.localization import judging, run_steps, turns
 from spanscore.processors.localization.blame import EVIDENCE_SOURCE, Blame
 from spanscore.processors.localization.evidence import enclosing_call, find_evidence
 from spanscore.processors.localization.judging import Judged, Localizer, LongRuns, TooLittleRoom
@@ -71,6 +75,7 @@ class FailureLocalizationConfig(ComponentConfig):
     long_runs: LongRuns = "windows"  # a run longer than one call: windows of steps, or bisection
     max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
     max_input_tokens: int = Field(default=DEFAULT_MAX_INPUT_TOKENS, ge=1)
+    session_turns: bool = True  # breaking_turn: which turn of a session broke it
 
     @field_validator("max_input_tokens")
     @classmethod
@@ -90,7 +95,10 @@ class FailureLocalization(Processor):
     def __init__(self, component_id: str, config: FailureLocalizationConfig):
         self.id = component_id
         self.config = config
-        self.metric_names = (NAME,) if config.enabled else ()
+        if not config.enabled:
+            self.metric_names: tuple[str, ...] = ()
+        else:
+            self.metric_names = (NAME, turns.NAME) if config.session_turns else (NAME,)
         self.judge: Judge | None = None
         self.localizer: Localizer | None = None
 
@@ -112,6 +120,8 @@ class FailureLocalization(Processor):
             await judge.close()
 
     def provenance(self, metric_name: str) -> Provenance:
+        if metric_name == turns.NAME:  # arithmetic over the turns' verdicts and blames
+            return Provenance(CODE, revision_of(turns.NAME, inspect.getsource(turns), self.config.threshold))
         categories = sorted((c.id, c.group, c.description) for c in taxonomy().categories.values())
         settings = self.config.model_dump(exclude={"judge"})
         if not self.config.configured:  # the evidence rules: code, as every metric without a model
@@ -119,6 +129,19 @@ class FailureLocalization(Processor):
         model = self.config.judge.model
         prompts = (inspect.getsource(judging), inspect.getsource(run_steps))
         return Provenance(model, revision_of(NAME, model, settings, categories, prompts))
+
+    @property
+    def session_metric_names(self) -> tuple[str, ...]:
+        return (turns.NAME,) if turns.NAME in self.metric_names else ()
+
+    @property
+    def uses_sessions(self) -> bool:
+        return bool(self.session_metric_names)
+
+    async def process_session(self, session: Session) -> list[MetricResult | SpanAttribute]:
+        if not self.session_metric_names:
+            return []
+        return turns.session_outputs(session.state.get(self.id, []), self.config.threshold)
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
         if not self.config.enabled:
@@ -128,7 +151,22 @@ class FailureLocalization(Processor):
             return []
         why = _why_failed(trace, views)
         if why is None and self.config.when == "failed":
-            return []
+            outputs: list[TraceOutput] = []
+        else:
+            outputs = await self._localize(trace, views, why)
+        if session is not None and self.session_metric_names:
+            first = next((o for o in outputs if isinstance(o, SpanFinding)), None)
+            session.state.setdefault(self.id, []).append(
+                turns.Turn(
+                    trace.trace_id_hex,
+                    why,
+                    first.label if first else None,
+                    first.span_id.hex() if first else None,
+                )
+            )
+        return outputs
+
+    async def _localize(self, trace: Trace, views: SpanViews, why: str | None) -> list[TraceOutput]:
         run = agent_trace_of(trace)
         evidence = find_evidence(views, run)
         outputs: list[TraceOutput] = []

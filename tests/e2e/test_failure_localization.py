@@ -89,3 +89,30 @@ def test_when_always_a_run_that_passed_gets_a_result_and_no_blame(sink, start_co
     assert root["eval.failure_localization.errors"] == 0
     assert "eval.failure_localization.span_ids" not in root
     assert [len(span.events) for span in sink.spans() if span.span_id != ids["root"]] == [0, 0, 0, 0]
+
+
+def test_the_session_carrier_names_the_turn_that_broke_it(sink, start_collector):
+    collector = start_collector(
+        config(sink).replace("assembler: {trace_wait: 20ms}", "assembler: {trace_wait: 20ms, session_idle: 300ms}")
+    )
+    sent = []
+    for failing in (False, True, True):  # the second turn fails, and the third does not recover
+        trace_id, ids, spans = run_spans(failing=failing)
+        spans[0].attributes.add(key="session.id").value.string_value = "chat-9"
+        sent.append((trace_id, ids))
+        send(collector.grpc_port, request_of(spans))
+        expected = 5 * len(sent)
+        assert wait_until(lambda n=expected: len(sink.spans()) == n)  # one turn after the other
+    assert wait_until(lambda: any(s.name == "evaluate_session" for s in sink.spans()), timeout_s=5)
+    [carrier] = [s for s in sink.spans() if s.name == "evaluate_session"]
+    attributes = attributes_to_dict(carrier.attributes)
+    second_trace, second = sent[1]
+    assert attributes["eval.breaking_turn.label"] == "rate_limiting"
+    assert attributes["eval.breaking_turn.score"] == 1 / 3  # one of three turns came before it
+    assert attributes["eval.breaking_turn.turn"] == 2
+    assert attributes["eval.breaking_turn.trace_id"] == second_trace.hex()
+    assert attributes["eval.breaking_turn.span_id"] == second["http"].hex()
+    assert attributes["eval.breaking_turn.explanation"].startswith(
+        f"turn 2 of 3 (trace {second_trace.hex()}) broke the session: it failed (1 span with error status) "
+        "and the 1 turn after it failed too; first error rate_limiting at span"
+    )
