@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,16 @@ def test_on_the_longest_trail_run_every_call_fits_the_cap(long_runs):
         assert judged.steps_read == steps and len(requests) >= 2
     else:
         assert judged.steps_read < steps
+
+
+def test_the_smallest_cap_the_docs_give_is_the_one_refused_below():
+    low, high = 1, 100_000  # check_room passes at high, not at low
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            check_room(middle)
+            high = middle
+        except NoRoom:
+            low = middle
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    assert f"with the smallest value that works ({high:,} tokens)" in " ".join(docs.split())
