@@ -13,6 +13,11 @@ rejected), the session id is its `session_id_of` with the configured `session_ke
 "would be scored" is the pipeline's `ScoreScope`, from `--config` when given, else the
 defaults. Nothing is scored and nothing is sent.
 
+A scored file may hold failure_localization's findings: each blamed span is marked
+under the step it belongs to (the step's own span, or the nearest step span above it,
+such as the tool call above a failed HTTP request), so the error shows where the agent
+view shows the work; a blamed span under no step is listed with the trace.
+
 Files are read by `otlp_files` (JSON lines, one document, or gzip); a broken line is
 reported with its file and line number, and reading goes on; any problem makes the exit
 code 2.
@@ -31,6 +36,7 @@ from spanscore.core.attributes import any_value_to_python
 from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.core.wording import counted
+from spanscore.offline.blamed_spans import Blamed, blamed_in, group_words, localization_of
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
@@ -39,6 +45,8 @@ from spanscore.processors.agent_trace import Step, agent_trace_of
 
 EXIT_PROBLEMS = 2
 SHORT_TEXT = 80  # characters of a text shown in the human format before an ellipsis
+BLAME_CHARS = 120  # of a blamed span's explanation in the human format
+SUMMARY_CHARS = 200  # of failure_localization's explanation on the root
 _SCORE_FIELDS = ("score", "label", "error")
 
 
@@ -97,6 +105,7 @@ def describe(trace: Trace, scope: ScoreScope) -> dict[str, Any]:
             final_output=agent.final_output,
             steps=[_step(step) for step in agent.steps],
         )
+        _add_blames(record, trace, agent.steps)
     record["scores"] = _scores(anchor)
     return record
 
@@ -143,6 +152,54 @@ def _step(step: Step) -> dict[str, Any]:
     }
 
 
+def _add_blames(record: dict[str, Any], trace: Trace, steps: Sequence[Step]) -> None:
+    """failure_localization's result and blamed spans, when the trace carries them: each
+    blame under the step it belongs to (`step`, numbered as printed; None for none)."""
+    localization = localization_of(trace)
+    blamed = blamed_in(trace, localization)
+    if localization is None and not blamed:
+        return
+    step_of = _step_of_span(trace, steps)
+    record["failure_localization"] = localization.as_json() if localization is not None else None
+    record["blamed"] = []
+    for step in record["steps"]:
+        step["blamed"] = []
+    for blame in blamed:
+        index = step_of(blame.span_id)
+        entry = _blame(blame, index is not None and steps[index].span_id == blame.span_id)
+        record["blamed"].append({**entry, "step": None if index is None else index + 1})
+        if index is not None:
+            record["steps"][index]["blamed"].append(entry)
+
+
+def _blame(blame: Blamed, step_span: bool) -> dict[str, Any]:
+    entry = blame.as_json()
+    del entry["trace_id"]  # the record's own
+    entry["step_span"] = step_span  # the step's own span, not one below it
+    return entry
+
+
+def _step_of_span(trace: Trace, steps: Sequence[Step]):
+    """span id -> the index of the step whose span it is or lies under, or None."""
+    parents = {span.span_id.hex(): span.parent_span_id.hex() for span, _ in trace.spans()}
+    own: dict[str, int] = {}
+    # A tool call seen only in a model's output shares that model call's span: the model
+    # call's step is the span's.
+    for index, step in sorted(enumerate(steps), key=lambda pair: not pair[1].from_span):
+        own.setdefault(step.span_id, index)
+
+    def step_of(span_id: str) -> int | None:
+        seen = set()
+        while span_id and span_id not in seen:
+            if span_id in own:
+                return own[span_id]
+            seen.add(span_id)
+            span_id = parents.get(span_id, "")
+        return None
+
+    return step_of
+
+
 def _scores(anchor) -> dict[str, dict[str, Any]]:
     """Results already on the span (`eval.<metric>.score|label|error`), e.g. in a file the
     `file` exporter wrote after scoring."""
@@ -185,9 +242,14 @@ def human_lines(record: dict[str, Any]) -> list[str]:
             lines.append(f"  user input:   {_text(record['user_input'])}")
             lines.append(f"  final output: {_text(record['final_output'])}")
             lines.append(f"  steps: {len(record['steps'])}")
-            lines.extend(f"    {i}. {_step_line(step)}" for i, step in enumerate(record["steps"], start=1))
+            for i, step in enumerate(record["steps"], start=1):
+                lines.append(f"    {i}. {_step_line(step)}")
+                lines.extend(f"       {_blame_line(blame, True)}" for blame in step.get("blamed", ()))
         elif record["session_id"]:
             lines.append(f"  session: {excerpt(record['session_id'])}")
+        lines.extend(f"  {_blame_line(blame, False)}" for blame in record.get("blamed", ()) if blame["step"] is None)
+        if record.get("failure_localization"):
+            lines.append(f"  {_localization_line(record['failure_localization'])}")
     if record["scores"]:
         lines.append(
             "  scores on the span: " + ", ".join(_score_text(name, score) for name, score in record["scores"].items())
@@ -201,6 +263,29 @@ def _step_line(step: dict[str, Any]) -> str:
         if step[key] not in (None, "", {}, []):
             parts.append(f"{key}={_value(step[key])}")
     return "  ".join(parts)
+
+
+def _blame_line(blame: dict[str, Any], in_step: bool) -> str:
+    """`✗ blamed span ID: rate_limiting (system execution, medium): ...`; the span named
+    when it is not the step's own (a request below a tool call, or in no step)."""
+    where = f"span {excerpt(blame['span_id'])}"
+    if not blame["step_span"]:
+        name = f"{excerpt(repr(blame['span_name']))} " if blame["span_name"] else ""
+        where = f"span {name}{excerpt(blame['span_id'])}, {'below this step' if in_step else 'in no step'}"
+    how = ", ".join(part for part in (group_words(blame["group"]), blame["impact"]) if part)
+    explanation = f": {excerpt(blame['explanation'], BLAME_CHARS)}" if blame["explanation"] else ""
+    return f"✗ blamed {where}: {excerpt(blame['category'])} ({excerpt(how)}){explanation}"
+
+
+def _localization_line(result: dict[str, Any]) -> str:
+    """failure_localization's result on the root: label, score, error count, explanation."""
+    parts = [excerpt(str(result["label"]))]
+    if result["score"] is not None:
+        parts.append(f"score {result['score']:.2f}")
+    if result["errors"] is not None:
+        parts.append(counted(result["errors"], "error"))
+    explanation = f": {excerpt(result['explanation'], SUMMARY_CHARS)}" if result["explanation"] else ""
+    return f"failure_localization: {', '.join(parts)}{explanation}"
 
 
 def _value(value: Any) -> str:

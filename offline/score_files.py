@@ -41,6 +41,7 @@ from spanscore.receivers.memory import MemoryReceiver
 
 REQUESTS_PER_TRACE_WAIT = 1000
 GROUND_TRUTH = "ground_truth"
+FAILURE_LOCALIZATION = "failure_localization"  # reads the verdicts of the processors before it
 DRAIN_S = 600.0  # generous: judge calls of the traces still held at the end of input
 PROGRESS_INTERVAL_S = 0.5
 
@@ -268,7 +269,8 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
 
 def with_dataset(config: Config, dataset: Path) -> Config:
     """`config` grading against `dataset`: its ground_truth processor pointed at it, or one
-    added, judged by the judge of its judge_metrics processor when it has a usable one."""
+    added (last, or before failure_localization), judged by the judge of its judge_metrics
+    processor when it has a usable one."""
     factory = next(f for f in build_factories(plugins=False) if f.kind == "processor" and f.type == GROUND_TRUTH)
     processors = list(config.processors)
     existing = [i for i, c in enumerate(processors) if c.type == GROUND_TRUTH]
@@ -283,11 +285,16 @@ def with_dataset(config: Config, dataset: Path) -> Config:
         settings = {"dataset": str(dataset)}
         if judge is not None:
             settings["judge"] = judge.model_dump()
-        processors.append(
-            ConfiguredComponent(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory)
+        # Before failure_localization, which reads the verdicts of the processors before it.
+        before = next((c for c in processors if c.type == FAILURE_LOCALIZATION), None)
+        at = processors.index(before) if before is not None else len(processors)
+        processors.insert(
+            at, ConfiguredComponent(GROUND_TRUTH, GROUND_TRUTH, factory.config_model.model_validate(settings), factory)
         )
-    ids = config.processor_ids if existing else (*config.processor_ids, GROUND_TRUTH)
-    return replace(config, processors=processors, processor_ids=ids)
+        ids = list(config.processor_ids)
+        ids.insert(ids.index(before.id) if before is not None else len(ids), GROUND_TRUTH)
+        return replace(config, processors=processors, processor_ids=tuple(ids))
+    return replace(config, processors=processors)
 
 
 def progress_stream(quiet: bool) -> TextIO | None:

@@ -11,8 +11,9 @@ ungraded, not as a failure.
 An attempt's traces (the carrier's links, or the trace itself) give its tool calls, its
 group (`--by`: any span or resource attribute, looked up on the attempt's own span and
 resource first, then on its traces) and the failed or errored results shown beside a
-failed attempt. Every score of every scored span also goes into the per-metric score
-distributions of its group.
+failed attempt, with, where failure_localization ran on them, the spans it blamed and
+their categories: why the attempt failed, not only that it did. Every score of every
+scored span also goes into the per-metric score distributions of its group.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
+from spanscore.offline.blamed_spans import NONE_FOUND, Blamed, blamed_in, localization_of
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
@@ -57,6 +59,17 @@ class Attempt:
     steps: list[tuple[str, bool]] = field(default_factory=list)  # (tool name, did not fail)
     progress_auc: float | None = None
     findings: list[Finding] = field(default_factory=list)
+    # failure_localization on a failed attempt's traces: whether it left a result, the
+    # first errors' categories its results name, and every blamed span.
+    localized: bool = False
+    labels: list[str] = field(default_factory=list)
+    blamed: list[Blamed] = field(default_factory=list)
+
+    @property
+    def categories(self) -> list[str]:
+        """The failure categories found, each once, in the order found."""
+        found = [b.category for b in self.blamed] + [label for label in self.labels if label != NONE_FOUND]
+        return list(dict.fromkeys(found))
 
 
 @dataclass
@@ -128,21 +141,31 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
         if score_key in attributes:
             label = attributes.get(f"eval.{outcome}{LABEL_SUFFIX}")
             success = label == "pass" if label is not None else attributes[score_key] == 1.0
-            run.attempts.append(
-                Attempt(
-                    case_id=case_id,
-                    success=success,
-                    trace_id=trace.trace_id_hex,
-                    group=group,
-                    steps=[(step.name, step.error is None) for t in linked for step in agent_trace_of(t).tool_steps],
-                    progress_auc=scored.get("progress_auc"),
-                    findings=_findings(anchor, attributes)
-                    + [f for t in linked if t is not trace for f in _findings_of(t)],
-                )
+            attempt = Attempt(
+                case_id=case_id,
+                success=success,
+                trace_id=trace.trace_id_hex,
+                group=group,
+                steps=[(step.name, step.error is None) for t in linked for step in agent_trace_of(t).tool_steps],
+                progress_auc=scored.get("progress_auc"),
+                findings=_findings(anchor, attributes) + [f for t in linked if t is not trace for f in _findings_of(t)],
             )
+            if not success:
+                _add_localization(attempt, linked)
+            run.attempts.append(attempt)
         elif ungraded is not None:
             run.ungraded.append(Ungraded(case_id, trace.trace_id_hex, str(ungraded), group))
     return run
+
+
+def _add_localization(attempt: Attempt, traces: list[Trace]) -> None:
+    for trace in traces:
+        localization = localization_of(trace)
+        if localization is not None:
+            attempt.localized = True
+            if localization.label:
+                attempt.labels.append(localization.label)
+        attempt.blamed += blamed_in(trace, localization)
 
 
 def _group_of(by: str | None, trace: Trace, linked: list[Trace]) -> str | None:

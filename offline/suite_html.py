@@ -9,6 +9,11 @@ several per-step error rates, the suite's measured ε and episode length marked)
 distributions per metric; a sortable per-case table whose rows open onto the case's own
 pass@k curves and each failed attempt's failed checks and explanations. Every text from
 the data is escaped.
+
+Where failure_localization ran on failed attempts, "Why runs fail" charts the failure
+categories found in them and lists each category's attempts, each linked to the span it
+blamed, shown in the case's details (a link opens the case's row). Without such results
+the page is what it was before: no section, style or script is added.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from typing import Any
 
 from spanscore.core.version import VERSION
 from spanscore.core.wording import counted, plural
+from spanscore.offline.blamed_spans import group_words
 from spanscore.offline.page_style import STYLE
 from spanscore.offline.suite_attempts import ScoredRun
 from spanscore.offline.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, rate_parts, ungraded_reasons
-from spanscore.offline.svg_charts import Marker, Series, histogram, interval_bar, line_chart
+from spanscore.offline.svg_charts import Bar, Marker, Series, bar_chart, histogram, interval_bar, line_chart
+from spanscore.processors.localization.taxonomy import taxonomy
 from spanscore.processors.metrics.intervals import pass_at_k_interval, pass_pow_k_interval
 from spanscore.processors.metrics.pass_at_k import pass_at_k_unbiased, pass_pow_k_unbiased
 from spanscore.processors.metrics.reliability import episode_success
@@ -40,12 +47,18 @@ SSR_COUNTS = (
 )
 FAILURES_SHOWN = 20  # per case; the rest are in the JSON summary
 AT_K, POW_K = "#2563eb", "#dc2626"
+# The failure groups' colors: none is the pass green or the fail red of the page.
+GROUP_COLORS = {"reasoning": "#7c3aed", "system_execution": "#d97706", "planning_coordination": "#0891b2"}
+UNKNOWN_GROUP = "#6b7280"
+ATTEMPTS_LINKED = 10  # per category in "Why runs fail"; each case's details list every blamed span
+CATEGORY_CHARS = 40  # of a category's label in the chart
 
 
 def render(summary: dict[str, Any], run: ScoredRun, sources: list[str]) -> str:
     """The whole page for `summary` (grouped or not) computed from `run`."""
     grouped = "groups" in summary
-    parts = [_head(), "<body><main>", _header(summary, sources)]
+    localized = any(_localized(part) for part in (summary["groups"].values() if grouped else [summary]))
+    parts = [_head(BLAME_STYLE if localized else ""), "<body><main>", _header(summary, sources)]
     if grouped:
         parts.append(_group_table(summary))
         for index, (group, part) in enumerate(summary["groups"].items()):
@@ -56,16 +69,21 @@ def render(summary: dict[str, Any], run: ScoredRun, sources: list[str]) -> str:
             parts.append("</section>")
     else:
         parts.append(_body(summary, run.scores.get(None, {}), "g0"))
-    parts.append(f"</main><script>{SCRIPT}</script></body></html>")
+    parts.append(f"</main><script>{SCRIPT}{BLAME_SCRIPT if localized else ''}</script></body></html>")
     return "".join(parts)
 
 
-def _head() -> str:
+def _head(extra_style: str = "") -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>spanscore suite report</title><style>{STYLE}</style></head>"
+        f"<title>spanscore suite report</title><style>{STYLE}{extra_style}</style></head>"
     )
+
+
+def _localized(summary: dict[str, Any]) -> bool:
+    """Whether failure_localization left results on any failed attempt."""
+    return any(failure.get("localized") for case in summary["cases"] for failure in case["failures"])
 
 
 def _header(summary: dict[str, Any], sources: list[str]) -> str:
@@ -113,6 +131,7 @@ def _body(summary: dict[str, Any], scores: dict[str, list[float]], key: str) -> 
             _suite_curves(summary),
             _budget(summary),
             "</div>",
+            _why_runs_fail(summary, key),
             _distributions(scores),
             _cases(summary, key),
         ]
@@ -257,6 +276,77 @@ def _budget(summary: dict[str, Any]) -> str:
     return f"<figure><figcaption>Reliability budget</figcaption>{chart}<p class=note>{note}</p></figure>"
 
 
+def _why_runs_fail(summary: dict[str, Any], key: str) -> str:
+    """The failure categories of the failed attempts as bars, then each category's attempts,
+    each linked to its blamed span in the case's details."""
+    if not _localized(summary):
+        return ""
+    failures = [failure for case in summary["cases"] for failure in case["failures"]]
+    localized = sum(1 for failure in failures if failure.get("localized"))
+    categories = summary["failure_categories"]
+    note = (
+        f"The failure categories failure_localization found in the traces of {localized} of "
+        f"{counted(len(failures), 'failed attempt')}. A bar counts the failed attempts a category was found in, "
+        "each attempt once per category, so the bars may add up to more than the failed attempts. "
+        "Each attempt below links to the span blamed for it, in its case's details."
+    )
+    none_found = sum(1 for failure in failures if failure.get("localized") and not failure["categories"])
+    if none_found:
+        note += f" On {counted(none_found, 'failed attempt')} no span states an error; those need reading."
+    if not categories:
+        return f"<section><h2>Why runs fail</h2><p class=note>{escape(note)}</p></section>"
+    bars, entries = [], []
+    for number, entry in enumerate(categories):
+        anchor = f"{key}-why-{number}"
+        color = GROUP_COLORS.get(entry["group"] or "", UNKNOWN_GROUP)
+        category, group = entry["category"], group_words(entry["group"])
+        label = category if len(category) <= CATEGORY_CHARS else category[: CATEGORY_CHARS - 1] + "…"
+        attempts = counted(entry["attempts"], "failed attempt")
+        bars.append(Bar(label, entry["attempts"], color, f"#{anchor}", f"{category} ({group}): {attempts}"))
+        entries.append(_category_entry(summary, key, entry, anchor, color))
+    present = list(dict.fromkeys(entry["group"] for entry in categories))
+    legend = [(group_words(group), GROUP_COLORS.get(group or "", UNKNOWN_GROUP)) for group in present]
+    chart = bar_chart(bars, legend=legend, title="failure categories of failed attempts")
+    return (
+        f"<section><h2>Why runs fail</h2><p class=note>{escape(note)}</p><div class=why-body>"
+        f"<figure class=why-chart><figcaption>Failure categories of failed attempts</figcaption>{chart}</figure>"
+        f"<div class=why-list>{''.join(entries)}</div></div></section>"
+    )
+
+
+def _category_entry(summary: dict[str, Any], key: str, entry: dict[str, Any], anchor: str, color: str) -> str:
+    """One category: its group and description, then its failed attempts, linked."""
+    category = entry["category"]
+    known = taxonomy().categories.get(category)
+    description = f"<br><span class=note>{escape(known.description)}</span>" if known is not None else ""
+    links = []
+    for index, case in enumerate(summary["cases"]):
+        for number, failure in enumerate(case["failures"], 1):
+            if category not in failure["categories"]:
+                continue
+            blamed = [(j, b) for j, b in enumerate(failure["blamed"]) if b["category"] == category]
+            what = f"{_breakable(case['case_id'])}, failed attempt {number}"
+            where = ""
+            if blamed:
+                _, first = blamed[0]
+                impact = f" · impact {escape(first['impact'])}" if first["impact"] else ""
+                where = f" <span class=note>on {escape(first['span_name'] or first['span_id'])}{impact}</span>"
+            if number > FAILURES_SHOWN:
+                links.append(f"<li>{what} <span class=note>(listed in the JSON summary)</span>{where}</li>")
+                continue
+            target = f"{key}-{index}-a{number}" + (f"-b{blamed[0][0]}" if blamed else "")
+            links.append(f'<li><a href="#{target}">{what}</a>{where}</li>')
+    shown = links[:ATTEMPTS_LINKED]
+    if len(links) > ATTEMPTS_LINKED:
+        more = len(links) - ATTEMPTS_LINKED
+        shown.append(f"<li class=note>and {more} more: see the cases' details</li>")
+    return (
+        f'<div class=why-cat id="{anchor}" style="border-left-color:{color}"><p><b>{escape(category)}</b> '
+        f"<span class=note>{escape(group_words(entry['group']))} · {counted(entry['attempts'], 'failed attempt')}, "
+        f"{counted(entry['blamed_spans'], 'blamed span')}</span>{description}</p><ul>{''.join(shown)}</ul></div>"
+    )
+
+
 def _distributions(scores: dict[str, list[float]]) -> str:
     if not scores:
         return ""
@@ -352,6 +442,11 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
     failures = case["failures"]
     if failures:
         items = []
+        if case.get("failure_categories"):
+            found = " · ".join(
+                f"{escape(entry['category'])} {entry['attempts']}" for entry in case["failure_categories"]
+            )
+            items.append(f"<p class=note>Failure categories of its failed attempts: {found}</p>")
         for number, failure in enumerate(failures[:FAILURES_SHOWN], 1):
             findings = (
                 "".join(
@@ -362,9 +457,12 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
                 )
                 or "<li>No failed result was recorded on its spans.</li>"
             )
+            anchor, blamed = "", ""
+            if failure.get("localized"):
+                anchor, blamed = f' id="{key}-a{number}"', _blamed_list(failure, f"{key}-a{number}")
             items.append(
-                f"<div class=failure><p>Failed attempt {number} of {len(failures)} · trace "
-                f"<code>{escape(failure['trace_id'])}</code></p><ul>{findings}</ul></div>"
+                f"<div class=failure{anchor}><p>Failed attempt {number} of {len(failures)} · trace "
+                f"<code>{escape(failure['trace_id'])}</code></p><ul>{findings}</ul>{blamed}</div>"
             )
         if len(failures) > FAILURES_SHOWN:
             more = len(failures) - FAILURES_SHOWN
@@ -376,6 +474,29 @@ def _case_detail(case: dict[str, Any], key: str) -> str:
     else:
         failed = "<p>Every attempt succeeded.</p>"
     return f'<div class=detail-body id="{key}"><figure>{chart}</figure><div class=failures>{failed}</div></div>'
+
+
+def _blamed_list(failure: dict[str, Any], anchor: str) -> str:
+    """The spans failure_localization blamed for one failed attempt, each its link target."""
+    if not failure["blamed"]:
+        if failure["categories"]:  # named on the root only (no findings on the spans)
+            return f"<p class=note>failure_localization: {escape(', '.join(failure['categories']))}</p>"
+        return "<p class=note>failure_localization found no error its spans state.</p>"
+    items = []
+    for j, blame in enumerate(failure["blamed"]):
+        impact = f" · impact {escape(blame['impact'])}" if blame["impact"] else ""
+        name = f" {escape(blame['span_name'])}" if blame["span_name"] else ""
+        trace = (
+            f" in trace <code>{escape(blame['trace_id'])}</code>" if blame["trace_id"] != failure["trace_id"] else ""
+        )
+        evidence = f"<br>evidence: <q>{escape(blame['evidence'])}</q>" if blame["evidence"] else ""
+        explanation = f"<br>{escape(blame['explanation'])}" if blame["explanation"] else ""
+        items.append(
+            f'<li class=blame id="{anchor}-b{j}"><b>{escape(blame["category"])}</b> '
+            f"<span class=note>{escape(group_words(blame['group']))}{impact}</span> on span "
+            f"<code>{escape(blame['span_id'])}</code>{name}{trace}{evidence}{explanation}</li>"
+        )
+    return f"<p class=blamed-head>Blamed by failure_localization:</p><ul class=blamed>{''.join(items)}</ul>"
 
 
 @lru_cache(maxsize=4096)
@@ -400,6 +521,39 @@ def _rate_cell(successes: float, total: int, rate: dict[str, float]) -> str:
     count, estimate, true_range = rate_parts(successes, total, rate)
     return f"{count} = {estimate} <span class=note>· true rate 95% credible {true_range}</span>"
 
+
+# Only on a page with blamed spans: what a link to one needs beyond the base style and script.
+BLAME_STYLE = """
+.why-body{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}.why-chart{flex:0 1 400px}
+.why-list{flex:1;min-width:280px}.why-cat{background:#fff;border:1px solid var(--line);border-left:4px solid;
+border-radius:6px;padding:6px 10px;margin:0 0 8px}.why-cat p{margin:2px 0}.why-cat ul{margin:4px 0;padding-left:18px}
+.why-cat li{overflow-wrap:anywhere}.why-chart svg a:hover text{text-decoration:underline}
+.blamed-head{margin:6px 0 0;font-weight:600}.blamed li{margin:4px 0;overflow-wrap:anywhere}
+.blame:target,.why-cat:target{background:#fef3c7}
+"""
+
+# A link to a blamed span in a closed case row opens the row, then shows the span.
+BLAME_SCRIPT = """
+function showTarget() {
+  var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  if (!target) return;
+  var detail = target.closest('tr.detail');
+  if (detail && detail.hidden) {
+    detail.hidden = false;
+    var button = detail.previousElementSibling.querySelector('button.open');
+    button.textContent = '▾';
+    button.setAttribute('aria-expanded', 'true');
+  }
+  // In a table wider than the page, its box scrolls sideways to where the span's text starts.
+  target.scrollIntoView({block: 'center', inline: 'start'});
+}
+window.addEventListener('hashchange', showTarget);
+document.addEventListener('click', function (event) {
+  var link = event.target.closest('a[href^="#"]');
+  if (link && link.getAttribute('href') === location.hash) setTimeout(showTarget, 0);
+});
+showTarget();
+"""
 
 SCRIPT = """
 document.querySelectorAll('table.cases').forEach(function (table) {

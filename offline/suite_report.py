@@ -11,7 +11,11 @@ Over the attempts of `suite_attempts` (one group of them with `--by`):
 - per case: attempts, successes, pass@k and pass^k for each requested k up to the
   attempts (the unbiased estimator, with the interval on p), the mean `progress_auc`,
   the mean pairwise trajectory similarity (multiset Jaccard over tool names), and the
-  failed attempts with their failed or errored results;
+  failed attempts with their failed or errored results and the spans failure_localization
+  blamed;
+- the failure categories of the failed attempts, per case and for the suite: how many
+  failed attempts each category was found in (once per attempt), from failure_localization's
+  results on their traces; empty when it did not run on them;
 - the suite's pass@k and pass^k: the mean over cases of each case's, for k up to the
   fewest attempts of any case (at most 20), with `mean_rate_interval` over the cases'
   estimates.
@@ -25,6 +29,7 @@ from typing import Any
 
 from spanscore.core.quoting import excerpt
 from spanscore.core.wording import counted
+from spanscore.offline.blamed_spans import group_of, group_words
 from spanscore.offline.suite_attempts import Attempt, ScoredRun
 from spanscore.processors.ground_truth.dataset import Dataset
 from spanscore.processors.metrics.intervals import (
@@ -40,6 +45,8 @@ DEFAULT_K = (1, 3, 5)
 MAX_CURVE_K = 20
 UNGRADED_REASONS_SHOWN = 3  # distinct reasons the text and the page name; the JSON has every attempt
 FAILURE_REASONS_SHOWN = 5
+CATEGORIES_SHOWN = 8  # failure categories the text names; the JSON and the page have all
+CASES_NAMED = 3  # per category in the text
 REASON_CHARS = 160
 # What SSR counts as a correct step, with and without the dataset's expected calls.
 CORRECT_STEP_EXPECTED = "it did not fail and, where the case lists expected tools, is one of them"
@@ -78,6 +85,7 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
         "steps": None,
         "suite": {},
         "cases": [],
+        "failure_categories": failure_categories(attempts),
         # Left out of the rates: which attempts, and why (an error, or skipped past the judge's budget).
         "ungraded_attempts": [{"case_id": u.case_id, "trace_id": u.trace_id, "reason": u.error} for u in run.ungraded],
     }
@@ -135,12 +143,16 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
                 "trajectory_similarity": mean_pairwise_similarity(
                     [[name for name, _ in a.steps] for a in case_attempts]
                 ),
+                "failure_categories": failure_categories(case_attempts),
                 "failures": [
                     {
                         "trace_id": a.trace_id,
                         "findings": [
                             {"metric": f.metric, "where": f.where, "score": f.score, "text": f.text} for f in a.findings
                         ],
+                        "localized": a.localized,
+                        "categories": a.categories,
+                        "blamed": [b.as_json() for b in a.blamed],
                     }
                     for a in case_attempts
                     if not a.success
@@ -148,6 +160,32 @@ def summarize(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | 
             }
         )
     return summary
+
+
+def failure_categories(attempts: Sequence[Attempt]) -> list[dict[str, Any]]:
+    """Each failure category of the failed attempts: in how many (`attempts`, once per
+    attempt) and on how many blamed spans, with those attempts per case; most frequent first."""
+    found: dict[str, dict[str, Any]] = {}
+    for attempt in attempts:
+        if attempt.success:
+            continue
+        groups = {b.category: b.group for b in attempt.blamed}
+        for category in attempt.categories:
+            entry = found.setdefault(
+                category,
+                {
+                    "category": category,
+                    "group": groups.get(category) or group_of(category),
+                    "attempts": 0,
+                    "blamed_spans": 0,
+                    "cases": {},
+                },
+            )
+            entry["attempts"] += 1
+            entry["cases"][attempt.case_id] = entry["cases"].get(attempt.case_id, 0) + 1
+        for blame in attempt.blamed:
+            found[blame.category]["blamed_spans"] += 1
+    return sorted(found.values(), key=lambda e: (-e["attempts"], -e["blamed_spans"], e["category"]))
 
 
 def _nothing_graded(run: ScoredRun) -> str:
@@ -219,8 +257,37 @@ def text(summary: dict[str, Any]) -> str:
             lines.append(
                 f"  ... and {counted(len(reasons) - FAILURE_REASONS_SHOWN, 'other reason')} (see --json or -o)"
             )
+    lines += _category_lines(summary)
     lines.append(INTERVAL_LEGEND)
     return "\n".join(lines)
+
+
+def _category_lines(summary: dict[str, Any]) -> list[str]:
+    """Where failure_localization ran on failed attempts: the categories it found in them."""
+    failures = [failure for case in summary["cases"] for failure in case["failures"]]
+    localized = [failure for failure in failures if failure.get("localized")]
+    if not localized:
+        return []
+    categories = summary.get("failure_categories", [])
+    lines = [
+        f"failure categories of failed attempts (failure_localization on {len(localized)} of {len(failures)}; "
+        "an attempt counts once per category):"
+    ]
+    for entry in categories[:CATEGORIES_SHOWN]:
+        cases = sorted(entry["cases"].items(), key=lambda item: (-item[1], item[0]))
+        named = ", ".join(f"{excerpt(case_id, REASON_CHARS)} {n}" for case_id, n in cases[:CASES_NAMED])
+        if len(cases) > CASES_NAMED:
+            named += f" and {counted(len(cases) - CASES_NAMED, 'other case')}"
+        lines.append(
+            f"  {excerpt(entry['category'])}: {counted(entry['attempts'], 'attempt')}, "
+            f"{group_words(entry['group'])} ({named})"
+        )
+    if len(categories) > CATEGORIES_SHOWN:
+        lines.append(f"  ... and {counted(len(categories) - CATEGORIES_SHOWN, 'other category')} (see --json or -o)")
+    none_found = sum(1 for failure in localized if not failure["categories"])
+    if none_found:
+        lines.append(f"  none found: {counted(none_found, 'attempt')} (no error its spans state)")
+    return lines
 
 
 INTERVAL_LEGEND = (

@@ -1,4 +1,5 @@
-"""Small inline SVG charts for the HTML report: lines with interval bands, histograms.
+"""Small inline SVG charts for the HTML report: lines with interval bands, histograms,
+horizontal bars.
 
 Static SVG keeps the report one file that opens offline in any browser; each point and
 bar carries a `<title>`, so hovering shows its exact values. Every text from the data is
@@ -37,6 +38,17 @@ class Series:
     color: str | None = None
     dashed: bool = False
     markers: bool = True
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of `bar_chart`: a count with its label, optionally a link."""
+
+    label: str
+    value: int
+    color: str
+    href: str | None = None  # a fragment of the page, such as "#why-0"
+    title: str = ""  # shown on hover; the label and value when empty
 
 
 @dataclass(frozen=True)
@@ -337,6 +349,68 @@ def histogram(
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+BAR_ROW, BAR_HEIGHT, BAR_LABEL = 34, 12, 12  # a row: its label's line, then the bar
+
+
+def bar_chart(
+    bars: Sequence[Bar],
+    *,
+    width: int = 360,
+    legend: Sequence[tuple[str, str]] = (),
+    title: str = "",
+) -> str:
+    """Horizontal bars, longest for the largest value, each labelled on the line above it
+    (so a long label needs no room beside the bar) with its value at its end; a legend of
+    (name, color) under them. A bar with `href` links there."""
+    top = max((bar.value for bar in bars), default=0) or 1
+    value_room = max((text_width(str(bar.value), 11) for bar in bars), default=0.0) + 8
+    left, right = 4.0, width - 4 - value_room
+    legend_layout = _swatch_layout([name for name, _ in legend], width)
+    legend_rows = 1 + max((row for _, row in legend_layout), default=0) if legend else 0
+    height = 6 + len(bars) * BAR_ROW + legend_rows * LEGEND_ROW
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{escape(title)}">'
+    ]
+    for i, bar in enumerate(bars):
+        y = 4 + i * BAR_ROW
+        length = max((right - left) * bar.value / top, 2.0)
+        tip = escape(bar.title or f"{bar.label}: {bar.value}")
+        row = (
+            f"<title>{tip}</title>"
+            f'<text x="{left:.1f}" y="{y + BAR_LABEL - 1}" font-size="{BAR_LABEL}" fill="#111">'
+            f"{escape(bar.label)}</text>"
+            f'<rect x="{left:.1f}" y="{y + BAR_LABEL + 3}" width="{length:.1f}" height="{BAR_HEIGHT}" rx="2" '
+            f'fill="{bar.color}"/>'
+            f'<text x="{left + length + 4:.1f}" y="{y + BAR_LABEL + 3 + BAR_HEIGHT - 2}" font-size="11" '
+            f'fill="#333">{bar.value}</text>'
+        )
+        if bar.href:
+            row = f'<a href="{escape(bar.href)}">{row}</a>'
+        parts.append(f"<g>{row}</g>")
+    legend_top = 6 + len(bars) * BAR_ROW
+    for (name, color), (x, row) in zip(legend, legend_layout):
+        y = legend_top + row * LEGEND_ROW + 10
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" rx="2" fill="{color}"/>'
+            f'<text x="{x + 14:.1f}" y="{y}" font-size="11" fill="#333">{escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _swatch_layout(names: Sequence[str], width: int) -> list[tuple[float, int]]:
+    """(x, row) per legend entry of a bar chart: left to right, wrapping."""
+    layout, x, row = [], 4.0, 0
+    for name in names:
+        entry = 14 + text_width(name, 11)
+        if x + entry > width - 2 and x > 4:
+            x, row = 4.0, row + 1
+        layout.append((x, row))
+        x += entry + 12
+    return layout
 
 
 def interval_bar(estimate: float, low: float, high: float, *, width: int = 180, height: int = 18) -> str:

@@ -126,6 +126,24 @@ class Runs:
         return self.workdir / "suite"
 
     @cached_property
+    def failed_session(self) -> Path:
+        """The sample session with its second get_weather call failed (a 503, no result),
+        scored with the default config against examples/weather-suite-no-judge.yaml, in
+        failed/scored.jsonl."""
+        folder = self.workdir / "failed"
+        folder.mkdir()
+        session = json.loads(WEATHER.read_text(encoding="utf-8"))
+        for scope in session["resourceSpans"][0]["scopeSpans"]:
+            for span in scope["spans"]:
+                if span["spanId"] == "020000000000020a":
+                    span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.tool.call.result"]
+                    span["status"] = {"code": 2, "message": "upstream weather service: 503 Service Unavailable"}
+        (folder / "weather-failed.json").write_text(json.dumps(session), encoding="utf-8")
+        suite = ROOT / "examples" / "weather-suite-no-judge.yaml"
+        self.command("score", "weather-failed.json", "--dataset", str(suite), "-o", "scored.jsonl", cwd=folder)
+        return folder
+
+    @cached_property
     def trail(self) -> Path:
         """Five TRAIL traces scored by a loopback judge (tests/support/trail_scored.py) and
         their annotation file, in trail/."""
@@ -174,6 +192,11 @@ def _inspect_carrier(runs: Runs) -> str:
     return next(part for part in printed.split("\n\n") if "root='evaluate_session'" in part).strip("\n") + "\n"
 
 
+def _inspect_blamed(runs: Runs) -> str:
+    printed = runs.command("inspect", "scored.jsonl", cwd=runs.failed_session)
+    return next(part for part in printed.split("\n\n") if "✗ blamed" in part).strip("\n") + "\n"
+
+
 def _report(runs: Runs) -> str:
     return runs.command(
         "report",
@@ -206,6 +229,7 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "run-session-carrier": _session_carrier,
     "inspect-examples": _inspect_examples,
     "inspect-carrier": _inspect_carrier,
+    "inspect-blamed": _inspect_blamed,
     "report": _report,
     "compare": _compare,
     "agree": _agree,

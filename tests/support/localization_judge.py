@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 
+from spanscore.processors.judge.prompts import prompt_tokens
+from spanscore.processors.judge.token_estimate import estimate_tokens
 from tests.support.judge_answers import schema_of
 from tests.support.openai_server import RecordedRequest, Reply
 
@@ -30,7 +32,7 @@ def shown_steps(text: str) -> list[tuple[int, str, str]]:
 
 def localization_judge(marker: str = "wrong", category: str = "tool_output_misinterpretation"):
     def handler(request: RecordedRequest) -> Reply:
-        name, _schema = schema_of(request)
+        name, schema = schema_of(request)
         text = request.messages()[-1]["content"]
         data_part = text.split("<trace_data>", 1)[-1]
         steps = shown_steps(data_part)
@@ -57,6 +59,12 @@ def localization_judge(marker: str = "wrong", category: str = "tool_output_misin
                 ],
                 "summary": f"read steps {min(numbers)} to {max(numbers)}" if numbers else "read nothing",
             }
-        return Reply(content=json.dumps(answer))
+        content = json.dumps(answer)
+        # Usage as spanscore estimates tokens (UTF-8 bytes / 3), so costs read in one unit.
+        return Reply(
+            content=content,
+            prompt_tokens=prompt_tokens(request.messages(), schema),
+            completion_tokens=estimate_tokens(content),
+        )
 
     return handler

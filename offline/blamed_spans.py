@@ -1,0 +1,160 @@
+"""What failure_localization wrote on a scored trace, read back: its result on the root
+and the spans it blamed, for `inspect` to mark the blamed steps and `report` to count
+why attempts failed.
+
+The encoding is docs/score-encoding.md's ("Findings on other spans"): on each blamed
+span a `gen_ai.evaluation.result` event named `failure_localization` with the finding's
+`eval.failure.*` attributes; on the root `eval.failure_localization.*`, the blamed span
+ids among them. The root carries an event of the same name too (every result does); it
+has no `eval.failure.category`, which tells it from a finding. A file written with
+`span_events: false` has no findings on its spans: then the root's label and first span
+id stand for the first error, the only one the root names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from spanscore.core.attributes import any_value_to_python
+from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.trace import Trace
+from spanscore.processors.localization.taxonomy import taxonomy
+
+METRIC = "failure_localization"
+NONE_FOUND = "none_found"  # the root's label when no error was found
+GROUPS = ("reasoning", "system_execution", "planning_coordination")
+_ROOT = f"eval.{METRIC}."
+_FINDING = "eval.failure."
+
+
+@dataclass(frozen=True)
+class Blamed:
+    """One error blamed on one span."""
+
+    trace_id: str
+    span_id: str
+    span_name: str
+    category: str
+    group: str | None
+    impact: str | None  # low, medium or high; None when only the root named it
+    evidence: str | None
+    explanation: str
+    source: str | None  # `evidence`, or the judge's model
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Localization:
+    """failure_localization's result on the root of one trace."""
+
+    score: float | None
+    label: str | None  # the first error's category, or none_found
+    explanation: str | None
+    span_ids: tuple[str, ...]
+    errors: int | None
+    errors_by_group: dict[str, int]
+
+    @property
+    def found(self) -> bool:
+        return self.label not in (None, NONE_FOUND)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "label": self.label,
+            "explanation": self.explanation,
+            "span_ids": list(self.span_ids),
+            "errors": self.errors,
+            "errors_by_group": self.errors_by_group,
+        }
+
+
+def localization_of(trace: Trace) -> Localization | None:
+    """The root's result, or None when failure_localization left none on it."""
+    anchor = trace.anchor
+    if anchor is None:
+        return None
+    values = {
+        kv.key[len(_ROOT) :]: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith(_ROOT)
+    }
+    if not values:
+        return None
+    span_ids = tuple(s for s in str(values.get("span_ids") or "").split(",") if s)
+    return Localization(
+        score=_number(values.get("score")),
+        label=_text(values.get("label")),
+        explanation=_text(values.get("explanation")),
+        span_ids=span_ids,
+        errors=_count(values.get("errors")),
+        errors_by_group={g: n for g in GROUPS if (n := _count(values.get(f"errors.{g}"))) is not None},
+    )
+
+
+def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Blamed]:
+    """Every error blamed on a span of `trace`, in the root's order of span ids (spans it
+    does not list after them, in the file's order)."""
+    localization = localization or localization_of(trace)
+    trace_id = trace.trace_id_hex
+    found: list[Blamed] = []
+    names: dict[str, str] = {}
+    for span, _ in trace.spans():
+        span_id = span.span_id.hex()
+        names[span_id] = span.name
+        for event in span.events:
+            if event.name != EVALUATION_EVENT:
+                continue
+            attributes = {kv.key: any_value_to_python(kv.value) for kv in event.attributes}
+            category = attributes.get(f"{_FINDING}category")
+            if attributes.get("gen_ai.evaluation.name") != METRIC or not category:
+                continue
+            found.append(
+                Blamed(
+                    trace_id=trace_id,
+                    span_id=span_id,
+                    span_name=span.name,
+                    category=str(category),
+                    group=_text(attributes.get(f"{_FINDING}group")) or group_of(str(category)),
+                    impact=_text(attributes.get(f"{_FINDING}impact")),
+                    evidence=_text(attributes.get(f"{_FINDING}evidence")),
+                    explanation=str(attributes.get("gen_ai.evaluation.explanation") or ""),
+                    source=_text(attributes.get(f"{_FINDING}source")),
+                )
+            )
+    if localization is None:
+        return found
+    if not found and localization.found and localization.span_ids:
+        # No findings on the spans (span_events: false): the root names the first error.
+        first = localization.span_ids[0]
+        label = str(localization.label)
+        found.append(Blamed(trace_id, first, names.get(first, ""), label, group_of(label), None, None, "", None))
+    order = {span_id: i for i, span_id in enumerate(localization.span_ids)}
+    return sorted(found, key=lambda b: order.get(b.span_id, len(order)))
+
+
+def group_words(group: str | None) -> str:
+    """A group id as words: `system_execution` -> `system execution`."""
+    return group.replace("_", " ") if group else "unknown group"
+
+
+def group_of(category: str) -> str | None:
+    """The taxonomy's group of `category`; None for a category it does not list."""
+    known = taxonomy().categories.get(category)
+    return known.group if known is not None else None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
