@@ -116,3 +116,19 @@ def test_the_session_carrier_names_the_turn_that_broke_it(sink, start_collector)
         f"turn 2 of 3 (trace {second_trace.hex()}) broke the session: it failed (1 span with error status) "
         "and the 1 turn after it failed too; first error rate_limiting at span"
     )
+
+
+def test_in_a_scoring_worker_the_blame_lands_on_the_same_span(sink, start_collector):
+    # The worker localizes a copy of the trace; the collector writes the finding onto its
+    # own span of that id.
+    collector = start_collector(
+        config(sink).replace("assembler: {trace_wait: 20ms}", "assembler: {trace_wait: 20ms, scoring_workers: 1}")
+    )
+    trace_id, ids, spans = run_spans(failing=True)
+    send(collector.grpc_port, request_of(spans))
+    assert wait_until(lambda: len(sink.spans()) == 5, timeout_s=30)
+    by_id = {span.span_id: span for span in sink.spans()}
+    [event] = by_id[ids["http"]].events
+    assert attributes_to_dict(event.attributes)["eval.failure.category"] == "rate_limiting"
+    root = attributes_to_dict(by_id[ids["root"]].attributes)
+    assert root["eval.failure_localization.span_ids"] == ids["http"].hex()
