@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import CODE, Provenance, revision_of
@@ -79,7 +79,7 @@ class FailureLocalizationConfig(ComponentConfig):
 
     @field_validator("max_input_tokens")
     @classmethod
-    def _room_for_steps(cls, value: int, info: ValidationInfo) -> int:
+    def _room_for_steps(cls, value: int) -> int:
         try:
             judging.check_room(value)
         except TooLittleRoom as exc:

@@ -215,3 +215,35 @@ def test_the_smallest_cap_the_docs_give_is_the_one_refused_below():
             low = middle
     docs = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text(encoding="utf-8")
     assert f"with the smallest value that works ({high:,} tokens)" in " ".join(docs.split())
+
+
+def test_past_the_judges_budget_the_evidence_stands_and_the_explanation_says_so():
+    with OpenAIServer(handler=localization_judge()) as server:
+        config = FailureLocalizationConfig(
+            when="always",
+            max_input_tokens=CAP,
+            judge={
+                "model": "judge-test",
+                "base_url": server.base_url,
+                "api_key": "k",
+                "cache": {"enabled": False},
+                "budget": {"requests_per_hour": 2},
+            },
+        )
+
+        async def run():
+            processor = FailureLocalization("failure_localization", config)
+            await processor.start()
+            try:
+                return [await processor.process_trace(long_run({6}, failing_tool=2), None) for _ in range(2)]
+            finally:
+                await processor.shutdown(0.0)
+
+        first, second = asyncio.run(run())
+        sent = len(judge_requests(server))
+    assert sent == 2  # the budget's two requests, both on the first run
+    [result] = [o for o in second if isinstance(o, MetricResult)]
+    assert result.label == "service_error"  # the evidence's
+    assert "; the judge's budget is spent, the rest is evidence only" in result.explanation
+    assert [f.span_id for f in second if isinstance(f, SpanFinding)] == [_id(102)]
+    assert _id(106) in [f.span_id for f in first if isinstance(f, SpanFinding)]
