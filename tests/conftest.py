@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from tests.support.event_loop_thread import EventLoopThread
 from tests.support.otlp_sink import OtlpSink
+from tests.support.prometheus_rig import PROMETHEUS
 from tests.support.running import RunningCollector
 
 
@@ -34,3 +38,14 @@ def start_collector(loop_thread):
     yield start
     for collector in started:
         collector.stop()
+
+
+@pytest.fixture
+def prometheus_binary() -> Path:
+    """Debian's prometheus: found, or the test skipped (failed when SPANSCORE_REQUIRE_PROMETHEUS=1)."""
+    if PROMETHEUS.is_file():
+        return PROMETHEUS
+    reason = f"{PROMETHEUS} not found: install Debian's prometheus package (apt-get install prometheus)"
+    if os.environ.get("SPANSCORE_REQUIRE_PROMETHEUS") == "1":
+        pytest.fail(f"{reason}; SPANSCORE_REQUIRE_PROMETHEUS=1 requires it")
+    pytest.skip(reason)

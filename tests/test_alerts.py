@@ -25,9 +25,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.processors.localization.taxonomy import taxonomy
-from tests.e2e.test_prometheus_grafana import (
+from tests.support.judge_answers import schema_judge
+from tests.support.openai_server import OpenAIServer
+from tests.support.otlp_client import send
+from tests.support.ports import free_port
+from tests.support.prometheus_rig import (
     ATTEMPTS,
-    PROMETHEUS,
     SERVICE,
     TRACES_PER_WAVE,
     Prometheus,
@@ -35,10 +38,6 @@ from tests.e2e.test_prometheus_grafana import (
     total,
     unreadable_attempt,
 )
-from tests.support.judge_answers import schema_judge
-from tests.support.openai_server import OpenAIServer
-from tests.support.otlp_client import send
-from tests.support.ports import free_port
 from tests.support.running import wait_until
 from tests.support.scored_suite import DATASET, attempt
 
@@ -292,16 +291,6 @@ class RulingPrometheus(Prometheus):
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-
-
-@pytest.fixture
-def prometheus_binary() -> Path:
-    if PROMETHEUS.is_file():
-        return PROMETHEUS
-    reason = f"{PROMETHEUS} not found: install Debian's prometheus package (apt-get install prometheus)"
-    if os.environ.get(REQUIRE):
-        pytest.fail(f"{reason}; {REQUIRE} is set and requires it")
-    pytest.skip(reason)
 
 
 @pytest.mark.timeout(90)

@@ -23,8 +23,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from spanscore.core.otlp_json import encode_request
 from spanscore.offline.suite_html import BLAME_SCRIPT, BLAME_STYLE, GROUP_COLORS
-from tests.offline.test_agree_html import DevTools
 from tests.support.chromium import chromium
+from tests.support.devtools import DevTools
 from tests.support.doc_samples import offline_environment
 from tests.support.scored_suite import attempt as plain_attempt
 from tests.support.scored_suite import score_suite
