@@ -24,3 +24,13 @@ def is_session_carrier(trace: Trace) -> bool:
         and root.name == SESSION_SPAN_NAME
         and origin.scope_spans.scope.name == SCOPE_NAME
     )
+
+# failure_localization's findings ("Findings on other spans" in docs/score-encoding.md):
+# the root lists the spans it blamed, in order, comma-separated; each blamed span has a
+# `gen_ai.evaluation.result` event with these keys beside the evaluation's own.
+BLAMED_SPAN_IDS = "eval.failure_localization.span_ids"
+FAILURE_CATEGORY = "eval.failure.category"
+FAILURE_GROUP = "eval.failure.group"
+FAILURE_IMPACT = "eval.failure.impact"
+FAILURE_EVIDENCE = "eval.failure.evidence"
+FAILURE_SOURCE = "eval.failure.source"

@@ -9,7 +9,11 @@ annotations. It sends no spans, so it is paired with that `otlphttp` exporter.
 Per batch, one `POST <endpoint>/v1/span_annotations` holds an annotation per result of
 every trace, on the trace's scored span (its root): name = metric, result = {label,
 score, explanation}, annotator_kind LLM or CODE, metadata = evaluator, revision and
-threshold. Session results (an `evaluate_session` carrier) go in one
+threshold. A failure_localization finding on another span of the trace (docs/
+score-encoding.md, "Findings on other spans") is an annotation on that span: name
+`failure_localization`, label = its category, metadata = group, impact, evidence and
+source; its identifier names the category, so several on one span stay apart. Session
+results (an `evaluate_session` carrier) go in one
 `POST <endpoint>/v1/session_annotations` on the session id, or with
 `annotate_sessions: false` on the carrier span as span annotations.
 
@@ -32,8 +36,17 @@ from pydantic import Field, model_validator
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentFactory
+from spanscore.core.evaluation_event import EVALUATION_EVENT
 from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import is_session_carrier
+from spanscore.core.score_encoding import (
+    BLAMED_SPAN_IDS,
+    FAILURE_CATEGORY,
+    FAILURE_EVIDENCE,
+    FAILURE_GROUP,
+    FAILURE_IMPACT,
+    FAILURE_SOURCE,
+    is_session_carrier,
+)
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
 from spanscore.exporters.http_client import client_session, post
@@ -123,6 +136,46 @@ def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
     }
 
 
+def finding_annotations(trace: Trace, anchor: Any) -> list[dict[str, Any]]:
+    """An annotation per finding on the spans the anchor names as blamed."""
+    blamed = find_attribute(anchor.attributes, BLAMED_SPAN_IDS)
+    if not isinstance(blamed, str) or not blamed:
+        return []
+    wanted = set(blamed.split(","))
+    found = []
+    for span, _ in trace.spans():
+        span_id = span.span_id.hex()
+        if span_id not in wanted:
+            continue
+        for event in span.events:
+            if event.name != EVALUATION_EVENT:
+                continue
+            category = find_attribute(event.attributes, FAILURE_CATEGORY)
+            if category is None:  # the root's own result event
+                continue
+            source = find_attribute(event.attributes, FAILURE_SOURCE)
+            metadata = {
+                key.removeprefix("eval.failure."): value
+                for key in (FAILURE_GROUP, FAILURE_IMPACT, FAILURE_EVIDENCE, FAILURE_SOURCE)
+                if (value := find_attribute(event.attributes, key)) is not None
+            }
+            found.append(
+                {
+                    "name": find_attribute(event.attributes, "gen_ai.evaluation.name") or "failure_localization",
+                    "annotator_kind": "CODE" if source == "evidence" else "LLM",
+                    "result": {
+                        "label": category,
+                        "score": None,
+                        "explanation": find_attribute(event.attributes, "gen_ai.evaluation.explanation"),
+                    },
+                    "metadata": metadata,
+                    "identifier": f"{IDENTIFIER}:{category}",
+                    "span_id": span_id,
+                }
+            )
+    return found
+
+
 class PhoenixExporter(Exporter):
     config: PhoenixExporterConfig
 
@@ -146,6 +199,7 @@ class PhoenixExporter(Exporter):
             else:
                 span_id = anchor.span_id.hex()
                 spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
+                spans.extend(finding_annotations(trace, anchor))
         return spans, sessions
 
     async def send(self, traces: list[Trace]) -> None:

@@ -30,6 +30,7 @@ from opentelemetry.sdk.resources import Resource
 from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import FAILURE_CATEGORY, FAILURE_GROUP
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
@@ -43,7 +44,7 @@ SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
 FAILURE_COUNTER = "gen_ai.evaluation.failures"
 # The finding attributes the failure counter is broken down by.
-FAILURE_LABELS = ("eval.failure.category", "eval.failure.group")
+FAILURE_LABELS = (FAILURE_CATEGORY, FAILURE_GROUP)
 # Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
 USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
 USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
@@ -165,7 +166,7 @@ class ScoreMetrics:
             common["gen_ai.agent.name"] = agent_name
         for finding in findings:
             labels = {key: finding.attribute(key) for key in FAILURE_LABELS}
-            if labels["eval.failure.category"] is None:
+            if labels[FAILURE_CATEGORY] is None:
                 continue
             attributes = {key: str(value) for key, value in labels.items() if value is not None}
             self._failures.add(1, self.label_limit.apply(FAILURE_COUNTER, {**attributes, **common}))

@@ -39,6 +39,14 @@ from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFa
 from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.quoting import excerpt
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.score_encoding import (
+    BLAMED_SPAN_IDS,
+    FAILURE_CATEGORY,
+    FAILURE_EVIDENCE,
+    FAILURE_GROUP,
+    FAILURE_IMPACT,
+    FAILURE_SOURCE,
+)
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
@@ -241,7 +249,7 @@ class FailureLocalization(Processor):
         attributes += [SpanAttribute(f"{PREFIX}errors.{group}", groups[group]) for group in taxonomy().groups]
         if blames:
             ordered = list(dict.fromkeys(b.span_id for b in blames))
-            attributes.append(SpanAttribute(PREFIX + "span_ids", ",".join(ordered)))
+            attributes.append(SpanAttribute(BLAMED_SPAN_IDS, ",".join(ordered)))
         return attributes
 
 
@@ -286,11 +294,11 @@ def _finding(blame: Blame) -> SpanFinding:
         label=blame.category,
         explanation=blame.explanation,
         attributes=(
-            ("eval.failure.category", blame.category),
-            ("eval.failure.group", taxonomy()[blame.category].group),
-            ("eval.failure.impact", blame.impact),
-            ("eval.failure.evidence", blame.evidence),
-            ("eval.failure.source", blame.source),
+            (FAILURE_CATEGORY, blame.category),
+            (FAILURE_GROUP, taxonomy()[blame.category].group),
+            (FAILURE_IMPACT, blame.impact),
+            (FAILURE_EVIDENCE, blame.evidence),
+            (FAILURE_SOURCE, blame.source),
         ),
     )
 

@@ -41,8 +41,10 @@ from spanscore.pipeline import score_attributes
 from spanscore.processors.embedding_metrics import COHERENCE, LOOP_DETECTION
 from spanscore.processors.judge.rubrics import METRIC_NAMES
 from tests.support.factories import TEST_FACTORIES
+from tests.support.failing_run import run_spans
 from tests.support.judge_answers import answer_for, schema_of
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
+from tests.support.otlp_client import post
 from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, phoenix_python, wait_for
 from tests.support.ports import free_port
 from tests.support.running import wait_until
@@ -400,3 +402,43 @@ def test_the_metric_names_the_exporter_repeats_match_the_processors():
     # Exporters may not import processors, so these are copies; they must not drift.
     assert phoenix_exporter.JUDGE_METRICS == set(METRIC_NAMES)
     assert phoenix_exporter.EMBEDDING_METRICS == {COHERENCE, LOOP_DETECTION}
+
+
+def test_a_blamed_span_is_annotated_in_phoenix_where_the_error_shows(phoenix, start_collector):
+    # A run whose tool call got HTTP 429: failure_localization blames the HTTP span; the
+    # phoenix exporter puts that finding on that span, the result on the root.
+    project = "spanscore-blame"
+    collector = start_collector(
+        collector_config(
+            processors={"failure_localization": "{}"},
+            exporters={
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+                "phoenix": (
+                    f"{{endpoint: '{phoenix.url}', headers: {{authorization: 'Bearer {SECRET}'}}, {FAST_RETRY}}}"
+                ),
+            },
+        )
+    )
+    _, ids, spans = run_spans(failing=True)
+    status, _, _ = post(collector.http_port, request_of(spans).SerializeToString(), "application/x-protobuf")
+    assert status == 200
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=15)
+    blamed, root = ids["http"].hex(), ids["root"].hex()
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 5, timeout_s=20)
+    assert len(stored) == 5
+    annotations = wait_for(
+        lambda: phoenix.span_annotations(project, [blamed, root]), lambda found: len(found) >= 2, timeout_s=30
+    )
+    by_span = {a["span_id"]: a for a in annotations}
+    assert by_span[blamed]["name"] == "failure_localization"
+    assert by_span[blamed]["result"] == {"label": "rate_limiting", "score": None, "explanation": "GET failed: HTTP 429"}
+    assert by_span[blamed]["metadata"] == {
+        "group": "system_execution",
+        "impact": "medium",
+        "evidence": "HTTP 429",
+        "source": "evidence",
+    }
+    assert (by_span[blamed]["annotator_kind"], by_span[blamed]["identifier"]) == ("CODE", "spanscore:rate_limiting")
+    assert by_span[root]["result"]["label"] == "rate_limiting"  # the root's result, as every metric's
+    found = phoenix.span_filter(project, "annotations['failure_localization'].label == 'rate_limiting'")
+    assert sorted(found) == sorted([blamed, root])
