@@ -228,10 +228,10 @@ def test_a_clean_run_states_no_error():
     )
 
 
-def _trail_trace(trace_id: str) -> Trace:
+def _trail_trace(trace_id: str, path=TRAIL) -> Trace:
     problems: list[str] = []
     assembler = Assembler(PipelineSettings(forwarded_trace_memory=0))
-    for _, request in read_requests(TRAIL, problems):
+    for _, request in read_requests(path, problems):
         assembler.add(request, 0.0)
     assert not problems
     return next(trace for trace in assembler.pop_all() if trace.trace_id.hex() == trace_id)
@@ -250,3 +250,45 @@ def test_on_a_real_trail_run_the_failed_searches_are_found_on_their_tool_spans()
     assert all(b.evidence.startswith("Exception: No results found for query: ") for b in blames)
     views = span_views_of(trace)
     assert {views.by_id[b.span_id].name for b in blames} == {"SearchInformationTool"}
+
+
+FAILED_CALLS = TRAIL.parents[1] / "trail-failed-calls" / "gaia-2.otlp.jsonl.gz"
+
+
+def _people_blamed(trace_id: str) -> dict[str, list[str]]:
+    path = FAILED_CALLS.parent / "gaia-2.annotations.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["trace_id"] == trace_id:
+            found: dict[str, list[str]] = {}
+            for error in record["errors"]:
+                found.setdefault(error["location"], []).append(error["category"].strip())
+            return found
+    raise AssertionError(trace_id)
+
+
+def test_on_a_real_trail_run_a_call_repeated_after_it_failed_is_resource_abuse_where_people_put_it():
+    trace_id = "01c5727165fc43899b3b594b9bef5f19"
+    trace = _trail_trace(trace_id, FAILED_CALLS)
+    blames = find_evidence(span_views_of(trace), agent_trace_of(trace))
+    assert [(b.span_id, b.category, b.rule) for b in blames] == [
+        ("2c5721972087dfc7", "tool_related_hallucination", "error_status"),
+        ("8d5295fbf94ec804", "resource_abuse", "repeated_call"),
+    ]
+    assert blames[0].evidence == "TypeError: PageDownTool.forward() got an unexpected keyword argument ''"
+    # People labelled the repeat, and only it, as Resource Abuse.
+    people = _people_blamed(trace_id)
+    assert people["8d5295fbf94ec804"] == ["Resource Abuse"] and "2c5721972087dfc7" not in people
+
+
+def test_on_a_real_trail_run_code_that_could_not_run_is_blamed_on_the_model_call_that_wrote_it():
+    trace_id = "041b7f9c8c76c2ca1a8e67c6769267c3"
+    trace = _trail_trace(trace_id, FAILED_CALLS)
+    views = span_views_of(trace)
+    [blame] = find_evidence(views, agent_trace_of(trace))
+    # The step span failed ("Code execution failed ... InterpreterError"), nothing below
+    # it did: the model call inside the step that wrote the code is blamed.
+    assert (blame.span_id, blame.category) == ("1832b9469b9b862d", "tool_related_hallucination")
+    assert views.by_id[blame.span_id].name == "LiteLLMModel.__call__"
+    assert blame.evidence.startswith("AgentExecutionError: Code execution failed at line 'final_answer = ")
+    assert _people_blamed(trace_id)["1832b9469b9b862d"] == ["Tool-related", "Tool-related"]
