@@ -12,9 +12,13 @@ from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of, span_views_of
+from spanscore.processors.agent_trace.build import SpanViews, build_agent_trace
 from spanscore.processors.localization.evidence import category_of_error, find_evidence
 from spanscore.processors.localization.taxonomy import taxonomy
+from tests.support.agent_fixtures import SPANS_DIR
 from tests.support.agent_spans import TRACE_ID, make_span
+from tests.support.otlp_json import read_requests as read_recorded
+from tests.support.otlp_json import spans_by_trace
 from tests.support.spans import request_of
 from tests.support.trail import TRAIL
 
@@ -292,3 +296,18 @@ def test_on_a_real_trail_run_code_that_could_not_run_is_blamed_on_the_model_call
     assert views.by_id[blame.span_id].name == "LiteLLMModel.__call__"
     assert blame.evidence.startswith("AgentExecutionError: Code execution failed at line 'final_answer = ")
     assert _people_blamed(trace_id)["1832b9469b9b862d"] == ["Tool-related", "Tool-related"]
+
+
+def test_on_clean_runs_recorded_from_twelve_frameworks_the_rules_blame_nothing():
+    # Real instrumentation of other frameworks (not looked at to write the rules): runs
+    # that went well state no error, and nothing is blamed on them.
+    paths = sorted((SPANS_DIR / "frameworks").glob("*.jsonl"))
+    assert len(paths) >= 12
+    traces = 0
+    for path in paths:
+        for trace_id, spans in spans_by_trace(read_recorded(path)).items():
+            views = SpanViews(spans)
+            assert not any(view.error for view in views.views), path.name
+            assert find_evidence(views, build_agent_trace(trace_id, views)) == [], path.name
+            traces += 1
+    assert traces >= 24
