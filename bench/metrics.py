@@ -10,7 +10,9 @@ summary the metrics read (and, for comparison, the full normalized view with ste
 and the floor under both: touching every attribute of every span), then the metrics
 themselves, embedding included, one trace at a time and in the pipeline's batches
 (`scoring_batch`: one trace per session per batch, one embedding call per batch). Then
-the `session_metrics` processor per closed session.
+the `session_metrics` processor per closed session, and the `failure_localization`
+processor (evidence only) over the same traces with the scores they got: the check
+whether a run failed on every trace, the localization on the ones that did.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from spanscore.processors.agent_trace import agent_summary_of, build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize  # noqa: E402
 from spanscore.processors.embedders.minilm import minilm_available  # noqa: E402
 from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig  # noqa: E402
+from spanscore.processors.failure_localization import FailureLocalization, FailureLocalizationConfig  # noqa: E402
 from spanscore.processors.session_metrics import SessionMetrics, SessionMetricsConfig  # noqa: E402
 
 
@@ -120,6 +123,14 @@ async def run(embedder: str, traces: list, batch_size: int) -> dict[str, float]:
             ready.done(batch)
         figures[f"metrics_ms_{size}"] = (time.perf_counter() - started) / len(traces) * 1e3
         await processor.shutdown(time.monotonic() + 10.0)
+    localization = FailureLocalization("failure_localization", FailureLocalizationConfig())
+    localized = 0
+    started = time.perf_counter()
+    for trace in traces:
+        session = sessions[trace.session_id]
+        localized += bool(await localization.process_trace(trace, session))
+    figures["localization_ms"] = (time.perf_counter() - started) / len(traces) * 1e3
+    figures["localized"] = localized
     session_metrics = SessionMetrics("session_metrics", SessionMetricsConfig())
     started = time.perf_counter()
     for session in sessions.values():
@@ -151,7 +162,8 @@ def main() -> None:
             f"{figures['metrics_ms_1']:.3f} ms/trace one at a time, "
             f"{figures[f'metrics_ms_{args.batch}']:.3f} in batches of {args.batch}; "
             f"agent_reliability + agent_consistency {figures['session_ms']:.3f} ms/session "
-            f"({figures['sessions']} sessions of 4 traces)"
+            f"({figures['sessions']} sessions of 4 traces); failure_localization {figures['localization_ms']:.3f} "
+            f"ms/trace ({figures['localized']} of {count} failed and localized)"
         )
     if not minilm_available():
         print("minilm: not installed (pip install 'spanscore[minilm]')")

@@ -31,7 +31,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from spanscore.core.attributes import find_attribute
 from spanscore.core.quoting import excerpt
 from spanscore.processors.agent_trace import AgentTrace, SpanView, SpanViews
 from spanscore.processors.localization.blame import Blame, Impact
@@ -144,7 +143,9 @@ def _failures(views: SpanViews) -> dict[str, _Failure]:
 
 def _http_status(view: SpanView) -> int | None:
     for key in _HTTP_STATUS_KEYS:
-        value = find_attribute(view.span.attributes, key)
+        if key not in view.attrs:  # the keys were read once, with the view
+            continue
+        value = view.attrs.get(key)
         if value is not None:
             try:
                 return int(value)
@@ -244,6 +245,8 @@ def enclosing_call(view: SpanView, views: SpanViews) -> SpanView | None:
 
 def _repeats_of_failed_calls(views: SpanViews) -> set[str]:
     """Tool spans that repeat, with the same arguments, a call that failed before them."""
+    if not any(view.error is not None for view in views.tool_views):
+        return set()
     failed: set[tuple[str, str]] = set()
     repeats = set()
     for view in views.tool_views:
@@ -256,6 +259,8 @@ def _repeats_of_failed_calls(views: SpanViews) -> set[str]:
 
 
 def _repeated_call(views: SpanViews, run: AgentTrace) -> list[Blame]:
+    if not any(view.error is not None for view in views.tool_views):
+        return []
     failed_at: dict[tuple[str, str], SpanView] = {}
     first_repeat: dict[tuple[str, str], tuple[SpanView, int]] = {}
     for view in views.tool_views:
