@@ -49,7 +49,8 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("rate_limiting", r"rate[ _-]?limit|too many requests|quota (?:exceeded|exhausted)|insufficient_quota|throttl"),
         (
             "authentication_error",
-            r"unauthori[sz]ed|forbidden|authenticat|invalid[ _](?:api[ _-]?)?key|incorrect api key|api key"
+            r"unauthori[sz]ed|forbidden(?! (?:function|import))|authenticat|invalid[ _](?:api[ _-]?)?key"
+            r"|incorrect api key|api key"
             r"|access denied|invalid credentials|expired token|invalid token",
         ),
         ("timeout", r"timed? ?out|timeout|deadline exceeded"),

@@ -41,6 +41,8 @@ from tests.support.trail import TRAIL
         ("TypeError: search() got an unexpected keyword argument 'limit'", None, "tool_related_hallucination"),
         ("TypeError: f() missing 1 required positional argument: 'q'", None, "tool_related_hallucination"),
         ("ModuleNotFoundError: No module named 'pandas'", None, "environment_setup_error"),
+        ("InterpreterError: Forbidden function evaluation: 'open'", None, "tool_related_hallucination"),
+        ("403 Forbidden", None, "authentication_error"),
         ("Code parsing failed on line 1 due to: SyntaxError", None, "formatting_error"),
         ("JSONDecodeError: Expecting value: line 1 column 1", None, "formatting_error"),
         ("503 Service Unavailable", None, "service_error"),
