@@ -25,6 +25,7 @@ def is_session_carrier(trace: Trace) -> bool:
         and origin.scope_spans.scope.name == SCOPE_NAME
     )
 
+
 # failure_localization's findings ("Findings on other spans" in docs/score-encoding.md):
 # the root lists the spans it blamed, in order, comma-separated; each blamed span has a
 # `gen_ai.evaluation.result` event with these keys beside the evaluation's own.
