@@ -262,37 +262,6 @@ def test_alerts_read_only_metrics_and_labels_spanscore_exports(live_spanscore):
             assert labels <= available, f"{what} uses labels {sorted(labels - available)} its series lack"
 
 
-class RulingPrometheus(Prometheus):
-    """Prometheus scraping and evaluating `rules` every second."""
-
-    def __init__(self, binary: Path, directory: Path, target: str, rules: Path):
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        config_file = directory / "prometheus.yml"
-        config_file.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-                    "rule_files": [str(rules)],
-                    "scrape_configs": [{"job_name": "spanscore", "static_configs": [{"targets": [target]}]}],
-                }
-            )
-        )
-        self.log = directory / "prometheus.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    str(binary),
-                    f"--config.file={config_file}",
-                    f"--storage.tsdb.path={directory / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-
 @pytest.mark.timeout(90)
 def test_prometheus_evaluates_every_rule_against_a_live_spanscore(prometheus_binary, live_spanscore, tmp_path):
     # The same rules, evaluated every second instead of every minute.
@@ -302,7 +271,7 @@ def test_prometheus_evaluates_every_rule_against_a_live_spanscore(prometheus_bin
     rules_file = tmp_path / "alerts.yaml"
     rules_file.write_text(yaml.safe_dump(groups))
     port = live_spanscore()
-    prometheus = RulingPrometheus(prometheus_binary, tmp_path, f"127.0.0.1:{port}", rules_file)
+    prometheus = Prometheus(prometheus_binary, tmp_path, f"127.0.0.1:{port}", rules=rules_file)
     try:
         assert wait_until(prometheus.ready, timeout_s=15), f"prometheus not ready:\n{prometheus.log_tail()}"
         # Two scraped waves: every counter of the second one moves, so rates are not empty.

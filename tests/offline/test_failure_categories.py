@@ -27,7 +27,7 @@ from tests.support.chromium import chromium
 from tests.support.devtools import DevTools
 from tests.support.doc_samples import offline_environment
 from tests.support.scored_suite import attempt as plain_attempt
-from tests.support.scored_suite import score_suite
+from tests.support.scored_suite import attempt_root, score_suite
 from tests.support.spans import kv, new_span_id, new_trace_id, request_of, span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,19 +95,7 @@ def attempt(case_id: str, city: str, failure: str | None = None):
     tool call refused it), "not found" (the tool failed), "orphan" (a GET beside the tool
     call, under no step, got a 404)."""
     trace_id, root, tool = new_trace_id(), new_span_id(), new_span_id()
-    answer = [{"role": "assistant", "parts": [{"type": "text", "content": f"It is -3 C in {city}."}]}]
-    spans = [
-        span(
-            trace_id,
-            "invoke_agent weather",
-            span_id=root,
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
-                "gen_ai.output.messages": json.dumps(answer),
-            },
-        )
-    ]
+    spans = [attempt_root(trace_id, root, city)]
     result = {} if failure in ("429", "not found") else {"gen_ai.tool.call.result": "Snowing, -3 C"}
     tool_span = span(
         trace_id,

@@ -31,20 +31,20 @@ TRACES_PER_WAVE = len(ATTEMPTS) + 1
 
 
 class Prometheus:
-    """A Prometheus server on loopback scraping one target every second, data in `directory`."""
+    """A Prometheus server on loopback scraping one target every second, data in
+    `directory`; with `rules`, evaluating that rule file every second too."""
 
-    def __init__(self, binary: Path, directory: Path, target: str):
+    def __init__(self, binary: Path, directory: Path, target: str, rules: Path | None = None):
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         config = directory / "prometheus.yml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-                    "scrape_configs": [{"job_name": "spanscore", "static_configs": [{"targets": [target]}]}],
-                }
-            )
-        )
+        settings = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "spanscore", "static_configs": [{"targets": [target]}]}],
+        }
+        if rules is not None:
+            settings["rule_files"] = [str(rules)]
+        config.write_text(yaml.safe_dump(settings))
         self.log = directory / "prometheus.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(

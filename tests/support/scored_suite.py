@@ -27,24 +27,27 @@ cases:
 """
 
 
+def attempt_root(trace_id: bytes, root: bytes, city: str):
+    """An attempt's root span: the user asks for the weather, the agent answers for `city`."""
+    return span(
+        trace_id,
+        "invoke_agent weather",
+        span_id=root,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": f"It is -3 C in {city}."}]}]
+            ),
+        },
+    )
+
+
 def attempt(case_id: str, city: str, extra: str | None = None, resource: dict | None = None):
     """One attempt: the agent asks for `city`'s weather (and calls `extra` too), and answers
     with the report's temperature."""
     trace_id, root = new_trace_id(), new_span_id()
-    spans = [
-        span(
-            trace_id,
-            "invoke_agent weather",
-            span_id=root,
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
-                "gen_ai.output.messages": json.dumps(
-                    [{"role": "assistant", "parts": [{"type": "text", "content": f"It is -3 C in {city}."}]}]
-                ),
-            },
-        )
-    ]
+    spans = [attempt_root(trace_id, root, city)]
     for tool, arguments in (("get_weather", f'{{"city": "{city}"}}'), (extra, "{}")):
         if tool:
             spans.append(
