@@ -18,14 +18,20 @@ from typing import Any
 
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.score_encoding import (
+    FAILURE_CATEGORY,
+    FAILURE_EVIDENCE,
+    FAILURE_GROUP,
+    FAILURE_IMPACT,
+    FAILURE_SOURCE,
+)
 from spanscore.core.trace import Trace
+from spanscore.processors.localization.blame import NONE_FOUND
 from spanscore.processors.localization.taxonomy import taxonomy
 
 METRIC = "failure_localization"
-NONE_FOUND = "none_found"  # the root's label when no error was found
-GROUPS = ("reasoning", "system_execution", "planning_coordination")
+GROUPS = tuple(taxonomy().groups)
 _ROOT = f"eval.{METRIC}."
-_FINDING = "eval.failure."
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Bl
             if event.name != EVALUATION_EVENT:
                 continue
             attributes = {kv.key: any_value_to_python(kv.value) for kv in event.attributes}
-            category = attributes.get(f"{_FINDING}category")
+            category = attributes.get(FAILURE_CATEGORY)
             if attributes.get("gen_ai.evaluation.name") != METRIC or not category:
                 continue
             found.append(
@@ -116,11 +122,11 @@ def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Bl
                     span_id=span_id,
                     span_name=span.name,
                     category=str(category),
-                    group=_text(attributes.get(f"{_FINDING}group")) or group_of(str(category)),
-                    impact=_text(attributes.get(f"{_FINDING}impact")),
-                    evidence=_text(attributes.get(f"{_FINDING}evidence")),
+                    group=_text(attributes.get(FAILURE_GROUP)) or group_of(str(category)),
+                    impact=_text(attributes.get(FAILURE_IMPACT)),
+                    evidence=_text(attributes.get(FAILURE_EVIDENCE)),
                     explanation=str(attributes.get("gen_ai.evaluation.explanation") or ""),
-                    source=_text(attributes.get(f"{_FINDING}source")),
+                    source=_text(attributes.get(FAILURE_SOURCE)),
                 )
             )
     if localization is None:

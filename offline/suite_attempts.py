@@ -27,11 +27,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.trace import Trace
-from spanscore.offline.blamed_spans import NONE_FOUND, Blamed, blamed_in, localization_of
+from spanscore.offline.blamed_spans import Blamed, blamed_in, localization_of
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.localization.blame import NONE_FOUND
 
 CASE_KEY = "eval.case.id"
 DEFAULT_OUTCOME = "success"

@@ -59,7 +59,7 @@ from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge.config import JudgeSection, build_judge, judge_configured
 from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS
 from spanscore.processors.localization import judging, run_steps, turns
-from spanscore.processors.localization.blame import EVIDENCE_SOURCE, Blame
+from spanscore.processors.localization.blame import EVIDENCE_SOURCE, NONE_FOUND, Blame
 from spanscore.processors.localization.evidence import enclosing_call, find_evidence
 from spanscore.processors.localization.judging import Judged, Localizer, LongRuns, TooLittleRoom
 from spanscore.processors.localization.taxonomy import taxonomy
@@ -67,7 +67,6 @@ from spanscore.processors.localization.taxonomy import taxonomy
 log = logging.getLogger("spanscore.failure_localization")
 
 NAME = "failure_localization"
-NONE_FOUND = "none_found"  # the label of a failed run in which no error was found
 PREFIX = f"eval.{NAME}."
 NO_JUDGE = "evidence only: no judge configured, so errors that need reading the run were not looked for"
 JUDGE_EVALUATOR = "judge"  # its spend is counted with the judge metrics': eval.judge.*

@@ -7,6 +7,7 @@ from typing import Literal
 
 Impact = Literal["low", "medium", "high"]
 IMPACTS: tuple[Impact, ...] = ("low", "medium", "high")
+NONE_FOUND = "none_found"  # the label of a failed run (or turn) whose failure was not located
 EVIDENCE_SOURCE = "evidence"  # eval.failure.source of what the spans state; a judge's blames carry its model
 
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from spanscore.core.result import MetricResult
 from spanscore.core.span_attribute import SpanAttribute
+from spanscore.processors.localization.blame import NONE_FOUND
 
 NAME = "breaking_turn"
 RECOVERED = "recovered"  # the label when every failed turn was followed by one that passed
-NONE_FOUND = "none_found"  # the breaking turn's failure was not located on a span
 
 
 @dataclass(frozen=True)
