@@ -1,20 +1,23 @@
 """Ingest benchmark: agent-like spans over loopback gRPC through spanscore into a sink.
 
     python bench/ingest.py [--seconds 20] [--rate 50000] [--compression none|gzip]
-                           [--workers 1 2] [--only-throughput]
+                           [--workers 0 1 2] [--only-throughput] [--json FILE]
 
 Phases, each against a fresh `spanscore run` process (default assembler settings:
 trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
    flight); sustained spans/s is what reached the sink per second after warm-up; run
-   for the collector core alone, with the no-LLM metrics (static embedder) scored in
-   the collector process, and with them in each `--workers` count of scoring worker
-   processes (`scoring_workers`; then also the CPU each process spent per span that
-   reached the sink in the same steady-state window, and the throughput that implies
-   with a free core per process); the metrics phases
-   run with `max_buffered_spans: 60000`: enough to hold trace_wait's worth of spans
-   and a queue, so the collector never idles waiting for traces to become ready,
-   small enough that little is accepted that is not scored by the end;
+   for the collector core alone, then for the default config's processors (static
+   embedder, no judge) and its score metrics with each `--workers` count of scoring
+   worker processes (`scoring_workers`; 0 scores in the collector process). For each,
+   the CPU each process (collector, each worker) spent per span that reached the sink,
+   read from its own CPU clock over the steady-state window; with workers, the
+   throughput that implies on 4, 8 and 16 cores (a core for the collector process and
+   one for each other worker; the collector's ceiling or the workers' sum, whichever
+   binds). The metrics phases run with `max_buffered_spans: 60000`: enough to hold
+   trace_wait's worth of spans and a queue, so the collector never idles waiting for
+   traces to become ready, small enough that little is accepted that is not scored by
+   the end;
 2. latency: the client offers `--rate` spans/s; per trace, the time from sending its
    request to its root span reaching the sink, minus trace_wait (p50, p99);
 3. memory: 100,000 spans sent with a long trace_wait, so all stay buffered; the
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +49,10 @@ from bench.ports import free_port, wait_for_port  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 TRACE_WAIT_S = 1.0
+# The default config's processors (otel-config.yaml), its judge unset as there without
+# OPENAI_API_KEY; the embedder pinned to static, as `auto` picks it without the minilm extra.
+DEFAULT_PROCESSORS = ("assembler", "embedding_metrics", "judge_metrics", "failure_localization", "session_metrics")
+PROJECTED_CORES = (4, 8, 16)
 WARM_UP_S = 3.0  # left out of the sustained and CPU figures
 
 
@@ -94,9 +102,12 @@ class Stack:
         )
         assert self.sink.stdout.readline().strip() == "ready"
         config = workdir / f"config-{self.grpc_port}.yaml"
-        processors = "[assembler, embedding_metrics, session_metrics]" if metrics else "[assembler]"
+        processors = f"[{', '.join(DEFAULT_PROCESSORS)}]" if metrics else "[assembler]"
+        score_exporter = score_pipeline = ""  # the default config's score metrics, with the metrics
         if metrics:
             extra += ", session_idle: 2s"  # sessions close, and are scored, during the run
+            score_exporter = f"  prometheus: {{endpoint: '127.0.0.1:{free_port()}'}}"
+            score_pipeline = "    metrics: {exporters: [prometheus]}"
         if workers:
             extra += f", scoring_workers: {workers}"
         if backlog:
@@ -109,15 +120,19 @@ receivers:
 processors:
   assembler: {{trace_wait: {trace_wait}{extra}}}
   embedding_metrics: {{embedder: {{type: static}}}}
+  judge_metrics: {{}}
+  failure_localization: {{}}
   session_metrics: {{}}
 exporters:
   otlp: {{endpoint: '127.0.0.1:{self.sink_port}', tls: {{insecure: true}}, compression: {compression}}}
+{score_exporter}
 {storage}
 service:
   extensions: [{"file_storage" if storage else ""}]
   telemetry: {{logs: {{level: warn}}}}
   pipelines:
     traces: {{receivers: [otlp], processors: {processors}, exporters: [otlp]}}
+{score_pipeline}
 """)
         self.collector = subprocess.Popen([sys.executable, "-m", "spanscore", "run", "--config", str(config)], cwd=ROOT)
         wait_for_port(self.grpc_port)
@@ -219,6 +234,104 @@ def latencies_ms(sent_keys, sent_times, data) -> np.ndarray:
     return (arrived_times[where][found] - sent_times[found]) / 1e6 - TRACE_WAIT_S * 1e3, found.mean()
 
 
+def throughput_phase(
+    workdir: Path, requests: AgentRequests, compression: str, seconds: float, metrics: bool, workers: int
+) -> dict:
+    """One closed-loop run; sustained spans/s and each process's CPU per span exported."""
+    # With metrics the collector accepts spans faster than it scores them; a bound keeps
+    # that backlog (received, not yet exported) from skewing CPU per span, but one below
+    # trace_wait's worth plus a queue leaves the collector idle while what it holds waits
+    # to become ready (20,000 did here).
+    stack = Stack(workdir, compression, metrics=metrics, workers=workers, backlog=60_000 if metrics else 0)
+    time.sleep(1.0)  # workers start and the embedder loads
+    pids = (stack.collector.pid, *child_pids(stack.collector.pid))
+    # CPU is read over a steady-state window: from warm-up, or from when the collector
+    # first refused (its backlog full: from then on it takes in what it sends out) if
+    # later, to the end of the load; against the spans that reached the sink in that
+    # window. Before the backlog fills, spans are received that are scored after it.
+    samples: list[tuple[int, list[float]]] = []
+    sampling = threading.Event()
+
+    def sample_cpu() -> None:
+        while not sampling.wait(0.25):
+            samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
+
+    sampler = threading.Thread(target=sample_cpu, daemon=True)
+    sampler.start()
+    first_refusal: list[int] = []
+    sent, refused, elapsed = asyncio.run(closed_loop(stack.grpc_port, requests, seconds, first_refusal=first_refusal))
+    sampling.set()
+    sampler.join()
+    samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
+    start_ns = max(samples[0][0] + int(WARM_UP_S * 1e9), first_refusal[0] if first_refusal else 0)
+    (start_ns, cpu_start), (end_ns, cpu_end) = next((x for x in samples if x[0] >= start_ns), samples[-1]), samples[-1]
+    time.sleep(TRACE_WAIT_S + 1.5)
+    data = stack.stop()
+    times = data["request_times"]
+    exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
+    cpu_us = [(end - start) / max(exported, 1) * 1e6 for start, end in zip(cpu_start, cpu_end)]
+    return {
+        "sent": sent,
+        "accepted_per_s": sent / elapsed,
+        "received": int(data["request_spans"].sum()),
+        "spans_per_export": float(data["request_spans"].mean()) if len(data["request_spans"]) else 0.0,
+        "sustained_per_s": sustained_rate(data),
+        "refused": refused,
+        "window_s": (end_ns - start_ns) / 1e9,
+        "collector_cpu_us": cpu_us[0],
+        "workers_cpu_us": cpu_us[1:],
+        "collector_peak_rss_mib": data["memory"]["VmHWM"] / 1024,
+        "workers_peak_rss_mib": [w["VmHWM"] / 1024 for w in data["workers_memory"]],
+    }
+
+
+def projection(core_us: float, collector_us: float, workers_us: float) -> list[dict]:
+    """Spans/s on n cores, a core each for the collector process and n-1 workers (client
+    and sink elsewhere): the collector's ceiling or the workers' sum, whichever binds."""
+    rows = []
+    for cores in PROJECTED_CORES:
+        collector, workers = 1e6 / collector_us, (cores - 1) * 1e6 / workers_us
+        rows.append(
+            {
+                "cores": cores,
+                "spans_per_s": min(collector, workers),
+                "bound_by": "collector process" if collector < workers else "workers",
+                "of_core": min(collector, workers) / (1e6 / core_us),
+            }
+        )
+    return rows
+
+
+def print_phase(label: str, phase: dict, core: dict | None) -> None:
+    print(
+        f"throughput, {label}: sent {phase['sent']} spans ({phase['accepted_per_s']:,.0f}/s accepted), "
+        f"sink received {phase['received']}; sustained at sink after warm-up: {phase['sustained_per_s']:,.0f} spans/s"
+        + (f" ({phase['sustained_per_s'] / core['sustained_per_s']:.0%} of the core's)" if core else "")
+        + f"; {phase['spans_per_export']:.0f} spans per export request; refused (retried) {phase['refused']} requests"
+        + f"; collector peak RSS {phase['collector_peak_rss_mib']:.0f} MiB"
+        + "".join(f", worker peak RSS {w:.0f} MiB" for w in phase["workers_peak_rss_mib"])
+    )
+    line = (
+        f"  CPU per span that reached the sink, over {phase['window_s']:.1f}s of steady state: "
+        f"collector process {phase['collector_cpu_us']:.1f} us"
+    )
+    if core:
+        line += f" ({phase['collector_cpu_us'] / core['collector_cpu_us']:.1f}x the core's)"
+    line += "".join(f", worker {i} {us:.1f} us" for i, us in enumerate(phase["workers_cpu_us"], 1))
+    print(line)
+    if core and phase["workers_cpu_us"]:
+        rows = projection(core["collector_cpu_us"], phase["collector_cpu_us"], sum(phase["workers_cpu_us"]))
+        phase["projected"] = rows
+        print(
+            "  projected, a core for the collector and one per other worker: "
+            + ", ".join(
+                f"{r['cores']} cores {r['spans_per_s']:,.0f} spans/s ({r['of_core']:.0%} of the core's, "
+                f"bound by the {r['bound_by']})"
+                for r in rows
+            )
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -229,83 +342,34 @@ def main() -> None:
         "--workers",
         type=int,
         nargs="*",
-        default=[1, 2],
-        help="scoring_workers settings to measure the metrics phase with",
+        default=[0, 1, 2],
+        help="scoring_workers settings to measure the default config with (0: in the collector process)",
     )
     parser.add_argument("--only-throughput", action="store_true", help="skip the latency and memory phases")
+    parser.add_argument("--json", type=Path, help="also write the throughput figures to this file")
     args = parser.parse_args()
+    if any(n < 0 for n in args.workers):
+        parser.error("--workers: counts of 0 or more")
     requests = AgentRequests()
     print(
         f"spans: {requests.bytes_per_span:.0f} bytes, 6 attributes, {requests.spans_per_request} per request, "
         f"{requests.spans_per_trace} per trace, {requests.traces_per_session} traces per session; "
-        f"exporter compression {args.compression}; {os.cpu_count()} cores shared by client, collector and sink"
+        f"exporter compression {args.compression}; {os.cpu_count()} cores shared by client, collector and sink; "
+        f"default config: {', '.join(DEFAULT_PROCESSORS[1:])} (static embedder, no judge) and score metrics"
     )
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        phases = [
-            ("collector core", False, 0),
-            ("with coherence, loop_detection, session metrics (static embedder)", True, 0),
-        ]
-        phases += [(f"the same metrics, scoring_workers: {n}", True, n) for n in args.workers]
-        for label, metrics, workers in phases:
-            # With metrics the collector accepts spans faster than it scores them; a bound
-            # keeps that backlog (received, not yet exported) from skewing CPU per span,
-            # but one below trace_wait's worth plus a queue leaves the collector idle
-            # while what it holds waits to become ready (20,000 did here).
-            stack = Stack(workdir, args.compression, metrics=metrics, workers=workers, backlog=60_000 if metrics else 0)
-            time.sleep(1.0)  # workers start and the embedder loads
-            workers_pids = child_pids(stack.collector.pid)
-            pids = (stack.collector.pid, *workers_pids)
-            # CPU is read over a steady-state window: from warm-up, or from when the
-            # collector first refused (its backlog full: from then on it takes in what
-            # it sends out) if later, to the end of the load; against the spans that
-            # reached the sink in that window. Before the backlog fills, spans are
-            # received that are not scored until after the window.
-            samples: list[tuple[int, list[float]]] = []
-            sampling = threading.Event()
-
-            def sample_cpu(sampling=sampling, samples=samples, pids=pids) -> None:  # this phase's, bound now
-                while not sampling.wait(0.25):
-                    samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
-
-            sampler = threading.Thread(target=sample_cpu, daemon=True)
-            sampler.start()
-            first_refusal: list[int] = []
-            sent, refused, elapsed = asyncio.run(
-                closed_loop(stack.grpc_port, requests, args.seconds, first_refusal=first_refusal)
-            )
-            sampling.set()
-            sampler.join()
-            samples.append((time.monotonic_ns(), [cpu_seconds(p) for p in pids]))
-            start_ns = max(samples[0][0] + int(WARM_UP_S * 1e9), first_refusal[0] if first_refusal else 0)
-            window = [next((x for x in samples if x[0] >= start_ns), samples[-1]), samples[-1]]
-            time.sleep(TRACE_WAIT_S + 1.5)
-            data = stack.stop()
-            received = int(data["request_spans"].sum())
-            print(
-                f"throughput, {label}: sent {sent} spans in {elapsed:.1f}s ({sent / elapsed:,.0f}/s accepted), "
-                f"sink received {received}; sustained at sink after warm-up: {sustained_rate(data):,.0f} spans/s; "
-                f"refused (retried) {refused} requests; collector peak RSS {data['memory']['VmHWM'] / 1024:.0f} MiB"
-                + "".join(f", worker peak RSS {w['VmHWM'] / 1024:.0f} MiB" for w in data["workers_memory"])
-            )
-            if metrics and window[0][0] < window[1][0]:
-                (start_ns, cpu_start), (end_ns, cpu_end) = window
-                times = data["request_times"]
-                exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
-                cpu = [end - start for start, end in zip(cpu_start, cpu_end)]
-                collector_us = cpu[0] / exported * 1e6
-                line = (
-                    f"  CPU per span that reached the sink in a steady-state window of "
-                    f"{(end_ns - start_ns) / 1e9:.1f}s: collector process {collector_us:.1f} us"
-                )
-                if workers:
-                    worker_us = sum(cpu[1:]) / exported * 1e6
-                    bound = [min(1e6 / collector_us, n * 1e6 / worker_us) for n in (1, 2, 4, 8, 16)]
-                    line += f", workers {worker_us:.1f} us; on paper, with a free core each: " + ", ".join(
-                        f"{n} workers {b:,.0f} spans/s" for n, b in zip((1, 2, 4, 8, 16), bound)
-                    )
-                print(line)
+        core = throughput_phase(workdir, requests, args.compression, args.seconds, metrics=False, workers=0)
+        print_phase("collector core", core, None)
+        figures = {"core": core, "default": {}}
+        for workers in args.workers:
+            phase = throughput_phase(workdir, requests, args.compression, args.seconds, metrics=True, workers=workers)
+            label = "default config, " + (f"scoring_workers: {workers}" if workers else "scored in process")
+            print_phase(label, phase, core)
+            figures["default"][workers] = phase
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1))
 
         if args.only_throughput:
             return

@@ -183,11 +183,14 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
     # A judge's hourly budget is one budget, however many workers call the judge; every
     # processor that calls judges gets a window (and so reports its judges' telemetry).
     windows = {c.id: BudgetWindow(shared=True) for c, p in scoring if isinstance(p, UsesJudges)}
+    metrics = config.service.pipelines.metrics
     setup = WorkerSetup(
         [(c.id, c.factory, c.config) for c, _ in scoring],
         config.pipeline_settings.score,
         logging.getLogger("spanscore").getEffectiveLevel(),
         windows,
+        span_events=config.service.pipelines.traces.span_events,
+        score_labels=frozenset(metrics.span_attributes) if config.metric_exporters else None,
     )
     return WorkerScoring(
         setup,

@@ -9,6 +9,7 @@ metrics' `gen_ai.evaluation.<evaluator>.calls` and `.tokens` counters.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _EVALUATOR_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -26,3 +27,21 @@ class EvaluatorUsage:
             raise ValueError(f"evaluator must be a lowercase identifier, got {self.evaluator!r}")
         if min(self.calls, self.input_tokens, self.output_tokens) < 0:
             raise ValueError(f"usage counts cannot be negative: {self}")
+
+
+def per_evaluator(usages: Iterable[EvaluatorUsage]) -> list[EvaluatorUsage]:
+    """One usage per evaluator, summed: two processors may pay the same judge on one trace."""
+    totals: dict[str, EvaluatorUsage] = {}
+    for usage in usages:
+        seen = totals.get(usage.evaluator)
+        totals[usage.evaluator] = (
+            usage
+            if seen is None
+            else EvaluatorUsage(
+                usage.evaluator,
+                seen.calls + usage.calls,
+                seen.input_tokens + usage.input_tokens,
+                seen.output_tokens + usage.output_tokens,
+            )
+        )
+    return list(totals.values())

@@ -28,8 +28,9 @@ class LabelValueLimit:
         self.folded: dict[tuple[str, str], int] = {}  # (metric, label) -> recordings folded into `other`
         self._lock = threading.Lock()
 
-    def apply(self, metric: str, attributes: Mapping[str, str]) -> dict[str, str]:
-        """`attributes` with every value past its label's cap on `metric` replaced by `other`."""
+    def apply(self, metric: str, attributes: Mapping[str, str], recordings: int = 1) -> dict[str, str]:
+        """`attributes` with every value past its label's cap on `metric` replaced by
+        `other`, for `recordings` recordings under them (counted when folded)."""
         capped = dict(attributes)
         with self._lock:
             for label, value in attributes.items():
@@ -49,7 +50,7 @@ class LabelValueLimit:
                         label,
                         OTHER,
                     )
-                self.folded[key] += 1
+                self.folded[key] += recordings
                 capped[label] = OTHER
         return capped
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Counter, Observation
@@ -28,14 +28,9 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
 from spanscore.core.component import NO_EXTENSIONS, Host
-from spanscore.core.provenance import CODE_PROVENANCE, Provenance
-from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import FAILURE_CATEGORY, FAILURE_GROUP
-from spanscore.core.span_attribute import SpanAttribute
-from spanscore.core.span_finding import SpanFinding
-from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.version import VERSION
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
+from spanscore.exporters.score_observations import CALLS, FAILURES, RESULTS, ScoreObservations
 from spanscore.exporters.sdk_parts import create_all
 
 log = logging.getLogger("spanscore.exporters")
@@ -43,8 +38,6 @@ log = logging.getLogger("spanscore.exporters")
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
 FAILURE_COUNTER = "gen_ai.evaluation.failures"
-# The finding attributes the failure counter is broken down by.
-FAILURE_LABELS = (FAILURE_CATEGORY, FAILURE_GROUP)
 # Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
 USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
 USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
@@ -124,67 +117,31 @@ class ScoreMetrics:
         """Report these self-telemetry metrics beside the scores; call before `start`."""
         self._telemetry.extend(telemetry)
 
-    def record(
-        self,
-        results: Iterable[MetricResult],
-        service_name: str | None,
-        agent_name: str | None,
-        span_attributes: Iterable[SpanAttribute] = (),
-        provenance: Mapping[str, Provenance] | None = None,
-    ) -> None:
+    def record_observations(self, observations: ScoreObservations) -> None:
+        """Each series once: its counter increments summed, its score values under one
+        attribute set, labels past their cap recorded as `other`."""
         if self.provider is None:
             return
-        common = {a.key: a.value for a in span_attributes if a.key in self.span_attributes}
-        if service_name:
-            common["service.name"] = service_name
-        if agent_name:
-            common["gen_ai.agent.name"] = agent_name
-        provenance = provenance or {}
-        for result in results:
-            source = provenance.get(result.name, CODE_PROVENANCE)
-            attributes = {
-                "gen_ai.evaluation.name": result.name,
-                "gen_ai.evaluation.score.label": result.label or "error",
-                "eval.evaluator": source.evaluator,
-                "eval.revision": source.revision,
-                **common,
-            }
-            if result.score is not None:
-                self._scores.record(result.score, self.label_limit.apply(SCORE_HISTOGRAM, attributes))
-            self._results.add(1, self.label_limit.apply(RESULT_COUNTER, attributes))
-
-    def record_findings(
-        self, findings: Iterable[SpanFinding], service_name: str | None, agent_name: str | None
-    ) -> None:
-        """One failure counted per finding that names a category."""
-        if self.provider is None:
-            return
-        common = {}
-        if service_name:
-            common["service.name"] = service_name
-        if agent_name:
-            common["gen_ai.agent.name"] = agent_name
-        for finding in findings:
-            labels = {key: finding.attribute(key) for key in FAILURE_LABELS}
-            if labels[FAILURE_CATEGORY] is None:
-                continue
-            attributes = {key: str(value) for key, value in labels.items() if value is not None}
-            self._failures.add(1, self.label_limit.apply(FAILURE_COUNTER, {**attributes, **common}))
-
-    def record_usage(self, usage: EvaluatorUsage, service_name: str | None, agent_name: str | None) -> None:
-        if self.provider is None:
-            return
-        calls, tokens = self._usage_counters_for(usage.evaluator)
-        attributes = {}
-        if service_name:
-            attributes["service.name"] = service_name
-        if agent_name:
-            attributes["gen_ai.agent.name"] = agent_name
         limit = self.label_limit.apply
-        calls.add(usage.calls, limit(USAGE_CALLS_COUNTER.format(evaluator=usage.evaluator), attributes))
-        tokens_metric = USAGE_TOKENS_COUNTER.format(evaluator=usage.evaluator)
-        tokens.add(usage.input_tokens, limit(tokens_metric, {**attributes, "gen_ai.token.type": "input"}))
-        tokens.add(usage.output_tokens, limit(tokens_metric, {**attributes, "gen_ai.token.type": "output"}))
+        for series, values in observations.scores.items():
+            attributes = limit(SCORE_HISTOGRAM, dict(series), len(values))
+            record = self._scores.record
+            for value in values:
+                record(value, attributes)
+        for (counter, evaluator, series), amount in observations.counts.items():
+            if counter == RESULTS:
+                instrument, name = self._results, RESULT_COUNTER
+            elif counter == FAILURES:
+                instrument, name = self._failures, FAILURE_COUNTER
+            elif counter == CALLS:
+                instrument = self._usage_counters_for(evaluator)[0]
+                name = USAGE_CALLS_COUNTER.format(evaluator=evaluator)
+            else:
+                instrument = self._usage_counters_for(evaluator)[1]
+                name = USAGE_TOKENS_COUNTER.format(evaluator=evaluator)
+            # Results and failures count one per recording; usage is one recording a batch.
+            recordings = amount if counter in (RESULTS, FAILURES) else 1
+            instrument.add(amount, limit(name, dict(series), recordings))
 
     def _usage_counters_for(self, evaluator: str) -> tuple[Counter, Counter]:
         counters = self._usage_counters.get(evaluator)

@@ -12,42 +12,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+
 from spanscore.core.attributes import find_attribute
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import ScopeOrigin, Trace
-from spanscore.core.usage import EvaluatorUsage
+from spanscore.core.usage import EvaluatorUsage, per_evaluator
 from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_attributes import (
     attach_attributes,
     attach_finding,
     attach_results,
     attach_usage,
-    session_carrier,
+    carrier_spans,
 )
 from spanscore.pipeline.scoring import Scored
 from spanscore.processors.agent_trace import agent_name_of
-
-
-def _per_evaluator(usages: list[EvaluatorUsage]) -> list[EvaluatorUsage]:
-    totals: dict[str, EvaluatorUsage] = {}
-    for usage in usages:
-        seen = totals.get(usage.evaluator)
-        totals[usage.evaluator] = (
-            usage
-            if seen is None
-            else EvaluatorUsage(
-                usage.evaluator,
-                seen.calls + usage.calls,
-                seen.input_tokens + usage.input_tokens,
-                seen.output_tokens + usage.output_tokens,
-            )
-        )
-    return list(totals.values())
 
 
 class ScoreAttacher:
@@ -68,34 +55,56 @@ class ScoreAttacher:
         self.evaluation_logs = evaluation_logs
         self.provenance: dict[str, Provenance] = {}  # by metric name, set once scoring started
 
-    def attach(self, trace: Trace, scored: Scored) -> None:
+    def attach(self, trace: Trace, scored: Scored, observations: ScoreObservations | None = None) -> None:
+        """Scores onto the trace's spans; its score metrics into `observations` when given
+        (the caller records a batch's at once), else recorded now."""
         results, usages, attributes = scored.results, scored.usages, scored.attributes
         self._count(usages)
         trace.results = results
         anchor = trace.anchor
+        prepared = scored.prepared
         if anchor is not None:
-            if results:
-                attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
-                if self.evaluation_logs is not None:
-                    self.evaluation_logs.emit(anchor, results)
-            for usage in _per_evaluator(usages):  # two processors may pay the same judge
-                attach_usage(anchor, usage)
-            attach_attributes(anchor, attributes)
+            if prepared is not None and prepared.anchor_span_id == anchor.span_id:
+                anchor.MergeFromString(prepared.anchor)
+            else:
+                if results:
+                    attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
+                for usage in per_evaluator(usages):  # two processors may pay the same judge
+                    attach_usage(anchor, usage)
+                attach_attributes(anchor, attributes)
+            if results and self.evaluation_logs is not None:
+                self.evaluation_logs.emit(anchor, results)
         if scored.findings:
-            self._attach_findings(trace, scored.findings)
-        if self.score_metrics is not None and (results or usages or scored.findings):
-            agent = agent_name_of(trace)
-            self._record(results, usages, trace.service_name, agent, attributes)
-            self.score_metrics.record_findings(scored.findings, trace.service_name, agent)
+            self._attach_findings(trace, scored.findings, prepared if self.span_events else None)
+        if self.score_metrics is not None and prepared is None and (results or usages or scored.findings):
+            # A worker's observations of what it prepared arrive per round (observe).
+            batch = observations if observations is not None else ScoreObservations()
+            service, agent = trace.service_name, agent_name_of(trace)
+            self._observe(batch, results, usages, service, agent, attributes)
+            batch.add_findings(scored.findings, service, agent)
+            if observations is None:
+                self.score_metrics.record_observations(batch)
 
-    def _attach_findings(self, trace: Trace, findings: list[SpanFinding]) -> None:
+    def observe(self, observations: ScoreObservations) -> None:
+        """Score metrics a scoring worker observed of the traces and sessions it prepared."""
+        if self.score_metrics is not None and observations:
+            self.score_metrics.record_observations(observations)
+
+    def _attach_findings(self, trace: Trace, findings: list[SpanFinding], prepared: PreparedScores | None) -> None:
         wanted = {finding.span_id for finding in findings}
+        if prepared is not None:
+            wanted.update(span_id for span_id, _ in prepared.findings)
         spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
+        if prepared is not None:
+            for span_id, fields in prepared.findings:
+                span = spans.get(span_id)
+                if span is not None:
+                    span.MergeFromString(fields)
         for finding in findings:
             span = spans.get(finding.span_id, trace.anchor)
             if span is None:
                 continue
-            if self.span_events:
+            if self.span_events and prepared is None:
                 attach_finding(span, finding)
             if self.evaluation_logs is not None:
                 self.evaluation_logs.emit_finding(span, finding)
@@ -106,19 +115,37 @@ class ScoreAttacher:
         attributes, usages = scored.attributes, scored.usages
         self._count(usages)
         session.results.extend(scored.results)
-        if not session.results and not attributes:
-            return None
-        if self.score_metrics is not None:
-            service = find_attribute(session.resource.attributes, "service.name")
-            self._record(session.results, usages, service, None, attributes)
-        resource_spans = session_carrier(session, start_ns, time.time_ns(), VERSION, self.provenance, self.span_events)
+        prepared = scored.prepared
+        if prepared is not None:
+            if prepared.carrier is None:
+                return None
+            resource_spans = ResourceSpans.FromString(prepared.carrier)
+        else:
+            if not session.results and not attributes:
+                return None
+            if self.score_metrics is not None:
+                service = find_attribute(session.resource.attributes, "service.name")
+                observations = ScoreObservations()
+                self._observe(observations, session.results, usages, service, None, attributes)
+                self.score_metrics.record_observations(observations)
+            links = [(t.trace_id, t.anchor_span_id) for t in session.traces]
+            resource_spans = carrier_spans(
+                session.session_id,
+                session.resource,
+                links,
+                session.results,
+                start_ns,
+                time.time_ns(),
+                VERSION,
+                self.provenance,
+                self.span_events,
+                attributes,
+                usages,
+            )
         scope_spans = resource_spans.scope_spans[0]
         span = scope_spans.spans[0]
-        attach_attributes(span, attributes)
         if self.evaluation_logs is not None:
             self.evaluation_logs.emit(span, session.results)
-        for usage in _per_evaluator(usages):
-            attach_usage(span, usage)
         carrier = Trace(span.trace_id, self.clock())
         carrier.session_id = session.session_id
         carrier.results = session.results
@@ -129,8 +156,9 @@ class ScoreAttacher:
         for usage in usages:
             self.counts.evaluator_calls[usage.evaluator] += usage.calls
 
-    def _record(self, results, usages, service, agent, attributes) -> None:
-        if results:
-            self.score_metrics.record(results, service, agent, attributes, self.provenance)
+    def _observe(self, observations, results, usages, service, agent, attributes) -> None:
+        observations.add_results(
+            results, service, agent, attributes, self.score_metrics.span_attributes, self.provenance
+        )
         for usage in usages:
-            self.score_metrics.record_usage(usage, service, agent)
+            observations.add_usage(usage, service, agent)

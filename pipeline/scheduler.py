@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
+from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
@@ -130,6 +131,7 @@ class Scheduler:
     async def _score_batch(self, traces: list[Trace]) -> None:
         opened: dict[bytes, Session] = {}
         session_of = self._session_of(opened)
+        observations = ScoreObservations()  # the batch's score metrics, recorded once per series
         try:
             try:
                 answers = await self.scoring.score_batch(traces, session_of)
@@ -138,8 +140,9 @@ class Scheduler:
                     self._conclude(trace, self.scoring.left_unscored(trace, session_of, self._why), opened)
                 raise
             for trace, scored in zip(traces, answers):
-                self._conclude(trace, scored, opened)
+                self._conclude(trace, scored, opened, observations)
         finally:
+            self.attacher.observe(observations)
             for session in opened.values():
                 self.sessions.scored(session)
             for trace in traces:
@@ -160,7 +163,13 @@ class Scheduler:
 
         return session_of
 
-    def _conclude(self, trace: Trace, scored: Scored, opened: dict[bytes, Session]) -> None:
+    def _conclude(
+        self,
+        trace: Trace,
+        scored: Scored,
+        opened: dict[bytes, Session],
+        observations: ScoreObservations | None = None,
+    ) -> None:
         if scored.skip_reason is not None:
             self.counts.unscored_traces += 1
             self._unscored.said(trace, scored.skip_reason)
@@ -171,7 +180,7 @@ class Scheduler:
                 self.book.scored_in(trace, session)
             if scored.cut_off:
                 self.book.left_unscored(trace)
-        self.attacher.attach(trace, scored)
+        self.attacher.attach(trace, scored, observations)
 
     # Shutdown --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
+from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.processors.base import Processor
 
@@ -40,6 +41,8 @@ class Scored:
     findings: list[SpanFinding] = field(default_factory=list)  # each about one span of the trace
     skip_reason: str | None = None  # set when the trace is outside the scoring scope
     cut_off: bool = False  # the shutdown left it unscored: every metric skipped
+    # Encoded by the scoring worker that scored it, which also observed its score metrics.
+    prepared: PreparedScores | None = None
 
     def add(self, output) -> None:
         if isinstance(output, EvaluatorUsage):

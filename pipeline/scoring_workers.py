@@ -1,10 +1,13 @@
 """`scoring_workers: N`: the processors run in N worker processes, so scoring uses N cores.
 
-The collector process keeps receiving, assembling, attaching and exporting; each ready
-trace goes to a worker as its spans' protobuf bytes (not Python objects, and only the
-spans of that trace with their resource and scope), and the worker's processors'
-outputs come back as `Scored`. Per message pair that is one pickle each way, batched per
-round of the event loop.
+The collector process keeps receiving, assembling, merging scores and exporting; each
+ready trace goes to a worker as its spans' protobuf bytes (not Python objects, and only
+the spans of that trace with their resource and scope), and the worker's processors'
+outputs come back as `Scored`, with what the collector's thread would otherwise compute
+per trace done in the worker (`PreparedScores`): the scores encoded as the span field
+bytes the collector merges, a closed session's carrier span built, and the score
+metrics' observations summed per round. Per message pair that is one pickle each way,
+batched per round of the event loop.
 
 A session's traces all go to one worker (by a hash of the session id), where its
 processors keep their per-session state; the pipeline's ready queue holds a session's
@@ -27,19 +30,26 @@ import signal
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
+from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import Provenance
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.core.usage import per_evaluator
+from spanscore.core.version import VERSION
+from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.prepared_scores import PreparedScores
+from spanscore.pipeline.score_attributes import carrier_spans, finding_fields, prepared_anchor
 from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
 from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf, scope_skip_reason, unscored_in_scope
+from spanscore.processors.agent_trace import agent_name_of
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.budget import BudgetWindow
 from spanscore.processors.judge.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
@@ -64,6 +74,9 @@ class WorkerSetup:
     # Per processor that calls judges: the hourly budget window its judges share with the
     # same processor's judges in the other workers (one judge per processor, as built in).
     budget_windows: dict[str, BudgetWindow] = field(default_factory=dict)
+    span_events: bool = True  # the traces pipeline's: results as span events too
+    # With score metrics configured: the processors' attributes that become labels.
+    score_labels: frozenset[str] | None = None
 
 
 class WorkerScoring:
@@ -92,10 +105,12 @@ class WorkerScoring:
         self._provenance: dict[str, Provenance] = {}
         self._stopping = False
         self.restarts = 0
+        # Where the score metrics the workers observed go (the attach stage's `observe`).
+        self.on_observations: Callable[[ScoreObservations], None] | None = None
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         loop = asyncio.get_running_loop()
-        self._workers = [_WorkerHandle(i, self.setup, loop, self._lost) for i in range(self.count)]
+        self._workers = [_WorkerHandle(i, self.setup, loop, self._lost, self._observed) for i in range(self.count)]
         ready = await asyncio.gather(*(w.ready for w in self._workers), return_exceptions=True)
         problems = [str(r) for r in ready if isinstance(r, BaseException)]
         if problems:
@@ -151,10 +166,17 @@ class WorkerScoring:
 
     async def score_session(self, session: Session) -> Scored:
         worker = self._workers[zlib.crc32(session.session_id.encode("utf-8")) % len(self._workers)]
+        # The carrier links the traces this process scored in the session (a worker that
+        # restarted knows fewer).
+        links = [(t.trace_id, t.anchor_span_id) for t in session.traces]
         try:
-            return await worker.ask(("session", session.session_id))
+            return await worker.ask(("session", session.session_id, links))
         except WorkerLost as exc:
             return Scored.failed(self.metric_names, exc)
+
+    def _observed(self, observations: ScoreObservations) -> None:
+        if self.on_observations is not None:
+            self.on_observations(observations)
 
     def _lost(self, handle: _WorkerHandle) -> None:
         self._retired = spent([self._retired, *handle.judge_telemetry])
@@ -174,7 +196,9 @@ class WorkerScoring:
             handle.pid,
             handle.exitcode,
         )
-        self._workers[handle.index] = _WorkerHandle(handle.index, self.setup, asyncio.get_running_loop(), self._lost)
+        self._workers[handle.index] = _WorkerHandle(
+            handle.index, self.setup, asyncio.get_running_loop(), self._lost, self._observed
+        )
 
     async def shutdown(self, deadline: float) -> None:
         self._stopping = True
@@ -215,10 +239,11 @@ def _trace_of(trace_id: bytes, session_id: str | None, origins: list[tuple[bytes
 class _WorkerHandle:
     """One worker process as the collector sees it: a pipe, a sender and a reader thread."""
 
-    def __init__(self, index: int, setup: WorkerSetup, loop: asyncio.AbstractEventLoop, on_lost):
+    def __init__(self, index: int, setup: WorkerSetup, loop: asyncio.AbstractEventLoop, on_lost, on_observed):
         self.index = index
         self._loop = loop
         self._on_lost = on_lost
+        self._on_observed = on_observed
         self.pending: dict[int, asyncio.Future] = {}
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
@@ -312,6 +337,8 @@ class _WorkerHandle:
                     self.ready.set_exception(RuntimeError(payload))
             elif kind == "judges":
                 self.judge_telemetry = payload
+            elif kind == "observed":
+                self._on_observed(payload)
             else:
                 future = self.pending.get(request_id)
                 if future is not None and not future.done():
@@ -361,6 +388,7 @@ class _Worker:
         self.setup = setup
         self.sessions: dict[str, Session] = {}
         self._replies: list[tuple] = []
+        self._observations = ScoreObservations()  # of this round's answers, sent with them
         self._tasks: set[asyncio.Task] = set()
 
     async def serve(self) -> None:
@@ -372,7 +400,7 @@ class _Worker:
                 await processor.start()
                 _share_budgets(processor, self.setup.budget_windows.get(component_id))
             self.scoring = LocalScoring(processors, ScoreScope(self.setup.scope))
-            provenance = self.scoring.provenance()
+            provenance = self.provenance = self.scoring.provenance()
         except Exception as exc:
             log.exception("scoring worker failed to start")
             self.conn.send([("failed", None, f"{type(exc).__name__}: {exc}")])
@@ -428,9 +456,9 @@ class _Worker:
         task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, message: tuple) -> None:
-        request_id, _kind, session_id = message
+        request_id, _kind, session_id, links = message
         try:
-            scored = await self._close_session(session_id)
+            scored = await self._close_session(session_id, links)
         except Exception as exc:  # the processors' own failures are results already
             log.exception("scoring worker failed on a session")
             scored = Scored.failed(self.scoring.metric_names, exc)
@@ -463,8 +491,44 @@ class _Worker:
         if telemetry:
             self._send_soon(("judges", None, telemetry))
 
-    async def _score_traces(self, traces: list[tuple]) -> list[Scored]:
-        return await self.scoring.score_batch([_trace_of(*args) for args in traces], self._session_of)
+    async def _score_traces(self, messages: list[tuple]) -> list[Scored]:
+        traces = [_trace_of(*args) for args in messages]
+        answers = await self.scoring.score_batch(traces, self._session_of)
+        for trace, scored in zip(traces, answers):
+            if scored.skip_reason is None:
+                self._prepare_trace(trace, scored)
+        return answers
+
+    def _prepare_trace(self, trace: Trace, scored: Scored) -> None:
+        """Its scores as the bytes the collector merges, its score metrics observed."""
+        anchor = trace.anchor
+        if anchor is None:
+            return
+        usages = per_evaluator(scored.usages)
+        fields = prepared_anchor(
+            anchor, scored.results, usages, scored.attributes, self.provenance, self.setup.span_events
+        )
+        if fields is None:  # the span has some of the keys: the collector replaces them
+            return
+        findings: tuple[tuple[bytes, bytes], ...] = ()
+        if scored.findings and self.setup.span_events:
+            present = {span.span_id for span, _ in trace.spans()}
+            findings = tuple(
+                (finding.span_id if finding.span_id in present else anchor.span_id, finding_fields(finding))
+                for finding in scored.findings
+            )
+        scored.prepared = PreparedScores(anchor.span_id, fields, findings)
+        if self.setup.score_labels is not None:
+            service, agent = trace.service_name, agent_name_of(trace)
+            self._observe(scored, service, agent)
+            self._observations.add_findings(scored.findings, service, agent)
+
+    def _observe(self, scored: Scored, service: str | None, agent: str | None) -> None:
+        self._observations.add_results(
+            scored.results, service, agent, scored.attributes, self.setup.score_labels, self.provenance
+        )
+        for usage in scored.usages:
+            self._observations.add_usage(usage, service, agent)
 
     def _session_of(self, trace: Trace) -> Session | None:
         """The worker's own copy of the trace's session, where its processors keep state."""
@@ -476,13 +540,36 @@ class _Worker:
             session = self.sessions[trace.session_id] = Session(trace.session_id, origin.resource, 0.0)
         return session
 
-    async def _close_session(self, session_id: str) -> Scored:
+    async def _close_session(self, session_id: str, links: list[tuple[bytes, bytes | None]]) -> Scored:
         session = self.sessions.pop(session_id, None)
         if session is None:  # none of its traces reached this worker (or it restarted)
             return Scored()
-        return await self.scoring.score_session(session)
+        start_ns = time.time_ns()
+        scored = await self.scoring.score_session(session)
+        carrier = None
+        if scored.results or scored.attributes:
+            carrier = carrier_spans(
+                session_id,
+                session.resource,
+                links,
+                scored.results,
+                start_ns,
+                time.time_ns(),
+                VERSION,
+                self.provenance,
+                self.setup.span_events,
+                scored.attributes,
+                scored.usages,
+            ).SerializeToString()
+            if self.setup.score_labels is not None:
+                self._observe(scored, find_attribute(session.resource.attributes, "service.name"), None)
+        scored.prepared = PreparedScores(carrier=carrier)
+        return scored
 
     def _flush(self) -> None:
         replies, self._replies = self._replies, []
+        if self._observations:
+            replies.append(("observed", None, self._observations))
+            self._observations = ScoreObservations()
         if replies:
             self.conn.send(replies)

@@ -78,6 +78,8 @@ class Pipeline:
         )
         self.intake = Intake(assembler, self.counts, clock, book)
         self.attacher = ScoreAttacher(self.counts, clock, span_events, score_metrics, evaluation_logs)
+        if workers is not None:
+            workers.on_observations = self.attacher.observe
         open_sessions: OrderedDict[str, Session] = OrderedDict()
         self.fanout = FanOut(exporters, self.counts, router, book, open_sessions)
         self.sessions = Sessions(

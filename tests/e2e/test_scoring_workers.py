@@ -9,18 +9,22 @@ traces costs those traces their scores, never the traces, and is started again.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.ingest import child_pids
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.pipeline.settings import PipelineSettings
+from tests.support.failing_run import run_spans
 from tests.support.otlp_client import send
 from tests.support.ports import free_port
 from tests.support.replicas import CONFIG, Replica, scores, send_sessions
@@ -70,6 +74,135 @@ def test_two_worker_processes_score_as_the_collector_process_does(tmp_path):
     assert by_session == expected_sessions
     # The order-dependent result came out the same: each session's repeated turn is a loop.
     assert sum(found["eval.loop_detection.label"] == "fail" for found in by_trace.values()) == 12
+    assert all("Traceback" not in text for text in stderr), stderr
+
+
+FULL_CONFIG = """
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{grpc}'}}}}}}}}
+processors:
+  assembler: {{trace_wait: 100ms, session_idle: 2s, scoring_workers: {workers}}}
+  embedding_metrics: {{embedder: {{type: static}}}}
+  failure_localization: {{}}
+  session_metrics: {{}}
+exporters:
+  file: {{path: '{output}'}}
+  prometheus: {{endpoint: '127.0.0.1:{prometheus}'}}
+extensions: {{health_check: {{endpoint: '127.0.0.1:{health}'}}}}
+service:
+  extensions: [health_check]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [assembler, embedding_metrics, failure_localization, session_metrics]
+      exporters: [file]
+    metrics: {{exporters: [prometheus]}}
+"""
+
+
+class FullReplica(Replica):
+    """`spanscore run` with trace, finding and session metrics and score metrics on Prometheus."""
+
+    def __init__(self, tmp_path: Path, name: str, workers: int):
+        self.grpc, self.health, self.prometheus = free_port(), free_port(), free_port()
+        self.output = tmp_path / f"{name}.jsonl"
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(
+            FULL_CONFIG.format(
+                grpc=self.grpc, health=self.health, prometheus=self.prometheus, output=self.output, workers=workers
+            )
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def score_series(self) -> dict:
+        """Every sample of spanscore's score metrics (gen_ai_evaluation_*) by name and labels."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.prometheus}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name.startswith("gen_ai_evaluation_") and not sample.name.endswith("_created")
+        }
+
+
+def written_spans(path: Path) -> dict:
+    """What spanscore wrote on every span: its eval.* attributes and its evaluation events
+    (their times left out), by trace and span id; a carrier by its session id, with its links."""
+    spans = {}
+    for line in path.read_text().splitlines():
+        for resource_spans in json.loads(line)["resourceSpans"]:
+            for scope_spans in resource_spans["scopeSpans"]:
+                for one in scope_spans["spans"]:
+                    attributes = {a["key"]: a["value"] for a in one.get("attributes", [])}
+                    written = {
+                        "attributes": {k: v for k, v in attributes.items() if k.startswith("eval.")},
+                        "events": sorted(
+                            json.dumps([e["name"], e.get("attributes", [])], sort_keys=True)
+                            for e in one.get("events", [])
+                        ),
+                    }
+                    if one["name"] == "evaluate_session":
+                        written["links"] = sorted((link["traceId"], link["spanId"]) for link in one.get("links", []))
+                        spans[attributes["session.id"]["stringValue"]] = written
+                    else:
+                        spans[(one["traceId"], one["spanId"])] = written
+    return spans
+
+
+def test_what_workers_prepare_is_what_the_collector_process_writes(tmp_path):
+    """Scores, findings, carriers and score metrics, encoded in the workers and merged by
+    the collector, come out as the collector process writes them itself."""
+    single, workers = FullReplica(tmp_path, "single", 0), FullReplica(tmp_path, "workers", 2)
+    failed_runs = [run_spans(failing=True) for _ in range(3)]  # failure_localization blames a span of each
+    try:
+        assert wait_until(lambda: single.healthy() and workers.healthy(), timeout_s=60), "spanscore did not come up"
+        for replica in (single, workers):
+            send_sessions(SESSIONS, replica.grpc)
+            for _, _, spans in failed_runs:
+                send(replica.grpc, request_of(spans))
+
+        def all_written(replica) -> bool:  # every trace, and every session's carrier
+            text = replica.output.read_text() if replica.output.exists() else ""
+            return text.count("evaluate_session") == len(SESSIONS) and text.count("failure_localization") >= 3
+
+        assert wait_until(lambda: all_written(single) and all_written(workers), timeout_s=60)
+        time.sleep(0.5)  # the last carriers' score metrics are recorded after they are handed over
+        expected_series, series = single.score_series(), workers.score_series()
+    finally:
+        stderr = [r.stop() for r in (single, workers) if r.process.poll() is None]
+    expected, written = written_spans(single.output), written_spans(workers.output)
+    assert len(expected) == len(written) == 36 * 2 + 3 * 5 + len(SESSIONS)
+    assert written == expected
+    blamed = [
+        key
+        for key, one in written.items()
+        if isinstance(key, tuple) and key[1] != "" and any("failure_localization" in event for event in one["events"])
+    ]
+    assert len(blamed) >= 3 + 3  # each failed run: its root's result and the blamed span's finding
+    # Sums of scores added in another order may differ in the last bits.
+    assert series.keys() == expected_series.keys()
+    assert series == {key: pytest.approx(value, rel=1e-12) for key, value in expected_series.items()}
+    assert (
+        series[
+            (
+                "gen_ai_evaluation_failures_total",
+                (
+                    ("eval_failure_category", "rate_limiting"),
+                    ("eval_failure_group", "system_execution"),
+                    ("gen_ai_agent_name", "support-bot"),
+                    ("service_name", "agent"),
+                ),
+            )
+        ]
+        == 3
+    )
     assert all("Traceback" not in text for text in stderr), stderr
 
 

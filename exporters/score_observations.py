@@ -1,0 +1,111 @@
+"""What the score metrics observe of a batch of results, summed per series.
+
+Built where the results are: the collector's attach stage, or a scoring worker, which
+sends one per round so the collector's thread does not build attribute sets per result.
+`ScoreMetrics.record_observations` then records each series once per batch: a counter
+increment of the batch's sum, and the histogram's values under one attribute set.
+Series attributes are sorted tuples of (key, value), so they hash, pickle and compare.
+Label caps (`max_label_values`) are applied when recorded, in the collector, where every
+series of the process is seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
+from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import FAILURE_CATEGORY, FAILURE_GROUP
+from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
+from spanscore.core.usage import EvaluatorUsage
+
+Series = tuple[tuple[str, str | int | float | bool], ...]
+
+# Counters, each increment keyed by (counter, evaluator for the usage counters, series).
+RESULTS = "results"
+FAILURES = "failures"
+CALLS = "calls"
+TOKENS = "tokens"
+# The finding attributes the failure counter is broken down by.
+FAILURE_LABELS = (FAILURE_CATEGORY, FAILURE_GROUP)
+
+
+def _series(attributes: Mapping[str, str]) -> Series:
+    return tuple(sorted(attributes.items()))
+
+
+def _common(service_name: str | None, agent_name: str | None) -> dict[str, str]:
+    common = {}
+    if service_name:
+        common["service.name"] = service_name
+    if agent_name:
+        common["gen_ai.agent.name"] = agent_name
+    return common
+
+
+@dataclass
+class ScoreObservations:
+    """Score histogram values and counter increments of some traces and sessions, by series."""
+
+    scores: dict[Series, list[float]] = field(default_factory=dict)
+    counts: dict[tuple[str, str | None, Series], int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.scores or self.counts)
+
+    def _count(self, counter: str, evaluator: str | None, attributes: Mapping[str, str], amount: int) -> None:
+        key = (counter, evaluator, _series(attributes))
+        self.counts[key] = self.counts.get(key, 0) + amount
+
+    def add_results(
+        self,
+        results: Iterable[MetricResult],
+        service_name: str | None,
+        agent_name: str | None,
+        span_attributes: Iterable[SpanAttribute] = (),
+        copied_attributes: frozenset[str] = frozenset(),
+        provenance: Mapping[str, Provenance] | None = None,
+    ) -> None:
+        """One score and one result counted per result; `copied_attributes` names the
+        processors' attributes that become labels (`span_attributes` in the config)."""
+        common = {a.key: a.value for a in span_attributes if a.key in copied_attributes}
+        common.update(_common(service_name, agent_name))
+        provenance = provenance or {}
+        for result in results:
+            source = provenance.get(result.name, CODE_PROVENANCE)
+            attributes = {
+                "gen_ai.evaluation.name": result.name,
+                "gen_ai.evaluation.score.label": result.label or "error",
+                "eval.evaluator": source.evaluator,
+                "eval.revision": source.revision,
+                **common,
+            }
+            series = _series(attributes)
+            if result.score is not None:
+                self.scores.setdefault(series, []).append(result.score)
+            key = (RESULTS, None, series)
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def add_findings(self, findings: Iterable[SpanFinding], service_name: str | None, agent_name: str | None) -> None:
+        """One failure counted per finding that names a category."""
+        common = _common(service_name, agent_name)
+        for finding in findings:
+            labels = {key: finding.attribute(key) for key in FAILURE_LABELS}
+            if labels[FAILURE_CATEGORY] is None:
+                continue
+            attributes = {key: str(value) for key, value in labels.items() if value is not None}
+            self._count(FAILURES, None, {**attributes, **common}, 1)
+
+    def add_usage(self, usage: EvaluatorUsage, service_name: str | None, agent_name: str | None) -> None:
+        common = _common(service_name, agent_name)
+        self._count(CALLS, usage.evaluator, common, usage.calls)
+        self._count(TOKENS, usage.evaluator, {**common, "gen_ai.token.type": "input"}, usage.input_tokens)
+        self._count(TOKENS, usage.evaluator, {**common, "gen_ai.token.type": "output"}, usage.output_tokens)
+
+    def update(self, other: ScoreObservations) -> None:
+        for series, values in other.scores.items():
+            self.scores.setdefault(series, []).extend(values)
+        for key, amount in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + amount

@@ -1,0 +1,22 @@
+"""Scores in the form the collector merges, prepared where they were computed.
+
+A scoring worker holds a copy of the trace it scored, so it can encode the trace's
+scores as the span field bytes the attach stage would write (score_attributes), build a
+session's carrier span, and leave the collector's thread one `MergeFromString` per span
+(one parse per carrier). The results travel too: the exporters, the score router and the
+session summaries read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PreparedScores:
+    # The span the scores were prepared for (the worker's copy's anchor); the collector
+    # merges them only onto its own anchor of that id, and encodes them itself otherwise.
+    anchor_span_id: bytes | None = None
+    anchor: bytes = b""  # span field bytes appending the scores, usage and attributes
+    findings: tuple[tuple[bytes, bytes], ...] = ()  # (span id, span field bytes) per span a finding is about
+    carrier: bytes | None = None  # a session's carrier trace as ResourceSpans bytes; None: nothing to carry
