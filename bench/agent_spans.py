@@ -15,15 +15,36 @@ import os
 import numpy as np
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 SESSION_DIGITS = 8
 ORDER_DIGITS = 8
-_INPUT = '[{"role":"user","parts":[{"type":"text","content":"Where is my order ORDER? It was due yesterday."}]}]'
-_OUTPUT = (
-    '[{"role":"assistant","parts":[{"type":"text","content":"Your order ORDER shipped on Monday and left '
-    'the Lyon depot this morning; DPD expects to deliver it on Thursday."}],"finish_reason":"stop"}]'
+_INPUT = '[{"role":"user","parts":[{"type":"text","content":"QUESTION"}]}]'
+_OUTPUT = '[{"role":"assistant","parts":[{"type":"text","content":"ANSWER"}],"finish_reason":"stop"}]'
+# The one exchange of every trace, unless `conversations`.
+EXCHANGE = (
+    "Where is my order ORDER? It was due yesterday.",
+    "Your order ORDER shipped on Monday and left the Lyon depot this morning; DPD expects to deliver it on Thursday.",
 )
+# With `conversations`, a session's turns in order: each asks something else, each answer
+# answers it (coherence and loop_detection pass with the static embedder, as on most
+# live traffic), unless its tool call failed.
+TURNS = (
+    EXCHANGE,
+    (
+        "Can I change the delivery address for order ORDER?",
+        "Yes: the delivery address of order ORDER is now 4 rue Victor Hugo, Lyon; DPD has the change.",
+    ),
+    (
+        "What is the tracking number of order ORDER?",
+        "The tracking number of order ORDER is FR123456789; you can follow it on the DPD site.",
+    ),
+    (
+        "Please cancel order ORDER and refund me.",
+        "Order ORDER is cancelled and the refund of 42.90 EUR goes back to your card within five days.",
+    ),
+)
+TOOL_FAILURE = "search_orders: upstream answered 503 Service Unavailable"
 
 
 def _kv(key, value):
@@ -33,10 +54,20 @@ def _kv(key, value):
 
 
 class AgentRequests:
+    """`conversations`: each turn of a session a different exchange (TURNS), and the tool
+    calls of one trace in `failing_every` (0: none) fail with an error status."""
+
     def __init__(
-        self, spans_per_request: int = 512, spans_per_trace: int = 8, traces_per_session: int = 4, seed: int = 1
+        self,
+        spans_per_request: int = 512,
+        spans_per_trace: int = 8,
+        traces_per_session: int = 4,
+        seed: int = 1,
+        conversations: bool = False,
+        failing_every: int = 0,
     ):
         assert spans_per_request % spans_per_trace == 0
+        assert traces_per_session <= len(TURNS) or not conversations
         self.spans_per_trace = spans_per_trace
         self.traces_per_request = spans_per_request // spans_per_trace
         self.spans_per_request = spans_per_request
@@ -55,7 +86,10 @@ class AgentRequests:
             trace_marker, root_marker = markers.new(16), markers.new(8)
             session_marker = markers.new_digits(SESSION_DIGITS)
             order_marker = markers.new_digits(ORDER_DIGITS)
+            order = order_marker.decode()
             order_markers.append(order_marker)
+            question, answer = TURNS[t % traces_per_session] if conversations else EXCHANGE
+            failing = failing_every > 0 and t % failing_every == failing_every - 1
             for i in range(spans_per_trace):
                 span_marker = root_marker if i == 0 else markers.new(8)
                 root = i == 0
@@ -66,8 +100,8 @@ class AgentRequests:
                         _kv("gen_ai.operation.name", "invoke_agent"),
                         _kv("gen_ai.agent.name", "support"),
                         _kv("session.id", "session-" + session_marker.decode()),
-                        _kv("gen_ai.input.messages", _INPUT.replace("ORDER", order_marker.decode())),
-                        _kv("gen_ai.output.messages", _OUTPUT.replace("ORDER", order_marker.decode())),
+                        _kv("gen_ai.input.messages", _INPUT.replace("QUESTION", question).replace("ORDER", order)),
+                        _kv("gen_ai.output.messages", _OUTPUT.replace("ANSWER", answer).replace("ORDER", order)),
                         _kv("gen_ai.usage.input_tokens", 1200),
                     ]
                 elif tool:
@@ -106,6 +140,9 @@ class AgentRequests:
                         start_time_unix_nano=1_700_000_000_000_000_000 + i * 1_000_000,
                         end_time_unix_nano=1_700_000_000_400_000_000,
                         attributes=attributes,
+                        status=Status(code=Status.STATUS_CODE_ERROR, message=TOOL_FAILURE)
+                        if failing and tool and not root
+                        else None,
                     )
                 )
                 layout.append(

@@ -37,10 +37,12 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.agent_spans import AgentRequests  # noqa: E402
@@ -53,6 +55,7 @@ TRACE_WAIT_S = 1.0
 # OPENAI_API_KEY; the embedder pinned to static, as `auto` picks it without the minilm extra.
 DEFAULT_PROCESSORS = ("assembler", "embedding_metrics", "judge_metrics", "failure_localization", "session_metrics")
 PROJECTED_CORES = (4, 8, 16)
+FAILING_EVERY = 16  # one trace in 16 has failed tool calls
 WARM_UP_S = 3.0  # left out of the sustained and CPU figures
 
 
@@ -106,7 +109,8 @@ class Stack:
         score_exporter = score_pipeline = ""  # the default config's score metrics, with the metrics
         if metrics:
             extra += ", session_idle: 2s"  # sessions close, and are scored, during the run
-            score_exporter = f"  prometheus: {{endpoint: '127.0.0.1:{free_port()}'}}"
+            self.prometheus_port = free_port()
+            score_exporter = f"  prometheus: {{endpoint: '127.0.0.1:{self.prometheus_port}'}}"
             score_pipeline = "    metrics: {exporters: [prometheus]}"
         if workers:
             extra += f", scoring_workers: {workers}"
@@ -266,6 +270,7 @@ def throughput_phase(
     start_ns = max(samples[0][0] + int(WARM_UP_S * 1e9), first_refusal[0] if first_refusal else 0)
     (start_ns, cpu_start), (end_ns, cpu_end) = next((x for x in samples if x[0] >= start_ns), samples[-1]), samples[-1]
     time.sleep(TRACE_WAIT_S + 1.5)
+    verdicts = score_verdicts(stack.prometheus_port) if metrics else {}
     data = stack.stop()
     times = data["request_times"]
     exported = int(data["request_spans"][(times >= start_ns) & (times <= end_ns)].sum())
@@ -282,7 +287,22 @@ def throughput_phase(
         "workers_cpu_us": cpu_us[1:],
         "collector_peak_rss_mib": data["memory"]["VmHWM"] / 1024,
         "workers_peak_rss_mib": [w["VmHWM"] / 1024 for w in data["workers_memory"]],
+        "verdicts": verdicts,
     }
+
+
+def score_verdicts(port: int) -> dict[str, dict[str, float]]:
+    """Per metric, results by label so far, from the collector's own score metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    verdicts: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "gen_ai_evaluation_results_total":
+                by_label = verdicts.setdefault(sample.labels["gen_ai_evaluation_name"], {})
+                label = sample.labels["gen_ai_evaluation_score_label"]
+                by_label[label] = by_label.get(label, 0) + sample.value
+    return verdicts
 
 
 def projection(core_us: float, collector_us: float, workers_us: float) -> list[dict]:
@@ -319,6 +339,14 @@ def print_phase(label: str, phase: dict, core: dict | None) -> None:
         line += f" ({phase['collector_cpu_us'] / core['collector_cpu_us']:.1f}x the core's)"
     line += "".join(f", worker {i} {us:.1f} us" for i, us in enumerate(phase["workers_cpu_us"], 1))
     print(line)
+    if phase["verdicts"]:
+        print(
+            "  verdicts: "
+            + "; ".join(
+                f"{metric} " + ", ".join(f"{label} {n / sum(by.values()):.0%}" for label, n in sorted(by.items()))
+                for metric, by in sorted(phase["verdicts"].items())
+            )
+        )
     if core and phase["workers_cpu_us"]:
         rows = projection(core["collector_cpu_us"], phase["collector_cpu_us"], sum(phase["workers_cpu_us"]))
         phase["projected"] = rows
@@ -350,10 +378,11 @@ def main() -> None:
     args = parser.parse_args()
     if any(n < 0 for n in args.workers):
         parser.error("--workers: counts of 0 or more")
-    requests = AgentRequests()
+    requests = AgentRequests(conversations=True, failing_every=FAILING_EVERY)
     print(
         f"spans: {requests.bytes_per_span:.0f} bytes, 6 attributes, {requests.spans_per_request} per request, "
-        f"{requests.spans_per_trace} per trace, {requests.traces_per_session} traces per session; "
+        f"{requests.spans_per_trace} per trace, {requests.traces_per_session} traces per session (a different "
+        f"exchange each turn; tool calls failed in 1 trace of {FAILING_EVERY}); "
         f"exporter compression {args.compression}; {os.cpu_count()} cores shared by client, collector and sink; "
         f"default config: {', '.join(DEFAULT_PROCESSORS[1:])} (static embedder, no judge) and score metrics"
     )

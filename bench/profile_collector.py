@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.agent_spans import AgentRequests  # noqa: E402
-from bench.ingest import WARM_UP_S, Stack, closed_loop  # noqa: E402
+from bench.ingest import FAILING_EVERY, WARM_UP_S, Stack, closed_loop  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def main() -> None:
     py_spy = shutil.which("py-spy")
     if py_spy is None:
         sys.exit("py-spy is not installed: pip install py-spy")
-    requests = AgentRequests()
+    requests = AgentRequests(conversations=True, failing_every=FAILING_EVERY)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         metrics = not args.core
