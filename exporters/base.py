@@ -37,6 +37,10 @@ _T = TypeVar("_T")
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_BATCH_MAX_SPANS = 4096
+# A send waits up to the flush timeout for this many spans: scored traces come back a few
+# at a time, and each send has a fixed cost on the collector's thread.
+DEFAULT_BATCH_MIN_SPANS = 1024
+DEFAULT_BATCH_FLUSH_TIMEOUT_S = 0.1
 DEFAULT_NUM_CONSUMERS = 4
 
 # How a send ended.
@@ -57,6 +61,8 @@ class RetryConfig(ComponentConfig):
 class QueueConfig(ComponentConfig):
     num_consumers: int = Field(default=DEFAULT_NUM_CONSUMERS, ge=1, le=256)
     batch_max_spans: int = Field(default=DEFAULT_BATCH_MAX_SPANS, ge=1)
+    batch_min_spans: int = Field(default=DEFAULT_BATCH_MIN_SPANS, ge=1)
+    batch_flush_timeout: Duration = DEFAULT_BATCH_FLUSH_TIMEOUT_S  # 0 sends what is waiting at once
     storage: str | None = None  # a `file_storage` extension id: the queue is kept on disk there
 
 
@@ -97,6 +103,8 @@ class Exporter:
         self._confirming: asyncio.Task | None = None
         self._stored_ready = asyncio.Event()
         self._queue: deque[Trace] = deque()
+        self._queued_spans = 0
+        self._waiting_since = 0.0  # when the oldest trace in the queue was enqueued
         self._ready = asyncio.Event()
         self._closing = False
         self._deadline: float | None = None
@@ -135,7 +143,10 @@ class Exporter:
                 self._confirming = asyncio.create_task(self._confirm_stored())
             self._stored_ready.set()
             return
+        if not self._queue:
+            self._waiting_since = time.monotonic()
         self._queue.append(trace)
+        self._queued_spans += trace.span_count
         self._ready.set()
 
     @property
@@ -178,6 +189,7 @@ class Exporter:
             await asyncio.gather(*pending, return_exceptions=True)
         if self._queue:
             queued, self._queue = list(self._queue), deque()
+            self._queued_spans = 0
             self._give_up(queued, "not sent by the shutdown deadline")
         await self.close()
 
@@ -204,8 +216,27 @@ class Exporter:
             ready.clear()
             await ready.wait()
 
+    async def _next_batch(self) -> list[Trace]:
+        """The next batch: at once when `batch_min_spans` are waiting (or closing), else
+        once the oldest waiting trace has waited `batch_flush_timeout`; empty once closing."""
+        queue_config = self.config.sending_queue
+        while True:
+            if self._queue:
+                remaining = self._waiting_since + queue_config.batch_flush_timeout - time.monotonic()
+                if self._closing or remaining <= 0 or self._queued_spans >= queue_config.batch_min_spans:
+                    return self._take_batch()
+            elif self._closing:
+                return []
+            else:
+                remaining = None
+            self._ready.clear()
+            try:
+                await asyncio.wait_for(self._ready.wait(), remaining)
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+                pass
+
     async def _work(self) -> None:
-        while batch := await self._next_items(self._take_batch, self._ready):
+        while batch := await self._next_batch():
             span_count = sum(t.span_count for t in batch)
             try:
                 outcome, why = await self._send_with_retry(lambda: self.send(batch), span_count)
@@ -252,6 +283,8 @@ class Exporter:
             trace = self._queue.popleft()
             batch.append(trace)
             spans += trace.span_count
+        self._queued_spans -= spans
+        self._waiting_since = time.monotonic()  # what is left waits from now
         return batch
 
     async def _send_with_retry(

@@ -6,7 +6,8 @@ session has at most one trace out at a time (waiting in a batch or being scored)
 next traces are held back, in their order, until the scorer releases the session. So
 a session's traces are scored one at a time in the order they became ready, while
 traces of other sessions overlap (across batches as well as within one), and taking a
-batch never scans past traces it cannot take.
+batch never scans past traces it cannot take. A session's next trace, once released,
+goes first in line, so a backlog does not space its turns out.
 
 Getters wait on futures of their own: a new trace wakes one idle getter, which wakes the
 next if it left traces behind, so an idle pool of getters costs nothing per trace.
@@ -63,7 +64,10 @@ class ReadyQueue:
             return
         held = self._held.get(session_id)
         if held:
-            self._free.append(held.popleft())
+            # First in line: it was ready before most of what waits (it came in with the
+            # trace just scored, or soon after), and behind a backlog longer than
+            # `session_idle` its session would close between its turns.
+            self._free.appendleft(held.popleft())
             if not held:
                 del self._held[session_id]
             self.wake()

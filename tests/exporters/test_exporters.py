@@ -132,3 +132,36 @@ service: {{pipelines: {{traces: {{receivers: [otlp], processors: [assembler, toy
     lines = debug.stream.getvalue().splitlines()
     assert f"trace {trace_id.hex()} root='invoke_agent' spans=2 session=s9 scores: toy=0.50 pass" in lines
     assert f"trace {orphan.hex()} first='half' spans=1 (incomplete: no root span) scores: toy=0.25 fail" in lines
+
+
+def queue_config(sink, sending_queue: str) -> str:
+    return sink_config(sink, assembler="trace_wait: 20ms").replace(
+        "retry_on_failure: {", f"sending_queue: {sending_queue}, retry_on_failure: {{", 1
+    )
+
+
+def send_trace(collector, name: str) -> None:
+    trace_id = new_trace_id()
+    send(collector.grpc_port, request_of([span(trace_id, name), span(trace_id, f"{name} child")]))
+
+
+def test_a_send_waits_for_batch_min_spans_up_to_the_flush_timeout(sink, start_collector):
+    collector = start_collector(queue_config(sink, "{batch_min_spans: 6, batch_flush_timeout: 1s}"))
+    for name in ("a", "b", "c"):  # 2 spans each, ready one after the other
+        send_trace(collector, name)
+        time.sleep(0.1)
+    assert wait_until(lambda: len(sink.spans()) == 6)
+    assert sink.attempts == 1  # the sixth span filled the batch: one send
+    sent = time.monotonic()
+    send_trace(collector, "d")  # alone: waits for the flush timeout
+    assert wait_until(lambda: len(sink.spans()) == 8, timeout_s=5)
+    assert time.monotonic() - sent >= 0.9
+    assert sink.attempts == 2
+
+
+def test_a_flush_timeout_of_zero_sends_what_is_waiting_at_once(sink, start_collector):
+    collector = start_collector(queue_config(sink, "{batch_min_spans: 1000, batch_flush_timeout: 0s}"))
+    for count, name in enumerate(("a", "b", "c"), 1):
+        send_trace(collector, name)
+        assert wait_until(lambda count=count: len(sink.spans()) == 2 * count, timeout_s=2)
+    assert sink.attempts == 3

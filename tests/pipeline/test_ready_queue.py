@@ -33,6 +33,22 @@ async def test_a_batch_holds_one_trace_per_session_and_the_next_waits_for_releas
     assert names(await queue.get_batch()) == ["a2"]  # released a1; a3 stays behind a2
 
 
+async def test_a_released_sessions_next_trace_goes_ahead_of_the_backlog():
+    """Behind a backlog longer than session_idle, a session's turns would be scored so far
+    apart that the session closed between them."""
+    queue = ReadyQueue(batch_size=2)
+    queue.put(trace("a1", "a"))
+    queue.put(trace("a2", "a"))
+    for i in range(4):
+        queue.put(trace(f"x{i}", f"other{i}"))
+    first = await queue.get_batch()
+    assert names(first) == ["a1", "x0"]
+    for done in first:
+        queue.release(done)
+    queue.done(first)
+    assert names(await queue.get_batch()) == ["a2", "x1"]  # not behind x1, x2, x3
+
+
 async def test_batches_are_cut_at_the_batch_size_and_a_getter_waits_for_traces():
     queue = ReadyQueue(batch_size=2)
     waiting = asyncio.ensure_future(queue.get_batch())
