@@ -305,6 +305,26 @@ def score_verdicts(port: int) -> dict[str, dict[str, float]]:
     return verdicts
 
 
+def core_at_rate(workdir: Path, requests: AgentRequests, compression: str, rate: float) -> dict:
+    """The collector core's CPU per span with `rate` spans/s offered, over 10 s after warm-up."""
+    stack = Stack(workdir, compression)
+    offered_s = WARM_UP_S + 10.0
+
+    async def load() -> tuple[float, float]:
+        loading = asyncio.create_task(open_loop(stack.grpc_port, requests, rate, offered_s))
+        await asyncio.sleep(WARM_UP_S)
+        started, cpu_started = time.monotonic(), cpu_seconds(stack.collector.pid)
+        await asyncio.sleep(offered_s - WARM_UP_S - 0.5)
+        cpu, elapsed = cpu_seconds(stack.collector.pid) - cpu_started, time.monotonic() - started
+        await loading
+        return cpu, elapsed
+
+    cpu, elapsed = asyncio.run(load())
+    time.sleep(TRACE_WAIT_S + 1.5)
+    stack.stop()
+    return {"offered_per_s": rate, "collector_cpu_us": cpu / (rate * elapsed) * 1e6}
+
+
 def projection(core_us: float, collector_us: float, workers_us: float) -> list[dict]:
     """Spans/s on n cores, a core each for the collector process and n-1 workers (client
     and sink elsewhere): the collector's ceiling or the workers' sum, whichever binds."""
@@ -397,6 +417,17 @@ def main() -> None:
             label = "default config, " + (f"scoring_workers: {workers}" if workers else "scored in process")
             print_phase(label, phase, core)
             figures["default"][workers] = phase
+        if max(args.workers, default=0) > 0:
+            # The core's CPU per span grows at lower rates (smaller batches, more wake-ups):
+            # the core offered the rate the most workers sustained, for a like-for-like figure.
+            most = figures["default"][max(args.workers)]
+            figures["core_at_rate"] = core_at_rate(workdir, requests, args.compression, most["sustained_per_s"])
+            print(
+                f"  the collector core offered the same {most['sustained_per_s']:,.0f} spans/s: collector process "
+                f"{figures['core_at_rate']['collector_cpu_us']:.1f} us per span "
+                f"({most['collector_cpu_us'] / figures['core_at_rate']['collector_cpu_us']:.1f}x that with "
+                f"scoring_workers: {max(args.workers)})"
+            )
         if args.json:
             args.json.write_text(json.dumps(figures, indent=1))
 

@@ -144,7 +144,15 @@ class WorkerScoring:
         # it gets in one batch of its own. Workers decide the scope: a session is opened
         # here for every trace that names one, and stays empty if none of its traces is scored.
         sessions = [session_of(trace) for trace in traces]
-        answers = await asyncio.gather(*(self._score_trace(t, s) for t, s in zip(traces, sessions)))
+        # Futures, not a task per trace: the collector's thread is the ceiling.
+        asked = [self._ask_trace(t, s) for t, s in zip(traces, sessions)]
+        answers = await asyncio.gather(*asked, return_exceptions=True)
+        answers = [
+            Scored.failed(self.metric_names, answer) if isinstance(answer, WorkerLost) else answer for answer in answers
+        ]
+        for answer in answers:
+            if isinstance(answer, BaseException):  # not the worker's failure: the pipeline's to handle
+                raise answer
         for trace, session, scored in zip(traces, sessions, answers):
             if session is not None and scored.skip_reason is None:
                 trace.results = scored.results
@@ -155,14 +163,11 @@ class WorkerScoring:
         skip = scope_skip_reason(self._scope, trace)
         return unscored_in_scope(skip, trace, session_of, self.trace_metric_names, why)
 
-    async def _score_trace(self, trace: Trace, session: Session | None) -> Scored:
+    def _ask_trace(self, trace: Trace, session: Session | None) -> asyncio.Future:
         key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
         worker = self._workers[zlib.crc32(key) % len(self._workers)]
         message = ("trace", trace.trace_id, trace.session_id if session is not None else None, _origins_of(trace))
-        try:
-            return await worker.ask(message)
-        except WorkerLost as exc:
-            return Scored.failed(self.metric_names, exc)
+        return worker.submit(message)
 
     async def score_session(self, session: Session) -> Scored:
         worker = self._workers[zlib.crc32(session.session_id.encode("utf-8")) % len(self._workers)]
@@ -267,19 +272,21 @@ class _WorkerHandle:
         return self._process.exitcode
 
     async def ask(self, message: tuple) -> Any:
+        return await self.submit(message)
+
+    def submit(self, message: tuple) -> asyncio.Future:
+        """The future of the worker's answer to `message`, sent with this loop round's."""
+        future = self._loop.create_future()
         if self.lost:
-            raise WorkerLost(f"scoring worker process exited (code {self._process.exitcode})")
+            future.set_exception(WorkerLost(f"scoring worker process exited (code {self._process.exitcode})"))
+            return future
         request_id = self._next_id
         self._next_id += 1
-        future = self._loop.create_future()
         self.pending[request_id] = future
         if not self._batch:
             self._loop.call_soon(self._flush)
         self._batch.append((request_id, *message))
-        try:
-            return await future
-        finally:
-            self.pending.pop(request_id, None)
+        return future
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
@@ -340,7 +347,7 @@ class _WorkerHandle:
             elif kind == "observed":
                 self._on_observed(payload)
             else:
-                future = self.pending.get(request_id)
+                future = self.pending.pop(request_id, None)
                 if future is not None and not future.done():
                     future.set_result(payload)
 
@@ -354,6 +361,7 @@ class _WorkerHandle:
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(error)
+        self.pending.clear()
         self._on_lost(self)
 
 

@@ -1,13 +1,15 @@
-"""The scaling benchmark holds the design to its bound: with `scoring_workers: 2` the
-collector process spends at most COLLECTOR_BOUND times the core config's CPU per span.
+"""The scaling benchmark holds the design to its bounds: with `scoring_workers: 2` the
+collector process spends at most CORE_BOUND times the core config's CPU per span, and
+at most SAME_RATE_BOUND times what the core spends at the same rate.
 
 bench/ingest.py runs the collector core and the default config with two scoring workers
 under closed-loop load, each reading the processes' own CPU clocks over the steady-state
-window. Where the collector process's CPU per span goes up, the projection for more
-cores goes down by the same factor: this is the figure that says whether the workers'
-cores can be used at all. The bound is a ratio of two figures from the same run, so a
-busy or slow machine moves both; it is not the 2x the design aims for (the figures and
-what stands between are in docs/performance.md).
+window, then offers the core the rate the workers sustained. Where the collector
+process's CPU per span goes up, the projection for more cores goes down by the same
+factor: this is the figure that says whether the workers' cores can be used at all. The
+bounds are ratios of figures from the same run, so a busy or slow machine moves both
+sides; they are not the 2x the design aims for (the figures and what stands between are
+in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import sys
 
 from tests.support.processes import ROOT
 
-# Measured here: 11.0x before the workers prepared what the collector merges, 3.9x after.
-COLLECTOR_BOUND = 6.0
+# Measured here, one run each: 10.4x and 7.1x before the workers prepared what the
+# collector merges; 3.9-5.7x and 3.6x after.
+CORE_BOUND = 8.0
+SAME_RATE_BOUND = 5.0
 
 
 def test_with_two_workers_the_collector_spends_at_most_the_bound_per_span(tmp_path):
@@ -40,8 +44,10 @@ def test_with_two_workers_the_collector_spends_at_most_the_bound_per_span(tmp_pa
     assert core["received"] == core["sent"]
     assert workers["received"] >= workers["sent"] > 0
     assert len(workers["workers_cpu_us"]) == 2 and all(us > 0 for us in workers["workers_cpu_us"])
-    ratio = workers["collector_cpu_us"] / core["collector_cpu_us"]
-    assert ratio <= COLLECTOR_BOUND, result.stdout
+    assert workers["collector_cpu_us"] <= CORE_BOUND * core["collector_cpu_us"], result.stdout
+    same_rate = figures["core_at_rate"]
+    assert same_rate["offered_per_s"] == workers["sustained_per_s"]
+    assert workers["collector_cpu_us"] <= SAME_RATE_BOUND * same_rate["collector_cpu_us"], result.stdout
     # The projection follows from the same figures: bound by the collector process.
     for row in workers["projected"]:
         assert row["spans_per_s"] <= 1e6 / workers["collector_cpu_us"] + 1e-6
