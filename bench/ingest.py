@@ -14,7 +14,10 @@ trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
    read from its own CPU clock over the steady-state window; with workers, the
    throughput that implies on 4, 8 and 16 cores (a core for the collector process and
    one for each other worker; the collector's ceiling or the workers' sum, whichever
-   binds). The metrics phases run with `max_buffered_spans: 60000`: enough to hold
+   binds), and the core's CPU per span when offered the rate the most workers sustained
+   (the core costs more per span at lower rates: smaller sends, more wake-ups). The
+   metrics phases report their verdicts from the collector's own score metrics. The
+   metrics phases run with `max_buffered_spans: 60000`: enough to hold
    trace_wait's worth of spans and a queue, so the collector never idles waiting for
    traces to become ready, small enough that little is accepted that is not scored by
    the end;
