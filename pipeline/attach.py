@@ -86,7 +86,8 @@ class ScoreAttacher:
                 self.score_metrics.record_observations(batch)
 
     def observe(self, observations: ScoreObservations) -> None:
-        """Score metrics a scoring worker observed of the traces and sessions it prepared."""
+        """Record score metrics summed elsewhere: a batch's (the scheduler passes them to
+        `attach`), or a scoring worker's round of what it prepared."""
         if self.score_metrics is not None and observations:
             self.score_metrics.record_observations(observations)
 
