@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -48,14 +46,7 @@ class WorkersReplica(Replica):
             .replace("session_idle: 5m", f"session_idle: 5m, scoring_workers: {workers}")
             .replace("hashing", "static")
         )
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        self.start(config)
 
 
 def test_two_worker_processes_score_as_the_collector_process_does(tmp_path):
@@ -111,14 +102,7 @@ class FullReplica(Replica):
                 grpc=self.grpc, health=self.health, prometheus=self.prometheus, output=self.output, workers=workers
             )
         )
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        self.start(config)
 
     def score_series(self) -> dict:
         """Every sample of spanscore's score metrics (gen_ai_evaluation_*) by name and labels."""

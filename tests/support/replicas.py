@@ -46,6 +46,11 @@ class Replica:
         self.output = tmp_path / f"{name}.jsonl"
         config = tmp_path / f"{name}.yaml"
         config.write_text(CONFIG.format(grpc=self.grpc, health=health, output=self.output))
+        self.health = health
+        self.start(config)
+
+    def start(self, config: Path) -> None:
+        """`spanscore run` with `config`, its log kept for `stop`."""
         self.process = subprocess.Popen(
             [sys.executable, "-m", "spanscore", "run", "--config", str(config)],
             cwd=ROOT,
@@ -54,7 +59,6 @@ class Replica:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        self.health = health
 
     def healthy(self) -> bool:
         return health_check_ok(self.health)
