@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     args = parser.parse_args()
+    if args.workers < 0 or args.seconds < 1 or args.top < 1 or args.rate < 1:
+        parser.error("--workers: 0 or more; --seconds, --top and --rate: 1 or more")
     py_spy = shutil.which("py-spy")
     if py_spy is None:
         sys.exit("py-spy is not installed: pip install py-spy")
