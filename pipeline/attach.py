@@ -31,7 +31,7 @@ from spanscore.pipeline.score_attributes import (
     attach_finding,
     attach_results,
     attach_usage,
-    carrier_spans,
+    session_carrier,
 )
 from spanscore.pipeline.scoring import Scored
 from spanscore.processors.agent_trace import agent_name_of
@@ -129,19 +129,8 @@ class ScoreAttacher:
                 observations = ScoreObservations()
                 self._observe(observations, session.results, usages, service, None, attributes)
                 self.score_metrics.record_observations(observations)
-            links = [(t.trace_id, t.anchor_span_id) for t in session.traces]
-            resource_spans = carrier_spans(
-                session.session_id,
-                session.resource,
-                links,
-                session.results,
-                start_ns,
-                time.time_ns(),
-                VERSION,
-                self.provenance,
-                self.span_events,
-                attributes,
-                usages,
+            resource_spans = session_carrier(
+                session, start_ns, time.time_ns(), VERSION, self.provenance, self.span_events, attributes, usages
             )
         scope_spans = resource_spans.scope_spans[0]
         span = scope_spans.spans[0]

@@ -148,6 +148,8 @@ def session_carrier(
     scope_version: str,
     provenance: Mapping[str, Provenance] | None = None,
     span_events: bool = True,
+    attributes: Iterable[SpanAttribute] = (),
+    usages: Iterable[EvaluatorUsage] = (),
 ) -> ResourceSpans:
     """A one-span trace carrying the session's results, linked to each of its traces."""
     links = [(t.trace_id, t.anchor_span_id) for t in session.traces]
@@ -161,6 +163,8 @@ def session_carrier(
         scope_version,
         provenance,
         span_events,
+        attributes,
+        usages,
     )
 
 

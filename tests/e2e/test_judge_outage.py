@@ -22,7 +22,7 @@ from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply
 from tests.support.otlp_client import grpc_export
 from tests.support.ports import free_port
-from tests.support.running import sink_config, wait_until
+from tests.support.running import scraped_samples, sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
 JUDGED = [m for m in METRIC_NAMES if m != "argument_correctness"]  # no tool calls: 1.0 without the judge
@@ -167,13 +167,7 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
     assert list(turn_3.events) == []  # no evaluation result: skipped is not a failure
 
     def samples() -> dict[tuple, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{prometheus}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        return {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
+        return scraped_samples(prometheus)
 
     assert wait_until(lambda: samples().get(("spanscore_judge_budget_refused_requests_total", ())) == 1.0)
     spend = {name: value for (name, labels), value in samples().items() if name.startswith("spanscore_judge")}

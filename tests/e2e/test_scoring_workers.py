@@ -13,11 +13,9 @@ import json
 import os
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench.ingest import child_pids
 from spanscore.core.attributes import attributes_to_dict
@@ -26,7 +24,7 @@ from tests.support.failing_run import run_spans
 from tests.support.otlp_client import send
 from tests.support.ports import free_port
 from tests.support.replicas import CONFIG, Replica, scores, send_sessions
-from tests.support.running import sink_config, wait_until
+from tests.support.running import scraped_samples, sink_config, wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
 from tests.support.toy_metric import TOY
 
@@ -106,13 +104,10 @@ class FullReplica(Replica):
 
     def score_series(self) -> dict:
         """Every sample of spanscore's score metrics (gen_ai_evaluation_*) by name and labels."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.prometheus}/metrics", timeout=5) as response:
-            text = response.read().decode()
         return {
-            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name.startswith("gen_ai_evaluation_") and not sample.name.endswith("_created")
+            key: value
+            for key, value in scraped_samples(self.prometheus).items()
+            if key[0].startswith("gen_ai_evaluation_") and not key[0].endswith("_created")
         }
 
 

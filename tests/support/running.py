@@ -6,6 +6,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from spanscore.collector.service import Service
 from spanscore.config.loader import parse_config
 from tests.support.event_loop_thread import EventLoopThread
@@ -88,3 +90,14 @@ def health_check_ok(port: int) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def scraped_samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample a Prometheus endpoint on `port` serves, by name and sorted labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
