@@ -11,7 +11,8 @@ label takes at most `max_label_values` values per metric, later ones are `other`
 increment of `gen_ai.evaluation.failures`, by `eval.failure.category`,
 `eval.failure.group`, `service.name` and `gen_ai.agent.name`. They leave
 through the exporters listed in `service.pipelines.metrics` (Prometheus scrape
-endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider.
+endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider; the histogram is aggregated
+by spanscore (`score_histogram`) and added to what each reader collects.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from spanscore.core.component import NO_EXTENSIONS, Host
 from spanscore.core.version import VERSION
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
+from spanscore.exporters.score_histogram import ScoreHistogram
 from spanscore.exporters.score_observations import CALLS, FAILURES, RESULTS, ScoreObservations
 from spanscore.exporters.sdk_parts import create_all
 
@@ -41,7 +44,6 @@ FAILURE_COUNTER = "gen_ai.evaluation.failures"
 # Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
 USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
 USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
-SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 @dataclass(frozen=True)
@@ -87,17 +89,18 @@ class ScoreMetrics:
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         readers = create_all(self._create_readers, host)
-        self.provider = MeterProvider(
-            metric_readers=readers,
-            resource=Resource.create({"service.name": "spanscore", "service.version": VERSION}),
-        )
+        resource = Resource.create({"service.name": "spanscore", "service.version": VERSION})
+        self.provider = MeterProvider(metric_readers=readers, resource=resource)
         meter = self.provider.get_meter("spanscore", VERSION)
-        self._scores = meter.create_histogram(
+        self._scores = ScoreHistogram(
             SCORE_HISTOGRAM,
-            unit="1",
-            description="Evaluation scores in [0, 1]",
-            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
+            "1",
+            "Evaluation scores in [0, 1]",
+            InstrumentationScope("spanscore", VERSION),
+            resource,
         )
+        for reader in readers:
+            self._scores.attach(reader)
         self._results = meter.create_counter(
             RESULT_COUNTER,
             unit="{result}",
@@ -118,16 +121,13 @@ class ScoreMetrics:
         self._telemetry.extend(telemetry)
 
     def record_observations(self, observations: ScoreObservations) -> None:
-        """Each series once: its counter increments summed, its score values under one
-        attribute set, labels past their cap recorded as `other`."""
+        """Each series once: its counter increments summed, its scores bucketed, labels past
+        their cap recorded as `other`."""
         if self.provider is None:
             return
         limit = self.label_limit.apply
-        for series, values in observations.scores.items():
-            attributes = limit(SCORE_HISTOGRAM, dict(series), len(values))
-            record = self._scores.record
-            for value in values:
-                record(value, attributes)
+        for series, buckets in observations.scores.items():
+            self._scores.record(limit(SCORE_HISTOGRAM, dict(series), buckets.count), buckets)
         for (counter, evaluator, series), amount in observations.counts.items():
             if counter == RESULTS:
                 instrument, name = self._results, RESULT_COUNTER

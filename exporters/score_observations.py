@@ -3,7 +3,7 @@
 Built where the results are: the collector's attach stage, or a scoring worker, which
 sends one per round so the collector's thread does not build attribute sets per result.
 `ScoreMetrics.record_observations` then records each series once per batch: a counter
-increment of the batch's sum, and the histogram's values under one attribute set.
+increment of the batch's sum, and the histogram's scores already bucketed.
 Series attributes are sorted tuples of (key, value), so they hash, pickle and compare.
 Label caps (`max_label_values`) are applied when recorded, in the collector, where every
 series of the process is seen.
@@ -20,8 +20,7 @@ from spanscore.core.score_encoding import FAILURE_CATEGORY, FAILURE_GROUP
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
-
-Series = tuple[tuple[str, str | int | float | bool], ...]
+from spanscore.exporters.score_histogram import ScoreBuckets, Series
 
 # Counters, each increment keyed by (counter, evaluator for the usage counters, series).
 RESULTS = "results"
@@ -47,9 +46,9 @@ def _common(service_name: str | None, agent_name: str | None) -> dict[str, str]:
 
 @dataclass
 class ScoreObservations:
-    """Score histogram values and counter increments of some traces and sessions, by series."""
+    """Score histogram buckets and counter increments of some traces and sessions, by series."""
 
-    scores: dict[Series, list[float]] = field(default_factory=dict)
+    scores: dict[Series, ScoreBuckets] = field(default_factory=dict)
     counts: dict[tuple[str, str | None, Series], int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -84,7 +83,10 @@ class ScoreObservations:
             }
             series = _series(attributes)
             if result.score is not None:
-                self.scores.setdefault(series, []).append(result.score)
+                buckets = self.scores.get(series)
+                if buckets is None:
+                    buckets = self.scores[series] = ScoreBuckets()
+                buckets.add(result.score)
             key = (RESULTS, None, series)
             self.counts[key] = self.counts.get(key, 0) + 1
 
@@ -105,7 +107,10 @@ class ScoreObservations:
         self._count(TOKENS, usage.evaluator, {**common, "gen_ai.token.type": "output"}, usage.output_tokens)
 
     def update(self, other: ScoreObservations) -> None:
-        for series, values in other.scores.items():
-            self.scores.setdefault(series, []).extend(values)
+        for series, buckets in other.scores.items():
+            mine = self.scores.get(series)
+            if mine is None:
+                mine = self.scores[series] = ScoreBuckets()
+            mine.merge(buckets)
         for key, amount in other.counts.items():
             self.counts[key] = self.counts.get(key, 0) + amount
