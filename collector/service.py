@@ -48,11 +48,12 @@ class Service:
         )
         self.assembler = Assembler(config.pipeline_settings)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
-        self.workers = _workers(config, processors)
+        exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
+        # Workers encode the traces they score when every exporter sends those bytes.
+        self.workers = _workers(config, processors, all(getattr(e, "sends_protobuf", False) for e in exporters))
         if self.workers is not None:  # they run in the workers
             processors = []
         self.router = config.router.factory.create(config.router.id, config.router.config) if config.router else None
-        exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
         self.score_metrics: ScoreMetrics | None = None
         if config.metric_exporters:
             interval_s = config.service.pipelines.metrics.export_interval
@@ -175,7 +176,7 @@ async def _shut_down_together(components: Iterable[Component], deadline: float) 
     await asyncio.gather(*(_shut_down([component], deadline) for component in components))
 
 
-def _workers(config: Config, processors: list) -> WorkerScoring | None:
+def _workers(config: Config, processors: list, encode_traces: bool) -> WorkerScoring | None:
     count = config.pipeline_settings.scoring_workers
     if count == 0 or not processors:
         return None
@@ -191,6 +192,7 @@ def _workers(config: Config, processors: list) -> WorkerScoring | None:
         windows,
         span_events=config.service.pipelines.traces.span_events,
         score_labels=frozenset(metrics.span_attributes) if config.metric_exporters else None,
+        encode_traces=encode_traces,
     )
     return WorkerScoring(
         setup,

@@ -10,17 +10,32 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from spanscore.core.trace import Trace
 
 
+def serialized_request(traces: list[Trace]) -> bytes:
+    """The serialized request holding every span of `traces`: those a scoring worker
+    encoded as their bytes (concatenated protobuf messages merge, so the bytes of
+    requests add up to one request), the rest built here and serialized."""
+    built = [trace for trace in traces if trace.encoded is None]
+    head = build_request(built).SerializeToString() if built else b""
+    if len(built) == len(traces):
+        return head
+    return head + b"".join([trace.encoded for trace in traces if trace.encoded is not None])
+
+
 def build_request(traces: Iterable[Trace]) -> ExportTraceServiceRequest:
     """One request holding every span of `traces`, each under its original resource and scope.
 
     Spans that arrived in the same ResourceSpans/ScopeSpans share one output entry again,
     so a batch of traces from one client costs one resource and one scope copy, not one
-    per trace.
+    per trace. A trace a scoring worker encoded is parsed from its bytes (`serialized_request`
+    sends them as they are).
     """
     request = ExportTraceServiceRequest()
     resources: dict[int, ResourceSpans] = {}
     scopes: dict[int, ScopeSpans] = {}
     for trace in traces:
+        if trace.encoded is not None:
+            request.MergeFromString(trace.encoded)
+            continue
         for origin, positions in trace.spans_by_origin.items():
             out_scope = scopes.get(id(origin))
             if out_scope is None:

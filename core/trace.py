@@ -67,6 +67,7 @@ class Trace:
         "late",
         "results",
         "derived",
+        "encoded",
         "undelivered",
         "_pending_exports",
         "_on_exported",
@@ -88,6 +89,10 @@ class Trace:
         # Views computed from the spans (the normalized agent trace) and shared by the
         # processors while the trace is scored; emptied before it is exported.
         self.derived: dict[str, Any] | None = None
+        # The spans with their scores as ExportTraceServiceRequest field bytes, when a
+        # scoring worker encoded them; exporters that send protobuf send these, and the
+        # span objects here stay as received (only such exporters get such traces).
+        self.encoded: bytes | None = None
         # An exporter gave up on it while its backend could still take it (down past the
         # retry budget or the shutdown deadline): a write-ahead log keeps it for replay.
         self.undelivered = False

@@ -28,7 +28,7 @@ from pydantic import Field
 from spanscore.core.auth import client_headers
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, Host
 from spanscore.core.durations import Duration
-from spanscore.core.export_request import build_request
+from spanscore.core.export_request import serialized_request
 from spanscore.core.sending_storage import SendingStorage
 from spanscore.core.trace import Trace
 
@@ -94,6 +94,12 @@ class Exporter:
     # Exporters that implement `send_encoded` can keep their queue in a storage extension.
     stores_requests = False
 
+    @property
+    def sends_protobuf(self) -> bool:
+        """It sends traces as the OTLP protobuf request: a trace a scoring worker encoded
+        (`Trace.encoded`) goes as its bytes, and no other part of it is read."""
+        return False
+
     def __init__(self, component_id: str, config: ExporterConfig):
         self.id = component_id
         self.config = config
@@ -137,7 +143,7 @@ class Exporter:
             raise RuntimeError(f"exporter {self.id} is shut down")
         storage = self.storage
         if storage is not None and not storage.full:
-            number = storage.put(build_request([trace]).SerializeToString(), trace.span_count)
+            number = storage.put(serialized_request([trace]), trace.span_count)
             self._stored.append((number, trace))
             if self._confirming is None:
                 self._confirming = asyncio.create_task(self._confirm_stored())

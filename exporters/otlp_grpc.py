@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from spanscore.core.auth import AuthSettings, client_headers
 from spanscore.core.component import ComponentFactory, Host
-from spanscore.core.export_request import build_request
+from spanscore.core.export_request import serialized_request
 from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
@@ -63,6 +63,10 @@ class OtlpGrpcExporter(Exporter):
 
     config: OtlpGrpcExporterConfig
 
+    @property
+    def sends_protobuf(self) -> bool:
+        return True
+
     async def open(self) -> None:
         config = self.config
         options = [
@@ -89,7 +93,7 @@ class OtlpGrpcExporter(Exporter):
         self._metadata = tuple((k.lower(), v) for k, v in self.headers.items())
 
     async def send(self, traces: list[Trace]) -> None:
-        await self.send_encoded(build_request(traces).SerializeToString())
+        await self.send_encoded(serialized_request(traces))
 
     async def send_encoded(self, payload: bytes) -> None:
         try:

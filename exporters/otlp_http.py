@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from spanscore.core.auth import AuthSettings, client_headers
 from spanscore.core.component import ComponentFactory, Host
-from spanscore.core.export_request import build_request
+from spanscore.core.export_request import build_request, serialized_request
 from spanscore.core.otlp_json import encode_request
 from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
@@ -64,6 +64,10 @@ class OtlpHttpExporter(Exporter):
 
     config: OtlpHttpExporterConfig
 
+    @property
+    def sends_protobuf(self) -> bool:
+        return self.config.encoding == "proto"
+
     async def open(self) -> None:
         config = self.config
         self._session = client_session(config.url, config.tls, config.sending_queue.num_consumers, config.timeout)
@@ -73,10 +77,10 @@ class OtlpHttpExporter(Exporter):
             self._headers["Content-Encoding"] = "gzip"
 
     async def send(self, traces: list[Trace]) -> None:
-        request = build_request(traces)
-        await self._post(
-            encode_request(request).encode() if self.config.encoding == "json" else request.SerializeToString()
-        )
+        if self.config.encoding == "json":
+            await self._post(encode_request(build_request(traces)).encode())
+        else:
+            await self._post(serialized_request(traces))
 
     async def send_encoded(self, request: bytes) -> None:
         if self.config.encoding == "json":

@@ -2,9 +2,11 @@
 
 A trace's results, evaluator usage and processors' attributes go on its anchor span
 (its root, or the earliest span), and each finding about one span on that span (on the
-anchor when the trace has no span of that id); a closed session's go on a new carrier
-span, in a trace of its own. The same results are recorded as score metrics and emitted as
-evaluation log records, when those pipelines are configured.
+anchor when the trace has no span of that id), unless a scoring worker encoded the
+whole trace with them: the trace then carries those bytes for the exporters
+(`Trace.encoded`). A closed session's go on a new carrier span, in a trace of its own.
+The same results are recorded as score metrics and emitted as evaluation log records,
+when those pipelines are configured.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ class ScoreAttacher:
         prepared = scored.prepared
         if anchor is not None:
             if prepared is not None and prepared.anchor_span_id == anchor.span_id:
-                anchor.MergeFromString(prepared.anchor)
+                if prepared.encoded is not None:  # the worker sent the whole trace scored
+                    trace.encoded = prepared.encoded
+                else:
+                    anchor.MergeFromString(prepared.anchor)
             else:
                 if results:
                     attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
@@ -74,8 +79,8 @@ class ScoreAttacher:
                 attach_attributes(anchor, attributes)
             if results and self.evaluation_logs is not None:
                 self.evaluation_logs.emit(anchor, results)
-        if scored.findings:
-            self._attach_findings(trace, scored.findings, prepared if self.span_events else None)
+        if scored.findings and (trace.encoded is None or self.evaluation_logs is not None):
+            self._attach_findings(trace, scored.findings, prepared)
         if self.score_metrics is not None and prepared is None and (results or usages or scored.findings):
             # A worker's observations of what it prepared arrive per round (observe).
             batch = observations if observations is not None else ScoreObservations()
@@ -93,14 +98,13 @@ class ScoreAttacher:
 
     def _attach_findings(self, trace: Trace, findings: list[SpanFinding], prepared: PreparedScores | None) -> None:
         wanted = {finding.span_id for finding in findings}
-        if prepared is not None:
-            wanted.update(span_id for span_id, _ in prepared.findings)
+        merged = prepared.findings if prepared is not None and trace.encoded is None else ()
+        wanted.update(span_id for span_id, _ in merged)
         spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
-        if prepared is not None:
-            for span_id, fields in prepared.findings:
-                span = spans.get(span_id)
-                if span is not None:
-                    span.MergeFromString(fields)
+        for span_id, fields in merged:
+            span = spans.get(span_id)
+            if span is not None:
+                span.MergeFromString(fields)
         for finding in findings:
             span = spans.get(finding.span_id, trace.anchor)
             if span is None:

@@ -3,7 +3,8 @@
 A scoring worker holds a copy of the trace it scored, so it can encode the trace's
 scores as the span field bytes the attach stage would write (score_attributes), build a
 session's carrier span, and leave the collector's thread one `MergeFromString` per span
-(one parse per carrier). The results travel too: the exporters, the score router and the
+(one parse per carrier); or, when every exporter sends protobuf, encode the whole
+scored trace, which the collector sends as it is. The results travel too: the exporters, the score router and the
 session summaries read them.
 """
 
@@ -20,3 +21,6 @@ class PreparedScores:
     anchor: bytes = b""  # span field bytes appending the scores, usage and attributes
     findings: tuple[tuple[bytes, bytes], ...] = ()  # (span id, span field bytes) per span a finding is about
     carrier: bytes | None = None  # a session's carrier trace as ResourceSpans bytes; None: nothing to carry
+    # The whole trace with the scores merged, as export request bytes (encoded_trace),
+    # instead of `anchor` and `findings` when every exporter sends protobuf.
+    encoded: bytes | None = None

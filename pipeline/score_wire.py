@@ -44,7 +44,8 @@ _KEYS: dict[str, bytes] = {}
 MAX_CACHED_KEYS = 4096
 
 
-def _length_delimited(tag: bytes, payload: bytes) -> bytes:
+def length_delimited(tag: bytes, payload: bytes) -> bytes:
+    """Field `tag` (one byte: a field number below 16, wire type 2) holding `payload`."""
     size = len(payload)
     return tag + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + payload
 
@@ -61,7 +62,7 @@ def any_value(value: Value) -> bytes:
         return b"\x18" + _varint(value & _INT64_MASK)
     if isinstance(value, float):
         return b"\x21" + _DOUBLE(value)
-    return _length_delimited(_STRING_VALUE, _text(value))
+    return length_delimited(_STRING_VALUE, _text(value))
 
 
 def key_value(key: str, value: Value) -> bytes:
@@ -69,7 +70,7 @@ def key_value(key: str, value: Value) -> bytes:
     if encoded is None:
         if len(_KEYS) >= MAX_CACHED_KEYS:
             _KEYS.clear()
-        encoded = _KEYS[key] = _length_delimited(_STRING_VALUE, _text(key))
+        encoded = _KEYS[key] = length_delimited(_STRING_VALUE, _text(key))
     # The common value types inline: a scored trace writes dozens of these, and each call
     # saved is a measurable share of attaching (the others go through any_value).
     kind = value.__class__
@@ -87,11 +88,11 @@ def key_value(key: str, value: Value) -> bytes:
 
 def span_attributes(pairs: Iterable[tuple[str, Value]]) -> bytes:
     """Span field bytes that append these attributes."""
-    return b"".join([_length_delimited(_ATTRIBUTE, key_value(key, value)) for key, value in pairs])
+    return b"".join([length_delimited(_ATTRIBUTE, key_value(key, value)) for key, value in pairs])
 
 
 def span_event(time_unix_nano: int, name: str, pairs: Iterable[tuple[str, Value]]) -> bytes:
     """Span field bytes that append one event."""
-    body = [b"\x09" + _FIXED64(time_unix_nano) + _length_delimited(_VALUE, _text(name))]
-    body += [_length_delimited(_EVENT_ATTRIBUTE, key_value(key, value)) for key, value in pairs]
-    return _length_delimited(_EVENT, b"".join(body))
+    body = [b"\x09" + _FIXED64(time_unix_nano) + length_delimited(_VALUE, _text(name))]
+    body += [length_delimited(_EVENT_ATTRIBUTE, key_value(key, value)) for key, value in pairs]
+    return length_delimited(_EVENT, b"".join(body))

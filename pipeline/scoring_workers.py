@@ -44,6 +44,7 @@ from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import per_evaluator
 from spanscore.core.version import VERSION
 from spanscore.exporters.score_observations import ScoreObservations
+from spanscore.pipeline.encoded_trace import Origins, encoded_trace
 from spanscore.pipeline.gc_tuning import tune_for_collector
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_attributes import carrier_spans, finding_fields, prepared_anchor
@@ -77,6 +78,9 @@ class WorkerSetup:
     span_events: bool = True  # the traces pipeline's: results as span events too
     # With score metrics configured: the processors' attributes that become labels.
     score_labels: frozenset[str] | None = None
+    # Every exporter of the traces pipeline sends protobuf: a scored trace comes back
+    # encoded with its scores (encoded_trace), and the collector sends those bytes.
+    encode_traces: bool = False
 
 
 class WorkerScoring:
@@ -213,25 +217,27 @@ class WorkerScoring:
             await worker.join(deadline)
 
 
-def _origins_of(trace: Trace) -> list[tuple[bytes, bytes, list[bytes]]]:
+def _origins_of(trace: Trace) -> Origins:
     """The trace's spans as bytes, grouped by the resource and scope they came with."""
     return [
         (
             origin.resource.SerializeToString(),
             origin.scope_spans.scope.SerializeToString(),
             [origin.scope_spans.spans[p].SerializeToString() for p in positions],
+            origin.resource_spans.schema_url,
+            origin.scope_spans.schema_url,
         )
         for origin, positions in trace.spans_by_origin.items()
     ]
 
 
-def _trace_of(trace_id: bytes, session_id: str | None, origins: list[tuple[bytes, bytes, list[bytes]]]) -> Trace:
+def _trace_of(trace_id: bytes, session_id: str | None, origins: Origins) -> Trace:
     trace = Trace(trace_id, time.monotonic())
     trace.session_id = session_id
-    for resource, scope, spans in origins:
-        resource_spans = ResourceSpans()
+    for resource, scope, spans, resource_schema, scope_schema in origins:
+        resource_spans = ResourceSpans(schema_url=resource_schema)
         resource_spans.resource.ParseFromString(resource)
-        scope_spans = resource_spans.scope_spans.add()
+        scope_spans = resource_spans.scope_spans.add(schema_url=scope_schema)
         scope_spans.scope.ParseFromString(scope)
         origin = ScopeOrigin(resource_spans, scope_spans)
         for position, data in enumerate(spans):
@@ -239,6 +245,20 @@ def _trace_of(trace_id: bytes, session_id: str | None, origins: list[tuple[bytes
             span.ParseFromString(data)
             trace.add(position, span, origin)
     return trace
+
+
+def _encoded(
+    origins: Origins, trace: Trace, anchor, fields: bytes, findings: tuple[tuple[bytes, bytes], ...]
+) -> bytes:
+    """The trace with its scores, as the collector's attach stage would merge them: the
+    anchor's fields, then each finding's on the last span of its id."""
+    appended = {id(anchor): fields}
+    if findings:
+        spans = {span.span_id: span for span, _ in trace.spans()}
+        for span_id, finding in findings:
+            span = spans[span_id]  # the worker named a span of the trace, or the anchor
+            appended[id(span)] = appended.get(id(span), b"") + finding
+    return encoded_trace(origins, trace, appended)
 
 
 class _WorkerHandle:
@@ -502,13 +522,14 @@ class _Worker:
     async def _score_traces(self, messages: list[tuple]) -> list[Scored]:
         traces = [_trace_of(*args) for args in messages]
         answers = await self.scoring.score_batch(traces, self._session_of)
-        for trace, scored in zip(traces, answers):
+        for (_, _, origins), trace, scored in zip(messages, traces, answers):
             if scored.skip_reason is None:
-                self._prepare_trace(trace, scored)
+                self._prepare_trace(trace, origins, scored)
         return answers
 
-    def _prepare_trace(self, trace: Trace, scored: Scored) -> None:
-        """Its scores as the bytes the collector merges, its score metrics observed."""
+    def _prepare_trace(self, trace: Trace, origins: Origins, scored: Scored) -> None:
+        """Its scores as the bytes the collector merges (or the whole trace encoded with
+        them), its score metrics observed."""
         anchor = trace.anchor
         if anchor is None:
             return
@@ -525,11 +546,15 @@ class _Worker:
                 (finding.span_id if finding.span_id in present else anchor.span_id, finding_fields(finding))
                 for finding in scored.findings
             )
-        scored.prepared = PreparedScores(anchor.span_id, fields, findings)
+        if self.setup.encode_traces:
+            scored.prepared = PreparedScores(anchor.span_id, encoded=_encoded(origins, trace, anchor, fields, findings))
+        else:
+            scored.prepared = PreparedScores(anchor.span_id, fields, findings)
         if self.setup.score_labels is not None:
             service, agent = trace.service_name, agent_name_of(trace)
             self._observe(scored, service, agent)
             self._observations.add_findings(scored.findings, service, agent)
+        scored.attributes = []  # in the prepared bytes; the collector reads them nowhere else
 
     def _observe(self, scored: Scored, service: str | None, agent: str | None) -> None:
         self._observations.add_results(

@@ -18,10 +18,14 @@ from pathlib import Path
 import pytest
 
 from bench.ingest import child_pids
+from spanscore.collector.service import Service
+from spanscore.config.loader import parse_config
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.otlp_json import encode_request
 from spanscore.pipeline.settings import PipelineSettings
 from tests.support.failing_run import run_spans
 from tests.support.otlp_client import send
+from tests.support.otlp_sink import OtlpSink
 from tests.support.ports import free_port
 from tests.support.replicas import CONFIG, Replica, scores, send_sessions
 from tests.support.running import scraped_samples, sink_config, wait_until
@@ -74,7 +78,7 @@ processors:
   failure_localization: {{}}
   session_metrics: {{}}
 exporters:
-  file: {{path: '{output}'}}
+  {exporter}
   prometheus: {{endpoint: '127.0.0.1:{prometheus}'}}
 extensions: {{health_check: {{endpoint: '127.0.0.1:{health}'}}}}
 service:
@@ -83,7 +87,7 @@ service:
     traces:
       receivers: [otlp]
       processors: [assembler, embedding_metrics, failure_localization, session_metrics]
-      exporters: [file]
+      exporters: [{exporter_id}]
     metrics: {{exporters: [prometheus]}}
 """
 
@@ -91,16 +95,34 @@ service:
 class FullReplica(Replica):
     """`spanscore run` with trace, finding and session metrics and score metrics on Prometheus."""
 
-    def __init__(self, tmp_path: Path, name: str, workers: int):
+    def __init__(self, tmp_path: Path, name: str, workers: int, sink: OtlpSink | None = None):
+        """Exporting to a file, or over OTLP to `sink` (with workers: each scored trace
+        comes back encoded with its scores and is sent as those bytes)."""
         self.grpc, self.health, self.prometheus = free_port(), free_port(), free_port()
         self.output = tmp_path / f"{name}.jsonl"
+        self.sink = sink
+        if sink is None:
+            exporter_id, exporter = "file", f"file: {{path: '{self.output}'}}"
+        else:
+            exporter_id, exporter = "otlp", f"otlp: {{endpoint: '127.0.0.1:{sink.grpc_port}', tls: {{insecure: true}}}}"
         config = tmp_path / f"{name}.yaml"
         config.write_text(
             FULL_CONFIG.format(
-                grpc=self.grpc, health=self.health, prometheus=self.prometheus, output=self.output, workers=workers
+                grpc=self.grpc,
+                health=self.health,
+                prometheus=self.prometheus,
+                workers=workers,
+                exporter=exporter,
+                exporter_id=exporter_id,
             )
         )
         self.start(config)
+
+    def written(self) -> list[str]:
+        """What it exported, as OTLP/JSON lines (the sink's spans as one request)."""
+        if self.sink is not None:
+            return [encode_request(request_of(self.sink.spans()))]
+        return self.output.read_text().splitlines() if self.output.exists() else []
 
     def score_series(self) -> dict:
         """Every sample of spanscore's score metrics (gen_ai_evaluation_*) by name and labels."""
@@ -111,11 +133,11 @@ class FullReplica(Replica):
         }
 
 
-def written_spans(path: Path) -> dict:
+def written_spans(lines: list[str]) -> dict:
     """What spanscore wrote on every span: its eval.* attributes and its evaluation events
     (their times left out), by trace and span id; a carrier by its session id, with its links."""
     spans = {}
-    for line in path.read_text().splitlines():
+    for line in lines:
         for resource_spans in json.loads(line)["resourceSpans"]:
             for scope_spans in resource_spans["scopeSpans"]:
                 for one in scope_spans["spans"]:
@@ -135,10 +157,13 @@ def written_spans(path: Path) -> dict:
     return spans
 
 
-def test_what_workers_prepare_is_what_the_collector_process_writes(tmp_path):
+@pytest.mark.parametrize("exporter", ["file", "otlp"])
+def test_what_workers_prepare_is_what_the_collector_process_writes(exporter, sink, tmp_path):
     """Scores, findings, carriers and score metrics, encoded in the workers and merged by
-    the collector, come out as the collector process writes them itself."""
-    single, workers = FullReplica(tmp_path, "single", 0), FullReplica(tmp_path, "workers", 2)
+    the collector (file) or sent as the workers encoded the traces (otlp), come out as the
+    collector process writes them itself."""
+    single = FullReplica(tmp_path, "single", 0)
+    workers = FullReplica(tmp_path, "workers", 2, sink if exporter == "otlp" else None)
     failed_runs = [run_spans(failing=True) for _ in range(3)]  # failure_localization blames a span of each
     try:
         assert wait_until(lambda: single.healthy() and workers.healthy(), timeout_s=60), "spanscore did not come up"
@@ -148,7 +173,7 @@ def test_what_workers_prepare_is_what_the_collector_process_writes(tmp_path):
                 send(replica.grpc, request_of(spans))
 
         def all_written(replica) -> bool:  # every trace, and every session's carrier
-            text = replica.output.read_text() if replica.output.exists() else ""
+            text = "".join(replica.written())
             return text.count("evaluate_session") == len(SESSIONS) and text.count("failure_localization") >= 3
 
         assert wait_until(lambda: all_written(single) and all_written(workers), timeout_s=60)
@@ -156,7 +181,7 @@ def test_what_workers_prepare_is_what_the_collector_process_writes(tmp_path):
         expected_series, series = single.score_series(), workers.score_series()
     finally:
         stderr = [r.stop() for r in (single, workers) if r.process.poll() is None]
-    expected, written = written_spans(single.output), written_spans(workers.output)
+    expected, written = written_spans(single.written()), written_spans(workers.written())
     assert len(expected) == len(written) == 36 * 2 + 3 * 5 + len(SESSIONS)
     assert written == expected
     blamed = [
@@ -255,3 +280,31 @@ def test_traces_and_sessions_a_worker_holds_at_the_stop_leave_with_their_metrics
 def test_scoring_workers_out_of_range_is_a_config_error(value):
     with pytest.raises(ValueError, match="scoring_workers"):
         PipelineSettings(scoring_workers=value)
+
+
+@pytest.mark.parametrize(
+    "exporters, encoded",
+    [
+        ({"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}"}, True),
+        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1'}"}, True),
+        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1', encoding: json}"}, False),
+        ({"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}", "debug": "{}"}, False),
+        ({"file": "{path: /dev/null}"}, False),
+    ],
+)
+def test_workers_encode_scored_traces_only_when_every_exporter_sends_protobuf(exporters, encoded):
+    listed = "\n".join(f"  {name}: {settings}" for name, settings in exporters.items())
+    config = parse_config(
+        f"""
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:0'}}}}}}}}
+processors:
+  assembler: {{scoring_workers: 2}}
+  embedding_metrics: {{embedder: {{type: static}}}}
+exporters:
+{listed}
+service:
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, embedding_metrics], exporters: [{", ".join(exporters)}]}}
+"""
+    )
+    assert Service(config).workers.setup.encode_traces is encoded  # built, not started: no process yet
