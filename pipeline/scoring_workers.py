@@ -247,9 +247,7 @@ def _trace_of(trace_id: bytes, session_id: str | None, origins: Origins) -> Trac
     return trace
 
 
-def _encoded(
-    origins: Origins, trace: Trace, anchor, fields: bytes, findings: tuple[tuple[bytes, bytes], ...]
-) -> bytes:
+def _encoded(origins: Origins, trace: Trace, anchor, fields: bytes, findings: tuple[tuple[bytes, bytes], ...]) -> bytes:
     """The trace with its scores, as the collector's attach stage would merge them: the
     anchor's fields, then each finding's on the last span of its id."""
     appended = {id(anchor): fields}
