@@ -6,7 +6,8 @@
 Phases, each against a fresh `spanscore run` process (default assembler settings:
 trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
-   flight); sustained spans/s is what reached the sink per second after warm-up; run
+   flight; a refused request is sent again after the delay the collector asks for, as
+   OpenTelemetry SDK exporters do); sustained spans/s is what reached the sink per second after warm-up; run
    for the collector core alone, then for the default config's processors (static
    embedder, no judge) and its score metrics with each `--workers` count of scoring
    worker processes (`scoring_workers`; 0 scores in the collector process). For each,
@@ -45,6 +46,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+from google.rpc.error_details_pb2 import RetryInfo
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -158,6 +160,8 @@ service:
 
 
 async def send(channel_call, payload: bytes, refused: list[int]) -> None:
+    """Send until accepted; a refusal is retried after the delay the collector asks for,
+    as OpenTelemetry SDK exporters do (RetryInfo), else after 50 ms."""
     while True:
         try:
             await channel_call(payload, timeout=30)
@@ -168,7 +172,15 @@ async def send(channel_call, payload: bytes, refused: list[int]) -> None:
             refused[0] += 1
             if len(refused) == 1:  # when the collector first held all it may: its backlog is full
                 refused.append(time.monotonic_ns())
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(retry_delay(exc))
+
+
+def retry_delay(exc: grpc.aio.AioRpcError) -> float:
+    for key, value in exc.trailing_metadata() or ():
+        if key == "google.rpc.retryinfo-bin":
+            delay = RetryInfo.FromString(value).retry_delay
+            return delay.seconds + delay.nanos / 1e9
+    return 0.05
 
 
 async def closed_loop(

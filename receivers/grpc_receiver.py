@@ -18,6 +18,7 @@ a credential is refused (and logged) like any wrong one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import NoReturn
 
@@ -167,6 +168,7 @@ class _UndecodableMetadata(logging.Filter):
         return record.msg != _UNDECODABLE
 
 
+@functools.lru_cache(maxsize=16)  # a few delays, sent on every refusal while overloaded
 def _retry_info(retry_after_s: int) -> tuple[tuple[str, bytes], ...]:
     """RetryInfo, the OTLP way to say when to come back.
 
