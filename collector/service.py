@@ -193,6 +193,8 @@ def _workers(config: Config, processors: list, encode_traces: bool) -> WorkerSco
         span_events=config.service.pipelines.traces.span_events,
         score_labels=frozenset(metrics.span_attributes) if config.metric_exporters else None,
         encode_traces=encode_traces,
+        # Only the router, evaluation logs and exporters that build requests read results.
+        send_results=not encode_traces or config.router is not None or bool(config.log_exporters),
     )
     return WorkerScoring(
         setup,

@@ -24,13 +24,14 @@ class TraceSummary:
     scores: dict[str, float]  # metric name -> score, for the metrics that produced one
 
     @classmethod
-    def of(cls, trace: Trace) -> TraceSummary:
+    def of(cls, trace: Trace, scores: dict[str, float] | None = None) -> TraceSummary:
+        """`scores` when given, else those of the trace's results."""
         return cls(
             trace_id=trace.trace_id,
             anchor_span_id=anchor.span_id if (anchor := trace.anchor) is not None else None,
             start_time_unix_nano=trace.start_time_unix_nano,
             complete=trace.complete,
-            scores={r.name: r.score for r in trace.results if r.score is not None},
+            scores={r.name: r.score for r in trace.results if r.score is not None} if scores is None else scores,
         )
 
 

@@ -17,6 +17,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from spanscore.core.attributes import find_attribute
+from spanscore.core.request_wire import RequestWire
 
 if TYPE_CHECKING:
     from spanscore.core.result import MetricResult
@@ -26,19 +27,36 @@ _PARENT_IS_REMOTE = 0x100 | 0x200
 
 
 class ScopeOrigin:
-    """The ResourceSpans and ScopeSpans a group of spans arrived in (read-only), and the
-    write-ahead log's sequence number of the request they came in, when it is on."""
+    """The ResourceSpans and ScopeSpans a group of spans arrived in (read-only), the
+    write-ahead log's sequence number of the request they came in, when it is on, and
+    the request's bytes with this ScopeSpans' place in it, when kept."""
 
-    __slots__ = ("resource_spans", "scope_spans", "record")
+    __slots__ = ("resource_spans", "scope_spans", "record", "wire", "wire_place")
 
-    def __init__(self, resource_spans: ResourceSpans, scope_spans: ScopeSpans, record: int | None = None):
+    def __init__(
+        self,
+        resource_spans: ResourceSpans,
+        scope_spans: ScopeSpans,
+        record: int | None = None,
+        wire: RequestWire | None = None,
+        wire_place: tuple[int, int] = (0, 0),  # (resource spans, scope spans) index in the request
+    ):
         self.resource_spans = resource_spans
         self.scope_spans = scope_spans
         self.record = record
+        self.wire = wire
+        self.wire_place = wire_place
 
     @property
     def resource(self) -> Resource:
         return self.resource_spans.resource
+
+    def as_sent(self) -> tuple[bytes, bytes, Sequence[bytes]] | None:
+        """The resource's, the scope's and the spans' bytes as they arrived, or None
+        when the request's bytes were not kept or cannot be sliced."""
+        if self.wire is None:
+            return None
+        return self.wire.origin(*self.wire_place, len(self.scope_spans.spans))
 
 
 def is_local_root(span: Span) -> bool:

@@ -20,6 +20,7 @@ from spanscore.core.attributes import any_value_to_python
 from spanscore.core.component import ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
 from spanscore.core.quoting import excerpt
+from spanscore.core.request_wire import RequestWire
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.pipeline.settings import PipelineSettings
 
@@ -38,18 +39,21 @@ class Assembler:
     def __len__(self) -> int:
         return len(self._traces)
 
-    def add(self, request: ExportTraceServiceRequest, now: float, record: int | None = None) -> ConsumeOutcome:
+    def add(
+        self, request: ExportTraceServiceRequest, now: float, record: int | None = None, wire: RequestWire | None = None
+    ) -> ConsumeOutcome:
         """Take every valid span of `request`; spans with invalid ids are rejected.
 
-        `record` is the request's sequence number in the write-ahead log, if one is kept.
+        `record` is the request's sequence number in the write-ahead log, if one is kept;
+        `wire` its bytes, kept with its spans when given (ScopeOrigin.as_sent).
         """
         traces = self._traces
         touched: dict[bytes, Trace] = {}
         accepted = rejected = 0
         error = None
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                origin = ScopeOrigin(resource_spans, scope_spans, record)
+        for resource_index, resource_spans in enumerate(request.resource_spans):
+            for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
+                origin = ScopeOrigin(resource_spans, scope_spans, record, wire, (resource_index, scope_index))
                 for position, span in enumerate(scope_spans.spans):
                     trace_id = span.trace_id
                     problem = _id_problem(trace_id, span.span_id, span.parent_span_id)

@@ -65,20 +65,19 @@ class ScoreAttacher:
         trace.results = results
         anchor = trace.anchor
         prepared = scored.prepared
-        if anchor is not None:
+        if prepared is not None and prepared.encoded is not None:
+            trace.encoded = prepared.encoded  # the worker sent the whole trace with its scores
+        elif anchor is not None:
             if prepared is not None and prepared.anchor_span_id == anchor.span_id:
-                if prepared.encoded is not None:  # the worker sent the whole trace scored
-                    trace.encoded = prepared.encoded
-                else:
-                    anchor.MergeFromString(prepared.anchor)
+                anchor.MergeFromString(prepared.anchor)
             else:
                 if results:
                     attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
                 for usage in per_evaluator(usages):  # two processors may pay the same judge
                     attach_usage(anchor, usage)
                 attach_attributes(anchor, attributes)
-            if results and self.evaluation_logs is not None:
-                self.evaluation_logs.emit(anchor, results)
+        if anchor is not None and results and self.evaluation_logs is not None:
+            self.evaluation_logs.emit(anchor, results)
         if scored.findings and (trace.encoded is None or self.evaluation_logs is not None):
             self._attach_findings(trace, scored.findings, prepared)
         if self.score_metrics is not None and prepared is None and (results or usages or scored.findings):

@@ -16,6 +16,7 @@ from dataclasses import replace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.consumer import NO_RESERVATION, ConsumeOutcome, ConsumerFull, Reservation
+from spanscore.core.request_wire import RequestWire
 from spanscore.extensions.write_ahead_log import Replayed
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.counts import PipelineCounts
@@ -33,11 +34,15 @@ class Intake:
         counts: PipelineCounts,
         clock: Callable[[], float],
         book: WriteAheadBook | None = None,
+        keep_wire: bool = False,
     ):
         self.assembler = assembler
         self.counts = counts
         self.clock = clock
         self.book = book
+        # Scoring workers get each trace's spans as bytes: the requests' own are kept
+        # with their spans, to be sliced rather than serialized again.
+        self.keep_wire = keep_wire
         self.retry_after_s = max(1, math.ceil(assembler.config.trace_wait))
 
     def check_capacity(self) -> None:
@@ -66,7 +71,8 @@ class Intake:
         self.check_capacity()
         wal = self.book.log if self.book is not None and write_ahead else None
         record = None if wal is None else wal.next_sequence
-        outcome = self.assembler.add(request, self.clock(), record)
+        wire = RequestWire(data) if self.keep_wire and data is not None else None
+        outcome = self.assembler.add(request, self.clock(), record, wire)
         if wal is not None and outcome.accepted:
             wal.append(data if data is not None else request.SerializeToString(), outcome.accepted)
             outcome = replace(outcome, record=record)

@@ -4,8 +4,9 @@ A scoring worker holds a copy of the trace it scored, so it can encode the trace
 scores as the span field bytes the attach stage would write (score_attributes), build a
 session's carrier span, and leave the collector's thread one `MergeFromString` per span
 (one parse per carrier); or, when every exporter sends protobuf, encode the whole
-scored trace, which the collector sends as it is. The results travel too: the exporters, the score router and the
-session summaries read them.
+scored trace, which the collector sends as it is. The results travel too, unless the
+collector reads none of them: the score router, evaluation logs and exporters that are
+not OTLP protobuf read them, session summaries only their scores.
 """
 
 from __future__ import annotations
@@ -24,3 +25,6 @@ class PreparedScores:
     # The whole trace with the scores merged, as export request bytes (encoded_trace),
     # instead of `anchor` and `findings` when every exporter sends protobuf.
     encoded: bytes | None = None
+    # Metric name -> score, instead of the results themselves when the collector reads
+    # none of them (WorkerSetup.send_results).
+    scores: dict[str, float] | None = None

@@ -81,6 +81,10 @@ class WorkerSetup:
     # Every exporter of the traces pipeline sends protobuf: a scored trace comes back
     # encoded with its scores (encoded_trace), and the collector sends those bytes.
     encode_traces: bool = False
+    # The collector reads a scored trace's results and findings (a score router,
+    # evaluation logs, an exporter that is not OTLP protobuf); without, an encoded
+    # trace's answer carries only its scores by name, for the session's summary.
+    send_results: bool = True
 
 
 class WorkerScoring:
@@ -160,7 +164,8 @@ class WorkerScoring:
         for trace, session, scored in zip(traces, sessions, answers):
             if session is not None and scored.skip_reason is None:
                 trace.results = scored.results
-                session.traces.append(TraceSummary.of(trace))
+                prepared = scored.prepared
+                session.traces.append(TraceSummary.of(trace, prepared.scores if prepared is not None else None))
         return list(answers)
 
     def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
@@ -544,15 +549,21 @@ class _Worker:
                 (finding.span_id if finding.span_id in present else anchor.span_id, finding_fields(finding))
                 for finding in scored.findings
             )
-        if self.setup.encode_traces:
-            scored.prepared = PreparedScores(anchor.span_id, encoded=_encoded(origins, trace, anchor, fields, findings))
-        else:
-            scored.prepared = PreparedScores(anchor.span_id, fields, findings)
         if self.setup.score_labels is not None:
             service, agent = trace.service_name, agent_name_of(trace)
             self._observe(scored, service, agent)
             self._observations.add_findings(scored.findings, service, agent)
-        scored.attributes = []  # in the prepared bytes; the collector reads them nowhere else
+        if not self.setup.encode_traces:
+            scored.prepared = PreparedScores(anchor.span_id, fields, findings)
+            return
+        encoded = _encoded(origins, trace, anchor, fields, findings)
+        scored.attributes = []  # encoded with the trace; the collector reads them nowhere else
+        if self.setup.send_results:
+            scored.prepared = PreparedScores(anchor.span_id, encoded=encoded)
+            return
+        scores = {result.name: result.score for result in scored.results if result.score is not None}
+        scored.prepared = PreparedScores(anchor.span_id, encoded=encoded, scores=scores)
+        scored.results, scored.findings = [], []  # unpickling them was most of reading an answer
 
     def _observe(self, scored: Scored, service: str | None, agent: str | None) -> None:
         self._observations.add_results(

@@ -76,7 +76,7 @@ class Pipeline:
         self.scoring: Scoring | None = workers or (
             LocalScoring(processors, ScoreScope(config.score)) if processors else None
         )
-        self.intake = Intake(assembler, self.counts, clock, book)
+        self.intake = Intake(assembler, self.counts, clock, book, keep_wire=workers is not None)
         self.attacher = ScoreAttacher(self.counts, clock, span_events, score_metrics, evaluation_logs)
         if workers is not None:
             workers.on_observations = self.attacher.observe

@@ -282,17 +282,22 @@ def test_scoring_workers_out_of_range_is_a_config_error(value):
         PipelineSettings(scoring_workers=value)
 
 
+OTLP = {"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}"}
+
+
 @pytest.mark.parametrize(
-    "exporters, encoded",
+    "exporters, logs, encoded, results",
     [
-        ({"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}"}, True),
-        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1'}"}, True),
-        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1', encoding: json}"}, False),
-        ({"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}", "debug": "{}"}, False),
-        ({"file": "{path: /dev/null}"}, False),
+        (OTLP, False, True, False),
+        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1'}"}, False, True, False),
+        (OTLP, True, True, True),  # evaluation logs are built from the results
+        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1', encoding: json}"}, False, False, True),
+        ({**OTLP, "debug": "{}"}, False, False, True),
+        ({"file": "{path: /dev/null}"}, False, False, True),
     ],
 )
-def test_workers_encode_scored_traces_only_when_every_exporter_sends_protobuf(exporters, encoded):
+def test_workers_encode_scored_traces_only_when_every_exporter_sends_protobuf(exporters, logs, encoded, results):
+    """And send the results back only when the collector reads them."""
     listed = "\n".join(f"  {name}: {settings}" for name, settings in exporters.items())
     config = parse_config(
         f"""
@@ -305,6 +310,8 @@ exporters:
 service:
   pipelines:
     traces: {{receivers: [otlp], processors: [assembler, embedding_metrics], exporters: [{", ".join(exporters)}]}}
+    {"logs: {exporters: [otlp]}" if logs else ""}
 """
     )
-    assert Service(config).workers.setup.encode_traces is encoded  # built, not started: no process yet
+    setup = Service(config).workers.setup  # built, not started: no process yet
+    assert (setup.encode_traces, setup.send_results) == (encoded, results)
