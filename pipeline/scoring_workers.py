@@ -223,17 +223,21 @@ class WorkerScoring:
 
 
 def _origins_of(trace: Trace) -> Origins:
-    """The trace's spans as bytes, grouped by the resource and scope they came with."""
-    return [
-        (
-            origin.resource.SerializeToString(),
-            origin.scope_spans.scope.SerializeToString(),
-            [origin.scope_spans.spans[p].SerializeToString() for p in positions],
-            origin.resource_spans.schema_url,
-            origin.scope_spans.schema_url,
-        )
-        for origin, positions in trace.spans_by_origin.items()
-    ]
+    """The trace's spans as bytes, grouped by the resource and scope they came with:
+    sliced from the request they arrived in when its bytes were kept, else serialized."""
+    origins = []
+    for origin, positions in trace.spans_by_origin.items():
+        sent = origin.as_sent()
+        if sent is None:
+            resource = origin.resource.SerializeToString()
+            scope = origin.scope_spans.scope.SerializeToString()
+            spans = origin.scope_spans.spans
+            data = [spans[p].SerializeToString() for p in positions]
+        else:
+            resource, scope, spans = sent
+            data = [spans[p] for p in positions]
+        origins.append((resource, scope, data, origin.resource_spans.schema_url, origin.scope_spans.schema_url))
+    return origins
 
 
 def _trace_of(trace_id: bytes, session_id: str | None, origins: Origins) -> Trace:

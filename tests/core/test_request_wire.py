@@ -6,6 +6,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from spanscore.core.request_wire import RequestWire
+from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.intake import Intake
+from spanscore.pipeline.settings import PipelineSettings
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
 
@@ -87,3 +91,21 @@ def _varint(number: int) -> bytes:
         number >>= 7
     out.append(number)
     return bytes(out)
+
+
+def test_the_intake_keeps_request_bytes_only_for_scoring_workers():
+    request = two_resources()
+    data = request.SerializeToString()
+    for keep in (True, False):
+        assembler = Assembler(PipelineSettings(trace_wait=1.0))
+        intake = Intake(assembler, PipelineCounts(1000), lambda: 0.0, keep_wire=keep)
+        intake.consume(ExportTraceServiceRequest.FromString(data), data)
+        (trace,) = assembler.pop_all()
+        sent = [origin.as_sent() for origin in trace.spans_by_origin]
+        if not keep:
+            assert sent == [None, None, None]
+            continue
+        for (resource, scope, spans), (origin, positions) in zip(sent, trace.spans_by_origin.items()):
+            assert resource == origin.resource.SerializeToString()
+            assert scope == origin.scope_spans.scope.SerializeToString()
+            assert [spans[p] for p in positions] == [origin.scope_spans.spans[p].SerializeToString() for p in positions]
