@@ -49,8 +49,10 @@ class Service:
         self.assembler = Assembler(config.pipeline_settings)
         processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
         exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
-        # Workers encode the traces they score when every exporter sends those bytes.
-        self.workers = _workers(config, processors, all(getattr(e, "sends_protobuf", False) for e in exporters))
+        # Workers encode the traces they score when every exporter sends those bytes as
+        # they are (the score router writes `eval.route` on the spans at fan-out).
+        encode_traces = config.router is None and all(getattr(e, "sends_protobuf", False) for e in exporters)
+        self.workers = _workers(config, processors, encode_traces)
         if self.workers is not None:  # they run in the workers
             processors = []
         self.router = config.router.factory.create(config.router.id, config.router.config) if config.router else None
@@ -193,8 +195,8 @@ def _workers(config: Config, processors: list, encode_traces: bool) -> WorkerSco
         span_events=config.service.pipelines.traces.span_events,
         score_labels=frozenset(metrics.span_attributes) if config.metric_exporters else None,
         encode_traces=encode_traces,
-        # Only the router, evaluation logs and exporters that build requests read results.
-        send_results=not encode_traces or config.router is not None or bool(config.log_exporters),
+        # Evaluation logs, the router and exporters that build requests read the results.
+        send_results=not encode_traces or bool(config.log_exporters),
     )
     return WorkerScoring(
         setup,

@@ -285,18 +285,22 @@ def test_scoring_workers_out_of_range_is_a_config_error(value):
 OTLP = {"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}"}
 
 
+ROUTER = "score_router: {table: [{name: failing, when: {label: fail}, exporters: [otlp]}]}"
+
+
 @pytest.mark.parametrize(
-    "exporters, logs, encoded, results",
+    "exporters, extra, encoded, results",
     [
-        (OTLP, False, True, False),
-        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1'}"}, False, True, False),
-        (OTLP, True, True, True),  # evaluation logs are built from the results
-        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1', encoding: json}"}, False, False, True),
-        ({**OTLP, "debug": "{}"}, False, False, True),
-        ({"file": "{path: /dev/null}"}, False, False, True),
+        (OTLP, "", True, False),
+        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1'}"}, "", True, False),
+        (OTLP, "logs", True, True),  # evaluation logs are built from the results
+        (OTLP, "router", False, True),  # it routes on the results and writes eval.route on the spans
+        ({"otlphttp": "{endpoint: 'http://127.0.0.1:1', encoding: json}"}, "", False, True),
+        ({**OTLP, "debug": "{}"}, "", False, True),
+        ({"file": "{path: /dev/null}"}, "", False, True),
     ],
 )
-def test_workers_encode_scored_traces_only_when_every_exporter_sends_protobuf(exporters, logs, encoded, results):
+def test_workers_encode_scored_traces_only_when_every_exporter_sends_protobuf(exporters, extra, encoded, results):
     """And send the results back only when the collector reads them."""
     listed = "\n".join(f"  {name}: {settings}" for name, settings in exporters.items())
     config = parse_config(
@@ -305,12 +309,16 @@ receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:0'}}}}}}}}
 processors:
   assembler: {{scoring_workers: 2}}
   embedding_metrics: {{embedder: {{type: static}}}}
+  {ROUTER if extra == "router" else ""}
 exporters:
 {listed}
 service:
   pipelines:
-    traces: {{receivers: [otlp], processors: [assembler, embedding_metrics], exporters: [{", ".join(exporters)}]}}
-    {"logs: {exporters: [otlp]}" if logs else ""}
+    traces:
+      receivers: [otlp]
+      processors: [assembler, embedding_metrics{", score_router" if extra == "router" else ""}]
+      exporters: [{", ".join(exporters)}]
+    {"logs: {exporters: [otlp]}" if extra == "logs" else ""}
 """
     )
     setup = Service(config).workers.setup  # built, not started: no process yet
