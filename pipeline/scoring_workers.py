@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
@@ -256,7 +256,9 @@ def _trace_of(trace_id: bytes, session_id: str | None, origins: Origins) -> Trac
     return trace
 
 
-def _encoded(origins: Origins, trace: Trace, anchor, fields: bytes, findings: tuple[tuple[bytes, bytes], ...]) -> bytes:
+def _encoded(
+    origins: Origins, trace: Trace, anchor: Span, fields: bytes, findings: tuple[tuple[bytes, bytes], ...]
+) -> bytes:
     """The trace with its scores, as the collector's attach stage would merge them: the
     anchor's fields, then each finding's on the last span of its id."""
     appended = {id(anchor): fields}
