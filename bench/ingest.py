@@ -7,10 +7,11 @@ Phases, each against a fresh `spanscore run` process (default assembler settings
 trace_wait 1s) exporting over OTLP/gRPC to a loopback sink process:
 1. throughput: the client sends 512-span requests as fast as they are accepted (4 in
    flight; a refused request is sent again after the delay the collector asks for, as
-   OpenTelemetry SDK exporters do); sustained spans/s is what reached the sink per second after warm-up; run
-   for the collector core alone, then for the default config's processors (static
-   embedder, no judge) and its score metrics with each `--workers` count of scoring
-   worker processes (`scoring_workers`; 0 scores in the collector process). For each,
+   OpenTelemetry SDK exporters do); sustained spans/s is what reached the sink per
+   second after warm-up; run for the collector core alone, then for the default
+   config's processors (static embedder, no judge) and its score metrics with each
+   `--workers` count of scoring worker processes (`scoring_workers`; 0 scores in the
+   collector process). For each,
    the CPU each process (collector, each worker) spent per span that reached the sink,
    read from its own CPU clock over the steady-state window; with workers, the
    throughput that implies on 4, 8 and 16 cores (a core for the collector process and
