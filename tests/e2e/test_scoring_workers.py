@@ -283,8 +283,6 @@ def test_scoring_workers_out_of_range_is_a_config_error(value):
 
 
 OTLP = {"otlp": "{endpoint: '127.0.0.1:1', tls: {insecure: true}}"}
-
-
 ROUTER = "score_router: {table: [{name: failing, when: {label: fail}, exporters: [otlp]}]}"
 
 
