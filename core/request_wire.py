@@ -20,7 +20,7 @@ from collections.abc import Sequence
 _FIRST = 0x0A
 _SECOND = 0x12
 
-# A resource's or a scope's bytes (None: absent), and each span's (start, end) offsets.
+# A scope's bytes (None: absent), and its spans' start and end offsets, in turn.
 Scope = tuple[bytes | None, tuple[int, ...]]
 
 
@@ -65,7 +65,7 @@ class RequestWire:
     def __init__(self, data: bytes):
         self.data = data
         # Per resource spans: its resource's bytes and, per scope spans, its scope's
-        # bytes and its spans' offsets. None once the walk failed.
+        # bytes and its spans' offsets. False until walked, None once the walk failed.
         self._resources: list[tuple[bytes | None, list[Scope]]] | None | bool = False
 
     def origin(
