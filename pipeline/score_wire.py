@@ -21,7 +21,8 @@ _FIXED64 = struct.Struct("<Q").pack
 _INT64_MASK = (1 << 64) - 1  # negative int64 values are written as their two's complement
 
 
-def _varint(number: int) -> bytes:
+def varint(number: int) -> bytes:
+    """`number` as a protobuf varint (an unsigned one; int64 values are masked first)."""
     if number < 0x80:
         return _ONE_BYTE[number]
     out = bytearray()
@@ -47,7 +48,7 @@ MAX_CACHED_KEYS = 4096
 def length_delimited(tag: bytes, payload: bytes) -> bytes:
     """Field `tag` (one byte: a field number below 16, wire type 2) holding `payload`."""
     size = len(payload)
-    return tag + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + payload
+    return tag + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + payload
 
 
 def _text(value: str) -> bytes:
@@ -59,7 +60,7 @@ def any_value(value: Value) -> bytes:
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
     if isinstance(value, int):
-        return b"\x18" + _varint(value & _INT64_MASK)
+        return b"\x18" + varint(value & _INT64_MASK)
     if isinstance(value, float):
         return b"\x21" + _DOUBLE(value)
     return length_delimited(_STRING_VALUE, _text(value))
@@ -77,13 +78,13 @@ def key_value(key: str, value: Value) -> bytes:
     if kind is str:
         text = value.encode("utf-8", "replace")
         size = len(text)
-        wrapped = _STRING_VALUE + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + text
+        wrapped = _STRING_VALUE + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + text
     elif kind is float:
         wrapped = b"\x21" + _DOUBLE(value)
     else:
         wrapped = any_value(value)
     size = len(wrapped)
-    return encoded + _VALUE + (_ONE_BYTE[size] if size < 0x80 else _varint(size)) + wrapped
+    return encoded + _VALUE + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + wrapped
 
 
 def span_attributes(pairs: Iterable[tuple[str, Value]]) -> bytes:

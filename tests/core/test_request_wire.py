@@ -9,6 +9,7 @@ from spanscore.core.request_wire import RequestWire
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.intake import Intake
+from spanscore.pipeline.score_wire import varint
 from spanscore.pipeline.settings import PipelineSettings
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
@@ -56,10 +57,10 @@ def test_unknown_fields_at_every_level_are_stepped_over():
         inner = bytearray(unknown)
         for scope_spans in resource_spans.scope_spans:
             scope = unknown + scope_spans.SerializeToString() + unknown
-            inner += b"\x12" + _varint(len(scope)) + scope
-        inner += b"\x0a" + _varint(len(resource_spans.resource.SerializeToString()))
+            inner += b"\x12" + varint(len(scope)) + scope
+        inner += b"\x0a" + varint(len(resource_spans.resource.SerializeToString()))
         inner += resource_spans.resource.SerializeToString()
-        data += b"\x0a" + _varint(len(inner)) + inner
+        data += b"\x0a" + varint(len(inner)) + inner
     parsed = ExportTraceServiceRequest.FromString(bytes(data))
     assert [s.name for rs in parsed.resource_spans for ss in rs.scope_spans for s in ss.spans] == list("abcd")
     places = sliced(bytes(data), parsed)
@@ -71,8 +72,8 @@ def test_what_cannot_be_sliced_is_left_to_serialization():
     data = request.SerializeToString()
     resource = request.resource_spans[0].resource.SerializeToString()
     # The resource given in two parts (the parser merges them): no single slice holds it.
-    split = request.resource_spans[0].SerializeToString() + b"\x0a" + _varint(len(resource)) + resource
-    twice = b"\x0a" + _varint(len(split)) + split
+    split = request.resource_spans[0].SerializeToString() + b"\x0a" + varint(len(resource)) + resource
+    twice = b"\x0a" + varint(len(split)) + split
     assert ExportTraceServiceRequest.FromString(twice).resource_spans[0].scope_spans[0].spans[0].name == "a"
     assert RequestWire(twice).origin(0, 0, 1) is None
     # A group (wire type 3) or cut-off bytes: nothing sliced, nothing raised.
@@ -82,15 +83,6 @@ def test_what_cannot_be_sliced_is_left_to_serialization():
     assert RequestWire(data).origin(0, 0, 2) is None
     assert RequestWire(data).origin(1, 0, 1) is None and RequestWire(data).origin(0, 1, 1) is None
     assert RequestWire(data).origin(0, 0, 1) is not None
-
-
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while number >= 0x80:
-        out.append(number & 0x7F | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
 
 
 def test_the_intake_keeps_request_bytes_only_for_scoring_workers():
