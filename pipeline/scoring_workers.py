@@ -145,38 +145,45 @@ class WorkerScoring:
     @property
     def in_flight(self) -> int:
         """Traces and sessions sent to a worker and not answered yet."""
-        return sum(len(w.pending) for w in self._workers)
+        return sum(w.in_flight for w in self._workers)
 
     async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
-        # The messages of one loop round go to each worker together, which scores those
-        # it gets in one batch of its own. Workers decide the scope: a session is opened
-        # here for every trace that names one, and stays empty if none of its traces is scored.
+        # Each worker gets the batch's traces for it as one message, sent with the loop
+        # round's others, and scores those it gets in a round as one batch. Workers decide
+        # the scope: a session is opened here for every trace that names one, and stays
+        # empty if none of its traces is scored.
         sessions = [session_of(trace) for trace in traces]
-        # Futures, not a task per trace: the collector's thread is the ceiling.
-        asked = [self._ask_trace(t, s) for t, s in zip(traces, sessions)]
-        answers = await asyncio.gather(*asked, return_exceptions=True)
-        answers = [
-            Scored.failed(self.metric_names, answer) if isinstance(answer, WorkerLost) else answer for answer in answers
-        ]
-        for answer in answers:
-            if isinstance(answer, BaseException):  # not the worker's failure: the pipeline's to handle
+        # One future per worker, not per trace: the collector's thread is the ceiling.
+        positions: dict[int, list[int]] = {}
+        for position, (trace, session) in enumerate(zip(traces, sessions)):
+            key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
+            positions.setdefault(zlib.crc32(key) % len(self._workers), []).append(position)
+        asked = []
+        for index, at in positions.items():
+            # A trace outside the sessions (none opened for it) goes without its session id.
+            items = [
+                (traces[p].trace_id, traces[p].session_id if sessions[p] is not None else None, _origins_of(traces[p]))
+                for p in at
+            ]
+            asked.append(self._workers[index].submit(("traces", items), len(items)))
+        answers: list[Scored] = [None] * len(traces)  # type: ignore[list-item]  # each set below
+        for at, answer in zip(positions.values(), await asyncio.gather(*asked, return_exceptions=True)):
+            if isinstance(answer, WorkerLost):
+                answer = [Scored.failed(self.metric_names, answer) for _ in at]
+            elif isinstance(answer, BaseException):  # not the worker's failure: the pipeline's to handle
                 raise answer
+            for position, scored in zip(at, answer):
+                answers[position] = scored
         for trace, session, scored in zip(traces, sessions, answers):
             if session is not None and scored.skip_reason is None:
                 trace.results = scored.results
                 prepared = scored.prepared
                 session.traces.append(TraceSummary.of(trace, prepared.scores if prepared is not None else None))
-        return list(answers)
+        return answers
 
     def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
         skip = scope_skip_reason(self._scope, trace)
         return unscored_in_scope(skip, trace, session_of, self.trace_metric_names, why)
-
-    def _ask_trace(self, trace: Trace, session: Session | None) -> asyncio.Future:
-        key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
-        worker = self._workers[zlib.crc32(key) % len(self._workers)]
-        message = ("trace", trace.trace_id, trace.session_id if session is not None else None, _origins_of(trace))
-        return worker.submit(message)
 
     async def score_session(self, session: Session) -> Scored:
         worker = self._workers[zlib.crc32(session.session_id.encode("utf-8")) % len(self._workers)]
@@ -278,7 +285,8 @@ class _WorkerHandle:
         self._loop = loop
         self._on_lost = on_lost
         self._on_observed = on_observed
-        self.pending: dict[int, asyncio.Future] = {}
+        self.pending: dict[int, tuple[asyncio.Future, int]] = {}  # by request id, with its item count
+        self.in_flight = 0  # traces and sessions the pending requests hold
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
         self.lost = False
@@ -303,15 +311,17 @@ class _WorkerHandle:
     async def ask(self, message: tuple) -> Any:
         return await self.submit(message)
 
-    def submit(self, message: tuple) -> asyncio.Future:
-        """The future of the worker's answer to `message`, sent with this loop round's."""
+    def submit(self, message: tuple, items: int = 1) -> asyncio.Future:
+        """The future of the worker's answer to `message` (about `items` traces or
+        sessions), sent with this loop round's."""
         future = self._loop.create_future()
         if self.lost:
             future.set_exception(WorkerLost(f"scoring worker process exited (code {self._process.exitcode})"))
             return future
         request_id = self._next_id
         self._next_id += 1
-        self.pending[request_id] = future
+        self.pending[request_id] = (future, items)
+        self.in_flight += items
         if not self._batch:
             self._loop.call_soon(self._flush)
         self._batch.append((request_id, *message))
@@ -376,8 +386,12 @@ class _WorkerHandle:
             elif kind == "observed":
                 self._on_observed(payload)
             else:
-                future = self.pending.pop(request_id, None)
-                if future is not None and not future.done():
+                asked = self.pending.pop(request_id, None)
+                if asked is None:
+                    continue
+                future, items = asked
+                self.in_flight -= items
+                if not future.done():
                     future.set_result(payload)
 
     def _lost(self) -> None:
@@ -387,10 +401,11 @@ class _WorkerHandle:
             self.ready.set_exception(
                 RuntimeError(f"worker exited with code {self._process.exitcode} before it was ready")
             )
-        for future in self.pending.values():
+        for future, _ in self.pending.values():
             if not future.done():
                 future.set_exception(error)
         self.pending.clear()
+        self.in_flight = 0
         self._on_lost(self)
 
 
@@ -456,11 +471,11 @@ class _Worker:
             messages = (batch or [])[:-1] if stop else batch
             # Traces in flight have distinct sessions (the collector sends a session's
             # next trace only once the last is answered): they are scored as one batch.
-            traces = [m for m in messages if m[1] == "trace"]
+            traces = [m for m in messages if m[1] == "traces"]
             if traces:
                 self._spawn(self._answer_traces(traces))
             for message in messages:
-                if message[1] != "trace":
+                if message[1] != "traces":
                     self._spawn(self._answer(message))
             if stop:
                 break
@@ -502,15 +517,19 @@ class _Worker:
         self._reply(request_id, scored)
 
     async def _answer_traces(self, messages: list[tuple]) -> None:
+        """Each message's traces scored, all in one batch; answered a list per message."""
+        traces = [trace for _, _, traces in messages for trace in traces]
         try:
-            answers = await self._score_traces([args for _, _, *args in messages])
+            answers = await self._score_traces(traces)
         except Exception as exc:  # the processors' own failures are results already
             log.exception("scoring worker failed on a batch of traces")
-            answers = [Scored.failed(self.scoring.metric_names, exc)] * len(messages)
-        for (request_id, *_), scored in zip(messages, answers):
-            self._reply(request_id, scored)
+            answers = [Scored.failed(self.scoring.metric_names, exc) for _ in traces]
+        start = 0
+        for request_id, _, traces in messages:
+            self._reply(request_id, answers[start : start + len(traces)])
+            start += len(traces)
 
-    def _reply(self, request_id: int, scored: Scored) -> None:
+    def _reply(self, request_id: int, scored: Scored | list[Scored]) -> None:
         self._send_soon(("scored", request_id, scored))
 
     def _send_soon(self, message: tuple) -> None:
@@ -528,10 +547,10 @@ class _Worker:
         if telemetry:
             self._send_soon(("judges", None, telemetry))
 
-    async def _score_traces(self, messages: list[tuple]) -> list[Scored]:
-        traces = [_trace_of(*args) for args in messages]
+    async def _score_traces(self, sent: list[tuple]) -> list[Scored]:
+        traces = [_trace_of(*args) for args in sent]
         answers = await self.scoring.score_batch(traces, self._session_of)
-        for (_, _, origins), trace, scored in zip(messages, traces, answers):
+        for (_, _, origins), trace, scored in zip(sent, traces, answers):
             if scored.skip_reason is None:
                 self._prepare_trace(trace, origins, scored)
         return answers
