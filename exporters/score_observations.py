@@ -2,8 +2,8 @@
 
 Built where the results are: the collector's attach stage, or a scoring worker, which
 sends one per round so the collector's thread does not build attribute sets per result.
-`ScoreMetrics.record_observations` then records each series once per batch: a counter
-increment of the batch's sum, and the histogram's scores already bucketed.
+`ScoreMetrics.record_observations` adds them up, and records each series when a metric
+reader collects: a counter increment of the sum, and the histogram's scores already bucketed.
 Series attributes are sorted tuples of (key, value), so they hash, pickle and compare.
 Label caps (`max_label_values`) are applied when recorded, in the collector, where every
 series of the process is seen.

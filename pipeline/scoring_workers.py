@@ -6,8 +6,9 @@ the spans of that trace with their resource and scope), and the worker's process
 outputs come back as `Scored`, with what the collector's thread would otherwise compute
 per trace done in the worker (`PreparedScores`): the scores encoded as the span field
 bytes the collector merges, a closed session's carrier span built, and the score
-metrics' observations summed per round. Per message pair that is one pickle each way,
-batched per round of the event loop.
+metrics' observations summed per round. A batch's traces for a worker go as one message,
+with one future for its answers; messages and answers are pickled in batches, one per
+round of each process's event loop.
 
 A session's traces all go to one worker (by a hash of the session id), where its
 processors keep their per-session state; the pipeline's ready queue holds a session's

@@ -21,7 +21,8 @@ def observed(service: str, *scores: float) -> ScoreObservations:
 
 
 def started(readers: list[InMemoryMetricReader], max_label_values: int = 200) -> ScoreMetrics:
-    metrics = ScoreMetrics([lambda host, reader=reader: reader for reader in readers], max_label_values=max_label_values)
+    makers = [lambda host, reader=reader: reader for reader in readers]
+    metrics = ScoreMetrics(makers, max_label_values=max_label_values)
     asyncio.run(metrics.start())
     return metrics
 
