@@ -472,9 +472,9 @@ class _Worker:
             messages = (batch or [])[:-1] if stop else batch
             # Traces in flight have distinct sessions (the collector sends a session's
             # next trace only once the last is answered): they are scored as one batch.
-            traces = [m for m in messages if m[1] == "traces"]
-            if traces:
-                self._spawn(self._answer_traces(traces))
+            batches = [m for m in messages if m[1] == "traces"]
+            if batches:
+                self._spawn(self._answer_traces(batches))
             for message in messages:
                 if message[1] != "traces":
                     self._spawn(self._answer(message))
@@ -519,16 +519,16 @@ class _Worker:
 
     async def _answer_traces(self, messages: list[tuple]) -> None:
         """Each message's traces scored, all in one batch; answered a list per message."""
-        traces = [trace for _, _, traces in messages for trace in traces]
+        traces = [trace for _, _, sent in messages for trace in sent]
         try:
             answers = await self._score_traces(traces)
         except Exception as exc:  # the processors' own failures are results already
             log.exception("scoring worker failed on a batch of traces")
             answers = [Scored.failed(self.scoring.metric_names, exc) for _ in traces]
         start = 0
-        for request_id, _, traces in messages:
-            self._reply(request_id, answers[start : start + len(traces)])
-            start += len(traces)
+        for request_id, _, sent in messages:
+            self._reply(request_id, answers[start : start + len(sent)])
+            start += len(sent)
 
     def _reply(self, request_id: int, scored: Scored | list[Scored]) -> None:
         self._send_soon(("scored", request_id, scored))
