@@ -33,7 +33,10 @@ class Assembler:
         self._traces: dict[bytes, Trace] = {}  # insertion order == first-seen order
         self._idle: OrderedDict[bytes, None] = OrderedDict()  # least recently touched first
         self._forwarded: OrderedDict[bytes, None] = OrderedDict()
-        self._session_keys = tuple(config.session_keys)
+        # Session key -> its rank (0 wins); a lookup per attribute, as every span's are read.
+        self._session_ranks: dict[str, int] = {}
+        for rank, key in enumerate(config.session_keys):
+            self._session_ranks.setdefault(key, rank)
         self.buffered_spans = 0
 
     def __len__(self) -> int:
@@ -126,10 +129,10 @@ class Assembler:
 
     def session_id_of(self, trace: Trace) -> str | None:
         """The first session key found: root span, then other spans, then resources."""
-        if not self._session_keys:
+        if not self._session_ranks:
             return None
         for attributes in trace.attribute_lists():
-            found = _session_value(attributes, self._session_keys)
+            found = _session_value(attributes, self._session_ranks)
             if found:
                 return found
         return None
@@ -147,14 +150,11 @@ class Assembler:
                 self._forwarded.popitem(last=False)
 
 
-def _session_value(attributes, keys: tuple[str, ...]) -> str | None:
-    best_rank, best = len(keys), None
+def _session_value(attributes, ranks: dict[str, int]) -> str | None:
+    best_rank, best = len(ranks), None
     for kv in attributes:
-        try:
-            rank = keys.index(kv.key)
-        except ValueError:
-            continue
-        if rank < best_rank:
+        rank = ranks.get(kv.key)
+        if rank is not None and rank < best_rank:
             value = any_value_to_python(kv.value)
             if value not in (None, "", [], {}):
                 best_rank, best = rank, str(value)

@@ -84,7 +84,8 @@ class WorkerSetup:
     encode_traces: bool = False
     # The collector reads a scored trace's results and findings (a score router,
     # evaluation logs, an exporter that is not OTLP protobuf); without, an encoded
-    # trace's answer carries only its scores by name, for the session's summary.
+    # trace's answer carries only its scores by name, for the session's summary, and a
+    # session's only its carrier.
     send_results: bool = True
 
 
@@ -632,6 +633,9 @@ class _Worker:
             if self.setup.score_labels is not None:
                 self._observe(scored, find_attribute(session.resource.attributes, "service.name"), None)
         scored.prepared = PreparedScores(carrier=carrier)
+        if self.setup.encode_traces and not self.setup.send_results:
+            # The carrier holds them; unpickling the results was most of reading the answer.
+            scored.results, scored.attributes = [], []
         return scored
 
     def _flush(self) -> None:

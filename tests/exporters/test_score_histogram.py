@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from opentelemetry.sdk.metrics import Histogram as HistogramInstrument
 from opentelemetry.sdk.metrics import MeterProvider
@@ -31,6 +33,15 @@ def test_buckets_match_hand_counts():
     assert buckets.counts == [2, 1, 1, 0, 2, 0, 0, 0, 0, 2, 0]
     assert (buckets.count, buckets.low, buckets.high) == (8, 0.0, 1.0)
     assert buckets.total == pytest.approx(3.4000001)
+
+
+def test_buckets_cross_a_pickle_whole():
+    # As scoring workers send them: the filled and the empty (min and max still infinite).
+    for buckets in (buckets_of(VALUES), ScoreBuckets()):
+        copy = pickle.loads(pickle.dumps(buckets))
+        assert copy == buckets and copy is not buckets
+        copy.add(0.5)  # its own counts, not the original's
+        assert (copy.count, sum(copy.counts)) == (buckets.count + 1, sum(buckets.counts) + 1)
 
 
 def test_merged_halves_equal_the_whole():
