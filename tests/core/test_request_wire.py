@@ -46,12 +46,13 @@ def test_every_span_resource_and_scope_is_sliced_as_sent():
     assert places[2][1] == b""  # a scope spans without a scope
 
 
-def test_unknown_fields_at_every_level_are_stepped_over():
+def test_unknown_fields_at_every_level_are_passed_over():
     request = two_resources()
     data = bytearray()
     # An unknown request field of each wire type before the resource spans: varint (2),
-    # fixed64 (3), fixed32 (4) and, with a field number above 15, length-delimited (100).
-    unknown = b"\x10\x96\x01" + b"\x19" + bytes(8) + b"\x25" + bytes(4) + b"\xa2\x06\x03abc"
+    # fixed64 (3), fixed32 (4), with a field number above 15, length-delimited (100), and
+    # a group (9) holding a varint.
+    unknown = b"\x10\x96\x01" + b"\x19" + bytes(8) + b"\x25" + bytes(4) + b"\xa2\x06\x03abc" + b"\x4b\x08\x01\x4c"
     data += unknown
     for resource_spans in request.resource_spans:
         inner = bytearray(unknown)
@@ -76,7 +77,7 @@ def test_what_cannot_be_sliced_is_left_to_serialization():
     twice = b"\x0a" + varint(len(split)) + split
     assert ExportTraceServiceRequest.FromString(twice).resource_spans[0].scope_spans[0].spans[0].name == "a"
     assert RequestWire(twice).origin(0, 0, 1) is None
-    # A group (wire type 3) or cut-off bytes: nothing sliced, nothing raised.
+    # A group never closed, or cut-off bytes: nothing sliced, nothing raised.
     assert RequestWire(b"\x0b" + data).origin(0, 0, 1) is None
     assert RequestWire(data[:-3]).origin(0, 0, 1) is None
     # Another count of spans, or a place the bytes do not have (another request's): refused.
