@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from opentelemetry.sdk.metrics import Histogram as HistogramInstrument
@@ -102,9 +102,10 @@ class ScoreHistogram:
                     point = points[series] = _Point(ScoreBuckets(), now)
                 point.buckets.merge(buckets)
 
-    def attach(self, reader: MetricReader) -> None:
-        """Add the histogram to what `reader` collects; call once the MeterProvider
-        registered the reader (it sets the collection callback this wraps)."""
+    def attach(self, reader: MetricReader, before: Callable[[], None] | None = None) -> None:
+        """Add the histogram to what `reader` collects, calling `before` first in each
+        collection; call once the MeterProvider registered the reader (it sets the
+        collection callback this wraps)."""
         collect = reader._collect  # the SDK's one hook between a reader and its provider
         preferred = reader._instrument_class_temporality  # keyed by the SDK's own instrument classes
         delta = any(
@@ -117,6 +118,8 @@ class ScoreHistogram:
                 self._delta_since[id(reader)] = time.time_ns()
 
         def collect_with_scores(metric_reader: MetricReader, **kwargs) -> MetricsData | None:
+            if before is not None:
+                before()
             return self._add_to(collect(metric_reader, **kwargs), id(reader) if delta else None)
 
         reader._set_collect_callback(collect_with_scores)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, MetricsData
+from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -110,8 +110,7 @@ class ScoreMetrics:
             resource,
         )
         for reader in readers:
-            self._scores.attach(reader)
-            _record_before_collecting(reader, self._record_pending)
+            self._scores.attach(reader, before=self._record_pending)
         self._results = meter.create_counter(
             RESULT_COUNTER,
             unit="{result}",
@@ -186,18 +185,6 @@ class ScoreMetrics:
         provider, self.provider = self.provider, None
         if provider is not None:
             await asyncio.to_thread(_flush_and_stop, provider, deadline)
-
-
-def _record_before_collecting(reader: MetricReader, record: Callable[[], None]) -> None:
-    """Call `record` at the start of each of `reader`'s collections; after the
-    MeterProvider registered the reader (it sets the collection callback this wraps)."""
-    collect = reader._collect
-
-    def record_and_collect(metric_reader: MetricReader, **kwargs) -> MetricsData | None:
-        record()
-        return collect(metric_reader, **kwargs)
-
-    reader._set_collect_callback(record_and_collect)
 
 
 def _observe(metric: TelemetryMetric) -> Callable[[CallbackOptions], list[Observation]]:

@@ -33,7 +33,8 @@ class Assembler:
         self._traces: dict[bytes, Trace] = {}  # insertion order == first-seen order
         self._idle: OrderedDict[bytes, None] = OrderedDict()  # least recently touched first
         self._forwarded: OrderedDict[bytes, None] = OrderedDict()
-        # Session key -> its rank (0 wins); a lookup per attribute, as every span's are read.
+        # Session key -> its rank (the lowest wins): one lookup per attribute read; a trace
+        # without a session id has every attribute of every span read.
         self._session_ranks: dict[str, int] = {}
         for rank, key in enumerate(config.session_keys):
             self._session_ranks.setdefault(key, rank)
