@@ -147,7 +147,7 @@ class WorkerScoring:
     @property
     def in_flight(self) -> int:
         """Traces and sessions sent to a worker and not answered yet."""
-        return sum(w.in_flight for w in self._workers)
+        return sum(items for w in self._workers for _, items in w.pending.values())
 
     async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
         # Each worker gets the batch's traces for it as one message, sent with the loop
@@ -288,7 +288,6 @@ class _WorkerHandle:
         self._on_lost = on_lost
         self._on_observed = on_observed
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}  # by request id, with its item count
-        self.in_flight = 0  # traces and sessions the pending requests hold
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
         self.lost = False
@@ -323,7 +322,6 @@ class _WorkerHandle:
         request_id = self._next_id
         self._next_id += 1
         self.pending[request_id] = (future, items)
-        self.in_flight += items
         if not self._batch:
             self._loop.call_soon(self._flush)
         self._batch.append((request_id, *message))
@@ -391,8 +389,7 @@ class _WorkerHandle:
                 asked = self.pending.pop(request_id, None)
                 if asked is None:
                     continue
-                future, items = asked
-                self.in_flight -= items
+                future, _ = asked
                 if not future.done():
                     future.set_result(payload)
 
@@ -407,7 +404,6 @@ class _WorkerHandle:
             if not future.done():
                 future.set_exception(error)
         self.pending.clear()
-        self.in_flight = 0
         self._on_lost(self)
 
 
