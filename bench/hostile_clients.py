@@ -1,6 +1,6 @@
 """Hostile clients against a `spanscore run` process on loopback: what it holds, and how long.
 
-    python bench/hostile_clients.py [--phases memory slowloris idle grpc]
+    python bench/hostile_clients.py [--phases memory bombs slowloris idle grpc cardinality]
                                     [--http "read_header_timeout: 5s"] [--grpc "read_timeout: 5s"]
                                     [--hold 15] [--max-label-values N]
 
@@ -10,12 +10,16 @@ Each phase starts a fresh collector (OTLP/HTTP and gRPC receivers, file exporter
    body each at once, then 8 clients a ~12 MB one, retrying after 503s for up to a
    minute; the statuses they got in the end, their attempts, and the
    collector's peak resident memory during each load (VmHWM from /proc, reset before it);
-2. slowloris: 200 connections send an HTTP request's headers one byte a second; how
+2. bombs: ten gzip bombs (~1 MB each, 1 GiB inflated) POSTed one after the other, each
+   to be refused with 413 at the body limit, without a memory limiter and then with
+   `memory_limiter: {limit_mib: 500}`; what they were answered, the collector's resident
+   memory before and 2 s after them, and what a legitimate request then gets;
+3. slowloris: 200 connections send an HTTP request's headers one byte a second; how
    many the collector still holds after `--hold` seconds;
-3. idle: 2,000 connections that send nothing; how many are still held after `--hold`;
-4. grpc: 1,000 Export streams that never send their message (100 per connection); how
+4. idle: 2,000 connections that send nothing; how many are still held after `--hold`;
+5. grpc: 1,000 Export streams that never send their message (100 per connection); how
    many are still open after `--hold` seconds;
-5. cardinality: 20,000 agent traces, each from a service of its own name, scored by the
+6. cardinality: 20,000 agent traces, each from a service of its own name, scored by the
    no-LLM metrics; the size of the Prometheus scrape once they are all scored
    (`--max-label-values` sets the metrics pipeline's cap).
 Figures are for one run on this machine.
@@ -34,6 +38,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
 import grpc
@@ -170,6 +175,54 @@ def memory(workdir: Path, args) -> None:
             )
     finally:
         collector.stop()
+
+
+def gzip_bomb(inflated_mib: int) -> bytes:
+    """A gzip body of `inflated_mib` MiB of zeros: about a thousandth of that on the wire."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(2**20)
+    return b"".join([*(deflate.compress(zeros) for _ in range(inflated_mib)), deflate.flush()])
+
+
+def bombs(workdir: Path, args) -> None:
+    bomb = gzip_bomb(1024)
+    legitimate = encode_request(
+        ExportTraceServiceRequest.FromString(AgentRequests(spans_per_request=16).template.tobytes())
+    ).encode()
+    for limiter in ("", "memory_limiter: {limit_mib: 500}"):
+        collector = Collector(
+            workdir,
+            args.http,
+            args.grpc,
+            processors="memory_limiter, assembler" if limiter else "",
+            limiter=f"{limiter}\n  assembler: {{}}" if limiter else "",
+        )
+        try:
+            pid = collector.process.pid
+            before = vm_kib(pid, "VmRSS") / 1024
+            statuses: list[int | str] = []
+            for _ in range(10):
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{collector.http_port}/v1/traces",
+                    data=bomb,
+                    headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=60) as response:
+                        statuses.append(response.status)
+                except urllib.error.HTTPError as error:
+                    statuses.append(error.code)
+            time.sleep(2)
+            after = vm_kib(pid, "VmRSS") / 1024
+            answers, _ = post_all(collector.http_port, legitimate, 1)
+            print(
+                f"bombs: 10 x {len(bomb) / 1e6:.1f} MB gzip (1 GiB inflated), {limiter or 'no memory_limiter'}: "
+                f"answered {statuses}; RSS before {before:.0f} MiB, after {after:.0f} MiB; "
+                f"a legitimate request then: {answers[0]}",
+                flush=True,
+            )
+        finally:
+            collector.stop()
 
 
 def held(sockets: list[socket.socket]) -> int:
@@ -342,6 +395,7 @@ def cardinality(workdir: Path, args) -> None:
 
 PHASES = {
     "memory": memory,
+    "bombs": bombs,
     "slowloris": slowloris,
     "idle": idle,
     "grpc": silent_grpc,

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 import zlib
+from collections.abc import Awaitable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -149,7 +151,9 @@ class HttpReceiver:
     ) -> web.Response:
         try:
             remaining = body_deadline(request) - asyncio.get_running_loop().time()
-            body = await asyncio.wait_for(self._read_body(request, encoding, reservation), max(0.0, remaining))
+            body = await _forgetting_on_error(
+                asyncio.wait_for(self._read_body(request, encoding, reservation), max(0.0, remaining))
+            )
         except asyncio.TimeoutError:
             message = f"the request body did not arrive within read_timeout ({self.connections.limits.read_timeout:g}s)"
             self.client_errors.record("OTLP/HTTP 408 body too slow", f"from {request.remote}: {message}")
@@ -256,6 +260,23 @@ class HttpReceiver:
             reservation.grow(max(0, size - counted) * factor)
             parts.append(tail)
         return b"".join(parts)
+
+
+async def _forgetting_on_error(reading: Awaitable[bytes]) -> bytes:
+    """What `reading` returns; when it raises, what it had read is freed before the error
+    is handled. The chunks read so far live in the locals of the frames the exception
+    passed through, and wait_for's frame holds the task that holds the exception: a cycle
+    that only the cyclic garbage collector frees, which under the collector's thresholds
+    (pipeline/gc_tuning.py) may not run for a long time. A refused gzip bomb would keep
+    up to the body limit each until then."""
+    try:
+        return await reading
+    except BaseException as exc:
+        error: BaseException | None = exc
+        while error is not None:  # the error, and what it was raised from (a timeout: the cancellation)
+            traceback.clear_frames(error.__traceback__)  # frames that have returned; the running one is kept
+            error = error.__cause__ or error.__context__
+        raise
 
 
 class _Inflater:

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
 import grpc
@@ -24,7 +25,7 @@ from spanscore.core.otlp_json import encode_request
 from spanscore.pipeline.memory_limiter import MIB
 from tests.support.otlp_client import grpc_export, post
 from tests.support.ports import free_port
-from tests.support.processes import start_run
+from tests.support.processes import rss_mib, start_run
 from tests.support.running import health_check_ok, sink_config, wait_until
 from tests.support.sdk_export import export_over_grpc
 from tests.support.spans import agent_request, good_request
@@ -267,3 +268,30 @@ def test_bodies_that_fit_are_taken_a_few_at_a_time_within_the_limit(tmp_path):
     assert [status for status, _, _ in results] == [200] * 8
     assert max(attempts for _, _, attempts in results) > 1  # some were told to come back
     assert peak <= LIMIT_MIB, f"peak RSS {peak:.0f} MiB"
+
+
+def gzip_bomb(inflated_mib: int) -> bytes:
+    """A gzip body of `inflated_mib` MiB of zeros, about a thousandth of that on the wire."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(2**20)
+    return b"".join([*(deflate.compress(zeros) for _ in range(inflated_mib)), deflate.flush()])
+
+
+def test_refused_gzip_bombs_leave_no_memory_behind(tmp_path):
+    """Limit 400 MiB: eight gzip bombs (128 MiB inflated each) are refused as they inflate
+    past what one request may take; what each had inflated is freed with its refusal, so
+    memory grows by less than 100 MiB and a legitimate request sent next is taken (within
+    the memory limiter's next reading). Kept until a cyclic collection, as they were,
+    ~55 MiB a bomb put the collector above its soft limit for good after four."""
+    bomb = gzip_bomb(128)
+    process, port = start_limited(tmp_path)
+    try:
+        before = rss_mib(process.pid)
+        statuses = [post(port, bomb, PROTOBUF, encoding="gzip")[0] for _ in range(8)]
+        after = rss_mib(process.pid)
+        legitimate = post_json(port, json_body(0.01), retry_until=time.monotonic() + 5)
+    finally:
+        stop(process)
+    assert set(statuses) <= {413, 503} and 413 in statuses, statuses
+    assert after - before < 100, f"RSS {before:.0f} MiB before the bombs, {after:.0f} MiB after"
+    assert legitimate[0] == 200, legitimate
