@@ -5,7 +5,11 @@ spike_limit_mib`) requests are refused with the answer the receivers give when t
 pipeline is full (HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo), so clients
 retry later instead of losing data; above the hard limit (`limit_mib`) too, and the
 crossing is logged as an error. The resident set size is read from /proc/self/statm at
-most once per `check_interval`, when a request asks.
+most once per `check_interval`, when a request asks. A reading above the soft limit
+first forces a full garbage collection (at most once per `FORCED_COLLECTION_INTERVAL_S`)
+and reads again, as the Collector's limiter forces Go's: with the collector's sparse
+collection thresholds (pipeline/gc_tuning.py), garbage held in reference cycles could
+otherwise keep it refusing although nothing in use needs the memory.
 
 Memory is also counted before it is spent: a receiver reserves what a request will take
 while it is read and decoded (its body's size times its encoding's decoding factor)
@@ -24,6 +28,7 @@ assembler itself.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
@@ -43,6 +48,8 @@ MIB = 2**20
 DEFAULT_CHECK_INTERVAL_S = 1.0
 DEFAULT_SPIKE_SHARE = 0.2  # the Collector's default spike limit: a fifth of the limit
 STATM = "/proc/self/statm"
+# A full collection of a collector holding many traces takes a while: not at every reading.
+FORCED_COLLECTION_INTERVAL_S = 10.0
 
 
 class MemoryLimiterConfig(ComponentConfig):
@@ -99,6 +106,7 @@ class MemoryLimiter:
         self.reserved_bytes = 0  # reservations open now
         self._released_bytes = 0  # reservations released since memory was last read
         self._checked_at: float | None = None
+        self._collected_at: float | None = None
         self._above_soft = False
         self._above_hard = False
 
@@ -135,7 +143,7 @@ class MemoryLimiter:
         now = self.clock()
         if self._checked_at is None or now - self._checked_at >= self.config.check_interval:
             self._checked_at = now
-            self._measure()
+            self._measure(now)
         if self._above_soft:
             self.refused_requests += 1
             raise ConsumerFull(
@@ -172,9 +180,15 @@ class MemoryLimiter:
         self.reserved_bytes -= cost_bytes
         self._released_bytes += cost_bytes
 
-    def _measure(self) -> None:
+    def _measure(self, now: float) -> None:
         self._released_bytes = 0  # what they left behind is in the reading now
         self.rss_bytes = self.read_rss()
+        if self.rss_bytes > self.config.soft_limit_mib * MIB and (
+            self._collected_at is None or now - self._collected_at >= FORCED_COLLECTION_INTERVAL_S
+        ):
+            self._collected_at = now
+            gc.collect()
+            self.rss_bytes = self.read_rss()
         rss_mib = self.rss_bytes / MIB
         above_soft = rss_mib > self.config.soft_limit_mib
         above_hard = rss_mib > self.config.limit_mib

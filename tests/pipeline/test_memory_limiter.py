@@ -5,6 +5,7 @@ falls. Memory and time are passed in."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 
@@ -14,7 +15,13 @@ from pydantic import ValidationError
 
 from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.consumer import NO_RESERVATION, ConsumeOutcome, ConsumerFull, Reservation, TooCostly
-from spanscore.pipeline.memory_limiter import MIB, MemoryLimiter, MemoryLimiterConfig, resident_bytes
+from spanscore.pipeline.memory_limiter import (
+    FORCED_COLLECTION_INTERVAL_S,
+    MIB,
+    MemoryLimiter,
+    MemoryLimiterConfig,
+    resident_bytes,
+)
 from tests.support.factories import TEST_FACTORIES
 
 
@@ -113,6 +120,28 @@ def test_requests_are_taken_again_once_memory_falls():
     assert not rig.at(90)
     assert not rig.at(10, after_s=0.5)  # not read again yet
     assert rig.at(10, after_s=0.5)
+
+
+def test_above_the_soft_limit_a_full_collection_runs_before_refusing_at_most_once_per_interval():
+    """Memory that only a cyclic collection frees (the rig's memory falls when a full
+    collection ends) does not keep the limiter refusing; collections are spaced out."""
+    rig = Rig()
+    full_collections = []
+
+    def on_collection(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full_collections.append(rig.now)
+            rig.rss_mib = 50
+
+    gc.callbacks.append(on_collection)
+    try:
+        assert rig.at(90)  # collected, then read again at 50 MiB
+        assert not rig.at(90)  # too soon for another collection
+        assert rig.at(90, after_s=FORCED_COLLECTION_INTERVAL_S)
+        assert rig.at(10)  # below the soft limit: nothing to collect
+    finally:
+        gc.callbacks.remove(on_collection)
+    assert full_collections == [1.0, 2.0 + FORCED_COLLECTION_INTERVAL_S]
 
 
 def test_each_crossing_is_logged_once(caplog):
