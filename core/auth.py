@@ -7,6 +7,13 @@ every request; an exporter adds its headers to its own `headers` (`client_header
 every signal it sends (traces, score metrics, evaluation events) carries them. An
 authenticator's component factory must build it from a class implementing
 `ServerAuthenticator` or `ClientAuthenticator`, which the config checks.
+
+Endpoints that answer requests ask `refusal`, which refuses a request carrying the
+Authorization header (gRPC metadata `authorization`) more than once before any
+authenticator sees it. Which of two values counts is ambiguous: the Collector's
+bearertokenauth takes the first, a gRPC server's metadata read as a mapping the last,
+and a proxy in front may have checked either; RFC 9110 lets a sender send the field
+once. Refusing leaves no credential to choose.
 """
 
 from __future__ import annotations
@@ -14,9 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+from multidict import MultiMapping
 from pydantic import BaseModel, Field
 
 from spanscore.core.component import ComponentConfig, Host
+
+INVALID_CREDENTIALS = "missing or invalid credentials"
+AMBIGUOUS_CREDENTIALS = "more than one authorization header; send the credentials once"
 
 
 class AuthSettings(ComponentConfig):
@@ -40,6 +51,14 @@ class ServerAuthenticator(Protocol):
 
     def challenge(self) -> str:
         """The `WWW-Authenticate` value an HTTP client that failed gets."""
+
+
+def refusal(authenticator: ServerAuthenticator, headers: MultiMapping[str]) -> str | None:
+    """Why a request with `headers` (every value of each, names looked up in lowercase)
+    may not go on, as its client is told (never quoting a credential); None when it may."""
+    if len(headers.getall("authorization", ())) > 1:
+        return AMBIGUOUS_CREDENTIALS
+    return None if authenticator.authenticate(headers) else INVALID_CREDENTIALS
 
 
 @runtime_checkable

@@ -12,12 +12,13 @@ import socket
 import threading
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+from multidict import CIMultiDict
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 from pydantic import field_validator
 
-from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, server_authenticator
+from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, refusal, server_authenticator
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
 
@@ -108,15 +109,17 @@ def _authenticated(app, authenticator: ServerAuthenticator):
     """`app` behind `authenticator`: 401 with its challenge for a request it refuses."""
 
     def guarded(environ, start_response):
-        headers = {
-            key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")
-        }
-        if not authenticator.authenticate(headers):
+        # WSGI joins a header sent twice into one value with a comma: no credential matches that.
+        headers = CIMultiDict(
+            (key[5:].replace("_", "-").lower(), value) for key, value in environ.items() if key.startswith("HTTP_")
+        )
+        problem = refusal(authenticator, headers)
+        if problem is not None:
             start_response(
                 "401 Unauthorized",
                 [("WWW-Authenticate", authenticator.challenge()), ("Content-Type", "text/plain; charset=utf-8")],
             )
-            return [b"missing or invalid credentials\n"]
+            return [problem.encode() + b"\n"]
         return app(environ, start_response)
 
     return guarded

@@ -1,7 +1,8 @@
 """`bearertokenauth` extension: a shared bearer token, as the Collector's extension of that name.
 
 Server side (a receiver's `auth`), a request must carry `Authorization: <scheme> <token>`
-(gRPC metadata `authorization`); the token is compared in constant time. Client side (an
+(gRPC metadata `authorization`) once (two are refused before this extension is asked:
+`core.auth.refusal`); the token is compared in constant time. Client side (an
 exporter's `auth`), the same header is sent. The token is written inline (`token`) or
 read from `filename`, which is read again when it changes, so a rotated token is taken
 without a restart by receivers; exporters read it once, at start.

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import Field, field_validator
 
-from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, server_authenticator
+from spanscore.core.auth import ServerAuthenticator, ServerAuthSettings, refusal, server_authenticator
 from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.endpoints import split_host_port, validate_endpoint
@@ -74,12 +74,11 @@ class HealthCheck:
 
     async def _status(self, request: web.Request) -> web.Response:
         authenticator = self.authenticator
-        if authenticator is not None and not authenticator.authenticate(request.headers):
-            self.client_errors.record("health_check 401 missing or invalid credentials", f"from {request.remote}")
+        problem = None if authenticator is None else refusal(authenticator, request.headers)
+        if problem is not None:
+            self.client_errors.record(f"health_check 401 {problem}", f"from {request.remote}")
             return web.Response(
-                status=401,
-                text="missing or invalid credentials\n",
-                headers={"WWW-Authenticate": authenticator.challenge()},
+                status=401, text=problem + "\n", headers={"WWW-Authenticate": authenticator.challenge()}
             )
         body = {
             "status": "Server available" if self.healthy else "Server not available",

@@ -26,9 +26,10 @@ import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from multidict import CIMultiDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.core.auth import ServerAuthenticator
+from spanscore.core.auth import ServerAuthenticator, refusal
 from spanscore.core.client_errors import ClientErrorLog
 from spanscore.core.consumer import ConsumerFull, TooCostly, TracesConsumer
 from spanscore.receivers.ingest import PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
@@ -38,7 +39,6 @@ from spanscore.receivers.tls import TlsServerConfig, security
 log = logging.getLogger("spanscore.receivers.grpc")
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
-UNAUTHENTICATED = "missing or invalid credentials"
 # grpc's logger and message for a metadata value it cannot decode as UTF-8.
 _GRPC_LOGGER = "grpc._cython.cygrpc"
 _UNDECODABLE = "Invalid encoding on %s"
@@ -103,10 +103,10 @@ class GrpcReceiver:
 
     async def _export(self, _messages, context: grpc.aio.ServicerContext) -> bytes:
         authenticator = self.authenticator
-        if authenticator is not None and not authenticator.authenticate(dict(context.invocation_metadata())):
-            await self._refuse(
-                context, grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED, "missing or invalid credentials"
-            )
+        if authenticator is not None:
+            problem = refusal(authenticator, CIMultiDict(context.invocation_metadata()))
+            if problem is not None:
+                await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, problem, problem)
         try:
             self.consumer.check_capacity()  # refuse before paying for the receive and the parse
         except ConsumerFull as exc:

@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.core.auth import ServerAuthenticator
+from spanscore.core.auth import ServerAuthenticator, refusal
 from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.consumer import ConsumerFull, Reservation, TooCostly, TracesConsumer
 from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
@@ -116,14 +116,15 @@ class HttpReceiver:
     async def _export(self, request: web.Request) -> web.Response:
         content_type = _CONTENT_TYPES.get(request.content_type)
         authenticator = self.authenticator
-        if authenticator is not None and not authenticator.authenticate(request.headers):
+        problem = None if authenticator is None else refusal(authenticator, request.headers)
+        if problem is not None:
             return self._refuse(
                 request,
                 content_type or JSON,
                 401,
                 code_pb2.UNAUTHENTICATED,
-                "missing or invalid credentials",
-                "missing or invalid credentials",
+                problem,
+                problem,
                 headers={"WWW-Authenticate": authenticator.challenge()},
             )
         if content_type is None:

@@ -1,9 +1,11 @@
 """Receivers behind `bearertokenauth`: without the token a request is refused (HTTP 401,
 gRPC UNAUTHENTICATED) before its body is read, nothing of it reaches the pipeline, and
-neither the token nor a presented one is ever logged."""
+neither the token nor a presented one is ever logged. A request carrying the credentials
+twice is refused on both protocols, whichever value comes first."""
 
 from __future__ import annotations
 
+import http.client
 import logging
 import socket
 import threading
@@ -149,3 +151,37 @@ def test_neither_the_token_nor_a_presented_one_is_ever_logged(sink, start_collec
     captured = capfd.readouterr()
     for text in (caplog.text, captured.out, captured.err):
         assert TOKEN not in text and WRONG not in text
+
+
+TWICE = {
+    "the token, then a wrong one": (f"Bearer {TOKEN}", f"Bearer {WRONG}"),
+    "a wrong one, then the token": (f"Bearer {WRONG}", f"Bearer {TOKEN}"),
+    "the token twice": (f"Bearer {TOKEN}", f"Bearer {TOKEN}"),
+}
+AMBIGUOUS = "more than one authorization header; send the credentials once"
+
+
+@pytest.mark.parametrize("values", TWICE.values(), ids=TWICE.keys())
+def test_credentials_sent_twice_are_refused_over_http_and_grpc(values, collector, sink):
+    connection = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=10)
+    try:
+        connection.putrequest("POST", "/v1/traces")
+        body = good_request("sent twice").SerializeToString()
+        for name, value in (("Content-Type", "application/x-protobuf"), ("Content-Length", str(len(body)))):
+            connection.putheader(name, value)
+        for value in values:
+            connection.putheader("Authorization", value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        status, challenge, payload = response.status, response.getheader("WWW-Authenticate"), response.read()
+    finally:
+        connection.close()
+    assert (status, challenge) == (401, "Bearer")
+    assert status_pb2.Status.FromString(payload) == status_pb2.Status(code=code_pb2.UNAUTHENTICATED, message=AMBIGUOUS)
+
+    with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+        export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.RpcError) as error:
+            export(body, metadata=tuple(("authorization", value) for value in values), timeout=10)
+    assert (error.value.code(), error.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, AMBIGUOUS)
+    assert collector.pipeline.counts.received_spans == 0 and sink.spans() == []
