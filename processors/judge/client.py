@@ -24,6 +24,16 @@ backoff with full jitter (uniform in `[0, min(max_backoff_s, initial_backoff_s *
 A server asking for more than `max_retry_after_s` fails the call at once rather than park
 a scoring task; other 4xx (400, 401, 403, 404, 422, ...) fail at once too.
 
+Answers are bounded. Each request asks for at most `max_tokens` tokens of answer (default
+`DEFAULT_MAX_TOKENS`, room for the longest verdict lists the metrics ask for), sent as
+`max_tokens`, which every OpenAI-compatible server reads; a server that refuses it and
+asks for `max_completion_tokens` instead (OpenAI's reasoning models) gets that, at once,
+and remembered like a structured-output mode. The answer's body is read up to
+`max_answer_bytes` (default `DEFAULT_MAX_ANSWER_BYTES`): past it the answer is refused,
+a malformed answer. `timeout` bounds a request whole, its answer read to the end
+included. A 200 whose body is not JSON (a proxy's error page) is an outage, as a 502
+would be, said with its content type and first characters.
+
 Outages are not retries: connection errors, timeouts and 5xx go through the judge's
 `CircuitBreaker` (`processors/openai_endpoint/breaker.py`). They are retried with the
 same backoff without counting against `max_retries`; five in a row open the breaker,
@@ -71,6 +81,8 @@ from spanscore.processors.openai_endpoint.client import (
     Endpoint,
     Exchange,
     Failure,
+    UnusableAnswer,
+    read_json_answer,
 )
 from spanscore.processors.openai_endpoint.retry import GiveUp, RetryPolicy, is_retryable, outage_reason, retry_after_s
 
@@ -78,6 +90,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 PLACEHOLDER_API_KEY = "unused"  # local servers ignore the key, but the client wants one
 DEFAULT_TEMPERATURE = 0.0
+DEFAULT_MAX_TOKENS = 4096  # 100 tool-call verdicts with a sentence each fit in about 4,000
+DEFAULT_MAX_ANSWER_BYTES = 1 << 20  # 4,096 tokens of JSON-escaped text are a few tens of kB
 
 REJECTION_STATUS = frozenset({400, 422, 500, 501})
 _REJECTION_WORDS = re.compile(
@@ -111,6 +125,9 @@ class StructuredMode(enum.IntEnum):
 
 _modes: dict[tuple[str, str], StructuredMode] = {}
 _modes_lock = threading.Lock()
+# Servers that refused `max_tokens` and asked for `max_completion_tokens`, by (base_url, model).
+_completion_tokens: set[tuple[str, str]] = set()
+_MAX_TOKENS_REFUSED = re.compile(r"max_completion_tokens", re.IGNORECASE)
 
 
 def remembered_mode(base_url: str, model: str) -> StructuredMode:
@@ -131,6 +148,24 @@ def forget_modes() -> None:
     """Start over from `json_schema` for every server (for tests and reconfiguration)."""
     with _modes_lock:
         _modes.clear()
+        _completion_tokens.clear()
+
+
+def _tokens_parameter(base_url: str, model: str) -> str:
+    with _modes_lock:
+        return "max_completion_tokens" if (base_url, model) in _completion_tokens else "max_tokens"
+
+
+def _refuses_max_tokens(error: openai.APIStatusError) -> bool:
+    """Whether a 400 asks for `max_completion_tokens` instead of `max_tokens`, as OpenAI's
+    reasoning models do."""
+    if error.status_code != 400:
+        return False
+    try:
+        body = json.dumps(error.body, default=str)
+    except (TypeError, ValueError):
+        body = ""
+    return bool(_MAX_TOKENS_REFUSED.search(f"{error.message} {body}"))
 
 
 def is_format_rejection(error: BaseException) -> bool:
@@ -145,6 +180,8 @@ def is_format_rejection(error: BaseException) -> bool:
 
 
 def _classify(error: BaseException, timeout_s: float) -> Failure:
+    if isinstance(error, UnusableAnswer):
+        return Failure(error.message, True, outage=error.outage, cause=error, kind="malformed_answer")
     outage = outage_reason(error, timeout_s)
     if isinstance(error, openai.APITimeoutError):
         return Failure("timed out", True, cause=error, outage=outage, kind="timeout")
@@ -186,7 +223,8 @@ class OpenAIJudge(Judge):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         retry: RetryPolicy | None = None,
         temperature: float = DEFAULT_TEMPERATURE,
-        max_tokens: int | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         cache: JudgeCache | None = None,
         seed: int | None = None,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
@@ -196,6 +234,8 @@ class OpenAIJudge(Judge):
             raise ValueError("the judge needs a model")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_tokens < 1 or max_answer_bytes < 1:
+            raise ValueError(f"max_tokens and max_answer_bytes must be positive, got {max_tokens}, {max_answer_bytes}")
         self.model = model
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self.timeout_s = timeout_s
@@ -203,6 +243,7 @@ class OpenAIJudge(Judge):
         self.retry = retry or RetryPolicy()  # 4 retries, 0.5 s to 20 s backoff
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.max_answer_bytes = max_answer_bytes
         self.cache = cache
         self.budget = budget
         self.endpoint = Endpoint(
@@ -279,8 +320,7 @@ class OpenAIJudge(Judge):
         self, messages: list[dict[str, str]], schema: dict[str, Any], schema_name: str, mode: StructuredMode
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "temperature": self.temperature, "timeout": self.timeout_s}
-        if self.max_tokens is not None:
-            params["max_tokens"] = self.max_tokens
+        params[_tokens_parameter(self.base_url, self.model)] = self.max_tokens
         if mode is StructuredMode.JSON_SCHEMA:
             params["messages"] = messages
             params["response_format"] = {
@@ -312,14 +352,24 @@ class _Asking(Exchange[JudgeReply]):
         if self.judge.budget is not None:
             self.judge.budget.reserve(self.requests)
 
-    def send(self, client: openai.AsyncOpenAI) -> Any:
+    async def send(self, client: openai.AsyncOpenAI) -> Any:
+        """The answer as parsed JSON, read up to `max_answer_bytes`."""
         self.mode = self.judge.mode
-        return client.chat.completions.create(
-            **self.judge._params(self.messages, self.schema, self.schema_name, self.mode)
-        )
+        params = self.judge._params(self.messages, self.schema, self.schema_name, self.mode)
+        async with client.chat.completions.with_streaming_response.create(**params) as response:
+            return await read_json_answer(response, self.judge.max_answer_bytes)
 
     def classify(self, error: openai.OpenAIError) -> Failure | None:
         judge = self.judge
+        if (
+            isinstance(error, openai.APIStatusError)
+            and _tokens_parameter(judge.base_url, judge.model) == "max_tokens"
+            and _refuses_max_tokens(error)
+        ):
+            with _modes_lock:
+                _completion_tokens.add((judge.base_url, judge.model))
+            _log.info("%s refused max_tokens; using max_completion_tokens", judge.breaker.name)
+            return None
         if (
             isinstance(error, openai.APIStatusError)
             and self.mode is not StructuredMode.TEXT
@@ -383,22 +433,32 @@ class _Asking(Exchange[JudgeReply]):
 
 
 def _usage(response: Any) -> tuple[int, int]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
+    """The tokens a chat completion (parsed JSON) says it used: prompt, answer."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
         return 0, 0
-    prompt, completion = getattr(usage, "prompt_tokens", 0), getattr(usage, "completion_tokens", 0)
-    return (prompt if isinstance(prompt, int) else 0), (completion if isinstance(completion, int) else 0)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return (prompt if _count_of(prompt) else 0), (completion if _count_of(completion) else 0)
+
+
+def _count_of(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _reply_text(response: Any) -> tuple[str | None, bool]:
-    """The answer's text, and whether `max_tokens` cut it off."""
-    choices = getattr(response, "choices", None) or []
-    if not choices or getattr(choices[0], "message", None) is None:
+    """The answer's text in a chat completion (parsed JSON), and whether `max_tokens` cut
+    it off."""
+    choices = response.get("choices") if isinstance(response, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
         raise MalformedAnswer("the response has no message")
-    message = choices[0].message
-    if not message.content and getattr(message, "refusal", None):
-        raise MalformedAnswer(f"the model refused: {message.refusal}")
-    return message.content, choices[0].finish_reason == "length"
+    content, refusal = message.get("content"), message.get("refusal")
+    if not content and isinstance(refusal, str) and refusal:
+        raise MalformedAnswer(f"the model refused: {refusal}")
+    if content is not None and not isinstance(content, str):
+        raise MalformedAnswer(f"the message's content is {type(content).__name__}, not text")
+    return content, choice.get("finish_reason") == "length"
 
 
 def _with_schema_instruction(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
@@ -426,7 +486,9 @@ def _strict_compatible(schema: Any) -> bool:
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_MAX_TOKENS",
     "DEFAULT_TIMEOUT_S",
     "JudgeStats",
     "OpenAIJudge",

@@ -7,7 +7,7 @@ judge:
   model: gpt-4o-mini               # required
   base_url: http://localhost:8080/v1   # default: $OPENAI_BASE_URL, else https://api.openai.com/v1
   api_key: sk-...                  # default: $OPENAI_API_KEY; local servers need none
-  timeout: 30s                     # per request
+  timeout: 30s                     # per request, its answer read whole included
   max_concurrency: 16              # requests in flight, per event loop
   max_retries: 4
   initial_backoff: 500ms
@@ -18,7 +18,8 @@ judge:
     requests_per_hour: 1000
     tokens_per_hour: 2000000
   temperature: 0.0
-  max_tokens: 512                  # default: the server's
+  max_tokens: 4096                 # the answer's tokens, at most (sent as max_tokens or max_completion_tokens)
+  max_answer_bytes: 1048576        # a larger answer is refused, as a malformed one
   cache:
     enabled: true
     max_entries: 10000             # answers kept in memory
@@ -59,7 +60,8 @@ class JudgeConfig(EndpointSettings):
 
     model: str = Field(min_length=1)
     temperature: float = Field(client.DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int = Field(client.DEFAULT_MAX_TOKENS, ge=1)
+    max_answer_bytes: int = Field(client.DEFAULT_MAX_ANSWER_BYTES, ge=1024)
     cache: JudgeCacheConfig = JudgeCacheConfig()
     max_judge_wait: Duration = Field(DEFAULT_MAX_WAIT_S, gt=0)
     budget: JudgeBudgetConfig = JudgeBudgetConfig()
@@ -115,6 +117,7 @@ def build_judge(config: JudgeConfig | dict[str, Any]) -> Judge:
         **config.client_args(),
         temperature=config.temperature,
         max_tokens=config.max_tokens,
+        max_answer_bytes=config.max_answer_bytes,
         cache=build_cache(config.cache),
         max_wait_s=config.max_judge_wait,
         budget=build_budget(config.budget),

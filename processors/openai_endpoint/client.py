@@ -13,7 +13,16 @@ its config keys, its SDK clients, and the one loop that runs every call.
   `max_wait_s`. When the server answers others meanwhile, a call's own outage failures
   are its own: `max_retries` bounds them again;
 - a request holds one of `max_concurrency` slots only while in flight, not while the
-  breaker holds it nor during a backoff sleep.
+  breaker holds it nor during a backoff sleep;
+- in `call`, `timeout` bounds a request whole, its answer's body read to the end
+  included (the SDK's own timeout bounds each read only: a server answering a byte every
+  few seconds would hold a request for ever); past it the request fails as the SDK's
+  timeouts do (`openai.APITimeoutError`), an outage.
+
+An exchange that reads its answer itself (`with_streaming_response`) reads it with
+`read_json_answer`: the body is refused past a size, and a body that is not JSON (a
+proxy's HTML page with status 200) is an `UnusableAnswer` that says what came instead, an
+outage like a 502, since the server behind the proxy gave no answer.
 
 The SDK's own retries are off (`max_retries=0`): this policy is the only one, whatever
 the version of the `openai` package.
@@ -21,7 +30,8 @@ the version of the `openai` package.
 `Endpoint.call_sync` is the same loop for a thread that runs no event loop: driven
 without one, each of its waits blocks the thread (`CircuitBreaker.admit_sync`,
 `time.sleep`) and its requests go through the sync client. It takes no slot: its callers
-bound their threads.
+bound their threads. Its requests' `timeout` is the SDK's, per read (a blocking read
+cannot be cut short from its own thread).
 
 Threading: `call` may run concurrently on any event loop; each loop gets its own
 AsyncOpenAI client and semaphore (asyncio objects cannot cross loops). `call_sync` may
@@ -33,6 +43,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import random
@@ -46,6 +57,8 @@ import openai
 from pydantic import Field
 
 from spanscore.core.durations import Duration
+from spanscore.core.quoting import excerpt
+from spanscore.core.redaction import scrub
 from spanscore.processors.openai_endpoint.breaker import (
     DEFAULT_MAX_WAIT_S,
     BreakerState,
@@ -58,6 +71,7 @@ from spanscore.processors.openai_endpoint.retry import GiveUp, RetryPolicy, Retr
 API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_CONCURRENCY = 16
+SHOWN_BODY_CHARS = 120  # of a body that is not JSON, in an error
 
 T = TypeVar("T")
 _AGAIN = object()  # the exchange changed its request: send it again at once
@@ -69,7 +83,7 @@ class EndpointSettings(RetrySettings):
 
     base_url: str | None = Field(None, min_length=1)  # None: $OPENAI_BASE_URL, else the OpenAI API
     api_key: str | None = Field(None, repr=False)  # None: $OPENAI_API_KEY
-    timeout: Duration = Field(DEFAULT_TIMEOUT_S, gt=0)  # per request
+    timeout: Duration = Field(DEFAULT_TIMEOUT_S, gt=0)  # per request, its answer read whole included
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)  # requests in flight, per event loop
 
     def client_args(self) -> dict[str, Any]:
@@ -128,6 +142,37 @@ class Exchange(abc.ABC, Generic[T]):
         """The error the call raises once an outage has held it `max_wait_s`."""
 
 
+class UnusableAnswer(openai.OpenAIError):
+    """An answer with a success status whose body cannot be used: past the size an
+    exchange reads, or not JSON. `outage`: why the server looks down, when it does (a
+    proxy's page instead of the server's answer). The message is bounded and escaped."""
+
+    def __init__(self, message: str, outage: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.outage = outage
+
+
+async def read_json_answer(response: Any, max_bytes: int) -> Any:
+    """The JSON body of a streamed SDK answer (`with_streaming_response`), read up to
+    `max_bytes` (decoded); `UnusableAnswer` past it or when the body is not JSON."""
+    chunks, size = [], 0
+    async for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise UnusableAnswer(f"answer larger than {max_bytes:,} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    try:
+        return json.loads(body)
+    except ValueError:
+        content_type = excerpt(response.headers.get("content-type") or "no content type", 60)
+        start = body[: SHOWN_BODY_CHARS * 4].decode("utf-8", errors="replace")
+        shown = excerpt(" ".join(scrub(start, SHOWN_BODY_CHARS).split()), SHOWN_BODY_CHARS + 40) if start else ""
+        reason = f"answered {response.status_code} with {content_type}, not JSON ({size:,} bytes: '{shown}')"
+        raise UnusableAnswer(reason, outage=reason) from None
+
+
 @dataclass(frozen=True)
 class EndpointStats:
     requests: int  # requests sent: retries, probes and resent requests included
@@ -159,6 +204,7 @@ class Endpoint:
             name, probe_delay_s=retry.initial_backoff_s, max_probe_delay_s=retry.max_backoff_s, max_wait_s=max_wait_s
         )
         self._client_args = {"api_key": api_key, "base_url": base_url, "timeout": timeout_s, "max_retries": 0}
+        self._timeout_s = timeout_s
         self._max_concurrency = max_concurrency
         self._log = log
         self._what = what
@@ -212,7 +258,7 @@ class Endpoint:
     async def call(self, exchange: Exchange[T]) -> T:
         """The exchange's result, or the error it names when the call gives up."""
         client, semaphore = self._async_state()
-        return await self._run(exchange, _Awaiting(self.breaker, client, semaphore))
+        return await self._run(exchange, _Awaiting(self.breaker, client, semaphore, self._timeout_s))
 
     def call_sync(self, exchange: Exchange[T]) -> T:
         """`call` for threads: the same loop, blocking the calling thread while it waits."""
@@ -295,16 +341,21 @@ class Endpoint:
 
 
 class _Awaiting:
-    """The loop's waits on the running event loop; a request takes a slot of its semaphore."""
+    """The loop's waits on the running event loop; a request takes a slot of its semaphore
+    and is cut off `timeout_s` after it was sent, however its answer trickles in."""
 
-    def __init__(self, breaker: CircuitBreaker, client: openai.AsyncOpenAI, slot: asyncio.Semaphore):
-        self.breaker, self.client, self.slot = breaker, client, slot
+    def __init__(self, breaker: CircuitBreaker, client: openai.AsyncOpenAI, slot: asyncio.Semaphore, timeout_s: float):
+        self.breaker, self.client, self.slot, self.timeout_s = breaker, client, slot, timeout_s
 
     async def admit(self, hold: Hold) -> bool:
         return await self.breaker.admit(hold)
 
     async def send(self, exchange: Exchange[Any]) -> Any:
-        return await exchange.send(self.client)
+        try:
+            return await asyncio.wait_for(exchange.send(self.client), self.timeout_s)
+        except TimeoutError as late:
+            # The SDK's own error for a timeout, so that every client reads it as one; it has no request to name.
+            raise openai.APITimeoutError(request=None) from late  # type: ignore[arg-type]
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -338,4 +389,6 @@ __all__ = [
     "EndpointStats",
     "Exchange",
     "Failure",
+    "UnusableAnswer",
+    "read_json_answer",
 ]

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
+from spanscore.processors.judge.client import DEFAULT_MAX_TOKENS, OpenAIJudge, RetryPolicy, StructuredMode
 from tests.support.judge_request import FAST_RETRY, MESSAGES, SCHEMA, answer, chat_requests
 from tests.support.openai_server import Delay, ErrorReply, Reply
 
@@ -246,6 +246,28 @@ async def test_a_reply_cut_off_at_max_tokens_says_so(server):
     with pytest.raises(JudgeError, match="cut off at max_tokens"):
         await judge.complete(MESSAGES, SCHEMA, "grade")
     assert chat_requests(server)[0].body["max_tokens"] == 5
+
+
+async def test_every_request_bounds_the_answer_with_max_tokens(server):
+    await make(server).complete(MESSAGES, SCHEMA, "grade")
+    assert chat_requests(server)[0].body["max_tokens"] == DEFAULT_MAX_TOKENS
+
+
+async def test_a_server_asking_for_max_completion_tokens_gets_it_and_it_is_remembered(server):
+    # What OpenAI answers for its reasoning models.
+    refusal = (
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+    )
+    server.handler = lambda request: (
+        ErrorReply(400, refusal, error_type="invalid_request_error") if "max_tokens" in request.body else answer()
+    )
+    judge = make(server, max_tokens=300)
+    first = await judge.complete(MESSAGES, SCHEMA, "grade")
+    second = await judge.complete(MESSAGES, SCHEMA, "grade_again")
+    assert first.calls == 2 and second.calls == 1
+    sent = [request.body for request in chat_requests(server)]
+    assert [body.get("max_tokens") for body in sent] == [300, None, None]
+    assert [body.get("max_completion_tokens") for body in sent] == [None, 300, 300]
 
 
 async def test_concurrency_is_capped_per_judge(server):

@@ -11,7 +11,8 @@ def test_defaults():
     config = JudgeConfig(model="gpt-4o-mini")
     assert (config.timeout, config.max_concurrency, config.max_retries) == (30.0, 16, 4)
     assert (config.initial_backoff, config.max_backoff, config.max_retry_after) == (0.5, 20.0, 60.0)
-    assert config.temperature == 0.0 and config.max_tokens is None and config.base_url is None
+    assert config.temperature == 0.0 and config.base_url is None
+    assert (config.max_tokens, config.max_answer_bytes) == (4096, 1 << 20)  # answers are bounded by default
     assert config.cache.enabled and config.cache.max_entries == 10_000 and config.cache.sqlite_path is None
 
 
