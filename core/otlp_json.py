@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from spanscore.core.otlp_protobuf import MAX_NESTED_MESSAGES, TOO_DEEP
 from spanscore.core.quoting import excerpt
 
 _SPAN_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -40,10 +41,12 @@ def decode_request(body: bytes | str) -> ExportTraceServiceRequest:
     _ids_hex_to_base64(document)
     request = ExportTraceServiceRequest()
     try:
-        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+        json_format.ParseDict(document, request, ignore_unknown_fields=True, max_recursion_depth=MAX_NESTED_MESSAGES)
     except json_format.ParseError as exc:
         # Its message repeats the path once per level: the innermost cause says what is wrong.
         cause = str(exc).rsplit("field: ", 1)[-1]
+        if cause.startswith("Message too deep"):
+            raise OtlpJsonError(TOO_DEEP) from None
         raise OtlpJsonError(f"not an OTLP trace export request: {excerpt(cause)}") from None
     return request
 

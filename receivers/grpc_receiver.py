@@ -24,14 +24,13 @@ from typing import NoReturn
 
 import grpc
 from google.protobuf import duration_pb2
-from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from multidict import CIMultiDict
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator, refusal
 from spanscore.core.client_errors import ClientErrorLog
 from spanscore.core.consumer import ConsumerFull, TooCostly, TracesConsumer
+from spanscore.core.otlp_protobuf import MalformedProtobuf, decode_request
 from spanscore.receivers.ingest import PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
 from spanscore.receivers.limits import GrpcLimits
 from spanscore.receivers.tls import TlsServerConfig, security
@@ -132,10 +131,9 @@ class GrpcReceiver:
 
     async def _decode_and_ingest(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            request = ExportTraceServiceRequest.FromString(body)
-        except DecodeError as exc:
-            message = f"malformed ExportTraceServiceRequest: {exc}"
-            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, message, "malformed request")
+            request = decode_request(body)
+        except MalformedProtobuf as exc:
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), "malformed request")
         try:
             response = await ingest(self.consumer, request, body)
         except InvalidRequest as exc:

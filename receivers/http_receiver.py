@@ -24,14 +24,15 @@ from collections.abc import Awaitable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.core.auth import ServerAuthenticator, refusal
 from spanscore.core.client_errors import ClientErrorLog, ServerLog
 from spanscore.core.consumer import ConsumerFull, Reservation, TooCostly, TracesConsumer
-from spanscore.core.otlp_json import OtlpJsonError, decode_request, encode_message
+from spanscore.core.otlp_json import OtlpJsonError, encode_message
+from spanscore.core.otlp_json import decode_request as decode_json
+from spanscore.core.otlp_protobuf import MalformedProtobuf
+from spanscore.core.otlp_protobuf import decode_request as decode_protobuf
 from spanscore.core.quoting import excerpt
 from spanscore.receivers.http_connections import Connections, LimitedSite, body_deadline
 from spanscore.receivers.ingest import JSON_DECODING_FACTOR, PROTOBUF_DECODING_FACTOR, InvalidRequest, ingest
@@ -183,14 +184,8 @@ class HttpReceiver:
                 request, content_type, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc), "too costly to decode"
             )
         try:
-            if content_type == PROTOBUF:
-                export_request = ExportTraceServiceRequest.FromString(body)
-            else:
-                export_request = decode_request(body)
-        except DecodeError as exc:
-            message = f"malformed ExportTraceServiceRequest: {exc}"
-            return self._refuse(request, content_type, 400, code_pb2.INVALID_ARGUMENT, message, "malformed request")
-        except OtlpJsonError as exc:
+            export_request = decode_protobuf(body) if content_type == PROTOBUF else decode_json(body)
+        except (MalformedProtobuf, OtlpJsonError) as exc:
             return self._refuse(request, content_type, 400, code_pb2.INVALID_ARGUMENT, str(exc), "malformed request")
         try:
             response = await ingest(self.consumer, export_request, body if content_type == PROTOBUF else None)

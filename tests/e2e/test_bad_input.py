@@ -12,8 +12,10 @@ import grpc
 import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from spanscore.core.otlp_json import encode_request
+from spanscore.core.otlp_protobuf import TOO_DEEP
 from tests.support.otlp_client import grpc_export, post
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import good_request, new_trace_id, request_of, span
@@ -178,9 +180,58 @@ def test_deeply_nested_json_is_400_and_the_answer_stays_short(collector, sink):
     document = json.loads(encode_request(good_request("deep")))
     document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = [{"key": "k", "value": value}]
     status, _, payload = post(collector.http_port, json.dumps(document).encode(), "application/json")
-    message = rpc_status(payload, "application/json").message
-    assert status == 400 and "Message too deep" in message and len(message) < 300
+    assert (status, rpc_status(payload, "application/json").message) == (400, TOO_DEEP)
     assert_still_serving(collector, sink, "after deep json")
+
+
+# The deepest a span attribute's value may nest, per kind (docs/configuration.md).
+DEEPEST = {"arrayValue": 47, "kvlistValue": 31}
+
+
+def nested(kind: str, levels: int) -> AnyValue:
+    value = bottom = AnyValue()
+    for _ in range(levels):
+        value = value.array_value.values.add() if kind == "arrayValue" else value.kvlist_value.values.add(key="k").value
+    value.string_value = "bottom"
+    return bottom
+
+
+def depth(value: AnyValue) -> int:
+    levels = 0
+    while value.WhichOneof("value") in ("array_value", "kvlist_value"):
+        values = value.array_value.values if value.HasField("array_value") else value.kvlist_value.values
+        value = values[0] if value.HasField("array_value") else values[0].value
+        levels += 1
+    return levels
+
+
+@pytest.mark.parametrize("kind", DEEPEST)
+@pytest.mark.parametrize("protocol", ["protobuf", "json", "grpc"])
+def test_attribute_values_nested_to_the_limit_are_taken_deeper_ones_refused_in_words(protocol, kind, collector, sink):
+    def send(levels: int) -> tuple[bool, str]:
+        deep = span(new_trace_id(), f"{kind} {levels} deep over {protocol}")
+        deep.attributes.add(key="nested").value.CopyFrom(nested(kind, levels))
+        request = request_of([deep])
+        if protocol == "grpc":
+            try:
+                grpc_export(collector.grpc_port, request.SerializeToString())
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+                return False, error.details()
+            return True, ""
+        content_type = "application/x-protobuf" if protocol == "protobuf" else "application/json"
+        body = request.SerializeToString() if protocol == "protobuf" else encode_request(request).encode()
+        status, _, payload = post(collector.http_port, body, content_type)
+        assert status in (200, 400)
+        return status == 200, "" if status == 200 else rpc_status(payload, content_type).message
+
+    deepest = DEEPEST[kind]
+    assert send(deepest) == (True, "")
+    assert send(deepest + 1) == (False, TOO_DEEP)
+    name = f"{kind} {deepest} deep over {protocol}"
+    assert wait_until(lambda: name in {s.name for s in sink.spans()})
+    taken = next(s for s in sink.spans() if s.name == name)
+    assert depth(taken.attributes[0].value) == deepest
 
 
 def test_a_long_malformed_id_is_not_echoed_whole(collector, sink, caplog):
