@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from opentelemetry._logs import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -23,7 +23,8 @@ from opentelemetry.trace import TraceFlags
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, Host
-from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
+from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes, finding_attributes
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.version import VERSION
@@ -49,13 +50,24 @@ class EvaluationLogs:
         self._logger = provider.get_logger("spanscore", VERSION)
         self.provider = provider
 
-    def emit(self, span: Span, results: Iterable[MetricResult], now_ns: int | None = None) -> None:
-        """One record per result, correlated with `span`, the span the results are on."""
-        self._emit(span, [evaluation_attributes(result) for result in results], now_ns)
+    def emit(
+        self,
+        span: Span,
+        results: Iterable[MetricResult],
+        provenance: Mapping[str, Provenance] | None = None,
+        now_ns: int | None = None,
+    ) -> None:
+        """One record per result, correlated with `span`, the span the results are on;
+        `provenance` by metric name (code when a metric is not in it)."""
+        provenance = provenance or {}
+        records = [evaluation_attributes(r, provenance.get(r.name, CODE_PROVENANCE)) for r in results]
+        self._emit(span, records, now_ns)
 
-    def emit_finding(self, span: Span, finding: SpanFinding, now_ns: int | None = None) -> None:
+    def emit_finding(
+        self, span: Span, finding: SpanFinding, source: Provenance = CODE_PROVENANCE, now_ns: int | None = None
+    ) -> None:
         """One record for a finding, correlated with `span`, the span it is about."""
-        self._emit(span, [finding.event_attributes()], now_ns)
+        self._emit(span, [finding_attributes(finding, source)], now_ns)
 
     def _emit(self, span: Span, records: list[dict], now_ns: int | None) -> None:
         if self.provider is None:

@@ -12,12 +12,12 @@ when those pipelines are configured.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from spanscore.core.attributes import find_attribute
-from spanscore.core.provenance import Provenance
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.session import Session
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import ScopeOrigin, Trace
@@ -33,6 +33,8 @@ from spanscore.pipeline.score_attributes import (
     attach_finding,
     attach_results,
     attach_usage,
+    carry_over,
+    clear_findings,
     session_carrier,
 )
 from spanscore.pipeline.scoring import Scored
@@ -72,12 +74,14 @@ class ScoreAttacher:
                 anchor.MergeFromString(prepared.anchor)
             else:
                 if results:
-                    attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
+                    blamed = attach_results(anchor, results, provenance=self.provenance, span_events=self.span_events)
+                    if blamed:  # scored before: the replaced results' findings go too
+                        clear_findings(trace, blamed, {result.name for result in results})
                 for usage in per_evaluator(usages):  # two processors may pay the same judge
                     attach_usage(anchor, usage)
                 attach_attributes(anchor, attributes)
         if anchor is not None and results and self.evaluation_logs is not None:
-            self.evaluation_logs.emit(anchor, results)
+            self.evaluation_logs.emit(anchor, results, self.provenance)
         if scored.findings and (trace.encoded is None or self.evaluation_logs is not None):
             self._attach_findings(trace, scored.findings, prepared)
         if self.score_metrics is not None and prepared is None and (results or usages or scored.findings):
@@ -108,14 +112,39 @@ class ScoreAttacher:
             span = spans.get(finding.span_id, trace.anchor)
             if span is None:
                 continue
+            source = self.provenance.get(finding.name, CODE_PROVENANCE)
             if self.span_events and prepared is None:
-                attach_finding(span, finding)
+                attach_finding(span, finding, source)
             if self.evaluation_logs is not None:
-                self.evaluation_logs.emit_finding(span, finding)
+                self.evaluation_logs.emit_finding(span, finding, source)
 
-    def carrier(self, session: Session, scored: Scored, start_ns: int) -> Trace | None:
+    def carrier(
+        self, session: Session, scored: Scored | None, start_ns: int, earlier: Sequence[ResourceSpans] = ()
+    ) -> Trace | None:
         """The trace of a carrier span with the session's results and attributes (metrics
-        skipped among them), or None when it has neither."""
+        skipped among them), or None when it has neither. `earlier`: carriers of the
+        session that arrived scored before (oldest first), which it replaces: their
+        results of other metrics are carried over; without new results the newest of
+        them is the carrier."""
+        resource_spans = None if scored is None else self._new_carrier(session, scored, start_ns)
+        if earlier:
+            earlier_spans = [rs.scope_spans[0].spans[0] for rs in reversed(earlier)]
+            if resource_spans is None:
+                resource_spans, earlier_spans = earlier[-1], earlier_spans[1:]
+            carry_over(resource_spans.scope_spans[0].spans[0], earlier_spans)
+        if resource_spans is None:
+            return None
+        scope_spans = resource_spans.scope_spans[0]
+        span = scope_spans.spans[0]
+        if self.evaluation_logs is not None and scored is not None:
+            self.evaluation_logs.emit(span, session.results, self.provenance)
+        carrier = Trace(span.trace_id, self.clock())
+        carrier.session_id = session.session_id
+        carrier.results = session.results
+        carrier.add(0, span, ScopeOrigin(resource_spans, scope_spans))
+        return carrier
+
+    def _new_carrier(self, session: Session, scored: Scored, start_ns: int) -> ResourceSpans | None:
         attributes, usages = scored.attributes, scored.usages
         self._count(usages)
         session.results.extend(scored.results)
@@ -123,27 +152,17 @@ class ScoreAttacher:
         if prepared is not None:
             if prepared.carrier is None:
                 return None
-            resource_spans = ResourceSpans.FromString(prepared.carrier)
-        else:
-            if not session.results and not attributes:
-                return None
-            if self.score_metrics is not None:
-                service = find_attribute(session.resource.attributes, "service.name")
-                observations = ScoreObservations()
-                self._observe(observations, session.results, usages, service, None, attributes)
-                self.score_metrics.record_observations(observations)
-            resource_spans = session_carrier(
-                session, start_ns, time.time_ns(), VERSION, self.provenance, self.span_events, attributes, usages
-            )
-        scope_spans = resource_spans.scope_spans[0]
-        span = scope_spans.spans[0]
-        if self.evaluation_logs is not None:
-            self.evaluation_logs.emit(span, session.results)
-        carrier = Trace(span.trace_id, self.clock())
-        carrier.session_id = session.session_id
-        carrier.results = session.results
-        carrier.add(0, span, ScopeOrigin(resource_spans, scope_spans))
-        return carrier
+            return ResourceSpans.FromString(prepared.carrier)
+        if not session.results and not attributes:
+            return None
+        if self.score_metrics is not None:
+            service = find_attribute(session.resource.attributes, "service.name")
+            observations = ScoreObservations()
+            self._observe(observations, session.results, usages, service, None, attributes)
+            self.score_metrics.record_observations(observations)
+        return session_carrier(
+            session, start_ns, time.time_ns(), VERSION, self.provenance, self.span_events, attributes, usages
+        )
 
     def _count(self, usages: list[EvaluatorUsage]) -> None:
         for usage in usages:

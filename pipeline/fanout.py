@@ -60,6 +60,11 @@ class FanOut:
         for exporter in exporters:
             exporter.enqueue(trace)
 
+    def discard(self, trace: Trace) -> None:
+        """Released without being sent: an earlier session carrier its session's new
+        carrier replaces (it holds what it keeps of it)."""
+        self._done(trace)
+
     def _done(self, trace: Trace) -> None:
         self.counts.held_spans -= trace.span_count
         self.counts.exported_traces += 1

@@ -28,7 +28,7 @@ from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.ready_queue import ReadyQueue
-from spanscore.pipeline.score_scope import UnscoredTraces
+from spanscore.pipeline.score_scope import SESSION_CARRIER, UnscoredTraces
 from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
 from spanscore.pipeline.sessions import Sessions
 from spanscore.pipeline.write_ahead_book import WriteAheadBook
@@ -77,6 +77,7 @@ class Scheduler:
         self._ticker: asyncio.Task | None = None
         self._unscored = UnscoredTraces()
         self._why = NOT_SCORED  # what a trace skipped at shutdown says
+        self._replaced: set[bytes] = set()  # ids of earlier carriers the sessions hold, not to export
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -147,7 +148,7 @@ class Scheduler:
                 self.sessions.scored(session)
             for trace in traces:
                 trace.release_derived()  # the views derived for the processors are not kept while exporting
-                self.fanout.export(trace)
+                self._export(trace)
                 self.ready.release(trace)  # the next trace of its session, held back until now, may go
 
     def _session_of(self, opened: dict[bytes, Session]) -> Callable[[Trace], Session | None]:
@@ -171,6 +172,9 @@ class Scheduler:
         observations: ScoreObservations | None = None,
     ) -> None:
         if scored.skip_reason is not None:
+            if scored.skip_reason == SESSION_CARRIER and self.sessions.hold_earlier_carrier(trace):
+                self._replaced.add(trace.trace_id)  # the session's new carrier replaces it when it closes
+                return
             self.counts.unscored_traces += 1
             self._unscored.said(trace, scored.skip_reason)
             return
@@ -181,6 +185,13 @@ class Scheduler:
             if scored.cut_off:
                 self.book.left_unscored(trace)
         self.attacher.attach(trace, scored, observations)
+
+    def _export(self, trace: Trace) -> None:
+        if self._replaced and trace.trace_id in self._replaced:
+            self._replaced.discard(trace.trace_id)
+            self.fanout.discard(trace)
+        else:
+            self.fanout.export(trace)
 
     # Shutdown --------------------------------------------------------------------------
 
@@ -233,6 +244,6 @@ class Scheduler:
             for session in opened.values():
                 self.sessions.scored(session)
             trace.release_derived()
-            self.fanout.export(trace)
+            self._export(trace)
             if count % UNSCORED_CHUNK == 0:
                 await asyncio.sleep(0)

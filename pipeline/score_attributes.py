@@ -10,25 +10,35 @@ A finding about one span (core.span_finding) goes on that span as its own
 `gen_ai.evaluation.result` event.
 Session results go on a new `evaluate_session` carrier span in a trace of its own,
 linked to the scored span of every trace of the session.
+A span scored again (a replayed file, a chained collector) has what the earlier scoring
+wrote for the metrics scored now removed first, attributes and events: one result per
+metric, the newest.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
-from spanscore.core.evaluation_event import EVALUATION_EVENT, evaluation_attributes
+from spanscore.core.attributes import find_attribute
+from spanscore.core.evaluation_event import (
+    EVALUATION_EVENT,
+    EVALUATION_NAME,
+    evaluation_attributes,
+    finding_attributes,
+)
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import SCOPE_NAME, SESSION_SPAN_NAME
+from spanscore.core.score_encoding import BLAMED_SPAN_IDS, SCOPE_NAME, SESSION_SPAN_NAME
 from spanscore.core.session import Session
-from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_attribute import PREFIX, SpanAttribute
 from spanscore.core.span_finding import SpanFinding
+from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage, per_evaluator
 from spanscore.pipeline import score_wire
 
@@ -52,31 +62,117 @@ def _result_fields(
         if result.error is not None:
             pairs.append((prefix + "error", result.error))
         if span_events:
-            events.append(score_wire.span_event(now_ns, EVALUATION_EVENT, evaluation_attributes(result).items()))
+            attributes = evaluation_attributes(result, source)
+            events.append(score_wire.span_event(now_ns, EVALUATION_EVENT, attributes.items()))
     return pairs, events
 
 
 def attach_results(
     span: Span,
-    results: Iterable[MetricResult],
+    results: Sequence[MetricResult],
     now_ns: int | None = None,
     provenance: Mapping[str, Provenance] | None = None,
     span_events: bool = True,
-) -> None:
+) -> list[str]:
     """Add score attributes (and, with `span_events`, evaluation events) for `results` to
     `span` in place; `provenance` by metric name (code when a metric is not in it).
 
-    An attribute that already exists on the span (a trace scored twice) is overwritten
-    rather than duplicated, since OTLP attribute keys must be unique.
+    A span scored before (a trace scored twice) first loses what that scoring wrote for
+    these metrics (`clear_results`); other attributes already on it are overwritten
+    rather than duplicated, since OTLP attribute keys must be unique. Returns the span
+    ids (hex) the removed results had blamed: their findings are on those spans.
     """
     now_ns = time.time_ns() if now_ns is None else now_ns
     pairs, events = _result_fields(results, now_ns, provenance or {}, span_events)
-    span.MergeFromString(_new_attributes(span, pairs) + b"".join(events))
+    blamed: list[str] = []
+    scored_before = _has_eval_keys(span)
+    if scored_before:
+        blamed = clear_results(span, {result.name for result in results})
+    span.MergeFromString(_new_attributes(span, pairs, scored_before) + b"".join(events))
+    return blamed
+
+
+def _has_eval_keys(span: Span) -> bool:
+    """Whether `span` has any `eval.*` attribute: else nothing spanscore writes is on it,
+    and attaching needs no look at what is (the one pass over its keys it pays)."""
+    return any(kv.key.startswith(PREFIX) for kv in span.attributes)
+
+
+def _metric_of(key: str) -> str:
+    """`<metric>` of an `eval.<metric>.<field>` key ('' for a key without a field)."""
+    end = key.find(".", len(PREFIX))
+    return key[len(PREFIX) : end] if end > 0 else ""
+
+
+def clear_results(span: Span, names: Collection[str]) -> list[str]:
+    """Remove from `span` what an earlier scoring wrote for the metrics `names`: their
+    `eval.<metric>.*` attributes and their `gen_ai.evaluation.result` events (events of a
+    metric only where its attributes were, which is where spanscore's results are).
+    Returns the span ids (hex) the removed `failure_localization` results had blamed."""
+    attributes = span.attributes
+    stale = [i for i, kv in enumerate(attributes) if (key := kv.key).startswith(PREFIX) and _metric_of(key) in names]
+    if not stale:
+        return []
+    carried = {_metric_of(attributes[i].key) for i in stale}
+    blamed = find_attribute(attributes, BLAMED_SPAN_IDS) if _metric_of(BLAMED_SPAN_IDS) in carried else None
+    for i in reversed(stale):
+        del attributes[i]
+    clear_events(span, carried)
+    return blamed.split(",") if isinstance(blamed, str) and blamed else []
+
+
+def carry_over(span: Span, earlier: Sequence[Span]) -> None:
+    """Onto a session's carrier `span`, the results of earlier carriers of the session
+    (newest first) for the metrics `span` has none of: the new carrier replaces them
+    metric by metric, as scoring a span again does."""
+    metrics = _result_metrics(span)
+    for old in earlier:
+        kept = _result_metrics(old) - metrics
+        if not kept:
+            continue
+        span.attributes.extend(kv for kv in old.attributes if kv.key.startswith(PREFIX) and _metric_of(kv.key) in kept)
+        span.events.extend(
+            event
+            for event in old.events
+            if event.name == EVALUATION_EVENT and find_attribute(event.attributes, EVALUATION_NAME) in kept
+        )
+        metrics |= kept
+
+
+def _result_metrics(span: Span) -> set[str]:
+    """The metrics `span` has a result of, or a skipped one: every result writes its
+    `eval.<metric>.evaluator`, a skipped metric `eval.<metric>.skipped`."""
+    return {
+        _metric_of(key)
+        for kv in span.attributes
+        if (key := kv.key).startswith(PREFIX) and key.endswith((".evaluator", ".skipped"))
+    }
+
+
+def clear_findings(trace: Trace, span_ids: Collection[str], names: Collection[str]) -> None:
+    """Remove the findings of the metrics `names` from the spans `span_ids` (hex) of
+    `trace`: the spans replaced results had blamed."""
+    wanted = set(span_ids)
+    for span, _ in trace.spans():
+        if span.span_id.hex() in wanted:
+            clear_events(span, names)
+
+
+def clear_events(span: Span, names: Collection[str]) -> None:
+    """Remove `span`'s `gen_ai.evaluation.result` events of the metrics `names`."""
+    events = span.events
+    stale = [
+        i
+        for i, event in enumerate(events)
+        if event.name == EVALUATION_EVENT and find_attribute(event.attributes, EVALUATION_NAME) in names
+    ]
+    for i in reversed(stale):
+        del events[i]
 
 
 def prepared_anchor(
     span: Span,
-    results: Iterable[MetricResult],
+    results: Sequence[MetricResult],
     usages: Iterable[EvaluatorUsage],
     attributes: Iterable[SpanAttribute],
     provenance: Mapping[str, Provenance],
@@ -84,26 +180,31 @@ def prepared_anchor(
 ) -> bytes | None:
     """Span field bytes appending what `attach_results`, `attach_usage` (per evaluator)
     and `attach_attributes` would add to `span`, in that order; None when `span` has one
-    of those keys already (a trace scored twice), which only attaching replaces in place."""
+    of those keys already, or results of these metrics (a trace scored twice), which only
+    attaching replaces in place."""
     pairs, events = _result_fields(results, time.time_ns(), provenance, span_events)
     for usage in usages:
         pairs += _usage_pairs(usage)
     pairs += [(attribute.key, attribute.value) for attribute in attributes]
     unique = dict(pairs)  # the last of a repeated key wins, where the first was: as attaching in turn does
-    if any(kv.key in unique for kv in span.attributes):
-        return None
+    names = {result.name for result in results}
+    for kv in span.attributes:
+        key = kv.key
+        if key.startswith(PREFIX) and (key in unique or _metric_of(key) in names):
+            return None
     return score_wire.span_attributes(unique.items()) + b"".join(events)
 
 
-def attach_finding(span: Span, finding: SpanFinding, now_ns: int | None = None) -> None:
-    """The finding's `gen_ai.evaluation.result` event on `span`, the span it is about."""
-    span.MergeFromString(finding_fields(finding, now_ns))
+def attach_finding(span: Span, finding: SpanFinding, source: Provenance, now_ns: int | None = None) -> None:
+    """The finding's `gen_ai.evaluation.result` event on `span`, the span it is about;
+    `source`, the provenance of the finding's metric."""
+    span.MergeFromString(finding_fields(finding, source, now_ns))
 
 
-def finding_fields(finding: SpanFinding, now_ns: int | None = None) -> bytes:
+def finding_fields(finding: SpanFinding, source: Provenance, now_ns: int | None = None) -> bytes:
     """Span field bytes appending the finding's `gen_ai.evaluation.result` event."""
     now_ns = time.time_ns() if now_ns is None else now_ns
-    return score_wire.span_event(now_ns, EVALUATION_EVENT, finding.event_attributes().items())
+    return score_wire.span_event(now_ns, EVALUATION_EVENT, finding_attributes(finding, source).items())
 
 
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
@@ -127,11 +228,12 @@ def attach_attributes(span: Span, attributes: Iterable[SpanAttribute]) -> None:
         span.MergeFromString(_new_attributes(span, pairs))
 
 
-def _new_attributes(span: Span, pairs: list[tuple[str, str | bool | int | float]]) -> bytes:
+def _new_attributes(span: Span, pairs: list[tuple[str, str | bool | int | float]], look: bool = True) -> bytes:
     """Wire bytes appending the pairs whose key `span` lacks; those it has get the new value
-    in place (the last of a repeated key wins)."""
+    in place (the last of a repeated key wins). `look=False`: the caller knows `span` has
+    none of the (`eval.*`) keys."""
     keys = {key for key, _ in pairs}
-    if len(keys) < len(pairs) or any(kv.key in keys for kv in span.attributes):
+    if len(keys) < len(pairs) or (look and any(kv.key in keys for kv in span.attributes)):
         new = dict(pairs)
         for kv in span.attributes:
             if kv.key in new:

@@ -39,7 +39,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
-from spanscore.core.provenance import Provenance
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import per_evaluator
@@ -569,7 +569,10 @@ class _Worker:
         if scored.findings and self.setup.span_events:
             present = {span.span_id for span, _ in trace.spans()}
             findings = tuple(
-                (finding.span_id if finding.span_id in present else anchor.span_id, finding_fields(finding))
+                (
+                    finding.span_id if finding.span_id in present else anchor.span_id,
+                    finding_fields(finding, self.provenance.get(finding.name, CODE_PROVENANCE)),
+                )
                 for finding in scored.findings
             )
         if self.setup.score_labels is not None:

@@ -16,6 +16,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+
 from spanscore.core.quoting import excerpt
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
@@ -54,6 +56,10 @@ class Sessions:
         self.book = book
         self._closing: set[asyncio.Task] = set()
         self._why = NOT_SCORED  # what a carrier cut off at shutdown says
+        # By session id: carriers that arrived scored (a replayed file, a chained
+        # collector) while the session was open here, oldest first; its new carrier
+        # replaces them when it closes.
+        self._earlier_carriers: dict[str, list[ResourceSpans]] = {}
 
     def __len__(self) -> int:
         return len(self.open)
@@ -79,6 +85,20 @@ class Sessions:
         session.last_activity = now
         self.open.move_to_end(trace.session_id)
         return session
+
+    def hold_earlier_carrier(self, carrier: Trace) -> bool:
+        """Keep a session carrier that arrived scored for the session's own carrier to
+        replace, when the session is open here; False (forward it) when not."""
+        if carrier.session_id not in self.open or carrier.root is None:
+            return False
+        origin = carrier.root_origin
+        kept = ResourceSpans(schema_url=origin.resource_spans.schema_url)
+        kept.resource.CopyFrom(origin.resource)
+        scope_spans = kept.scope_spans.add(schema_url=origin.scope_spans.schema_url)
+        scope_spans.scope.CopyFrom(origin.scope_spans.scope)
+        scope_spans.spans.add().CopyFrom(carrier.root)
+        self._earlier_carriers.setdefault(carrier.session_id, []).append(kept)
+        return True
 
     def close_idle(self, now: float) -> None:
         idle_before = now - self.idle_s
@@ -143,7 +163,8 @@ class Sessions:
                     scored = Scored.skipped(self.scoring.session_metric_names, self._why)
                     raise
         finally:
-            carrier = None if scored is None else self.attacher.carrier(session, scored, start_ns)
+            earlier = self._earlier_carriers.pop(session.session_id, ())
+            carrier = self.attacher.carrier(session, scored, start_ns, earlier)
             if self.book is not None:
                 self.book.session_closed(session, carrier, scored=scored is None or not scored.cut_off)
             if carrier is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.provenance import CODE_PROVENANCE
 from tests.support.otlp_client import send
 from tests.support.running import wait_until
 from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
@@ -55,6 +56,8 @@ def test_each_score_is_a_log_record_on_every_logs_exporter(sink, start_collector
         assert record.event_name == "gen_ai.evaluation.result"
         assert attributes_to_dict(record.attributes) == {
             "gen_ai.evaluation.name": "toy",
+            "eval.evaluator": "code",
+            "eval.revision": CODE_PROVENANCE.revision,
             "gen_ai.evaluation.score.value": 0.5,
             "gen_ai.evaluation.score.label": "pass",
             "gen_ai.evaluation.explanation": "2 spans",

@@ -40,8 +40,11 @@ def test_the_blame_is_on_the_failed_span_and_the_summary_on_the_root(sink, start
     [event] = blamed.events
     assert event.name == "gen_ai.evaluation.result"
     attributes = attributes_to_dict(event.attributes)
+    root = attributes_to_dict(by_id[failed["root"]].attributes)
     assert attributes == {
         "gen_ai.evaluation.name": "failure_localization",
+        "eval.evaluator": "code",
+        "eval.revision": root["eval.failure_localization.revision"],
         "gen_ai.evaluation.score.label": "rate_limiting",
         "gen_ai.evaluation.explanation": "GET failed: HTTP 429",
         "eval.failure.category": "rate_limiting",
@@ -50,7 +53,6 @@ def test_the_blame_is_on_the_failed_span_and_the_summary_on_the_root(sink, start
         "eval.failure.evidence": "HTTP 429",
         "eval.failure.source": "evidence",
     }
-    root = attributes_to_dict(by_id[failed["root"]].attributes)
     # Steps: chat (2,000), track (3,000), chat (6,000); the blamed GET is part of the
     # track step, the second: 1/3 of the run came before the first error.
     assert root["eval.failure_localization.score"] == 1 / 3

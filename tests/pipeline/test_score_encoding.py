@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.pipeline.score_attributes import attach_results
 from tests.support.otlp_client import send
@@ -16,6 +17,7 @@ from tests.support.spans import (
     new_span_id,
     new_trace_id,
     request_of,
+    scored_before,
     span,
 )
 from tests.support.toy_metric import TOY
@@ -49,6 +51,8 @@ def test_scores_land_on_the_root_span_as_attributes_and_events(scored, sink):
     assert evaluation_events(root) == [
         {
             "gen_ai.evaluation.name": "toy",
+            "eval.evaluator": "code",
+            "eval.revision": CODE_PROVENANCE.revision,
             "gen_ai.evaluation.score.value": 0.75,
             "gen_ai.evaluation.score.label": "pass",
             "gen_ai.evaluation.explanation": "3 spans",
@@ -82,6 +86,8 @@ def test_a_failing_metric_records_an_error_and_the_trace_is_still_exported(score
     assert evaluation_events(root) == [
         {
             "gen_ai.evaluation.name": "toy",
+            "eval.evaluator": "code",
+            "eval.revision": CODE_PROVENANCE.revision,
             "gen_ai.evaluation.explanation": "cannot score broken",
             "error.type": "RuntimeError",
         }
@@ -112,14 +118,73 @@ def test_incomplete_trace_scores_go_on_its_earliest_span(sink, start_collector):
     assert not evaluation_events(exported_span(sink, "second"))
 
 
-def test_attaching_twice_overwrites_instead_of_duplicating_keys():
-    root = span(new_trace_id(), "agent")
-    attach_results(root, [MetricResult(name="m", score=0.2, explanation="first")])
-    attach_results(root, [MetricResult(name="m", score=0.9)])
+def test_scoring_a_span_again_replaces_the_metrics_attributes_and_events():
+    root = span(new_trace_id(), "agent", attributes={"eval.case.id": "c1", "eval.other.score": 0.4})
+    older, newer = Provenance("judge-a", "aaaaaaaaaaaa"), Provenance("judge-b", "bbbbbbbbbbbb")
+    attach_results(root, [MetricResult(name="m", score=0.2, explanation="first")], provenance={"m": older})
+    attach_results(root, [MetricResult(name="m", score=0.9)], provenance={"m": newer})
     keys = [a.key for a in root.attributes]
-    assert keys.count("eval.m.score") == 1 and keys.count("eval.m.label") == 1
-    assert attributes_to_dict(root.attributes)["eval.m.score"] == 0.9
-    assert len(root.events) == 2  # each evaluation is an event in the span's history
+    assert len(keys) == len(set(keys))
+    assert attributes_to_dict(root.attributes) == {
+        "eval.case.id": "c1",
+        "eval.other.score": 0.4,
+        "eval.m.evaluator": "judge-b",
+        "eval.m.revision": "bbbbbbbbbbbb",
+        "eval.m.score": 0.9,
+        "eval.m.label": "pass",  # and no explanation: the first scoring's is gone with it
+    }
+    assert evaluation_events(root) == [
+        {
+            "gen_ai.evaluation.name": "m",
+            "eval.evaluator": "judge-b",
+            "eval.revision": "bbbbbbbbbbbb",
+            "gen_ai.evaluation.score.value": 0.9,
+            "gen_ai.evaluation.score.label": "pass",
+        }
+    ]
+
+
+def test_a_trace_that_arrives_scored_has_its_results_replaced_not_doubled(scored, sink):
+    # A second spanscore downstream of another: the root carries the first one's results.
+    trace_id = new_trace_id()
+    send(scored.grpc_port, request_of([scored_before(trace_id, "agent")]))
+    assert wait_until(lambda: len(sink.spans()) == 1)
+    root = exported_span(sink, "agent")
+    assert_rescored(root, span_count=1)
+
+
+def assert_rescored(root, span_count: int) -> None:
+    """`root`, made by `scored_before`, as scoring it again with the toy metric leaves it."""
+    keys = [a.key for a in root.attributes]
+    assert len(keys) == len(set(keys))
+    evals = {k: v for k, v in attributes_to_dict(root.attributes).items() if k.startswith("eval.")}
+    assert evals == {
+        "eval.retired.evaluator": "code",  # not scored again: kept as it came
+        "eval.retired.revision": "111111111111",
+        "eval.retired.score": 0.3,
+        "eval.retired.label": "fail",
+        "eval.toy.evaluator": "code",
+        "eval.toy.revision": CODE_PROVENANCE.revision,
+        "eval.toy.score": span_count / 4,
+        "eval.toy.label": "pass" if span_count >= 2 else "fail",
+        "eval.toy.explanation": f"{span_count} spans",
+    }
+    events = [(e.name, attributes_to_dict(e.attributes)) for e in root.events]
+    assert events == [
+        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "retired", "gen_ai.evaluation.score.value": 0.3}),
+        ("exception", {"exception.message": "the agent's own"}),
+        (
+            "gen_ai.evaluation.result",
+            {
+                "gen_ai.evaluation.name": "toy",
+                "eval.evaluator": "code",
+                "eval.revision": CODE_PROVENANCE.revision,
+                "gen_ai.evaluation.score.value": span_count / 4,
+                "gen_ai.evaluation.score.label": "pass" if span_count >= 2 else "fail",
+                "gen_ai.evaluation.explanation": f"{span_count} spans",
+            },
+        ),
+    ]
 
 
 def test_metric_result_rejects_scores_outside_the_unit_interval():

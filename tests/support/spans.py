@@ -248,3 +248,34 @@ def exported_span(sink, name):
 
 def evaluation_events(span):
     return [attributes_to_dict(e.attributes) for e in span.events if e.name == "gen_ai.evaluation.result"]
+
+
+def scored_before(trace_id: bytes, name: str, span_id: bytes | None = None) -> Span:
+    """An agent root as an earlier spanscore scored it (events without provenance, as
+    before they had any): metric `toy` by an older judge and revision, with an
+    explanation the new scoring does not write, metric `retired` that is not scored
+    again, and an event of the agent's own."""
+    root = span(
+        trace_id,
+        name,
+        span_id=span_id,
+        attributes={
+            **AGENT_ROOT,
+            "eval.toy.evaluator": "old-judge",
+            "eval.toy.revision": "000000000000",
+            "eval.toy.score": 0.1,
+            "eval.toy.label": "fail",
+            "eval.toy.explanation": "an old verdict",
+            "eval.retired.evaluator": "code",
+            "eval.retired.revision": "111111111111",
+            "eval.retired.score": 0.3,
+            "eval.retired.label": "fail",
+        },
+    )
+    for event_name, attributes in [
+        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "toy", "gen_ai.evaluation.score.value": 0.1}),
+        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "retired", "gen_ai.evaluation.score.value": 0.3}),
+        ("exception", {"exception.message": "the agent's own"}),
+    ]:
+        root.events.add(name=event_name, attributes=[kv(k, v) for k, v in attributes.items()])
+    return root
