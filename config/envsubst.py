@@ -27,24 +27,31 @@ def expand_env(
     problems: list[str],
     environ: Mapping[str, str] | None = None,
     sources: dict[str, EnvSource] | None = None,
+    unexpanded: set[str] | None = None,
 ) -> Any:
     """Return `node` with every env reference expanded; problems are appended by key path.
 
     `sources`, when given, gets each expanded value's key path, the variables it read and
-    the value, so an error about a value can name the variable to change.
+    the value, so an error about a value can name the variable to change. `unexpanded`,
+    when given, gets the key path of each value whose reference could not be expanded.
     """
     env = os.environ if environ is None else environ
     if isinstance(node, dict):
-        return {key: expand_env(value, _join(path, key), problems, env, sources) for key, value in node.items()}
+        return {
+            key: expand_env(value, _join(path, key), problems, env, sources, unexpanded) for key, value in node.items()
+        }
     if isinstance(node, list):
-        return [expand_env(value, f"{path}[{i}]", problems, env, sources) for i, value in enumerate(node)]
+        return [expand_env(value, f"{path}[{i}]", problems, env, sources, unexpanded) for i, value in enumerate(node)]
     if not isinstance(node, str) or "$" not in node:
         return node
+    where = path or "<root>"
     bad = _MALFORMED.search(node.replace("$$", ""))
     if bad:
         problems.append(
-            f"{path or '<root>'}: {bad.group(0)!r} is not a valid reference; use ${{env:VAR}} or ${{env:VAR:-default}}"
+            f"{where}: {bad.group(0)!r} is not a valid reference; use ${{env:VAR}} or ${{env:VAR:-default}}"
         )
+        if unexpanded is not None:
+            unexpanded.add(where)
         return node
 
     def substitute(match: re.Match[str]) -> str:
@@ -55,7 +62,9 @@ def expand_env(
             return env[name]
         if default is not None:
             return default
-        problems.append(f"{path or '<root>'}: environment variable {name} is not set and has no default")
+        problems.append(f"{where}: environment variable {name} is not set and has no default")
+        if unexpanded is not None:
+            unexpanded.add(where)
         return ""
 
     whole = _REFERENCE.fullmatch(node)

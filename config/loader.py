@@ -8,19 +8,21 @@ of `spanscore validate` shows all that needs fixing.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from spanscore.config.components import Factories, build_factories
 from spanscore.config.envsubst import EnvSource, expand_env
 from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, ServerAuthSettings, auth_references
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration, format_duration
-from spanscore.core.key_path import key_path
+from spanscore.core.key_path import KEY_ITSELF, key_path
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
@@ -119,10 +121,17 @@ class Telemetry(BaseModel):
     logs: LogsTelemetry = Field(default_factory=LogsTelemetry)
 
 
-class ServiceConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ServiceReferences(BaseModel):
+    """What of `service` names components: read on its own too, so the references are
+    checked when another service setting is invalid."""
+
+    model_config = ConfigDict(extra="ignore")
     extensions: list[str] = Field(default_factory=list)
     pipelines: Pipelines
+
+
+class ServiceConfig(ServiceReferences):
+    model_config = ConfigDict(extra="forbid")
     telemetry: Telemetry = Field(default_factory=Telemetry)
     shutdown_timeout: Duration = DEFAULT_SHUTDOWN_TIMEOUT_S
     # The end of shutdown_timeout kept for the exporters: scoring stops before it, so what
@@ -234,7 +243,8 @@ def parse_config(
         raise ConfigError([f"<root>: expected a mapping of sections, got {type(raw).__name__}"])
     problems: list[str] = []
     env_sources: dict[str, EnvSource] = {}
-    raw = expand_env(raw, "", problems, environ, env_sources)
+    unexpanded: set[str] = set()
+    raw = expand_env(raw, "", problems, environ, env_sources, unexpanded)
     for key in raw:
         if key not in _SECTIONS and key != "service":
             problems.append(
@@ -243,7 +253,7 @@ def parse_config(
 
     sections: dict[str, dict[str, ConfiguredComponent]] = {}
     for section, kind in _SECTIONS.items():
-        sections[section] = _validate_section(section, kind, raw.get(section), factories, problems)
+        sections[section] = _validate_section(section, kind, raw.get(section), factories, problems, unexpanded)
     if ASSEMBLER_TYPE not in _mapping(raw.get("processors")):
         # Every pipeline assembles traces: the assembler needs no section of its own.
         factory = factories.lookup("processor", ASSEMBLER_TYPE)
@@ -251,19 +261,19 @@ def parse_config(
             ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory
         )
 
-    service = None
+    service = references = None
     if "service" not in raw:
         problems.append("service: missing; it must name the traces pipeline's receivers and exporters")
     else:
-        try:
-            service = ServiceConfig.model_validate(raw["service"] if raw["service"] is not None else {})
-        except ValidationError as exc:
-            problems.extend(_pydantic_problems("service", exc))
-    if service is None:
+        written = raw["service"] if raw["service"] is not None else {}
+        service = references = _validate(ServiceConfig, written, "service", problems, unexpanded)
+        if references is None:  # its problems are listed; those of the references among them
+            references = _validate(ServiceReferences, written, "service", [], unexpanded)
+    if references is None:
         raise ConfigError(problems)
 
-    pipeline = service.pipelines.traces
-    metrics, logs = service.pipelines.metrics, service.pipelines.logs
+    pipeline = references.pipelines.traces
+    metrics, logs = references.pipelines.metrics, references.pipelines.logs
     chosen: dict[str, list[ConfiguredComponent]] = {}
     for key, section, ids, where in (
         ("receivers", "receivers", pipeline.receivers, "service.pipelines.traces.receivers"),
@@ -271,7 +281,7 @@ def parse_config(
         ("exporters", "exporters", pipeline.exporters, "service.pipelines.traces.exporters"),
         ("metric_exporters", "exporters", metrics.exporters if metrics else [], "service.pipelines.metrics.exporters"),
         ("log_exporters", "exporters", logs.exporters if logs else [], "service.pipelines.logs.exporters"),
-        ("extensions", "extensions", service.extensions, "service.extensions"),
+        ("extensions", "extensions", references.extensions, "service.extensions"),
     ):
         chosen[key] = []
         seen: set[str] = set()
@@ -301,8 +311,8 @@ def parse_config(
                 continue
             chosen[key].append(component)
 
-    problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), service))
-    problems.extend(_storage_problems(chosen["exporters"], sections["extensions"], raw.get("extensions"), service))
+    problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), references))
+    problems.extend(_storage_problems(chosen["exporters"], sections["extensions"], raw.get("extensions"), references))
     # The memory limiter refuses requests at the receivers, before assembly, so its place
     # in the list does not matter and the processors that score never see it.
     limiters = [c for c in chosen["processors"] if c.type == MEMORY_LIMITER_TYPE]
@@ -320,7 +330,7 @@ def parse_config(
         )
     elif not assemblers and ASSEMBLER_TYPE in sections["processors"]:  # else its settings were invalid
         processors.insert(0, sections["processors"][ASSEMBLER_TYPE])
-    if problems:
+    if problems or service is None:
         raise ConfigError(problems)
 
     used = {c.id for components in chosen.values() for c in components} | {ASSEMBLER_TYPE}
@@ -349,6 +359,7 @@ def _validate_section(
     raw: Any,
     factories: Factories,
     problems: list[str],
+    unexpanded: set[str],
 ) -> dict[str, ConfiguredComponent]:
     if raw is None:
         return {}
@@ -373,12 +384,10 @@ def _validate_section(
         if not isinstance(settings, dict):
             problems.append(f"{where}: expected a mapping of settings, got {type(settings).__name__}")
             continue
-        try:
-            config = factory.config_model.model_validate(settings)
-        except ValidationError as exc:
-            problems.extend(_pydantic_problems(where, exc))
-            continue
-        components[component_id] = ConfiguredComponent(component_id, type_name, config, factory)
+        # Settings valid but for unknown keys still take part in the checks of references.
+        config = _validate(factory.config_model, settings, where, problems, unexpanded)
+        if config is not None:
+            components[component_id] = ConfiguredComponent(component_id, type_name, config, factory)
     return components
 
 
@@ -386,7 +395,7 @@ def _authenticator_problems(
     chosen: dict[str, list[ConfiguredComponent]],
     extensions: dict[str, ConfiguredComponent],
     written: Any,
-    service: ServiceConfig,
+    service: ServiceReferences,
 ) -> list[str]:
     """Each `auth.authenticator` must name an extension that is defined, started by
     `service.extensions`, and authenticates the side it is used on."""
@@ -416,7 +425,7 @@ def _storage_problems(
     exporters: list[ConfiguredComponent],
     extensions: dict[str, ConfiguredComponent],
     written: Any,
-    service: ServiceConfig,
+    service: ServiceReferences,
 ) -> list[str]:
     """Each `sending_queue.storage` must name a file_storage extension that
     `service.extensions` starts, on an exporter that can keep its queue there."""
@@ -462,9 +471,65 @@ def _routing_problems(routers: list[ConfiguredComponent], exporters: list[str]) 
     return problems
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validate(model: type[_M], data: Any, where: str, problems: list[str], unexpanded: set[str]) -> _M | None:
+    """`data` as `model`, or None; its problems are appended, each once, by key path.
+
+    A check of a whole mapping runs only once what is under it is valid, so an unknown
+    key would hide it (`politeness: {prompt: ...}` hid that there is no politeness
+    metric). An unknown key changes nothing else, so the settings are checked again
+    without the unknown keys until none is left: what those checks find is listed in the
+    same run, and settings whose only problems were unknown keys are returned for the
+    checks of references. A value whose `${env:...}` could not be expanded has that
+    problem only, not also the problem of the empty text it became.
+    """
+    listed = set(problems)
+    while True:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        for path, problem in _described(where, errors):
+            if path not in unexpanded and problem not in listed:
+                listed.add(problem)
+                problems.append(problem)
+        data = _without_unknown_keys(data, errors)
+        if data is None:
+            return None
+
+
+def _without_unknown_keys(data: Any, errors: list[ErrorDetails]) -> Any:
+    """A copy of `data` without the keys `errors` call unknown, or None when it has none."""
+    data = copy.deepcopy(data)
+    removed = False
+    for error in errors:
+        if error["type"] != "extra_forbidden":
+            continue
+        *parents, key = error["loc"]
+        node = data
+        for part in parents:  # as written; a location a validator reshaped is left alone
+            if isinstance(node, dict):
+                node = node.get(part)
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                node = None
+        if isinstance(node, dict) and key in node:
+            del node[key]
+            removed = True
+    return data if removed else None
+
+
 def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
+    return [problem for _, problem in _described(prefix, exc.errors(include_url=False))]
+
+
+def _described(prefix: str, errors: list[ErrorDetails]) -> list[tuple[str, str]]:
+    """Each error as (key path, `key.path: message`)."""
     out = []
-    for error in exc.errors(include_url=False):
+    for error in errors:
         path = key_path(prefix, error["loc"])
         message = error["msg"]
         if error["type"] == "value_error":
@@ -476,9 +541,11 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
             and error["type"] != "missing"
             and "\n" not in message  # a listing of problems, which names what it read
             and not isinstance(error["input"], (dict, list))
+            and error["loc"][-1:] != (KEY_ITSELF,)  # the path ends with it
+            and repr(error["input"]) not in message  # already quoted
         ):
             message += f" (got {error['input']!r})"
-        out.append(f"{path}: {message}")
+        out.append((path, f"{path}: {message}"))
     return out
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+KEY_ITSELF = "[key]"  # the last part of pydantic's location of a problem with a key, not its value
+
 
 def key_path(prefix: str, location: Iterable[str | int]) -> str:
-    """`prefix` followed by pydantic's error location: list indexes in brackets, keys dotted."""
+    """`prefix` followed by pydantic's error location: list indexes in brackets, keys dotted.
+    A problem with a mapping's key itself (pydantic's `[key]`) is at that key's path."""
     path = prefix
     for part in location:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if part != KEY_ITSELF:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
     return path

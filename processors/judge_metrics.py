@@ -33,7 +33,7 @@ import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
@@ -109,10 +109,21 @@ class JudgeMetricSettings(ComponentConfig):
         return examples_section(self.examples.items, redaction, self.examples_max_tokens)
 
 
+def _known_metric(name: str) -> str:
+    if name not in METRIC_NAMES:
+        raise ValueError(f"not a judge metric; known: {', '.join(METRIC_NAMES)}")
+    return name
+
+
+# A metric's name is checked as a key, apart from its settings: an unknown metric and a
+# problem in its settings are both reported.
+MetricName = Annotated[str, AfterValidator(_known_metric)]
+
+
 class JudgeMetricsConfig(ComponentConfig):
     judge: JudgeSection = None
     mode: Literal["per_metric", "combined"] = "per_metric"
-    metrics: dict[str, JudgeMetricSettings] = Field(default_factory=dict)
+    metrics: dict[MetricName, JudgeMetricSettings] = Field(default_factory=dict)
     # Share of traces judged, chosen by trace id as the TraceIdRatioBased sampler does,
     # so the same traces are judged on every replica; the rest get no judge results.
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -134,14 +145,6 @@ class JudgeMetricsConfig(ComponentConfig):
             else settings
             for name, settings in value.items()
         }
-
-    @field_validator("metrics")
-    @classmethod
-    def _known_metrics(cls, value: dict[str, JudgeMetricSettings]) -> dict[str, JudgeMetricSettings]:
-        unknown = sorted(set(value) - set(METRIC_NAMES))
-        if unknown:
-            raise ValueError(f"unknown judge metrics {unknown}; known: {', '.join(METRIC_NAMES)}")
-        return value
 
     @field_validator("max_input_tokens")
     @classmethod

@@ -148,6 +148,43 @@ def test_validate_lists_the_problems_of_a_config_and_its_dataset_in_one_run(tmp_
     assert "Value error" not in result.stderr
 
 
+def test_validate_lists_the_problems_of_every_layer_in_one_run(tmp_path):
+    # An unknown metric with a key under it, an unknown type, a bad duration, an unset
+    # variable, a service setting and an undefined reference: none hides another.
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "receivers: {otlp: {}}\n"
+        "processors:\n"
+        "  assembler: {trace_wait: 5 parsecs}\n"
+        "  judge_metrics: {metrics: {politeness: {prompt: be polite}}}\n"
+        "exporters:\n"
+        "  debug: {}\n"
+        "  kafka: {brokers: [a]}\n"
+        "  file: {path: '${env:SPANSCORE_UNSET_OUTPUT}'}\n"
+        "service:\n"
+        "  telemetry: {logs: {level: loud}}\n"
+        "  pipelines:\n"
+        "    traces: {receivers: [otlp, zipkin], processors: [assembler, judge_metrics], exporters: [debug, file]}\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "SPANSCORE_UNSET_OUTPUT"}
+    result = spanscore("validate", str(config), env=environ)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"{config}: 7 problems",
+        "  exporters.file.path: environment variable SPANSCORE_UNSET_OUTPUT is not set and has no default",
+        "  processors.assembler.trace_wait: '5 parsecs' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
+        "  processors.judge_metrics.metrics.politeness: not a judge metric; known: task_completion, "
+        "tool_correctness, argument_correctness, step_efficiency, confidence, plan_adherence, plan_quality",
+        "  processors.judge_metrics.metrics.politeness.prompt: unknown key",
+        "  exporters.kafka: unknown exporter type 'kafka'; known: debug, file, otlp, otlphttp, phoenix, prometheus",
+        "  service.telemetry.logs.level: String should match pattern '^(?i)(debug|info|warn|warning|error)$' "
+        "(got 'loud')",
+        "  service.pipelines.traces.receivers[1]: 'zipkin' is not defined under receivers",
+    ]
+    assert "Traceback" not in result.stderr
+
+
 def test_score_lists_the_problems_of_its_config_and_its_dataset_in_one_run(tmp_path):
     (tmp_path / "suite.yaml").write_text("cases:\n  - id: a\n")
     (tmp_path / "config.yaml").write_text("receivers: {otlp: {}}\n")

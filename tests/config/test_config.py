@@ -198,3 +198,83 @@ def test_a_sending_queue_storage_must_be_a_started_file_storage(storage, listed,
     assert (
         "exporters.file.sending_queue.storage: exporter 'file' cannot keep its queue in storage; otlp and otlphttp can"
     ) in error.value.problems
+
+
+# -- every layer in one run: no problem hides another ------------------------------------------
+
+
+def judged(metrics: str) -> str:
+    return MINIMAL.replace("exporters: [debug]", "processors: [judge_metrics], exporters: [debug]") + (
+        f"processors: {{judge_metrics: {{metrics: {metrics}}}}}\n"
+    )
+
+
+def test_an_unknown_metric_and_the_settings_under_it_are_both_reported():
+    known = "known: task_completion, tool_correctness, argument_correctness, step_efficiency, confidence, "
+    assert problems_of(judged("{politeness: {prompt: Be polite}}")) == [
+        f"processors.judge_metrics.metrics.politeness: not a judge metric; {known}plan_adherence, plan_quality",
+        "processors.judge_metrics.metrics.politeness.prompt: unknown key",
+    ]
+    assert problems_of(judged("{task_completion: {threshold: 3}, politeness: {}}")) == [
+        "processors.judge_metrics.metrics.task_completion.threshold: Input should be less than or equal to 1 (got 3)",
+        f"processors.judge_metrics.metrics.politeness: not a judge metric; {known}plan_adherence, plan_quality",
+    ]
+
+
+def test_an_unknown_key_does_not_hide_the_check_of_the_mapping_it_is_in():
+    problems = problems_of(
+        MINIMAL.replace(
+            "{endpoint: 127.0.0.1:4317}",
+            "{endpoint: 127.0.0.1:4317, tls: {cert_file: c.pem, key_file: c.key, bogus: 1}}",
+        )
+        + "processors: {assembler: {trace_wait: 5s, trace_timeout: 1s, trace_wiat: 1s}}\n"
+    )
+    assert problems == [
+        "receivers.otlp.protocols.grpc.tls.bogus: unknown key",
+        "receivers.otlp.protocols.grpc.tls: cert_file 'c.pem' does not exist",
+        "processors.assembler.trace_wiat: unknown key",
+        "processors.assembler: trace_timeout must be at least trace_wait",
+    ]
+
+
+def test_pipeline_references_are_checked_when_other_service_settings_are_invalid():
+    service = (
+        "service:\n"
+        "  shutdown_timeout: soon\n"
+        "  telemetry: {logs: {level: loud}}\n"
+        "  pipelines: {traces: {receivers: [otlp, zipkin], exporters: [debug], span_event: false}}\n"
+    )
+    problems = problems_of(MINIMAL.rsplit("service:", 1)[0] + service)
+    assert problems == [
+        "service.pipelines.traces.span_event: unknown key",
+        "service.telemetry.logs.level: String should match pattern '^(?i)(debug|info|warn|warning|error)$' "
+        "(got 'loud')",
+        "service.shutdown_timeout: 'soon' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
+        "service.pipelines.traces.receivers[1]: 'zipkin' is not defined under receivers",
+    ]
+
+
+def test_the_references_of_a_component_with_an_unknown_key_are_checked():
+    problems = problems_of(
+        MINIMAL.replace("exporters: [debug]", "processors: [score_router], exporters: [debug]") + "processors:\n"
+        "  score_router: {table: [{when: {label: fail}, exporters: [file]}], colour: red}\n"
+    )
+    assert problems == [
+        "processors.score_router.colour: unknown key",
+        "processors.score_router: exporter 'file' is not in service.pipelines.traces.exporters",
+    ]
+
+
+def test_an_unset_variable_is_the_one_problem_of_its_setting():
+    # What the empty text would add (an endpoint without a host, an empty path) is not listed.
+    problems = problems_of(
+        MINIMAL.replace("exporters: {debug: {}}", "exporters: {debug: {}, file: {path: '${env:OUT}'}}")
+        .replace("[debug]", "[debug, file]")
+        .replace("127.0.0.1:4317", "'${env:HOST}:4317'")
+        + "processors: {assembler: {trace_wait: soon}}\n"
+    )
+    assert problems == [
+        "receivers.otlp.protocols.grpc.endpoint: environment variable HOST is not set and has no default",
+        "exporters.file.path: environment variable OUT is not set and has no default",
+        "processors.assembler.trace_wait: 'soon' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
+    ]
