@@ -68,7 +68,7 @@ class FileStorage:
         if self.replay:
             log.warning(
                 "write-ahead log %s: %d acknowledged requests were not exported by every exporter before "
-                "the last stop; replaying them (%d spans of theirs already exported are not sent again)",
+                "the last stop; replaying them (%d spans already exported before the stop are not sent again)",
                 self.config.directory,
                 len(self.replay),
                 self.log.skipped_exported_spans,

@@ -75,7 +75,9 @@ class WriteAheadLog:
         self.bytes_on_disk = 0
         self.written_requests = 0
         self.replayed_requests = 0
-        self.replayed_spans = 0
+        # Spans the log held marked exported at `open` (done with, or kept to rebuild an
+        # open session), which are not sent again; those of requests whose segment was
+        # deleted, all done with, are no longer on disk to count.
         self.skipped_exported_spans = 0
 
     # Start -----------------------------------------------------------------------------
@@ -89,7 +91,7 @@ class WriteAheadLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         data: dict[int, tuple[int, int, bytes, int, int]] = {}
         marks: dict[int, list[tuple[int, bytes]]] = {}
-        unsettled: dict[int, set[bytes]] = {}  # exported, session not closed
+        unsettled: dict[int, dict[bytes, int]] = {}  # exported, session not closed: trace id -> spans
         segments = sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
         for index, segment in enumerate(segments):
             path = self._path(segment)
@@ -103,12 +105,14 @@ class WriteAheadLog:
             exported = marks.get(sequence, [])
             done = sum(n for n, _ in exported)
             if done >= spans_total:
+                self.skipped_exported_spans += done
                 continue
             exported_ids = {trace_id for _, trace_id in exported}
+            rescore = {t: n for t, n in unsettled.get(sequence, {}).items() if t not in exported_ids}
             self._requests[sequence] = _Request(segment, spans_total - done, offset, length)
             self._segment_pending[segment] += 1
-            replay.append(Replayed(sequence, payload, exported_ids, unsettled.get(sequence, set()) - exported_ids))
-            self.skipped_exported_spans += done
+            replay.append(Replayed(sequence, payload, exported_ids, set(rescore)))
+            self.skipped_exported_spans += done + sum(rescore.values())
         self._next = max([*data, *marks, *unsettled, -1]) + 1
         for segment in segments:
             if self._segment_pending[segment] == 0:
@@ -140,8 +144,8 @@ class WriteAheadLog:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 marks.setdefault(sequence, []).append((spans, trace_id))
             else:
-                sequence, _, trace_id = _MARK.unpack(payload)
-                unsettled.setdefault(sequence, set()).add(trace_id)
+                sequence, spans, trace_id = _MARK.unpack(payload)
+                unsettled.setdefault(sequence, {})[trace_id] = spans  # marked again after a replay: once
             offset = end
         if offset < len(blob):
             where = "cut off at the end" if last else "corrupt"
