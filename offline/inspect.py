@@ -18,9 +18,9 @@ under the step it belongs to (the step's own span, or the nearest step span abov
 such as the tool call above a failed HTTP request), so the error shows where the agent
 view shows the work; a blamed span under no step is listed with the trace.
 
-Files are read by `otlp_files` (JSON lines, one document, or gzip); a broken line is
-reported with its file and line number, and reading goes on; any problem makes the exit
-code 2.
+Files are read by `otlp_files` (OTLP/JSON lines or one document, Jaeger's and Tempo's
+JSON, gzip), whose formats the summary names; a broken line is reported with its file and
+line number, and reading goes on; any problem makes the exit code 2.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.core.wording import counted
 from spanscore.offline.blamed_spans import Blamed, blamed_in, group_words, localization_of
-from spanscore.offline.otlp_files import read_requests
+from spanscore.offline.otlp_files import formats_text, read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.pipeline.settings import PipelineSettings
@@ -47,6 +47,7 @@ EXIT_PROBLEMS = 2
 SHORT_TEXT = 80  # characters of a text shown in the human format before an ellipsis
 BLAME_CHARS = 120  # of a blamed span's explanation in the human format
 SUMMARY_CHARS = 200  # of failure_localization's explanation on the root
+MAX_PROBLEMS_SHOWN = 50  # problems listed before the rest are only counted
 _SCORE_FIELDS = ("score", "label", "error")
 
 
@@ -57,6 +58,7 @@ class Inspection:
     traces: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     files: int = 0
+    formats: list[str] = field(default_factory=list)  # each format read, once
 
 
 def inspect_files(paths: Sequence[str | Path], assembler_config: PipelineSettings | None = None) -> Inspection:
@@ -67,7 +69,7 @@ def inspect_files(paths: Sequence[str | Path], assembler_config: PipelineSetting
     inspection = Inspection()
     for path in paths:
         inspection.files += 1
-        for where, request in read_requests(Path(path), inspection.problems):
+        for where, request in read_requests(Path(path), inspection.problems, formats=inspection.formats):
             outcome = assembler.add(request, 0.0)
             if outcome.rejected:
                 inspection.problems.append(f"{where}: {outcome.rejected} span(s) rejected: {outcome.error}")
@@ -121,8 +123,10 @@ def run(
     out = out or sys.stdout
     err = err or sys.stderr
     inspection = inspect_files(paths, assembler_config)
-    for problem in inspection.problems:
+    for problem in inspection.problems[:MAX_PROBLEMS_SHOWN]:
         print(f"spanscore inspect: {problem}", file=err)
+    if len(inspection.problems) > MAX_PROBLEMS_SHOWN:
+        print(f"spanscore inspect: ... and {len(inspection.problems) - MAX_PROBLEMS_SHOWN:,} more problems", file=err)
     for record in inspection.traces:
         if as_json:
             out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
@@ -131,8 +135,9 @@ def run(
     # Nothing read for want of a readable file: the problems say it all, no "0 traces".
     if not as_json and (inspection.traces or not inspection.problems):
         scored = sum(1 for record in inspection.traces if record["scored"])
+        formats = f" ({formats_text(inspection.formats)})" if inspection.formats else ""
         out.write(
-            f"{counted(len(inspection.traces), 'trace')} in {counted(inspection.files, 'file')}; "
+            f"{counted(len(inspection.traces), 'trace')} in {counted(inspection.files, 'file')}{formats}; "
             f"{scored} would be scored\n"
         )
     out.flush()

@@ -1,4 +1,4 @@
-"""`spanscore score`: recorded OTLP/JSON files through the scoring pipeline, offline.
+"""`spanscore score`: recorded traces through the scoring pipeline, offline.
 
 The same pipeline code as the collector scores the traces, without a port: requests go
 in through the in-memory receiver, out through a `file` exporter writing OTLP/JSON lines
@@ -33,7 +33,7 @@ from spanscore.core.consumer import ConsumerFull
 from spanscore.core.trace import Trace
 from spanscore.core.wording import counted, plural
 from spanscore.exporters.file import FileExporter, FileExporterConfig
-from spanscore.offline.otlp_files import read_requests
+from spanscore.offline.otlp_files import formats_text, read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.receivers.ingest import InvalidRequest
@@ -73,6 +73,7 @@ class ScoreSummary:
     spans: int = 0
     traces: int = 0
     problems: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)  # each input format read, once
     metrics: dict[str, MetricTally] = field(default_factory=lambda: defaultdict(MetricTally))
     unscored_traces: int = 0
     evaluator_calls: dict[str, int] = field(default_factory=dict)
@@ -132,7 +133,7 @@ async def score_files(
             await component.start()
         await pipeline.start()
         for path in paths:
-            for where, request in read_requests(path, summary.problems, bar.at):
+            for where, request in read_requests(path, summary.problems, bar.at, summary.formats):
                 clock.now += step
                 summary.requests += 1
                 await _send(receiver, pipeline, clock, request, where, summary)
@@ -242,8 +243,9 @@ async def _send(
 
 
 def summary_table(summary: ScoreSummary, output: Path) -> str:
+    formats = f" ({formats_text(summary.formats)})" if summary.formats else ""
     lines = [
-        f"{counted(summary.spans, 'span')} in {counted(summary.requests, 'request')} -> "
+        f"{counted(summary.spans, 'span')} in {counted(summary.requests, 'request')}{formats} -> "
         f"{counted(summary.traces, 'trace')} written to {output} in {summary.seconds:.1f}s "
         f"({summary.spans / max(summary.seconds, 1e-9):,.0f} spans/s); "
         f"{summary.unscored_traces:,} not agent {plural(summary.unscored_traces, 'trace')}, forwarded unscored",

@@ -103,7 +103,7 @@ trace 5b8efff798038103d269b633813fc60c first="I'm a server span" spans=1 service
   conventions: none; scored: no, not an agent trace (no agent run found in GenAI, OpenInference, OpenLLMetry, \
 Langfuse or Vercel AI SDK attributes)
 
-3 traces in 2 files; 2 would be scored
+3 traces in 2 files (OTLP/JSON); 2 would be scored
 """
     )
 
@@ -201,7 +201,7 @@ def test_a_fixture_in_the_human_format():
         '    2. tool get_weather  arguments={"city": "Paris"}  result="Sunny, 22 C"',
         '    3. llm ChatCompletion  result="The weather in Paris is: Sunny, 22 C"',
     ]
-    assert result.stdout.splitlines()[-1] == "1 trace in 1 file; 1 would be scored"
+    assert result.stdout.splitlines()[-1] == "1 trace in 1 file (OTLP/JSON); 1 would be scored"
 
 
 def test_a_broken_line_is_reported_by_file_and_line_and_the_rest_is_still_read(tmp_path):
