@@ -44,19 +44,36 @@ and the rest are read.
 
 The API key, when Phoenix has authentication on, comes from `PHOENIX_API_KEY` (Phoenix's
 own variable) and is sent as `Authorization: Bearer <key>`; credentials in the URL are
-refused. Every request has a timeout (`TIMEOUT_S`), answers are read up to
-`MAX_RESPONSE_BYTES`, and redirects are not followed (the key would go with them). When
-Phoenix cannot be used at all (unreachable, the project unknown, an HTTP error, an answer
-that is not Phoenix's), `PhoenixError` says why in one line.
+refused, and redirects are not followed (the key would go with them).
+
+Whatever the server at the URL does, the read is bounded:
+
+- time: each request has `TIMEOUT_S` in all, its answer read to the end included (a
+  server trickling its answer a byte at a time has its connection cut);
+- memory: a page is read up to `MAX_PAGE_BYTES` and parsed only when it holds at most
+  `MAX_PAGE_OBJECTS` JSON objects and arrays (a page of `{}` would take 25 times its size
+  once parsed); a page past either is asked again with half the items, down to
+  `MIN_PAGE`, so that large spans still get read, then refused;
+- pages: a list is followed through at most `MAX_PAGES` pages, and a cursor given twice
+  ends it (a server handing out new cursors for ever would be read for ever);
+- what is echoed: Phoenix's error messages and answers that are not JSON are shown cut
+  short, their control characters escaped and the shapes of secrets (API keys, tokens)
+  hidden, as spanscore's logs do.
+
+When Phoenix cannot be used at all (unreachable, the project unknown, an HTTP error, an
+answer that is not Phoenix's), `PhoenixError` says why in one line.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import math
 import os
 import re
+import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -65,7 +82,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spanscore.core.quoting import excerpt
-from spanscore.core.redaction import safe_url
+from spanscore.core.redaction import safe_url, scrub
 from spanscore.core.wording import counted, plural
 from spanscore.exporters.phoenix import IDENTIFIER as EXPORTER_IDENTIFIER
 from spanscore.offline.human_labels import UNIT_SCALE, HumanLabel, LabelError, Scale, make_label, parse_scale
@@ -77,8 +94,12 @@ SPANS_PAGE = 1000  # Phoenix's largest span page
 ANNOTATIONS_PAGE = 1000
 IDS_PER_REQUEST = 100  # ids in one query string: about 2.6 kB of span ids, 4.2 kB of trace ids
 MAX_SPANS = 1_000_000  # the newest spans read; a larger project is read in part, with a problem
-MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # one page of spans with their attributes
-TIMEOUT_S = 30.0
+MAX_PAGE_BYTES = 32 * 1024 * 1024  # one page of spans with their attributes
+MAX_PAGE_OBJECTS = 500_000  # JSON objects and arrays in a page: a few tens of MB parsed
+MIN_PAGE = 10  # a page still too large with this many items is refused
+MAX_PAGES = 10_000  # of one list: 10 million annotations at 1,000 a page
+TIMEOUT_S = 30.0  # per request, its answer read whole included
+SHOWN_CHARS = 160  # of what Phoenix says, in an error
 _METRIC = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -90,6 +111,10 @@ class _HttpStatus(PhoenixError):
     def __init__(self, message: str, status: int):
         super().__init__(message)
         self.status = status
+
+
+class _TooLarge(PhoenixError):
+    """A page past `MAX_PAGE_BYTES` or `MAX_PAGE_OBJECTS`."""
 
 
 def read_phoenix_labels(
@@ -393,6 +418,82 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+class _Deadline:
+    """One request's time, whole: when it is up, the request's sockets are shut, which
+    ends any read blocked on them (a socket's own timeout bounds each read only)."""
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.expired
+        if expired:
+            _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
+
+
+class _WatchedHTTP(http.client.HTTPConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        self.deadline.watch(self.sock)
+
+
+class _WatchedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        self.deadline.watch(self.sock)
+
+
+class _WatchedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    """urllib's http and https openers, their connections' sockets under a `_Deadline`
+    (proxies from the environment are used as urllib uses them)."""
+
+    def __init__(self, deadline: _Deadline):
+        urllib.request.HTTPHandler.__init__(self)
+        urllib.request.HTTPSHandler.__init__(self)
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_WatchedHTTP, deadline=self.deadline), req)
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_WatchedHTTPS, deadline=self.deadline), req)
+
+
 class _Client:
     def __init__(self, url: str, api_key: str | None):
         parts = urllib.parse.urlsplit(url.strip())
@@ -406,41 +507,63 @@ class _Client:
         self.headers = {"Accept": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
-        self._opener = urllib.request.build_opener(_NoRedirect)
 
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        """The JSON answer to GET `path`; _HttpStatus for an HTTP error, PhoenixError when
-        Phoenix cannot be reached or does not answer JSON."""
+        """The JSON answer to GET `path`; _HttpStatus for an HTTP error, _TooLarge past the
+        page bounds, PhoenixError when Phoenix cannot be reached in time or does not answer
+        JSON."""
         query = urllib.parse.urlencode(params or {}, doseq=True)
         request = urllib.request.Request(f"{self.base}{path}{'?' + query if query else ''}", headers=self.headers)
-        try:
-            with self._opener.open(request, timeout=TIMEOUT_S) as response:
-                body = response.read(MAX_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as error:
-            raise self._status_error(path, error) from None
-        except urllib.error.URLError as exc:
-            raise PhoenixError(f"cannot reach Phoenix at {self.where}: {_reason(exc.reason)}") from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise PhoenixError(f"cannot reach Phoenix at {self.where}: {_reason(exc)}") from None
-        if len(body) > MAX_RESPONSE_BYTES:
-            raise PhoenixError(f"Phoenix at {self.where}: GET {path} answered more than {MAX_RESPONSE_BYTES:,} bytes")
+        late = PhoenixError(f"cannot reach Phoenix at {self.where}: no answer within {TIMEOUT_S:g} s")
+        with _Deadline(TIMEOUT_S) as deadline:
+            opener = urllib.request.build_opener(_NoRedirect, _WatchedHandler(deadline))
+            try:
+                with opener.open(request, timeout=TIMEOUT_S) as response:
+                    body = response.read(MAX_PAGE_BYTES + 1)
+            except urllib.error.HTTPError as error:
+                raise self._status_error(path, error) from None
+            except urllib.error.URLError as exc:
+                if deadline.expired:
+                    raise late from None
+                raise PhoenixError(f"cannot reach Phoenix at {self.where}: {_reason(exc.reason)}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                if deadline.expired:
+                    raise late from None
+                raise PhoenixError(f"cannot reach Phoenix at {self.where}: {_reason(exc)}") from None
+            if deadline.expired:  # the body may have been cut short without an error
+                raise late
+        if len(body) > MAX_PAGE_BYTES:
+            raise _TooLarge(f"Phoenix at {self.where}: GET {path} answered more than {MAX_PAGE_BYTES:,} bytes")
+        if body.count(b"{") + body.count(b"[") > MAX_PAGE_OBJECTS:  # an upper bound: braces in strings count too
+            raise _TooLarge(f"Phoenix at {self.where}: GET {path} answered more than {MAX_PAGE_OBJECTS:,} objects")
         try:
             return json.loads(body)
         except ValueError:
-            text = body.decode("utf-8", errors="replace").strip()
-            raise self.not_phoenix(f"GET {path} answered '{excerpt(text, 80)}', not JSON") from None
+            text = body[: SHOWN_CHARS * 4].decode("utf-8", errors="replace").strip()
+            raise self.not_phoenix(f"GET {path} answered '{_shown(text, 80)}', not JSON") from None
 
     def pages(self, path: str, params: Mapping[str, Any], missing_ok: bool = False) -> Iterator[list[Any]]:
         """Each page's `data` of a paginated list, by `next_cursor`. `missing_ok`: a 404 is
-        an empty list (Phoenix answers 404 for span or trace ids that are gone)."""
+        an empty list (Phoenix answers 404 for span or trace ids that are gone). A page past
+        the page bounds is asked again with half its `limit`, down to `MIN_PAGE`."""
         cursor: str | None = None
-        while True:
+        seen: set[str] = set()
+        params = dict(params)
+        for _ in range(MAX_PAGES):
             try:
                 answer = self.get(path, {**params, "cursor": cursor} if cursor else params)
             except _HttpStatus as exc:
                 if missing_ok and exc.status == 404:
                     return
                 raise
+            except _TooLarge as exc:
+                limit = params.get("limit")
+                if not isinstance(limit, int):
+                    raise
+                if limit <= MIN_PAGE:
+                    raise _TooLarge(f"{exc} for a page of {limit} items") from None
+                params["limit"] = max(MIN_PAGE, limit // 2)
+                continue
             data = answer.get("data") if isinstance(answer, dict) else None
             if not isinstance(data, list):
                 raise self.not_phoenix(f"GET {path} answered no list of data")
@@ -448,9 +571,12 @@ class _Client:
             following = answer.get("next_cursor")
             if not following or not data:
                 return
-            if following == cursor:
+            following = str(following)
+            if following in seen or following == cursor:
                 raise self.not_phoenix(f"GET {path} gave the same page cursor twice")
-            cursor = str(following)
+            seen.add(following)
+            cursor = following
+        raise self.not_phoenix(f"GET {path} gave more than {MAX_PAGES:,} pages, each with a new cursor")
 
     def not_phoenix(self, what: str) -> PhoenixError:
         return PhoenixError(f"{self.where} does not answer as Phoenix's REST API does: {what}")
@@ -463,7 +589,7 @@ class _Client:
         detail = _detail(text)
         message = f"Phoenix at {self.where}: GET {path}: HTTP {error.code}"
         if detail:
-            message += f": {excerpt(detail, 160)}"
+            message += f": {_shown(detail, SHOWN_CHARS)}"
         if error.code in (301, 302, 303, 307, 308):
             location = error.headers.get("Location", "")
             target = urllib.parse.urljoin(self.base + path, location)
@@ -487,6 +613,12 @@ def _detail(text: str) -> str:
         detail = document["detail"]
         return detail if isinstance(detail, str) else json.dumps(detail)
     return " ".join(text.split())
+
+
+def _shown(text: str, limit: int) -> str:
+    """What Phoenix said, fit for one line: secret shapes hidden, control characters
+    escaped, cut to `limit` characters."""
+    return excerpt(scrub(text, max_chars=len(text)), limit)
 
 
 def _reason(reason: Any) -> str:

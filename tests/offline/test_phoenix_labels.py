@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -15,6 +17,7 @@ import pytest
 
 from spanscore.offline import phoenix_labels
 from spanscore.offline.phoenix_labels import PhoenixError, read_phoenix_labels
+from tests.support.hostile_http import HostileServer, Request, answer_json, huge, trickle
 
 Reply = tuple[int, dict[str, str], bytes]
 KEY = "px-key-0123456789"
@@ -222,3 +225,101 @@ def test_named_annotations_are_asked_for_by_name_and_a_name_none_has_is_a_proble
     for path, query, _ in server.requests:
         if path.endswith("_annotations"):
             assert sorted(query["include_annotation_names"]) == ["Corectness", "Correctness"]
+
+
+# Hostile or broken servers: each answer is bounded in time, size and pages, and what
+# Phoenix echoes is redacted.
+
+
+def test_a_phoenix_trickling_its_answer_times_out_after_the_timeout_not_the_trickle(monkeypatch):
+    monkeypatch.setattr(phoenix_labels, "TIMEOUT_S", 1.0)
+    body = json.dumps({"data": {"id": "UHJvamVjdDox", "name": "p"}}).encode()
+    with HostileServer(lambda request: trickle(request, body, every_s=0.25)) as server:  # about 12 s of answer
+        started = time.monotonic()
+        with pytest.raises(PhoenixError) as raised:
+            read_phoenix_labels(server.url, "p", None, [])
+        elapsed = time.monotonic() - started
+    assert str(raised.value) == f"cannot reach Phoenix at {server.url}: no answer within 1 s"
+    assert elapsed < 2.0
+
+
+def test_a_page_past_the_size_bound_is_asked_again_smaller_then_refused_without_reading_it_all(monkeypatch):
+    def respond(request: Request) -> None:
+        if request.path == "/v1/projects/p":
+            answer_json(request, {"data": {"id": "UHJvamVjdDox", "name": "p"}})
+        elif request.path.startswith("/v1/annotation_configs"):
+            answer_json(request, {"data": [], "next_cursor": None})
+        else:  # every page of spans: 200 MB of {}
+            huge(request, b'{"data": [{}', b",{}", 200 << 20, b'], "next_cursor": null}')
+
+    with HostileServer(respond) as server:
+        tracemalloc.start()
+        try:
+            with pytest.raises(PhoenixError) as raised:
+                read_phoenix_labels(server.url, "p", None, [])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert str(raised.value) == (
+        f"Phoenix at {server.url}: GET /v1/projects/UHJvamVjdDox/spans answered more than "
+        f"{phoenix_labels.MAX_PAGE_BYTES:,} bytes for a page of {phoenix_labels.MIN_PAGE} items"
+    )
+    assert peak < 3 * phoenix_labels.MAX_PAGE_BYTES, peak
+    limits = [parse_qs(urlsplit(path).query)["limit"] for _, path in server.requests if "/spans" in path]
+    assert limits == [["1000"], ["500"], ["250"], ["125"], ["62"], ["31"], ["15"], ["10"]]
+
+
+def test_a_page_of_many_tiny_objects_is_refused_before_it_is_parsed():
+    # 4 MB within the size bound, but a million objects
+    def respond(request: Request) -> None:
+        if request.path == "/v1/projects/p":
+            answer_json(request, {"data": {"id": "UHJvamVjdDox", "name": "p"}})
+        elif request.path.startswith("/v1/annotation_configs"):
+            huge(request, b'{"data": [{}', b",{}", 3 << 20, b'], "next_cursor": null}')
+
+    with HostileServer(respond) as server:
+        with pytest.raises(PhoenixError, match=r"GET /v1/annotation_configs answered more than 500,000 objects"):
+            read_phoenix_labels(server.url, "p", None, [])
+
+
+def test_a_list_that_keeps_giving_new_cursors_ends_at_the_page_bound(stub, monkeypatch):
+    monkeypatch.setattr(phoenix_labels, "MAX_PAGES", 30)
+    pages = {"": "c0", **{f"c{i}": f"c{i + 1}" for i in range(1000)}}
+    server = stub(phoenix_like([human("a1", name="m", result={"label": "pass"})], pages=pages))
+    with pytest.raises(PhoenixError) as raised:
+        read_phoenix_labels(server.url, "p", None, [])
+    assert str(raised.value) == (
+        f"{server.url} does not answer as Phoenix's REST API does: "
+        "GET /v1/projects/UHJvamVjdDox/span_annotations gave more than 30 pages, each with a new cursor"
+    )
+    assert sum(path.endswith("/span_annotations") for path, _, _ in server.requests) == 30
+
+
+def test_a_cursor_that_comes_back_after_others_stops_the_read(stub):
+    server = stub(
+        phoenix_like([human("a1", name="m", result={"label": "pass"})], pages={"": "c1", "c1": "c2", "c2": "c1"})
+    )
+    with pytest.raises(PhoenixError, match="gave the same page cursor twice"):
+        read_phoenix_labels(server.url, "p", None, [])
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_a_phoenix_error_echoing_a_secret_is_redacted_and_bounded(stub, content_type):
+    key = "sk-proj-" + "A1b2C3d4" * 8
+    detail = f"upstream refused api_key={key} " + "x" * 1500  # whole in the 2,000 bytes read of an error
+    body = json.dumps({"detail": detail}) if content_type == "application/json" else detail
+    server = stub(lambda path, query: (500, {"Content-Type": content_type}, body.encode()))
+    with pytest.raises(PhoenixError) as raised:
+        read_phoenix_labels(server.url, "p", None, [])
+    message = str(raised.value)
+    assert key not in message and "sk-proj-" not in message and "[redacted" in message
+    assert message.startswith(f"Phoenix at {server.url}: GET /v1/projects/p: HTTP 500: upstream refused api_key=")
+    assert len(message) < 400
+
+
+def test_a_non_json_answer_echoing_a_secret_is_redacted(stub):
+    key = "sk-proj-" + "Z9y8X7w6" * 4
+    server = stub(lambda path, query: (200, {"Content-Type": "text/html"}, f"<p>Bearer {key}</p>".encode()))
+    with pytest.raises(PhoenixError) as raised:
+        read_phoenix_labels(server.url, "p", None, [])
+    assert key not in str(raised.value) and "not JSON" in str(raised.value)
