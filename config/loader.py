@@ -121,17 +121,35 @@ class Telemetry(BaseModel):
     logs: LogsTelemetry = Field(default_factory=LogsTelemetry)
 
 
+class _Listed(BaseModel):
+    """The component ids a pipeline lists, whatever its other settings."""
+
+    model_config = ConfigDict(extra="ignore")
+    receivers: list[str] = Field(default_factory=list)
+    processors: list[str] = Field(default_factory=list)
+    exporters: list[str] = Field(default_factory=list)
+
+
+class _ListedPipelines(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    traces: _Listed
+    metrics: _Listed | None = None
+    logs: _Listed | None = None
+
+
 class ServiceReferences(BaseModel):
-    """What of `service` names components: read on its own too, so the references are
-    checked when another service setting is invalid."""
+    """The component ids `service` lists, read apart from its settings (which
+    ServiceConfig checks), so the references are checked when a setting is invalid."""
 
     model_config = ConfigDict(extra="ignore")
     extensions: list[str] = Field(default_factory=list)
-    pipelines: Pipelines
+    pipelines: _ListedPipelines
 
 
-class ServiceConfig(ServiceReferences):
+class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    extensions: list[str] = Field(default_factory=list)
+    pipelines: Pipelines
     telemetry: Telemetry = Field(default_factory=Telemetry)
     shutdown_timeout: Duration = DEFAULT_SHUTDOWN_TIMEOUT_S
     # The end of shutdown_timeout kept for the exporters: scoring stops before it, so what
@@ -266,15 +284,16 @@ def parse_config(
         problems.append("service: missing; it must name the traces pipeline's receivers and exporters")
     else:
         written = raw["service"] if raw["service"] is not None else {}
-        service = references = _validate(ServiceConfig, written, "service", problems, unexpanded)
-        if references is None:  # its problems are listed; those of the references among them
-            references = _validate(ServiceReferences, written, "service", [], unexpanded)
+        service = _validate(ServiceConfig, written, "service", problems, unexpanded)
+        # Its problems are listed with the settings'.
+        references = _validate(ServiceReferences, written, "service", [], unexpanded)
     if references is None:
         raise ConfigError(problems)
 
     pipeline = references.pipelines.traces
     metrics, logs = references.pipelines.metrics, references.pipelines.logs
     chosen: dict[str, list[ConfiguredComponent]] = {}
+    listed_processor_types: list[str] = []  # with those whose settings are invalid
     for key, section, ids, where in (
         ("receivers", "receivers", pipeline.receivers, "service.pipelines.traces.receivers"),
         ("processors", "processors", pipeline.processors, "service.pipelines.traces.processors"),
@@ -291,11 +310,16 @@ def parse_config(
                 continue
             seen.add(component_id)
             component = sections[section].get(component_id)
-            if component is None:
-                if component_id not in _mapping(raw.get(section)):
-                    problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
+            if component is None and component_id not in _mapping(raw.get(section)):
+                problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
                 continue
-            factory = component.factory
+            # Where a component may be listed depends on its type only: checked when its
+            # settings are invalid too. What its settings name needs them valid.
+            factory = (
+                component.factory if component else factories.lookup(_SECTIONS[section], component_type(component_id))
+            )
+            if factory is None:  # an unknown type, reported with its section
+                continue
             if key == "exporters" and factory.create is None:
                 problems.append(
                     f"{where}[{i}]: {component_id!r} exports metrics only; list it under service.pipelines.metrics"
@@ -309,29 +333,24 @@ def parse_config(
             if key == "log_exporters" and factory.create_log_exporter is None:
                 problems.append(f"{where}[{i}]: {component_id!r} cannot export logs; use otlp, otlphttp or file")
                 continue
-            chosen[key].append(component)
+            if key == "processors":
+                listed_processor_types.append(factory.type)
+            if component is not None:
+                chosen[key].append(component)
 
     problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), references))
     problems.extend(_storage_problems(chosen["exporters"], sections["extensions"], raw.get("extensions"), references))
+    problems.extend(_processor_order_problems(listed_processor_types))
     # The memory limiter refuses requests at the receivers, before assembly, so its place
     # in the list does not matter and the processors that score never see it.
     limiters = [c for c in chosen["processors"] if c.type == MEMORY_LIMITER_TYPE]
-    if len(limiters) > 1:
-        problems.append("service.pipelines.traces.processors: only one memory_limiter may run")
     processors = [c for c in chosen["processors"] if c.type != MEMORY_LIMITER_TYPE]
     routers = _routers(processors)
     problems.extend(_routing_problems(routers, pipeline.exporters))
-    assemblers = [i for i, c in enumerate(processors) if c.type == ASSEMBLER_TYPE]
-    if len(assemblers) > 1:
-        problems.append("service.pipelines.traces.processors: only one assembler may run")
-    elif assemblers and assemblers[0] != 0:
-        problems.append(
-            "service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"
-        )
-    elif not assemblers and ASSEMBLER_TYPE in sections["processors"]:  # else its settings were invalid
-        processors.insert(0, sections["processors"][ASSEMBLER_TYPE])
     if problems or service is None:
         raise ConfigError(problems)
+    if ASSEMBLER_TYPE not in listed_processor_types:
+        processors.insert(0, sections["processors"][ASSEMBLER_TYPE])
 
     used = {c.id for components in chosen.values() for c in components} | {ASSEMBLER_TYPE}
     unused = [f"{section}.{cid}" for section in _SECTIONS for cid in sections[section] if cid not in used]
@@ -448,6 +467,22 @@ def _storage_problems(
             problems.append(f"{where}: {storage_id!r} is not listed in service.extensions")
         elif extension.type != FILE_STORAGE_TYPE:
             problems.append(f"{where}: {storage_id!r} is not a file_storage extension")
+    return problems
+
+
+def _processor_order_problems(types: list[str]) -> list[str]:
+    """One memory limiter at most, wherever it is; one assembler at most, before the
+    processors that read what it assembles. `types` are those of the traces pipeline."""
+    problems = []
+    if types.count(MEMORY_LIMITER_TYPE) > 1:
+        problems.append("service.pipelines.traces.processors: only one memory_limiter may run")
+    assemblers = [i for i, t in enumerate(t for t in types if t != MEMORY_LIMITER_TYPE) if t == ASSEMBLER_TYPE]
+    if len(assemblers) > 1:
+        problems.append("service.pipelines.traces.processors: only one assembler may run")
+    elif assemblers and assemblers[0] != 0:
+        problems.append(
+            "service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"
+        )
     return problems
 
 

@@ -278,3 +278,37 @@ def test_an_unset_variable_is_the_one_problem_of_its_setting():
         "exporters.file.path: environment variable OUT is not set and has no default",
         "processors.assembler.trace_wait: 'soon' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
     ]
+
+
+def test_where_a_component_is_listed_is_checked_when_its_settings_are_invalid():
+    problems = problems_of(
+        MINIMAL.replace(
+            "exporters: [debug]", "processors: [toy_metric, assembler], exporters: [debug, prometheus]"
+        ).replace("exporters: {debug: {}}", "exporters: {debug: {}, prometheus: {endpoint: nowhere}}")
+        + "processors: {assembler: {trace_wait: soon}, toy_metric: {}}\n"
+    )
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        "processors.assembler.trace_wait",
+        "exporters.prometheus.endpoint",
+        "service.pipelines.traces.exporters[1]",
+        "service.pipelines.traces.processors",
+    ]
+    assert problems[2:] == [
+        "service.pipelines.traces.exporters[1]: 'prometheus' exports metrics only; list it under "
+        "service.pipelines.metrics",
+        "service.pipelines.traces.processors: the assembler must come first; processors read assembled traces",
+    ]
+
+
+def test_the_traces_pipeline_is_checked_when_another_pipeline_is_invalid():
+    service = (
+        "service:\n"
+        "  pipelines:\n"
+        "    traces: {receivers: [otlp, zipkin], exporters: [debug]}\n"
+        "    metrics: {exporters: [debug], export_interval: often}\n"
+    )
+    assert problems_of(MINIMAL.rsplit("service:", 1)[0] + service) == [
+        "service.pipelines.metrics.export_interval: 'often' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
+        "service.pipelines.traces.receivers[1]: 'zipkin' is not defined under receivers",
+        "service.pipelines.metrics.exporters[0]: 'debug' cannot export metrics; use prometheus, otlp or otlphttp",
+    ]
