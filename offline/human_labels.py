@@ -213,13 +213,24 @@ def _json_rows(text: str) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
         try:
             row = json.loads(line)
         except ValueError as exc:
-            yield number, f"not a JSON object: {exc}"
+            yield number, f"not a JSON object: {excerpt(str(exc))}"
+            continue
+        except RecursionError:
+            yield number, "not a JSON object: nested too deeply"
             continue
         yield number, row if isinstance(row, dict) else f"not a JSON object but {type(row).__name__}"
 
 
 def _csv_rows(text: str) -> Iterable[tuple[int, Mapping[str, Any] | str]]:
     reader = csv.reader(io.StringIO(text))
+    try:
+        yield from _csv_cells(reader)
+    except csv.Error as exc:
+        # A field over the csv module's limit (128 KiB), or a NUL: past it the rows cannot be told apart.
+        yield reader.line_num, f"{excerpt(str(exc))}: the rest of the file is not read"
+
+
+def _csv_cells(reader: Any) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
     header: list[str] | None = None
     for row in reader:
         if not any(cell.strip() for cell in row):

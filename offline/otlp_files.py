@@ -12,12 +12,12 @@ its keys:
 - Jaeger's own JSON model (`data`, or one trace's `traceID` and `spans`), as the Jaeger UI
   downloads it and `/api/traces` answers: converted by `jaeger_json`.
 
-Anything else is a problem, reported by file:line. A file is read as JSON lines when its
-first non-blank line is a JSON document on its own, or is broken but the next one is a
-JSON object (a JSON-lines file whose first line is bad); otherwise the whole file is one
-document (pretty-printed). A gzip file (by its magic bytes, whatever its name) is read the
-same way once inflated. A broken line is reported with its file and line number and
-reading goes on: one bad line never costs the others.
+Anything else is a problem, reported by file:line. A file is one (pretty-printed)
+document when its first non-blank line is a lone `{` or `[` and the next one is not a
+JSON object; otherwise it is JSON lines (whose first lines may be broken). A gzip file
+(by its magic bytes, whatever its name) is read the same way once inflated. A broken line
+is reported with its file and line number and reading goes on: one bad line never costs
+the others.
 
 Reading is bounded whatever the file holds: a line, or a whole-file document, of more
 than MAX_DOCUMENT_BYTES stops the file there; past MAX_REPORTED_LINES broken lines of a
@@ -124,7 +124,7 @@ class _FileReader:
         first = self._next_line()
         if first is None:
             return
-        if _loads(first) is None and first.lstrip()[:1] in (b"{", b"["):
+        if first.strip() in (b"{", b"["):  # how a pretty-printed document starts
             first_number, lines_before = self.line_number, first
             second = self._next_line(keep_blank=True)
             while second is not None and not second.strip():
