@@ -8,7 +8,9 @@ signal missing from a trace is skipped, never read as 0. Results ride on the ses
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, field_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
@@ -18,6 +20,7 @@ from spanscore.processors.metrics.session_metrics import (
     CONSISTENCY,
     DEFAULT_SIGNAL_WEIGHTS,
     RELIABILITY,
+    SIGNALS,
     agent_consistency,
     agent_reliability,
     resolve_weights,
@@ -29,15 +32,27 @@ class SessionMetricConfig(ComponentConfig):
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
 
 
+def _known_signal(name: str) -> str:
+    if name not in SIGNALS:
+        raise ValueError(f"not a signal; known signals: {', '.join(SIGNALS)}")
+    return name
+
+
+# Each name and weight is checked apart, so every wrong one is reported; strict, as text
+# or `true` is not a weight.
+SignalName = Annotated[str, AfterValidator(_known_signal)]
+SignalWeight = Annotated[float, Field(strict=True, ge=0.0, allow_inf_nan=False)]
+
+
 class SessionMetricsConfig(ComponentConfig):
-    weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_SIGNAL_WEIGHTS))
+    weights: dict[SignalName, SignalWeight] = Field(default_factory=lambda: dict(DEFAULT_SIGNAL_WEIGHTS))
     agent_reliability: SessionMetricConfig = Field(default_factory=SessionMetricConfig)
     agent_consistency: SessionMetricConfig = Field(default_factory=SessionMetricConfig)
 
     @field_validator("weights")
     @classmethod
-    def _known_weights(cls, value: dict[str, float]) -> dict[str, float]:
-        return resolve_weights(value)  # unknown names, negative or non-finite weights are errors
+    def _over_the_defaults(cls, value: dict[str, float]) -> dict[str, float]:
+        return resolve_weights(value)
 
 
 class SessionMetrics(Processor):

@@ -312,3 +312,15 @@ def test_the_traces_pipeline_is_checked_when_another_pipeline_is_invalid():
         "service.pipelines.traces.receivers[1]: 'zipkin' is not defined under receivers",
         "service.pipelines.metrics.exporters[0]: 'debug' cannot export metrics; use prometheus, otlp or otlphttp",
     ]
+
+
+def test_every_wrong_signal_weight_is_reported():
+    config = MINIMAL.replace("exporters: [debug]", "processors: [session_metrics], exporters: [debug]") + (
+        "processors: {session_metrics: {weights: {confidnce: 1, coherence: -0.5, tool_correctness: 'high'}}}\n"
+    )
+    assert problems_of(config) == [
+        "processors.session_metrics.weights.confidnce: not a signal; known signals: confidence, loop_detection, "
+        "tool_correctness, coherence",
+        "processors.session_metrics.weights.coherence: Input should be greater than or equal to 0 (got -0.5)",
+        "processors.session_metrics.weights.tool_correctness: Input should be a valid number (got 'high')",
+    ]
