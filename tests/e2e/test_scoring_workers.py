@@ -29,7 +29,17 @@ from tests.support.otlp_sink import OtlpSink
 from tests.support.ports import free_port
 from tests.support.replicas import CONFIG, Replica, scores, send_sessions
 from tests.support.running import scraped_samples, sink_config, wait_until
-from tests.support.spans import AGENT_ROOT, new_span_id, new_trace_id, request_of, span
+from tests.support.spans import (
+    AGENT_ROOT,
+    assert_rescored,
+    evaluation_events,
+    exported_span,
+    new_span_id,
+    new_trace_id,
+    request_of,
+    scored_before,
+    span,
+)
 from tests.support.toy_metric import TOY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -321,3 +331,26 @@ service:
     )
     setup = Service(config).workers.setup  # built, not started: no process yet
     assert (setup.encode_traces, setup.send_results) == (encoded, results)
+
+
+@pytest.mark.parametrize("encoded", [True, False])
+def test_workers_replace_the_results_a_trace_arrives_with(encoded, sink, start_collector):
+    """A trace scored before (a chained collector): the worker's prepared scores would be
+    appended, so the collector writes them, replacing the earlier ones, whether the
+    workers encode whole traces (every exporter sends protobuf) or not."""
+    config = sink_config(
+        sink,
+        processors="[assembler, toy_metric]",
+        extra_processors=TOY,
+        assembler="trace_wait: 50ms, scoring_workers: 1",
+    )
+    if not encoded:  # a debug exporter beside: the workers prepare the anchor's fields only
+        config = config.replace("exporters:\n", "exporters:\n  debug: {verbosity: basic}\n", 1)
+        config = config.replace("exporters: [otlp]", "exporters: [otlp, debug]")
+    collector = start_collector(config)
+    assert collector.service.workers.setup.encode_traces is encoded
+    fresh, again = new_trace_id(), new_trace_id()
+    send(collector.grpc_port, request_of([span(fresh, "fresh", attributes=AGENT_ROOT), scored_before(again, "again")]))
+    assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=30)
+    assert_rescored(exported_span(sink, "again"), span_count=1)
+    assert [e["eval.evaluator"] for e in evaluation_events(exported_span(sink, "fresh"))] == ["code"]

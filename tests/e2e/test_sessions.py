@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
+from spanscore.core.result import MetricResult
+from spanscore.pipeline.score_attributes import carrier_spans as carrier_resource_spans
 from tests.support.otlp_client import send
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import (
@@ -174,3 +181,55 @@ def test_sessions_are_not_kept_when_no_processor_reads_them(sink, start_collecto
     send(collector.grpc_port, request_of(session_trace("unread", "turn")[2]))
     assert wait_until(lambda: len(sink.spans()) == 2)
     assert collector.pipeline.sessions.open == {} and carrier_spans(sink) == []
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_carrier_that_arrives_while_its_session_is_open_is_replaced_by_the_new_one(workers, sink, start_collector):
+    # A second spanscore downstream of another: the first one's carrier of the session
+    # arrives after the session's traces, while this one holds the session open.
+    collector = start_collector(
+        sink_config(
+            sink,
+            processors="[assembler, toy_metric]",
+            extra_processors=TOY,
+            assembler=f"trace_wait: 50ms, session_idle: 1s, scoring_workers: {workers}",
+        )
+    )
+    trace_id, root_id, spans = session_trace("chat-9", "turn 0")
+    send(collector.grpc_port, request_of(spans))
+    assert wait_until(lambda: len(sink.spans()) == 2)
+    old = Provenance("old-judge", "000000000000")
+    earlier = carrier_resource_spans(
+        "chat-9",
+        Resource(),
+        [(trace_id, root_id)],
+        [MetricResult(name="toy_session", score=0.2), MetricResult(name="retired", score=0.3)],
+        1_000,
+        2_000,
+        "0.0.1",
+        {"toy_session": old, "retired": old},
+    )
+    send(collector.grpc_port, ExportTraceServiceRequest(resource_spans=[earlier]))
+
+    def new_carrier_sent() -> bool:  # an earlier carrier forwarded would have arrived before it
+        return any(
+            attributes_to_dict(c.attributes)["eval.toy_session.evaluator"] == "code" for c in carrier_spans(sink)
+        )
+
+    assert wait_until(new_carrier_sent, timeout_s=10)
+    [carrier] = carrier_spans(sink)
+    assert carrier.span_id != earlier.scope_spans[0].spans[0].span_id
+    keys = [a.key for a in carrier.attributes]
+    assert len(keys) == len(set(keys))
+    attributes = attributes_to_dict(carrier.attributes)
+    assert (attributes["eval.toy_session.score"], attributes["eval.toy_session.evaluator"]) == (1.0, "code")
+    # The earlier carrier's result of a metric not scored here is carried over, once.
+    assert (attributes["eval.retired.score"], attributes["eval.retired.evaluator"]) == (0.3, "old-judge")
+    events = {e["gen_ai.evaluation.name"]: e for e in evaluation_events(carrier)}
+    assert len(events) == len(evaluation_events(carrier)) == 2
+    assert (events["toy_session"]["eval.evaluator"], events["toy_session"]["eval.revision"]) == (
+        "code",
+        CODE_PROVENANCE.revision,
+    )
+    assert events["retired"]["eval.revision"] == "000000000000"
+    assert [(link.trace_id, link.span_id) for link in carrier.links] == [(trace_id, root_id)]

@@ -12,6 +12,7 @@ from tests.support.otlp_client import send
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import (
     AGENT_ROOT,
+    assert_rescored,
     evaluation_events,
     exported_span,
     new_span_id,
@@ -151,40 +152,6 @@ def test_a_trace_that_arrives_scored_has_its_results_replaced_not_doubled(scored
     assert wait_until(lambda: len(sink.spans()) == 1)
     root = exported_span(sink, "agent")
     assert_rescored(root, span_count=1)
-
-
-def assert_rescored(root, span_count: int) -> None:
-    """`root`, made by `scored_before`, as scoring it again with the toy metric leaves it."""
-    keys = [a.key for a in root.attributes]
-    assert len(keys) == len(set(keys))
-    evals = {k: v for k, v in attributes_to_dict(root.attributes).items() if k.startswith("eval.")}
-    assert evals == {
-        "eval.retired.evaluator": "code",  # not scored again: kept as it came
-        "eval.retired.revision": "111111111111",
-        "eval.retired.score": 0.3,
-        "eval.retired.label": "fail",
-        "eval.toy.evaluator": "code",
-        "eval.toy.revision": CODE_PROVENANCE.revision,
-        "eval.toy.score": span_count / 4,
-        "eval.toy.label": "pass" if span_count >= 2 else "fail",
-        "eval.toy.explanation": f"{span_count} spans",
-    }
-    events = [(e.name, attributes_to_dict(e.attributes)) for e in root.events]
-    assert events == [
-        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "retired", "gen_ai.evaluation.score.value": 0.3}),
-        ("exception", {"exception.message": "the agent's own"}),
-        (
-            "gen_ai.evaluation.result",
-            {
-                "gen_ai.evaluation.name": "toy",
-                "eval.evaluator": "code",
-                "eval.revision": CODE_PROVENANCE.revision,
-                "gen_ai.evaluation.score.value": span_count / 4,
-                "gen_ai.evaluation.score.label": "pass" if span_count >= 2 else "fail",
-                "gen_ai.evaluation.explanation": f"{span_count} spans",
-            },
-        ),
-    ]
 
 
 def test_metric_result_rejects_scores_outside_the_unit_interval():

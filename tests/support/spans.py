@@ -18,6 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.provenance import CODE_PROVENANCE
 
 
 def kv(key: str, value) -> KeyValue:
@@ -279,3 +280,37 @@ def scored_before(trace_id: bytes, name: str, span_id: bytes | None = None) -> S
     ]:
         root.events.add(name=event_name, attributes=[kv(k, v) for k, v in attributes.items()])
     return root
+
+
+def assert_rescored(root, span_count: int) -> None:
+    """`root`, made by `scored_before`, as scoring it again with the toy metric leaves it."""
+    keys = [a.key for a in root.attributes]
+    assert len(keys) == len(set(keys))
+    evals = {k: v for k, v in attributes_to_dict(root.attributes).items() if k.startswith("eval.")}
+    assert evals == {
+        "eval.retired.evaluator": "code",  # not scored again: kept as it came
+        "eval.retired.revision": "111111111111",
+        "eval.retired.score": 0.3,
+        "eval.retired.label": "fail",
+        "eval.toy.evaluator": "code",
+        "eval.toy.revision": CODE_PROVENANCE.revision,
+        "eval.toy.score": span_count / 4,
+        "eval.toy.label": "pass" if span_count >= 2 else "fail",
+        "eval.toy.explanation": f"{span_count} spans",
+    }
+    events = [(e.name, attributes_to_dict(e.attributes)) for e in root.events]
+    assert events == [
+        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "retired", "gen_ai.evaluation.score.value": 0.3}),
+        ("exception", {"exception.message": "the agent's own"}),
+        (
+            "gen_ai.evaluation.result",
+            {
+                "gen_ai.evaluation.name": "toy",
+                "eval.evaluator": "code",
+                "eval.revision": CODE_PROVENANCE.revision,
+                "gen_ai.evaluation.score.value": span_count / 4,
+                "gen_ai.evaluation.score.label": "pass" if span_count >= 2 else "fail",
+                "gen_ai.evaluation.explanation": f"{span_count} spans",
+            },
+        ),
+    ]
