@@ -6,6 +6,10 @@ here, yet with its default thresholds (a pass every 700 new container objects) i
 the objects of every trace in flight over and over. In-process scoring of the ingest
 bench's traces ran about a fifth faster with the thresholds below. Once started, what
 was loaded (modules, config, processors) is also frozen out of the scans.
+
+Passes this sparse may not come for a long time, so what must be freed promptly is not
+left to them: the OTLP/HTTP receiver frees a refused body itself (an exception's frames
+would keep it in a cycle), and the memory limiter forces a full pass before refusing.
 """
 
 from __future__ import annotations
