@@ -1,31 +1,38 @@
 """Does an answer use what the tools returned? The values of tool results, found in the answer.
 
 The deterministic side of tool utilization, used where no judge decided it. An answer
-written for people does not paste a tool's JSON; it states the values in it, so values
-are what is looked for:
+written for people does not paste a tool's JSON; it states the values in it, in its own
+words, so values are what is looked for:
 
 - a result that is JSON: its leaves, strings and numbers, at any depth (not object keys,
   not booleans or null); a string that is itself JSON text is read as JSON; a one-word
   string that reads as a number, with a sign, a currency or a unit around it (`-3`,
   `$3.50`, `21°C`), is that number;
 - a result that is not JSON, and a JSON string of several words: the whole text, plus
-  its numbers, its codes (words holding a digit: `AF123`, `10:45`) and its names (words
-  with a capital letter, not the first word of a sentence or line, so that "The" or
-  "Snowing" starting a sentence is no name). Lowercase words are not values.
+  its numbers, its codes (words holding a digit or an underscore: `AF123`, `10:45`,
+  `get_weather`) and its words, in any case: each word of at least four letters, and
+  each shorter word written with a capital (`Oslo`, `NYC`), that is not a generic word.
+  Generic words are English function words and the words any tool's or agent's text is
+  made of whatever it found (`search`, `page`, `result`, `code`, `error`, `found`,
+  `provide`, ...: `GENERIC_WORDS`). A one-word string is a word.
 
 Text is normalized on both sides: Unicode NFKD with accents dropped, casefolded, the minus
-sign read as `-`, whitespace collapsed. A number is found when a number of the answer
-rounds to it at the answer's precision: |value - number| <= half a unit of the number's
-last digit, so 21 is found in "21°C" and "21.0", 21.37 in "about 21", never in "210" or
-"2.1". The answer's numbers are digit runs not glued to a letter or a longer number
-("A320" holds none, "1.21" only 1.21), signed when a `-` or `+` is not glued to a word,
-`1,000` read as a thousand. A string is found when its text is in the answer on word
-boundaries ("rain" in "light rain", not in "rainy").
+sign and the en and figure dashes read as `-`, whitespace collapsed. A number is found when
+a number of the answer rounds to it at the answer's precision: |value - number| <= half a
+unit of the number's last digit, so 21 is found in "21°C" and "21.0", 21.37 in "about 21",
+never in "210" or "2.1". The answer's numbers are digit runs not glued to a letter or a
+longer number ("A320" holds none, "1.21" only 1.21), signed when a `-` or `+` is not glued
+to a word, `1,000` read as a thousand. A whole text or a code is found when it is in the
+answer on word boundaries ("rain" in "light rain", not in "rainy"). A word is found when a
+word of the answer has the same stem: the word without a plural `-s`/`-es`/`-ies`, a
+possessive `'s`, an `-ing` or `-ed`, and a final `-y` (`thunderstorms` and
+`thunderstorm`, `snowy` and `snow`, `cities` and `city`).
 
 Informative values: a number, or a text of at least two letters or digits, which the
 agent did not have before the call: a value found in the turn's user input or in the
-call's arguments (the city asked about, echoed by the tool) is no evidence of the
-result being used.
+call's arguments (the city asked about, echoed by the tool; a word of the question) is no
+evidence of the result being used. A number counts as had only when those texts hold it
+at the result's own precision: an agent that started from -5 did not have -4.9375.
 
 `answer_utilization`: 1.0 when at least one informative value of some result is found
 in the answer, else 0.0. One suffices, not a share: an answer summarizes (the sky and the
@@ -33,6 +40,9 @@ temperature of a weather report, not its humidity), and a result can feed the ne
 rather than the answer (an id looked up, then fetched). When the tools returned no
 informative value (no result recorded, empty results, only booleans) there is nothing
 the answer could ignore: 1.0. A turn without tool calls used no tool result: 0.0.
+
+How often this agrees with people who read real results and answers is measured in
+`bench/utilization_rule.py` (figures in docs/eval-suites.md).
 
 A result of any size is read within bounds: `MAX_VALUES` values, the first
 `MAX_TEXT_CHARS` characters of each text.
@@ -48,14 +58,42 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from spanscore.processors.metrics.text import STOP_WORDS
+
 _NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]+))?"
 # A number in normalized text: not glued to a word or a longer number before it.
 _IN_TEXT = re.compile(r"(?<![\w.])([-+]?)" + _NUMBER + r"(?![0-9])")
 # A word that is a number, with a currency sign before and a unit after: "-3", "$21.50", "21°C".
 _NUMBER_WORD = re.compile(r"([-+]?)[^\w\s]?" + _NUMBER + r"[^0-9]*")
 _EDGE_PUNCTUATION = "\"'.,;:!?()[]{}<>«»“”‘’`*"
-_SENTENCE_END = re.compile(r"[.!?][\"')\]»”’]*$")
+_LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: the words of a text
+_DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus, en and figure dashes
 MIN_TEXT_CHARS = 2  # letters or digits a text value needs: "C" or "a" would be found anywhere
+MIN_WORD_LETTERS = 4  # a shorter word is a value only when written with a capital: "Oslo", "NYC"
+# Words that say nothing of what a tool found: English function words, the words of any
+# tool's or agent's text about searching, pages, code and results, and the commonest verbs.
+GENERIC_WORDS: frozenset[str] = STOP_WORDS | frozenset(
+    """
+    am an as at be by do go he if in is it me my no of on or so to up us we
+    are and but can did for get got had has her him his how its let may nor not now off one our own
+    per see she the too two use via was who why yes yet you
+    about above after again against almost also although always among another anyone anything around
+    back because below cannot does doing done down else enough even ever further
+    gets getting give given gives goes going gone here hers herself himself however itself
+    just least less like likely made make makes many must myself near need needs never next none
+    often once onto others otherwise ours ourselves over perhaps please rather really seem seems
+    several since something still their theirs them themselves then there these they thing things
+    this those though thus together toward towards until upon used uses using well what whatever
+    when where whether which while whom whose with within without would your yours yourself
+    first last found find finding look looking looked show shows shown showing seen lets
+    search searched searches searching result results page pages webpage website site link links
+    click clicked scroll scrolled http https html screenshot viewport browser
+    data information info details detail text content
+    code execute executed execution output outputs log logs running script error errors file files
+    provide provided provides request requested task question answer answers message messages
+    tool tools call calls function functions agent agents assistant user reply conversation
+    """.split()
+)
 # Bounds on the work per result, whatever its size: the values kept, the text read.
 MAX_VALUES = 1000
 MAX_TEXT_CHARS = 100_000
@@ -66,25 +104,64 @@ class Number:
     value: Decimal
     shown: str  # as the result wrote it
 
+    @property
+    def places(self) -> int:
+        """Decimal places as written: 4.9375000000 has ten."""
+        exponent = self.value.as_tuple().exponent
+        return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
 
 @dataclass(frozen=True)
 class Phrase:
+    """A whole text or a code, found on word boundaries."""
+
     text: str  # normalized
     shown: str
 
 
-Value = Number | Phrase
+@dataclass(frozen=True)
+class Word:
+    """A word, found by its stem."""
+
+    stem: str
+    shown: str
+
+
+Value = Number | Phrase | Word
 
 
 def normalize(text: str) -> str:
-    """Accents dropped, compatibility forms folded, casefolded, whitespace collapsed."""
-    decomposed = unicodedata.normalize("NFKD", text.replace("\u2212", "-"))
+    """Accents dropped, compatibility forms folded, dashes read as minus, casefolded, whitespace collapsed."""
+    decomposed = unicodedata.normalize("NFKD", text.translate(_DASHES))
     stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
     return " ".join(stripped.casefold().split())
 
 
+def stem(word: str) -> str:
+    """A normalized word without its plural, possessive, `-ing`/`-ed` and final `-y`, so that
+    the forms of one word meet: thunderstorms/thunderstorm, snowy/snow, cities/city.
+    Both sides are stemmed alike, so a stem need not be a word ("citi" is fine)."""
+    if word.endswith(("'s", "’s")):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            if word[-1] == word[-2] and word[-1] not in "ls":  # stopped -> stop, not fell -> fel
+                word = word[:-1]
+            break
+    if len(word) > 3 and word.endswith("y"):
+        word = word[:-1]
+    return word
+
+
 class Searchable:
-    """A text normalized once, with its numbers (value, decimal places) read once."""
+    """A text normalized once, with its numbers (value, decimal places) and word stems read once."""
 
     def __init__(self, text: str):
         self.text = normalize(text)
@@ -92,10 +169,14 @@ class Searchable:
             (_decimal(sign, whole, fraction), len(fraction or ""))
             for sign, whole, fraction in _IN_TEXT.findall(self.text)
         ]
+        self.stems = {stem(word) for word in _LETTERS.findall(self.text)}
 
     def holds(self, value: Value) -> bool:
+        """The value is in the text: a number rounded at the text's precision, a word by its stem."""
         if isinstance(value, Number):
             return any(abs(value.value - number) <= Decimal(5).scaleb(-places - 1) for number, places in self.numbers)
+        if isinstance(value, Word):
+            return value.stem in self.stems
         # str.find, not a regex: a result's text can be long, and each would be compiled.
         phrase, text = value.text, self.text
         at = text.find(phrase)
@@ -108,6 +189,13 @@ class Searchable:
                 return True
             at = text.find(phrase, at + 1)
         return False
+
+    def had(self, value: Value) -> bool:
+        """What an agent had before a call (this text) covers the value: a number only at the
+        value's own precision, so that knowing -5 is not knowing -4.9375."""
+        if isinstance(value, Number):
+            return any(abs(value.value - number) <= Decimal(5).scaleb(-value.places - 1) for number, _ in self.numbers)
+        return self.holds(value)
 
 
 def _word_char(c: str) -> bool:
@@ -123,11 +211,18 @@ def result_values(result: str | None) -> list[Value]:
     values = _text_values(result) if parsed is _NOT_JSON else _json_values(parsed)
     unique: dict[tuple[str, Any], Value] = {}
     for value in values:
-        key = ("number", value.value) if isinstance(value, Number) else ("text", value.text)
-        unique.setdefault(key, value)
+        unique.setdefault(_key(value), value)
         if len(unique) == MAX_VALUES:
             break
     return list(unique.values())
+
+
+def _key(value: Value) -> tuple[str, Any]:
+    if isinstance(value, Number):
+        return ("number", value.value)
+    if isinstance(value, Word):
+        return ("word", value.stem)
+    return ("text", value.text)
 
 
 _NOT_JSON = object()
@@ -164,7 +259,9 @@ def _json_values(root: Any) -> Iterator[Value]:
             if parsed is not _NOT_JSON:
                 stack.append(parsed)
             elif len(text.split()) == 1:
-                yield _word_value(text)
+                one = _word_value(text.strip(_EDGE_PUNCTUATION) or text)
+                if one is not None:
+                    yield one
             elif text:
                 yield from _text_values(text)
 
@@ -172,42 +269,52 @@ def _json_values(root: Any) -> Iterator[Value]:
 def _text_values(text: str) -> Iterator[Value]:
     text = text[:MAX_TEXT_CHARS]
     yield Phrase(normalize(text), text.strip())
-    previous_end, words = 0, list(re.finditer(r"\S+", text))
-    for index, match in enumerate(words):
+    for match in re.finditer(r"\S+", text):
         word = match.group().strip(_EDGE_PUNCTUATION)
-        gap = text[previous_end : match.start()]
-        starts_sentence = index == 0 or "\n" in gap or _SENTENCE_END.search(words[index - 1].group()) is not None
-        previous_end = match.end()
-        if not word:
-            continue
-        if any(c.isdigit() for c in word):
-            yield _word_value(word)
-        elif not starts_sentence and word != word.lower():
-            yield Phrase(normalize(word), word)
+        if any(c.isdigit() or c == "_" for c in word):
+            yield _code_value(word)
+        else:
+            for letters in _LETTERS.finditer(word):
+                value = _letters_value(letters.group())
+                if value is not None:
+                    yield value
 
 
-def _word_value(word: str) -> Value:
-    """One word: a number when it reads as one (units and currency around it allowed), else its text."""
+def _word_value(word: str) -> Value | None:
+    """A one-word string: a number or a code when it holds a digit, an underscore or other
+    signs; else a word, or nothing when the word is too short or generic."""
+    if word.isalpha():
+        return _letters_value(word)
+    return _code_value(word)
+
+
+def _code_value(word: str) -> Number | Phrase:
+    """A word with more than letters: a number when it reads as one (units and currency
+    around it allowed), else a code."""
     number = _NUMBER_WORD.fullmatch(normalize(word))
     if number is not None:
         return Number(_decimal(*number.groups()), word)
     return Phrase(normalize(word), word)
 
 
+def _letters_value(letters: str) -> Word | None:
+    """A run of letters as a word value, or None when it is too short or generic."""
+    folded = normalize(letters)
+    if folded in GENERIC_WORDS:
+        return None
+    if len(folded) < MIN_WORD_LETTERS and (len(folded) < MIN_TEXT_CHARS or letters == letters.lower()):
+        return None
+    return Word(stem(folded), letters)
+
+
 def _decimal(sign: str, whole: str, fraction: str | None) -> Decimal:
     return Decimal(f"{'-' if sign == '-' else ''}{whole.replace(',', '')}.{fraction or '0'}")
 
 
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
-
-
 def informative(value: Value) -> bool:
-    if isinstance(value, Number):
+    """Numbers and words always (a word value is made only of an informative word); a whole
+    text or a code with at least `MIN_TEXT_CHARS` letters or digits."""
+    if isinstance(value, (Number, Word)):
         return True
     return sum(c.isalnum() for c in value.text) >= MIN_TEXT_CHARS
 
@@ -235,10 +342,18 @@ class Utilization:
         if not self.looked_for:
             return "no values in the tool results to look for"
         if self.found:
-            distinct = list(dict.fromkeys(self.found))  # two calls may return the same value
+            # Each value once (two calls may return the same), and not the words of a text shown.
+            distinct: list[str] = []
+            for value in dict.fromkeys(self.found):
+                if not any(_within(value, shown) for shown in distinct):
+                    distinct.append(value)
             shown = ", ".join(distinct[:3]) + (", ..." if len(distinct) > 3 else "")
             return f"values found: {shown}"
         return f"none of the {self.looked_for} values of the tool results found in the answer"
+
+
+def _within(word: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word.casefold())}(?!\w)", text.casefold()) is not None
 
 
 def answer_utilization(answer: str, outcomes: Sequence[ToolOutcome]) -> Utilization:
@@ -248,7 +363,7 @@ def answer_utilization(answer: str, outcomes: Sequence[ToolOutcome]) -> Utilizat
     for outcome in outcomes:
         known = Searchable(outcome.known)
         for value in result_values(outcome.result):
-            if informative(value) and not known.holds(value):
+            if informative(value) and not known.had(value):
                 looked_for += 1
                 if searchable.holds(value):
                     found.append(value.shown)
@@ -267,14 +382,17 @@ def known_text(user_input: str, arguments: Any) -> str:
 
 
 __all__ = [
+    "GENERIC_WORDS",
     "Number",
     "Phrase",
     "Searchable",
     "ToolOutcome",
     "Utilization",
+    "Word",
     "answer_utilization",
     "informative",
     "known_text",
     "normalize",
     "result_values",
+    "stem",
 ]

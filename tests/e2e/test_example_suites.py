@@ -165,10 +165,11 @@ def test_the_example_session_passes_the_suite_that_needs_no_judge_and_ignoring_t
     report = score_and_report(tmp_path, ignoring_session(tmp_path), NO_JUDGE_SUITE)
     assert (report["attempts"], report["successes"], report["ungraded"]) == (1, 0, 0)
     failed = findings(report)
-    # Values looked for: 21 and "sunny", then 17 and "light rain"; the cities were asked about.
+    # Values looked for: 21 and "sunny", then 17, "light rain", "light" and "rain"; the
+    # cities were asked about.
     assert failed["tool_usage"] == [
         f"Tool usage 0.75 (turn {turn}): selection 1.00, parameters 1.00, sequence 1.00, utilization 0.00"
-        " (none of the 2 values of the tool results found in the answer)."
-        for turn in (0, 1)
+        f" (none of the {values} values of the tool results found in the answer)."
+        for turn, values in ((0, 2), (1, 4))
     ]
     assert failed["success"] == ["Failed: every turn's tool usage at tool_threshold"]

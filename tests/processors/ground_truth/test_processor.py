@@ -300,7 +300,7 @@ async def test_without_the_judges_view_the_values_of_the_results_decide(tmp_path
         )
     results = {r.name: r for r in exporter.only(quoting).results}
     assert results["answer_correctness"].error is not None  # no verdict, hence no judge's view
-    assert results["tool_usage"].explanation.endswith("utilization 1.00 (values found: -3).")
+    assert results["tool_usage"].explanation.endswith("utilization 1.00 (values found: Snowing, -3).")
     assert results["tool_usage"].metadata["utilization_by"] == "values"
 
     exporter = await graded(  # no judge at all
@@ -311,9 +311,9 @@ async def test_without_the_judges_view_the_values_of_the_results_decide(tmp_path
     )
     usage = {r.name: r for r in exporter.only(ignoring).results}["tool_usage"]
     assert usage.score == 0.75
-    # "Snowing, -3 C": the text itself and -3; "Snowing" starts it, "C" is one letter.
+    # "Snowing, -3 C": the text itself, "Snowing" and -3; "C" is one letter.
     assert usage.explanation.endswith(
-        "utilization 0.00 (none of the 2 values of the tool results found in the answer)."
+        "utilization 0.00 (none of the 3 values of the tool results found in the answer)."
     )
 
 

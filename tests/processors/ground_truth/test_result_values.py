@@ -15,10 +15,12 @@ from spanscore.processors.ground_truth.result_values import (
     Searchable,
     ToolOutcome,
     Utilization,
+    Word,
     answer_utilization,
     known_text,
     normalize,
     result_values,
+    stem,
 )
 
 
@@ -30,19 +32,23 @@ def phrase(text: str, shown: str | None = None) -> Phrase:
     return Phrase(text, shown if shown is not None else text)
 
 
+def word(shown: str) -> Word:
+    return Word(stem(normalize(shown)), shown)
+
+
 # Values of a result
 
 
 def test_json_leaves_are_the_values_not_keys_booleans_or_null():
     assert result_values('{"temp_c": 21, "sky": "sunny", "raining": false, "alert": null}') == [
         number("21"),
-        phrase("sunny"),
+        word("sunny"),
     ]
 
 
 def test_nested_objects_and_lists_give_their_leaves_in_order_each_once():
     result = '{"days": [{"high": 21.5, "sky": "Sunny"}, {"high": 19, "sky": "sunny"}], "city": {"name": "Lyon"}}'
-    assert result_values(result) == [number("21.5"), phrase("sunny", "Sunny"), number("19"), phrase("lyon", "Lyon")]
+    assert result_values(result) == [number("21.5"), word("Sunny"), number("19"), word("Lyon")]
 
 
 def test_empty_and_valueless_results_have_no_values():
@@ -51,47 +57,79 @@ def test_empty_and_valueless_results_have_no_values():
 
 
 def test_a_json_string_is_its_text():
-    assert result_values('"sunny"') == [phrase("sunny")]
+    assert result_values('"sunny"') == [word("sunny")]
+    assert result_values('"AF-123"') == [phrase("af-123", "AF-123")]  # more than letters: a code
+    assert result_values('["ok", "text", "C"]') == []  # short lowercase, generic, one letter
     assert result_values("21") == [number("21")]
 
 
-def test_text_gives_itself_its_numbers_codes_and_names_not_its_lowercase_words():
-    # "Found" and "Cheapest" start sentences; "flights", "to", "at", "is" are lowercase.
+def test_text_gives_itself_its_numbers_codes_and_words_in_any_case():
+    # Generic words ("Found", "to", "at", "is") are no values; "Cheapest", starting a
+    # sentence, is one; "flights" is one in lowercase.
     assert result_values("Found 3 flights: AF123 to Paris at 10:45. Cheapest is $120.") == [
         phrase(
             "found 3 flights: af123 to paris at 10:45. cheapest is $120.",
             "Found 3 flights: AF123 to Paris at 10:45. Cheapest is $120.",
         ),
         number("3.0", "3"),
+        word("flights"),
         phrase("af123", "AF123"),
-        phrase("paris", "Paris"),
+        word("Paris"),
         phrase("10:45"),
+        word("Cheapest"),
         number("120.0", "$120"),
     ]
 
 
-def test_a_capitalized_word_starting_a_line_is_no_name():
+def test_short_words_count_only_with_a_capital_and_generic_words_never():
+    text = "Heavy snow in NYC, ice on the road; see the page"
+    assert result_values(text) == [
+        phrase(normalize(text), text),
+        word("Heavy"),
+        word("snow"),
+        word("NYC"),
+        word("road"),
+    ]
+    assert result_values("The search found no results on this page.") == [
+        phrase("the search found no results on this page.", "The search found no results on this page.")
+    ]
+
+
+def test_identifiers_are_codes():
+    text = "NameError: name 'perform_web_search' is not defined"
+    assert result_values(text) == [
+        phrase(normalize(text), text),
+        word("NameError"),
+        word("name"),
+        phrase("perform_web_search"),
+        word("defined"),
+    ]
+
+
+def test_a_capitalized_word_starting_a_line_is_a_word_too():
     assert result_values("Oslo:\nSnowing, -3 C") == [
         phrase("oslo: snowing, -3 c", "Oslo:\nSnowing, -3 C"),
-        number("-3.0", "-3"),
-        phrase("c", "C"),  # found nowhere: one letter is not informative (below)
+        word("Oslo"),
+        word("Snowing"),
+        number("-3.0", "-3"),  # "C": one letter, no value
     ]
 
 
 def test_a_json_string_of_several_words_is_read_as_text():
     assert result_values('{"summary": "Light rain in New York, 17 C"}') == [
         phrase("light rain in new york, 17 c", "Light rain in New York, 17 C"),
-        phrase("new", "New"),
-        phrase("york", "York"),
+        word("Light"),
+        word("rain"),
+        word("New"),
+        word("York"),
         number("17.0", "17"),
-        phrase("c", "C"),
     ]
 
 
 def test_json_text_inside_a_json_string_is_read_as_json():
     # The shape of an MCP tool result: content parts whose text is the tool's own JSON.
     result = '{"content": [{"type": "text", "text": "{\\"temp_c\\": 21.37}"}]}'
-    assert result_values(result) == [phrase("text"), number("21.37")]
+    assert result_values(result) == [number("21.37")]  # "text" is a generic word
 
 
 def test_a_word_that_is_a_number_with_a_unit_or_a_currency_is_that_number():
@@ -227,6 +265,12 @@ def test_the_reason_shows_at_most_three_values():
     assert found.reason == "values found: 1, 2, 3, ..."
 
 
+def test_the_reason_shows_a_text_found_without_its_words():
+    found = answer_utilization("17 °C, light rain.", outcomes('{"temp_c": 17, "sky": "light rain"}'))
+    assert found.found == ("17", "light rain", "light", "rain")
+    assert found.reason == "values found: 17, light rain"
+
+
 def test_results_of_any_depth_and_size_are_read_without_failing():
     deep = "[" * 100_000 + "]" * 100_000  # beyond json's recursion limit: read as text
     assert result_values(deep) == [phrase(deep[:MAX_TEXT_CHARS])]
@@ -235,6 +279,82 @@ def test_results_of_any_depth_and_size_are_read_without_failing():
     many = json.dumps(list(range(5000)))
     values = result_values(many)
     assert len(values) == MAX_VALUES and values[-1] == number(str(MAX_VALUES - 1))
-    long_text = "rain " * 200_000  # a megabyte: one phrase per result, lowercase words being no values
-    found = answer_utilization("Expect rain in Oslo.", outcomes(long_text, json.dumps({"log": long_text})))
-    assert (found.score, found.looked_for) == (0.0, 2)
+    long_text = "rain " * 200_000  # a megabyte: one phrase and one word per result
+    found = answer_utilization("Expect snow in Oslo.", outcomes(long_text, json.dumps({"log": long_text})))
+    assert (found.score, found.looked_for) == (0.0, 4)
+    assert answer_utilization("Expect rain in Oslo.", outcomes(long_text)).found == ("rain",)
+
+
+# Words in any case, their forms, and what the agent already had
+
+
+def test_an_answer_in_the_results_words_uses_it_whatever_their_case_and_place():
+    # The first value rule found only capitalized words not starting a sentence: these
+    # answers used their results and scored 0.
+    known = known_text("What is the weather in Oslo?", {"city": "Oslo"})
+    found = answer_utilization("Heavy snow in Oslo today.", outcomes("Heavy snow, -4C", known=known))
+    assert found == Utilization(score=1.0, found=("Heavy", "snow"), looked_for=4, calls=1)
+    # looked for: the whole text, "Heavy", "snow" and -4; "Oslo" was asked about
+    assert found.reason == "values found: Heavy, snow"
+    known = known_text("Will it storm in Lyon tonight?", {"city": "Lyon"})
+    found = answer_utilization("Expect a thunderstorm tonight.", outcomes("Thunderstorms", known=known))
+    assert found == Utilization(score=1.0, found=("Thunderstorms",), looked_for=2, calls=1)
+
+
+@pytest.mark.parametrize(
+    ("forms", "same"),
+    [
+        (("thunderstorm", "thunderstorms", "Thunderstorms"), True),
+        (("storm", "storms", "stormy", "Stormy"), True),
+        (("city", "cities", "city's"), True),
+        (("snow", "snowy", "snowing", "snowed"), True),
+        (("stop", "stopped", "stopping"), True),
+        (("box", "boxes"), True),
+        (("class", "classes"), True),
+        (("fell", "fall"), False),  # no irregular forms
+        (("rain", "train"), False),
+        (("storm", "thunderstorm"), False),  # no compounds
+    ],
+)
+def test_the_forms_of_a_word_share_its_stem(forms, same):
+    stems = {stem(normalize(form)) for form in forms}
+    assert (len(stems) == 1) is same, stems
+
+
+def test_a_word_of_the_result_is_found_in_another_form():
+    assert Searchable("It will be stormy over Bergen.").holds(word("storms"))
+    assert Searchable("Two cities reported it.").holds(word("City"))
+    assert not Searchable("A train is late.").holds(word("rain"))
+
+
+def test_words_of_the_question_and_arguments_are_no_evidence():
+    known = known_text("Is there heavy snow in Oslo?", {"city": "Oslo"})
+    found = answer_utilization("Yes, heavy snow in Oslo.", outcomes("Heavy snow in Oslo", known=known))
+    # the whole text, "Heavy", "snow" and "Oslo" were all in the question
+    assert found == Utilization(score=1.0, found=(), looked_for=0, calls=1)
+    found = answer_utilization("Yes, heavy snow.", outcomes("Heavy snow, drifting", known=known))
+    assert (found.score, found.found, found.looked_for) == (0.0, (), 2)  # "drifting" and the whole text
+
+
+def test_a_result_of_generic_words_only_is_looked_for_as_a_whole():
+    result = "The search found no results on this page"
+    found = answer_utilization("Nothing yet.", outcomes(result))
+    assert found == Utilization(score=0.0, found=(), looked_for=1, calls=1)
+    found = answer_utilization(f"Sorry: {result.lower()}.", outcomes(result))
+    assert (found.score, found.found) == (1.0, (result,))
+
+
+def test_a_number_the_agent_had_only_roughly_is_new():
+    # Knowing x0 = -5 is not knowing the -4.9375 the code computed from it.
+    known = known_text("Start Newton's method at x0 = -5.", "x = -5")
+    result = "Iteration 1: x = -4.9375000000"
+    found = answer_utilization("After one step x is \u20134.9375.", outcomes(result, known=known))  # an en dash
+    assert found.found == ("-4.9375000000",)
+    assert answer_utilization("x is -4.9375", outcomes("-4.9375", known="x is about -4.9375")).score == 1.0
+    assert answer_utilization("x is -4.9375", outcomes("-4.9375", known="x = -4.9375")).looked_for == 0
+
+
+def test_an_en_dash_before_a_number_is_a_minus():
+    assert Searchable("It is \u20133 \u00b0C").holds(number("-3"))
+    assert Searchable("2000\u20132009").holds(number("2009"))
+    assert not Searchable("2000\u20132009").holds(number("-2009"))  # glued to a number: a range
