@@ -10,11 +10,19 @@ e-mail addresses. Before a trace's text reaches a prompt, `Redaction` replaces:
   `AIza...`) → `[redacted api key]`; tokens (GitHub `ghp_...`, GitLab, Slack, Hugging
   Face, JWTs, `Bearer ...`) → `[redacted token]`; `Basic <user:password in base64>` →
   `Basic [redacted secret]`; PEM private keys; e-mail addresses, internationalized ones
-  too → `[redacted email]`; and the value of a secret-named key (`api_key`, `token`,
-  `secret`, `password`, `authorization`, ... in any case and with `_`, `-` or nothing
-  between words, as a JSON key or as `key=value` / `key: value` in text; an
-  `Authorization` value keeps its scheme) → `[redacted secret]`;
+  too → `[redacted email]`; and the value of a secret-named key → `[redacted secret]`;
 - the operator's own `patterns` (regular expressions) and `keys` → `[REDACTED]`.
+
+A key is secret-named when its last words are a secret's name (`SECRET_KEYS`: `api_key`,
+`token`, `secret`, `password`, `cookie`, `credentials`, `authorization`, ...), its words
+split at `_`, `-`, `.` and case changes, compared in any case and with `_`, `-` or
+nothing between them: `db_password`, `OPENAI_API_KEY`, `stripeSecretKey`,
+`X-Auth-Token`, `http.request.header.authorization`, `apikey`. Words after the name make
+another key: `token_count`, `gen_ai.usage.input_tokens`, `llm.token_count.prompt`,
+`password_policy_url` are not secrets, and nor are `key` alone, `cache_key` or
+`primary_key`. Keys are found as JSON keys and, in text, before `=` or `:` (`key=value`,
+`KEY="value"`, `key: value`, `"key": "value"`, env-style `export DB_PASSWORD=...`). An
+`Authorization` value keeps its scheme; a `Cookie` value runs to the end of its line.
 
 `scrub` applies the built-in shapes to texts spanscore did not write (a server's error
 message can echo the request, or the key it refused) and cuts them short, before they
@@ -78,42 +86,52 @@ _BASIC = tuple(
 _EMAIL_DOMAIN = re.compile(r"@[\w-]{1,63}(?:\.[\w-]{1,63}){0,8}\.(?:xn--[a-z0-9-]{1,59}|[^\W\d_]{2,24})\b")
 _EMAIL_LOCAL_MARKS = frozenset("._%+-")
 MAX_EMAIL_LOCAL = 64
-# Each name matches in any case, and with "_", "-" or nothing between its words:
-# `access_token`, `Access-Token`, `accessToken`.
+# A key is secret when its last words are one of these names, in any case and with "_",
+# "-" or nothing between words: `token` covers `access_token`, `X-Auth-Token`, `idToken`;
+# `secret` covers `client_secret`; `access_key` covers `aws_secret_access_key`.
 SECRET_KEYS: tuple[str, ...] = (
     "api_key",
-    "x_api_key",
     "token",
-    "access_token",
-    "refresh_token",
-    "auth_token",
-    "id_token",
-    "session_token",
-    "api_token",
-    "bearer_token",
     "secret",
-    "client_secret",
     "secret_key",
-    "aws_secret_access_key",
+    "access_key",
+    "access_key_id",
     "private_key",
+    "signing_key",
+    "encryption_key",
     "password",
     "passwd",
+    "passphrase",
+    "credential",
+    "credentials",
+    "cookie",
+    "cookies",
     "authorization",
-    "proxy_authorization",
 )
 # Keys whose value is `<scheme> <credentials>`: the scheme stays, as "Bearer ..." does.
-_SCHEMED_KEYS = frozenset({"authorization", "proxyauthorization"})
+_SCHEMED_KEYS = frozenset({"authorization"})
+# Keys whose value is a list of `name=value; ...` pairs: all of it to the end of the line.
+_LINE_KEYS = frozenset({"cookie", "cookies"})
 MAX_MESSAGE_CHARS = 300  # a server's error message in a log line or an error attribute
 
 
 # After a key's name: a closing quote, `:` or `=`, then a quoted or bare value (group 1)
 # that is not already a marker.
 _KEY_VALUE = re.compile(r"""["']?\s*[:=]\s*(?!["']?\[(?:REDACTED\]|redacted ))("[^"]*"|'[^']*'|[^\s,;&}\]]+)""")
-# The same for an Authorization: the credentials (group 1) after a scheme, if there is one.
-_SCHEMED_VALUE = re.compile(
-    r"""["']?\s*[:=]\s*["']?(?:[A-Za-z][\w.+-]*[ \t]+)?(?!\[(?:REDACTED\]|redacted ))([^\s"',;&}\]]+)"""
+# The same for an Authorization: the credentials (group 1) after a scheme, if there is one
+# (HTTP's registered schemes and the usual others: a word that is none is the credentials).
+_SCHEMES = (
+    "bearer|basic|digest|token|negotiate|ntlm|apikey|api-key|aws4-hmac-sha256|hoba|mutual|dpop|gnap|"
+    "privatetoken|scram-sha-1|scram-sha-256|vapid|concealed|sso|otp"
 )
+_SCHEMED_VALUE = re.compile(
+    rf"""["']?\s*[:=]\s*["']?(?:(?i:{_SCHEMES})[ \t]+)?(?!\[(?:REDACTED\]|redacted ))([^\s"',;&}}\]]+)"""
+)
+# The same for a Cookie: the value (group 1) to the end of the line, or of its quotes.
+_LINE_VALUE = re.compile(r"""["']?\s*[:=]\s*(?!["']?\[(?:REDACTED\]|redacted ))("[^"]*"|'[^']*'|[^\r\n"'}\]]+)""")
 _KEY_CHARS = frozenset(string.ascii_lowercase + string.digits + "_-.")
+# Where a key's words start: after a separator, at a case change (`apiKey`, `APIKey`), at digits.
+_WORD_START = re.compile(r"(?<=[-_.])[^-_.]|(?<=[a-z0-9])[A-Z]|(?<=[A-Z])[A-Z](?=[a-z])|(?<=[A-Za-z])[0-9]")
 
 
 def _normal(name: str) -> str:
@@ -123,9 +141,10 @@ def _normal(name: str) -> str:
 
 @dataclass(frozen=True)
 class _KeyNames:
-    """Names of keys whose values are hidden, compared by `_normal`. In text, a key is
-    found from its name's last word (`key` of `api_key`, `token`), which `str.find` on
-    the lowered text finds much faster than a case-insensitive regex would the names; the
+    """Names of keys whose values are hidden, compared by `_normal`; a key is named by
+    them when its last words are one (see the module docstring). In text, a key is found
+    from its name's last word (`key` of `api_key`, `token`), which `str.find` on the
+    lowered text finds much faster than a case-insensitive regex would the names; the
     whole key is then read around it."""
 
     names: frozenset[str]
@@ -138,17 +157,15 @@ class _KeyNames:
         return cls(frozenset(map(_normal, keys)), frozenset(anchors))
 
     def named(self, key: str) -> str | None:
-        """The name a key (lowercased) stands for, normalized: the whole key's, or that of
-        its part after a `-` or a `.` (`x-auth-token`, `http.request.header.authorization`)."""
-        start = 0
-        while True:
-            name = _normal(key[start:])
+        """The name, normalized, that a key (as written: its case splits words) ends
+        with as whole words, the longest; None when it ends with none."""
+        if _normal(key) in self.names:
+            return _normal(key)
+        for start in _WORD_START.finditer(key):
+            name = _normal(key[start.start() :])
             if name in self.names:
                 return name
-            cuts = [cut for cut in (key.find("-", start), key.find(".", start)) if cut != -1]
-            if not cuts:
-                return None
-            start = min(cuts) + 1
+        return None
 
 
 def _hide_key_values(text: str, keys: _KeyNames, marker: str) -> str:
@@ -169,9 +186,10 @@ def _hide_key_values(text: str, keys: _KeyNames, marker: str) -> str:
                 end += 1
             while lowered[end - 1] in ".-":  # "the password." ends a sentence, not a key
                 end -= 1
-            name = keys.named(lowered[start:end])
+            name = keys.named(text[start:end])
             if name is not None:
-                match = (_SCHEMED_VALUE if name in _SCHEMED_KEYS else _KEY_VALUE).match(text, end)
+                value = _SCHEMED_VALUE if name in _SCHEMED_KEYS else _LINE_VALUE if name in _LINE_KEYS else _KEY_VALUE
+                match = value.match(text, end)
                 if match is not None:
                     values.append(match.span(1))
                     end = match.end()  # a name inside a value is part of the value: linear, not quadratic
@@ -197,11 +215,11 @@ class Redaction:
     """What to hide before any text reaches a prompt or a result's metadata.
 
     `builtin`: the secret shapes and secret-named keys above. `patterns`: regular
-    expressions whose matches become `[REDACTED]`. `keys`: names (in any case, and with
-    `_`, `-` or nothing between words) whose values become `[REDACTED]` wherever they
-    appear: as keys of structured tool arguments and results (also as the last segment of
-    a dotted key, `http.request.header.api_key`), and as `key=value` / `"key": value`
-    inside text. The operator's rules run first.
+    expressions whose matches become `[REDACTED]`. `keys`: names whose values become
+    `[REDACTED]` under any key whose last words they are, matched as the built-in names
+    are (`pin_code` covers `PinCode`, `customer_pin_code`, `http.request.header.pin-code`):
+    as keys of structured tool arguments and results, and as `key=value` /
+    `"key": value` inside text. The operator's rules run first.
 
     Threading: immutable; share it freely.
     """
@@ -248,11 +266,9 @@ class Redaction:
     def key_marker(self, key: Any) -> str | None:
         """What the value under `key` becomes, or None when the key is not a secret's."""
         name = str(key)
-        last = _normal(name.rsplit(".", 1)[-1])
-        name = _normal(name)
-        if name in self._keys.names or last in self._keys.names:
+        if self._keys.named(name) is not None:
             return REDACTED
-        if self.builtin and (name in _SECRET_KEYS.names or last in _SECRET_KEYS.names):
+        if self.builtin and _SECRET_KEYS.named(name) is not None:
             return SECRET
         return None
 

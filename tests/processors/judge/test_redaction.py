@@ -70,7 +70,7 @@ SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, GITHUB_TOKEN, JWT, BEARER, EMAIL,
             for text in (
                 "task-0123456789abcdefghijklmn and xAKIAIOSFODNN7EXAMPLE",
                 "the bearer of this letter, max_tokens=512, @example.com",
-                "a basic understanding, Basic dGVzdA== (no user:password), my_token: kept, tokens: 5",
+                "a basic understanding, Basic dGVzdA== (no user:password), token_count: 5, tokens: 5",
             )
         ],
     ],
@@ -92,6 +92,81 @@ def test_secret_keys_match_in_any_case_and_spelling_in_any_json(key):
         key.replace("token", "pin_code"): 1 if "token" not in key else "[REDACTED]",
         "PinCode": "[REDACTED]",
     }
+
+
+COMPOUND_SECRET_KEYS = (
+    "db_password",
+    "openai_api_key",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "stripeSecretKey",
+    "myServiceApiKey",
+    "APIKey",
+    "passphrase",
+    "cookie",
+    "Set-Cookie",
+    "credentials",
+    "OPENAI_API_KEY",
+    "DB_PASSWORD",
+    "x-auth-token",
+    "my_token",
+    "http.request.header.authorization",
+)
+# Attributes spanscore reads, and words that only begin like a secret's name.
+NOT_SECRET_KEYS = (
+    "token_count",
+    "max_tokens",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "llm.token_count.prompt",
+    "llm.token_count.total",
+    "password_policy_url",
+    "tokenizer",
+    "cache_key",
+    "primary_key",
+    "key",
+    "session.id",
+    "secretary",
+    "cookie_consent",
+)
+
+
+@pytest.mark.parametrize("key", COMPOUND_SECRET_KEYS)
+def test_compound_secret_keys_are_found_in_json_and_in_text(key):
+    assert Redaction().value({key: TOOL_TOKEN, "city": "Paris"}) == {key: "[redacted secret]", "city": "Paris"}
+    for text in (
+        f"{key}={TOOL_TOKEN}",
+        f'{key}="{TOOL_TOKEN}"',
+        f"{key}: {TOOL_TOKEN}",
+        f'{{"{key}": "{TOOL_TOKEN}"}}',
+    ):
+        assert TOOL_TOKEN not in Redaction().text(f"ran it with {text} and got 200"), text
+
+
+def test_env_style_assignments_in_free_text_are_redacted():
+    shell = f"export OPENAI_API_KEY={OPENAI_KEY[:12]}\nDB_PASSWORD='{PASSWORD}' ./run.sh\nmyServiceApiKey={TOOL_TOKEN}"
+    assert Redaction().text(shell) == (
+        "export OPENAI_API_KEY=[redacted secret]\nDB_PASSWORD='[redacted secret]' ./run.sh\n"
+        "myServiceApiKey=[redacted secret]"
+    )
+    # A Cookie header's pairs are its value, all of them.
+    assert Redaction().text("Cookie: sid=abc123; theme=dark\nHost: x") == "Cookie: [redacted secret]\nHost: x"
+
+
+@pytest.mark.parametrize("key", NOT_SECRET_KEYS)
+def test_keys_that_only_begin_with_a_secrets_name_are_kept(key):
+    assert Redaction().value({key: 512}) == {key: 512}
+    assert Redaction().text(f"{key}=512 and {key}: 512") == f"{key}=512 and {key}: 512"
+
+
+def test_operator_keys_match_compound_names_too():
+    rules = Redaction(builtin=False, keys=["pin_code"])
+    assert rules.value({"customerPinCode": 1, "card_pin_code": 2, "pin_code_length": 4}) == {
+        "customerPinCode": "[REDACTED]",
+        "card_pin_code": "[REDACTED]",
+        "pin_code_length": 4,
+    }
+    assert rules.text("CARD_PIN_CODE=1234") == "CARD_PIN_CODE=[REDACTED]"
 
 
 def test_operator_rules_come_first_and_redact_false_turns_the_builtin_off():
