@@ -23,6 +23,7 @@ from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, Server
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import KEY_ITSELF, key_path
+from spanscore.core.quoting import excerpt
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
@@ -43,12 +44,19 @@ _AUTH_SIDES = (
 )
 
 
+# A problem's line is cut past this: what a config holds is quoted, and it may be long.
+MAX_PROBLEM_LINE_CHARS = 1000
+
+
 class ConfigError(Exception):
-    """The config cannot be used; `problems` lists each one as `key.path: message`."""
+    """The config cannot be used; `problems` lists each one as `key.path: message`, each
+    line with its control characters escaped and cut short, whatever the config holds."""
 
     def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid config:\n" + "\n".join(f"  {p}" for p in problems))
+        self.problems = [
+            "\n".join(excerpt(line, MAX_PROBLEM_LINE_CHARS) for line in problem.split("\n")) for problem in problems
+        ]
+        super().__init__("invalid config:\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
 class TracesPipeline(BaseModel):
@@ -306,12 +314,12 @@ def parse_config(
         seen: set[str] = set()
         for i, component_id in enumerate(ids):
             if component_id in seen:
-                problems.append(f"{where}[{i}]: {component_id!r} is listed twice")
+                problems.append(f"{where}[{i}]: {_quoted(component_id)} is listed twice")
                 continue
             seen.add(component_id)
             component = sections[section].get(component_id)
             if component is None and component_id not in _mapping(raw.get(section)):
-                problems.append(f"{where}[{i}]: {component_id!r} is not defined under {section}")
+                problems.append(f"{where}[{i}]: {_quoted(component_id)} is not defined under {section}")
                 continue
             # Where a component may be listed depends on its type only: checked when its
             # settings are invalid too. What its settings name needs them valid.
@@ -322,16 +330,17 @@ def parse_config(
                 continue
             if key == "exporters" and factory.create is None:
                 problems.append(
-                    f"{where}[{i}]: {component_id!r} exports metrics only; list it under service.pipelines.metrics"
+                    f"{where}[{i}]: {_quoted(component_id)} exports metrics only; "
+                    "list it under service.pipelines.metrics"
                 )
                 continue
             if key == "metric_exporters" and factory.create_metric_reader is None:
                 problems.append(
-                    f"{where}[{i}]: {component_id!r} cannot export metrics; use prometheus, otlp or otlphttp"
+                    f"{where}[{i}]: {_quoted(component_id)} cannot export metrics; use prometheus, otlp or otlphttp"
                 )
                 continue
             if key == "log_exporters" and factory.create_log_exporter is None:
-                problems.append(f"{where}[{i}]: {component_id!r} cannot export logs; use otlp, otlphttp or file")
+                problems.append(f"{where}[{i}]: {_quoted(component_id)} cannot export logs; use otlp, otlphttp or file")
                 continue
             if key == "processors":
                 listed_processor_types.append(factory.type)
@@ -387,16 +396,15 @@ def _validate_section(
         return {}
     components = {}
     for component_id, settings in raw.items():
-        where = f"{section}.{component_id}"
+        where = f"{section}.{excerpt(str(component_id))}"
         if not isinstance(component_id, str) or not component_id:
             problems.append(f"{where}: component ids are strings like type or type/name")
             continue
         type_name = component_type(component_id)
         factory = factories.lookup(kind, type_name)
         if factory is None:
-            problems.append(
-                f"{where}: unknown {kind} type {type_name!r}; known: {', '.join(factories.known(kind)) or 'none'}"
-            )
+            known = ", ".join(factories.known(kind)) or "none"
+            problems.append(f"{where}: unknown {kind} type {_quoted(type_name)}; known: {known}")
             continue
         if settings is None:
             settings = {}
@@ -577,11 +585,16 @@ def _described(prefix: str, errors: list[ErrorDetails]) -> list[tuple[str, str]]
             and "\n" not in message  # a listing of problems, which names what it read
             and not isinstance(error["input"], (dict, list))
             and error["loc"][-1:] != (KEY_ITSELF,)  # the path ends with it
-            and repr(error["input"]) not in message  # already quoted
+            and _quoted(error["input"]) not in message  # already quoted
         ):
-            message += f" (got {error['input']!r})"
+            message += f" (got {_quoted(error['input'])})"
         out.append((path, f"{path}: {message}"))
     return out
+
+
+def _quoted(value: object) -> str:
+    """A value from the config in a message: as Python writes it, cut short."""
+    return excerpt(repr(value))
 
 
 def _mapping(section: object) -> dict:

@@ -10,6 +10,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
+from spanscore.core.quoting import excerpt
+
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 
@@ -29,7 +31,8 @@ def parse_duration(value: object) -> float:
         except ValueError:
             parts = _PART.findall(text)
             if not parts or "".join(n + u for n, u in parts) != text:
-                raise ValueError(f"{value!r} is not a duration; use forms like 1s, 500ms, 2m, 1h30m") from None
+                quoted = excerpt(repr(value))
+                raise ValueError(f"{quoted} is not a duration; use forms like 1s, 500ms, 2m, 1h30m") from None
             seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
     else:
         raise ValueError("expected a duration such as 1s or 500ms")

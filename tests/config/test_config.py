@@ -324,3 +324,21 @@ def test_every_wrong_signal_weight_is_reported():
         "processors.session_metrics.weights.coherence: Input should be greater than or equal to 0 (got -0.5)",
         "processors.session_metrics.weights.tool_correctness: Input should be a valid number (got 'high')",
     ]
+
+
+def test_what_a_config_holds_is_quoted_escaped_and_cut_short():
+    long = "x" * 5000
+    problems = problems_of(
+        MINIMAL.replace("[otlp]", f"[otlp, '{long}']")
+        + f"processors: {{assembler: {{trace_wait: '{long}', \"\\e[31mred\": 1}}}}\n"
+        + f"extensions:\n  ? '{long}'\n  : {{}}\n"  # an explicit key: a plain one is kept under 1024 characters
+    )
+    assert len(problems) == 4
+    assert all(len(problem) < 600 and "\x1b" not in problem for problem in problems), problems
+    assert problems[0].startswith("processors.assembler.trace_wait: 'xxx")
+    assert problems[0].endswith("... (5002 characters) is not a duration; use forms like 1s, 500ms, 2m, 1h30m")
+    assert problems[1] == "processors.assembler.\\x1b[31mred: unknown key"
+    assert problems[2].startswith("extensions.xxx")
+    assert "x... (5000 characters): unknown extension type 'xxx" in problems[2]
+    assert problems[2].endswith("x... (5002 characters); known: bearertokenauth, file_storage, health_check")
+    assert problems[3].endswith("... (5002 characters) is not defined under receivers")
