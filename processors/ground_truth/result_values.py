@@ -160,6 +160,9 @@ def stem(word: str) -> str:
     return word
 
 
+_GENERIC_STEMS = frozenset(stem(word) for word in GENERIC_WORDS)
+
+
 class Searchable:
     """A text normalized once, with its numbers (value, decimal places) and word stems read once."""
 
@@ -300,7 +303,7 @@ def _code_value(word: str) -> Number | Phrase:
 def _letters_value(letters: str) -> Word | None:
     """A run of letters as a word value, or None when it is too short or generic."""
     folded = normalize(letters)
-    if folded in GENERIC_WORDS:
+    if folded in GENERIC_WORDS or stem(folded) in _GENERIC_STEMS:  # "finds" is as generic as "find"
         return None
     if len(folded) < MIN_WORD_LETTERS and (len(folded) < MIN_TEXT_CHARS or letters == letters.lower()):
         return None

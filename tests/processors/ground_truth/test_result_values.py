@@ -93,6 +93,9 @@ def test_short_words_count_only_with_a_capital_and_generic_words_never():
     assert result_values("The search found no results on this page.") == [
         phrase("the search found no results on this page.", "The search found no results on this page.")
     ]
+    assert result_values("It finds links, shows pages.") == [  # any form of a generic word
+        phrase("it finds links, shows pages.", "It finds links, shows pages.")
+    ]
 
 
 def test_identifiers_are_codes():
