@@ -143,24 +143,32 @@ def _normal(name: str) -> str:
 class _KeyNames:
     """Names of keys whose values are hidden, compared by `_normal`; a key is named by
     them when its last words are one (see the module docstring). In text, a key is found
-    from its name's last word (`key` of `api_key`, `token`), which `str.find` on the
+    from a word of its name (`key` of `api_key`, `token`), which `str.find` on the
     lowered text finds much faster than a case-insensitive regex would the names; the
     whole key is then read around it."""
 
     names: frozenset[str]
     anchors: frozenset[str]
+    suffixes: tuple[str, ...]  # the names, for `str.endswith`
 
     @classmethod
     def of(cls, keys: Iterable[str]) -> _KeyNames:
         keys = [key.lower() for key in keys if _normal(key)]
-        anchors = (next(word for word in reversed(re.split(r"[-_.]", key)) if word) for key in keys)
-        return cls(frozenset(map(_normal, keys)), frozenset(anchors))
+        # A name's longest word is found least often by chance (`access` of `access_key_id`,
+        # not `id`); a word holding another (`cookies`, `cookie`) is found by the other.
+        words = {max(reversed([w for w in re.split(r"[-_.]", key) if w]), key=len) for key in keys}
+        anchors = {word for word in words if not any(other != word and other in word for other in words)}
+        names = frozenset(map(_normal, keys))
+        return cls(names, frozenset(anchors), tuple(names))
 
     def named(self, key: str) -> str | None:
         """The name, normalized, that a key (as written: its case splits words) ends
         with as whole words, the longest; None when it ends with none."""
-        if _normal(key) in self.names:
-            return _normal(key)
+        whole = _normal(key)
+        if whole in self.names:
+            return whole
+        if not whole.endswith(self.suffixes):  # most keys found in text: `tokens`, `token_count`
+            return None
         for start in _WORD_START.finditer(key):
             name = _normal(key[start.start() :])
             if name in self.names:

@@ -83,7 +83,7 @@ class EndpointSettings(RetrySettings):
 
     base_url: str | None = Field(None, min_length=1)  # None: $OPENAI_BASE_URL, else the OpenAI API
     api_key: str | None = Field(None, repr=False)  # None: $OPENAI_API_KEY
-    timeout: Duration = Field(DEFAULT_TIMEOUT_S, gt=0)  # per request, its answer read whole included
+    timeout: Duration = Field(DEFAULT_TIMEOUT_S, gt=0)  # per request; in `call`, its answer read whole included
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)  # requests in flight, per event loop
 
     def client_args(self) -> dict[str, Any]:
