@@ -274,7 +274,8 @@ def parse_config(
     for key in raw:
         if key not in _SECTIONS and key != "service":
             problems.append(
-                f"{key}: unknown section; expected one of receivers, processors, exporters, extensions, service"
+                f"{excerpt(str(key))}: unknown section; expected one of receivers, processors, exporters, extensions, "
+                "service"
             )
 
     sections: dict[str, dict[str, ConfiguredComponent]] = {}
@@ -293,8 +294,7 @@ def parse_config(
     else:
         written = raw["service"] if raw["service"] is not None else {}
         service = _validate(ServiceConfig, written, "service", problems, unexpanded)
-        # Its problems are listed with the settings'.
-        references = _validate(ServiceReferences, written, "service", [], unexpanded)
+        references = _validate(ServiceReferences, written, "service", [], unexpanded)  # its problems: ServiceConfig's
     if references is None:
         raise ConfigError(problems)
 

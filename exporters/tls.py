@@ -20,12 +20,16 @@ class TlsClientConfig(ComponentConfig):
 
     @model_validator(mode="after")
     def _files_exist_and_pair(self) -> TlsClientConfig:
+        problems = []  # every one, not the first
         if bool(self.cert_file) != bool(self.key_file):
-            raise ValueError("cert_file and key_file go together")
-        for name in ("ca_file", "cert_file", "key_file"):
-            path = getattr(self, name)
-            if path and not Path(path).is_file():
-                raise ValueError(f"{name} {path!r} does not exist")
+            problems.append("cert_file and key_file go together")
+        problems += [
+            f"{name} {path!r} does not exist"
+            for name in ("ca_file", "cert_file", "key_file")
+            if (path := getattr(self, name)) and not Path(path).is_file()
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def read(self, name: str) -> bytes | None:

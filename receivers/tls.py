@@ -22,10 +22,13 @@ class TlsServerConfig(ComponentConfig):
 
     @model_validator(mode="after")
     def _files_exist(self) -> TlsServerConfig:
-        for name in ("cert_file", "key_file", "client_ca_file"):
-            path = getattr(self, name)
-            if path and not Path(path).is_file():
-                raise ValueError(f"{name} {path!r} does not exist")
+        missing = [
+            f"{name} {path!r} does not exist"
+            for name in ("cert_file", "key_file", "client_ca_file")
+            if (path := getattr(self, name)) and not Path(path).is_file()
+        ]
+        if missing:  # every one, not the first
+            raise ValueError("; ".join(missing))
         return self
 
     def ssl_context(self) -> ssl.SSLContext:

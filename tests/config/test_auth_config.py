@@ -89,7 +89,9 @@ def test_a_token_read_as_a_number_is_refused_without_being_quoted():
 def test_tls_files_must_exist(tmp_path):
     missing = tmp_path / "server.pem"
     problems = problems_of(config(http=f", tls: {{cert_file: '{missing}', key_file: '{missing}'}}"))
-    assert problems == [f"receivers.otlp.protocols.http.tls: cert_file '{missing}' does not exist"]
+    assert problems == [
+        f"receivers.otlp.protocols.http.tls: cert_file '{missing}' does not exist; key_file '{missing}' does not exist"
+    ]
 
 
 def test_the_scrape_and_health_endpoints_auth_must_check_requests_received():

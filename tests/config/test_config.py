@@ -231,7 +231,7 @@ def test_an_unknown_key_does_not_hide_the_check_of_the_mapping_it_is_in():
     )
     assert problems == [
         "receivers.otlp.protocols.grpc.tls.bogus: unknown key",
-        "receivers.otlp.protocols.grpc.tls: cert_file 'c.pem' does not exist",
+        "receivers.otlp.protocols.grpc.tls: cert_file 'c.pem' does not exist; key_file 'c.key' does not exist",
         "processors.assembler.trace_wiat: unknown key",
         "processors.assembler: trace_timeout must be at least trace_wait",
     ]
@@ -342,3 +342,19 @@ def test_what_a_config_holds_is_quoted_escaped_and_cut_short():
     assert "x... (5000 characters): unknown extension type 'xxx" in problems[2]
     assert problems[2].endswith("x... (5002 characters); known: bearertokenauth, file_storage, health_check")
     assert problems[3].endswith("... (5002 characters) is not defined under receivers")
+
+
+def test_every_tls_file_that_does_not_exist_is_named():
+    problems = problems_of(
+        MINIMAL.replace("127.0.0.1:4317}", "127.0.0.1:4317, tls: {cert_file: c.pem, key_file: c.key}}")
+        .replace(
+            "exporters: {debug: {}}",
+            "exporters: {debug: {}, otlp: {endpoint: 'h:1', tls: {cert_file: c.pem, ca_file: ca.pem}}}",
+        )
+        .replace("[debug]", "[debug, otlp]")
+    )
+    assert problems == [
+        "receivers.otlp.protocols.grpc.tls: cert_file 'c.pem' does not exist; key_file 'c.key' does not exist",
+        "exporters.otlp.tls: cert_file and key_file go together; ca_file 'ca.pem' does not exist; "
+        "cert_file 'c.pem' does not exist",
+    ]
