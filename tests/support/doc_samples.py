@@ -5,9 +5,13 @@ of `SAMPLES[NAME]`. tests/test_doc_samples.py holds every such block equal to a 
 run; `python -m tests.support.doc_samples --write` rewrites the blocks from one.
 
 What varies from run to run is masked before comparing: the trace id of a session's
-`evaluate_session` carrier (random, as a span id is), and the digits past the twelfth of
-a float printed in full. Every run is offline: no judge (OPENAI_* unset) and the `static`
-embedder, the base install's, whatever else is installed.
+`evaluate_session` carrier (random, as a span id is). What varies between machines is not
+shown: a float attribute is rounded to `SHOWN_DIGITS` significant digits, as a float
+printed in full can differ in its last digits where sums are ordered differently (and
+tests/test_doc_samples.py holds that no sample shows one). Every run is offline: no judge
+(OPENAI_* unset) and the `static` embedder, the base install's, whatever else is
+installed. The commands run where a person types them from a checkout: a folder holding a
+copy of examples/, with the very command lines the samples show.
 """
 
 from __future__ import annotations
@@ -61,14 +65,14 @@ def blocks(path: Path) -> list[Block]:
     return found
 
 
-# A float printed in full (repr) can differ in its last digits between machines, as
-# sums are ordered differently; 12 significant digits are the same everywhere.
+# A float printed in full (repr) can differ in its last digits between machines, as sums
+# are ordered differently: a sample shows floats rounded, and none this long.
+SHOWN_DIGITS = 6
 LONG_FLOAT = re.compile(r"\b\d+\.\d{13,}\b")
 
 
 def masked(text: str) -> str:
-    text = CARRIER_LINE.sub(rf"\g<1>{MASKED_ID}\g<2>", text)
-    return LONG_FLOAT.sub(lambda m: f"{float(m.group(0)):.12g}", text)
+    return CARRIER_LINE.sub(rf"\g<1>{MASKED_ID}\g<2>", text)
 
 
 class Runs:
@@ -96,10 +100,11 @@ class Runs:
         return result.stdout, spans
 
     def command(self, *args: str, cwd: Path | None = None) -> str:
-        """`spanscore args` as a person types it, and what it printed on stdout."""
+        """`spanscore args` as a person types it (in `cwd`, by default the checkout with its
+        examples/), and what it printed on stdout."""
         result = subprocess.run(
             [*SPANSCORE, *args],
-            cwd=cwd or ROOT,
+            cwd=cwd or self.checkout,
             capture_output=True,
             text=True,
             env=offline_environment(),
@@ -109,51 +114,26 @@ class Runs:
         return f"$ spanscore {' '.join(args)}\n{result.stdout}"
 
     @cached_property
-    def suite(self) -> Path:
-        """Two versions of an agent graded against a two-case suite, 100 attempts each, in
-        baseline/ and candidate/ (scored.jsonl, suite.yaml, summary.json): the baseline
-        succeeds 45/50 on oslo and 35/50 on paris, the candidate 45/50 and 25/50."""
-        from tests.support.scored_suite import attempt, score_suite
-
-        for side, paris in (("baseline", 35), ("candidate", 25)):
-            folder = self.workdir / "suite" / side
-            folder.mkdir(parents=True)
-            requests = [attempt("oslo", "Oslo") for _ in range(45)] + [attempt("oslo", "Bergen") for _ in range(5)]
-            requests += [attempt("paris", "Paris") for _ in range(paris)]
-            requests += [attempt("paris", "Lyon") for _ in range(50 - paris)]
-            score_suite(folder, requests)
-            self.command("report", "scored.jsonl", "--dataset", "suite.yaml", "--json", "summary.json", cwd=folder)
-        return self.workdir / "suite"
-
-    @cached_property
-    def failed_session(self) -> Path:
-        """The sample session with its second get_weather call failed (a 503, no result),
-        scored with the default config against examples/weather-suite-no-judge.yaml, in
-        failed/scored.jsonl."""
-        folder = self.workdir / "failed"
-        folder.mkdir()
-        session = json.loads(WEATHER.read_text(encoding="utf-8"))
-        for scope in session["resourceSpans"][0]["scopeSpans"]:
-            for span in scope["spans"]:
-                if span["spanId"] == "020000000000020a":
-                    span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.tool.call.result"]
-                    span["status"] = {"code": 2, "message": "upstream weather service: 503 Service Unavailable"}
-        (folder / "weather-failed.json").write_text(json.dumps(session), encoding="utf-8")
-        suite = ROOT / "examples" / "weather-suite-no-judge.yaml"
-        self.command("score", "weather-failed.json", "--dataset", str(suite), "-o", "scored.jsonl", cwd=folder)
+    def checkout(self) -> Path:
+        """Where the commands are typed: a folder holding a copy of the checkout's examples/,
+        so the files the commands write land beside it, not in the checkout."""
+        folder = self.workdir / "checkout"
+        shutil.copytree(ROOT / "examples", folder / "examples", ignore=shutil.ignore_patterns("__pycache__"))
         return folder
 
     @cached_property
-    def trail(self) -> Path:
-        """Five TRAIL traces scored by a loopback judge (tests/support/trail_scored.py) and
-        their annotation file, in trail/."""
-        from tests.support.trail_scored import ANNOTATIONS, score_trail
-
-        folder = self.workdir / "trail"
-        folder.mkdir()
-        score_trail(folder)
-        shutil.copy(ANNOTATIONS, folder / ANNOTATIONS.name)
-        return folder
+    def scored_candidate(self) -> str:
+        """The suite's candidate recording scored into candidate.jsonl (the report sample's
+        first command, which the compare sample relies on)."""
+        return self.command(
+            "score",
+            "examples/suite-runs/candidate.jsonl.gz",
+            "--dataset",
+            "examples/suite-runs/suite.yaml",
+            "-o",
+            "candidate.jsonl",
+            "--quiet",
+        )
 
 
 def _trace_lines(runs: Runs) -> str:
@@ -165,7 +145,9 @@ def _attributes(span: dict, keep: Callable[[str], bool]) -> str:
     lines = []
     for attribute in span["attributes"]:
         if keep(attribute["key"]):
-            (value,) = attribute["value"].values()
+            ((kind, value),) = attribute["value"].items()
+            if kind == "doubleValue":
+                value = float(f"{value:.{SHOWN_DIGITS}g}")
             lines.append(f"{attribute['key']} = {value}")
     return "\n".join(lines) + "\n"
 
@@ -193,33 +175,53 @@ def _inspect_carrier(runs: Runs) -> str:
 
 
 def _inspect_blamed(runs: Runs) -> str:
-    printed = runs.command("inspect", "scored.jsonl", cwd=runs.failed_session)
-    return next(part for part in printed.split("\n\n") if "✗ blamed" in part).strip("\n") + "\n"
+    scored = runs.command(
+        "score",
+        "examples/weather-agent-failed.json",
+        "--dataset",
+        "examples/weather-suite-no-judge.yaml",
+        "-o",
+        "scored.jsonl",
+        "--quiet",
+    )
+    return scored + runs.command("inspect", "scored.jsonl")
 
 
 def _report(runs: Runs) -> str:
-    return runs.command(
+    return runs.scored_candidate + runs.command(
         "report",
-        "scored.jsonl",
+        "candidate.jsonl",
         "--dataset",
-        "suite.yaml",
+        "examples/suite-runs/suite.yaml",
         "--json",
         "summary.json",
         "-o",
         "report.html",
-        cwd=runs.suite / "candidate",
     )
 
 
 def _compare(runs: Runs) -> str:
-    return runs.command(
-        "compare", "baseline/summary.json", "candidate/summary.json", "--max-tsr-drop", "0.05", cwd=runs.suite
+    runs.scored_candidate  # noqa: B018 - the report sample's first command writes candidate.jsonl
+    scored = runs.command(
+        "score",
+        "examples/suite-runs/baseline.jsonl.gz",
+        "--dataset",
+        "examples/suite-runs/suite.yaml",
+        "-o",
+        "baseline.jsonl",
+        "--quiet",
     )
+    return scored + runs.command("compare", "baseline.jsonl", "candidate.jsonl", "--max-tsr-drop", "0.05")
 
 
 def _agree(runs: Runs) -> str:
     return runs.command(
-        "agree", "scored.jsonl", "--trail", "gaia-5.annotations.jsonl", "--metric", "task_completion", cwd=runs.trail
+        "agree",
+        "examples/trail/gaia-5.scored.jsonl.gz",
+        "--trail",
+        "examples/trail/gaia-5.annotations.jsonl",
+        "--metric",
+        "task_completion",
     )
 
 
