@@ -167,9 +167,9 @@ async def read_json_answer(response: Any, max_bytes: int) -> Any:
         return json.loads(body)
     except ValueError:
         content_type = excerpt(response.headers.get("content-type") or "no content type", 60)
-        start = body[: SHOWN_BODY_CHARS * 4].decode("utf-8", errors="replace")
-        shown = excerpt(" ".join(scrub(start, SHOWN_BODY_CHARS).split()), SHOWN_BODY_CHARS + 40) if start else ""
-        reason = f"answered {response.status_code} with {content_type}, not JSON ({size:,} bytes: '{shown}')"
+        start = " ".join(body[: SHOWN_BODY_CHARS * 4].decode("utf-8", errors="replace").split())
+        shown = excerpt(scrub(start, len(start))[:SHOWN_BODY_CHARS])  # the total is said in bytes
+        reason = f"answered {response.status_code} with {content_type}, not JSON ({size:,} bytes, starting '{shown}')"
         raise UnusableAnswer(reason, outage=reason) from None
 
 

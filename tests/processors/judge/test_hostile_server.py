@@ -32,7 +32,8 @@ def completion(content: str) -> bytes:
 
 
 GOOD = completion(json.dumps({"score": 0.5, "reason": "fine"}))
-HTML = b"<html><head><title>502 Bad Gateway</title></head><body>\x1b[31mnginx</body></html>"
+PROXY_KEY = "sk-proj-" + "Q7w8E9r0" * 4  # a proxy's page may echo the request's headers
+HTML = f"<html><head><title>502 Bad Gateway</title></head><body>\x1b[31mkey: {PROXY_KEY}</body></html>".encode()
 
 
 def judge_at(server: HostileServer, **kwargs) -> OpenAIJudge:
@@ -87,6 +88,7 @@ async def test_a_judge_answering_html_is_an_outage_with_a_bounded_escaped_messag
     message = str(outcomes[0])
     assert f"answered 200 with {content_type}, not JSON" in message
     assert "<html><head><title>502 Bad Gateway" in message and "\x1b" not in message
+    assert PROXY_KEY not in message and "[redacted api key]" in message
     assert len(message) < 400
     # counted by the breaker, as a 502 would be
     assert judge.breaker.opened >= 1
