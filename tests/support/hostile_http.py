@@ -4,7 +4,7 @@ a time, a 200 that is an HTML page, a body of tens of megabytes.
 
 `HostileServer(respond)` calls `respond(request)` for every request, on the server's own
 thread; `respond` writes the whole answer itself through the `http.server` handler it is
-given (its `path`, `command`, `headers`, `body` read) and may block as long as it likes.
+given (its `path`, `command`, `headers` and `body` read) and may block as long as it likes.
 The helpers below write the usual shapes. A client that hangs up mid-answer is not an
 error here.
 
@@ -42,9 +42,6 @@ class Request(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
-
-    def json(self) -> Any:
-        return json.loads(self.body or b"null")
 
 
 class HostileServer:
