@@ -88,8 +88,10 @@ class Sessions:
 
     def hold_earlier_carrier(self, carrier: Trace) -> bool:
         """Keep a session carrier that arrived scored for the session's own carrier to
-        replace, when the session is open here; False (forward it) when not."""
-        if carrier.session_id not in self.open or carrier.root is None:
+        replace, when the session is open here with a trace scored; False (forward it)
+        when not."""
+        session = self.open.get(carrier.session_id)
+        if session is None or not session.traces or carrier.root is None:
             return False
         origin = carrier.root_origin
         kept = ResourceSpans(schema_url=origin.resource_spans.schema_url)
