@@ -115,10 +115,12 @@ class Runs:
 
     @cached_property
     def checkout(self) -> Path:
-        """Where the commands are typed: a folder holding a copy of the checkout's examples/,
-        so the files the commands write land beside it, not in the checkout."""
+        """Where the commands are typed: a copy of the checkout's examples/ and of the
+        otel-config.yaml `score` reads there, so what the commands write lands beside them,
+        not in the checkout."""
         folder = self.workdir / "checkout"
         shutil.copytree(ROOT / "examples", folder / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(ROOT / "otel-config.yaml", folder)
         return folder
 
     @cached_property
