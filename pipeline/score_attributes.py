@@ -130,7 +130,12 @@ def carry_over(span: Span, earlier: Sequence[Span]) -> None:
         kept = _result_metrics(old) - metrics
         if not kept:
             continue
-        span.attributes.extend(kv for kv in old.attributes if kv.key.startswith(PREFIX) and _metric_of(kv.key) in kept)
+        present = {kv.key for kv in span.attributes}  # a metric skipped now has its skipped key
+        span.attributes.extend(
+            kv
+            for kv in old.attributes
+            if kv.key.startswith(PREFIX) and _metric_of(kv.key) in kept and kv.key not in present
+        )
         span.events.extend(
             event
             for event in old.events
@@ -140,12 +145,10 @@ def carry_over(span: Span, earlier: Sequence[Span]) -> None:
 
 
 def _result_metrics(span: Span) -> set[str]:
-    """The metrics `span` has a result of, or a skipped one: every result writes its
-    `eval.<metric>.evaluator`, a skipped metric `eval.<metric>.skipped`."""
+    """The metrics `span` has a result of: every result writes `eval.<metric>.evaluator`
+    (a skipped metric has none, so a result it had is kept beside the skip, as on traces)."""
     return {
-        _metric_of(key)
-        for kv in span.attributes
-        if (key := kv.key).startswith(PREFIX) and key.endswith((".evaluator", ".skipped"))
+        _metric_of(key) for kv in span.attributes if (key := kv.key).startswith(PREFIX) and key.endswith(".evaluator")
     }
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
-from spanscore.pipeline.score_attributes import attach_results
+from spanscore.core.span_attribute import SpanAttribute
+from spanscore.pipeline.score_attributes import attach_results, carrier_spans, carry_over
 from tests.support.otlp_client import send
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import (
@@ -161,3 +163,29 @@ def test_metric_result_rejects_scores_outside_the_unit_interval():
         MetricResult(name="m", score=float("nan"))
     assert MetricResult(name="m", score=0.5).label == "pass"
     assert MetricResult(name="m", score=0.49).passed is False
+
+
+def test_a_new_carrier_keeps_the_earlier_carriers_results_of_metrics_it_has_none_of():
+    def carrier(results, attributes=(), provenance=None):
+        built = carrier_spans("s", Resource(), [], results, 1, 2, "0", provenance, True, attributes)
+        return built.scope_spans[0].spans[0]
+
+    old = {"kept": Provenance("old-judge", "000000000000"), "rescored": Provenance("old-judge", "000000000000")}
+    earlier = carrier(
+        [MetricResult(name="kept", score=0.3), MetricResult(name="rescored", score=0.1)],
+        [SpanAttribute("eval.kept.skipped", "an older skip")],
+        old,
+    )
+    # Now: `rescored` has a new result, `kept` is skipped (the judge's budget spent).
+    new = carrier([MetricResult(name="rescored", score=0.9)], [SpanAttribute("eval.kept.skipped", "budget spent")])
+    carry_over(new, [earlier])
+    keys = [a.key for a in new.attributes]
+    assert len(keys) == len(set(keys))
+    attributes = attributes_to_dict(new.attributes)
+    assert (attributes["eval.rescored.score"], attributes["eval.rescored.evaluator"]) == (0.9, "code")
+    assert (attributes["eval.kept.score"], attributes["eval.kept.evaluator"]) == (0.3, "old-judge")
+    assert attributes["eval.kept.skipped"] == "budget spent"
+    assert [(e["gen_ai.evaluation.name"], e["eval.evaluator"]) for e in evaluation_events(new)] == [
+        ("rescored", "code"),
+        ("kept", "old-judge"),
+    ]
