@@ -34,10 +34,21 @@ call's arguments (the city asked about, echoed by the tool; a word of the questi
 evidence of the result being used. A number counts as had only when those texts hold it
 at the result's own precision: an agent that started from -5 did not have -4.9375.
 
+A result that failed or came back empty is used when the answer reacts to it: an error
+read, an empty output noticed ("the table was not found"), which states no value of it.
+A result reports a failure or nothing when what it printed is empty, `False`, `None`,
+`null`, `[]` or `{}` (after a code runner's status line `exitcode: ...` and `Code output:`
+label), or when its first `FAILURE_CHARS` characters (a JSON result's strings, and its
+keys whose value is not empty) say so in the words of `FAILURE_WORDS`: `not found`,
+`no ... found`, `no results`, `unable to`, `could not`, `cannot`, `did not`, `failed`,
+`error`, `exception`, `empty`, `there is no`, `none`, ... The answer reacts when its first
+`REACTION_CHARS` characters hold such words too.
+
 `answer_utilization`: 1.0 when at least one informative value of some result is found
-in the answer, else 0.0. One suffices, not a share: an answer summarizes (the sky and the
-temperature of a weather report, not its humidity), and a result can feed the next call
-rather than the answer (an id looked up, then fetched). When the tools returned no
+in the answer, or the answer reacts to a result that failed or came back empty, else
+0.0. One value suffices, not a share: an answer summarizes (the sky and the temperature
+of a weather report, not its humidity), and a result can feed the next call rather than
+the answer (an id looked up, then fetched). When the tools returned no
 informative value (no result recorded, empty results, only booleans) there is nothing
 the answer could ignore: 1.0. A turn without tool calls used no tool result: 0.0.
 
@@ -97,6 +108,24 @@ GENERIC_WORDS: frozenset[str] = STOP_WORDS | frozenset(
 # Bounds on the work per result, whatever its size: the values kept, the text read.
 MAX_VALUES = 1000
 MAX_TEXT_CHARS = 100_000
+# Words that report a failure or nothing found, in a result and in an answer reacting to it.
+FAILURE_WORDS = re.compile(
+    r"""\b(?:
+        not\s+(?:\w+\s+){0,3}?(?:found|located|retrieved|returned|available|provided|exists?)
+      | no\s+[^.\n]{0,40}?\b(?:found|returned|available)
+      | no\s+(?:results?|matches|data|output)
+      | nothing\s+(?:was\s+)?(?:found|returned)
+      | unable\s+to | could\s*n[o'’]t | cannot | can[’']t | did\s*n[o'’]t | does\s*n[o'’]t\s+exist
+      | fail(?:s|ed|ure)? | errors? | exception | traceback | empty
+      | there\s+(?:is|are)\s+no | is\s*n[o'’]t\s+any | none
+    )\b""",
+    re.VERBOSE,
+)
+FAILURE_CHARS = 600  # a result says up front that it failed or found nothing
+REACTION_CHARS = 1500  # an answer reacts to it before going on
+# What a code runner prints before the code's own output: its status line and a label.
+_RUNNER_HEADER = re.compile(r"^exitcode:[^\n]*\n(?:code output:)?", re.IGNORECASE)
+_NOTHING = frozenset({"", "false", "none", "null", "nil", "nan", "[]", "{}", '""', "''"})
 
 
 @dataclass(frozen=True)
@@ -322,6 +351,47 @@ def informative(value: Value) -> bool:
     return sum(c.isalnum() for c in value.text) >= MIN_TEXT_CHARS
 
 
+def reports_failure(result: str | None) -> bool:
+    """The result failed or came back empty (see the module docstring); no result recorded is not one."""
+    if result is None:
+        return False
+    parsed = _loads(result)
+    if parsed is _NOT_JSON:
+        printed = _RUNNER_HEADER.sub("", result.strip()).strip()
+        if printed.casefold() in _NOTHING:
+            return True
+        return FAILURE_WORDS.search(normalize(result[:FAILURE_CHARS])) is not None
+    if parsed is None or parsed is False or (isinstance(parsed, (str, list, dict)) and not parsed):
+        return True
+    return FAILURE_WORDS.search(normalize(_json_text(parsed)[:FAILURE_CHARS])) is not None
+
+
+def _json_text(root: Any) -> str:
+    """A JSON result's strings and the keys of its non-empty values, in document order, up to
+    `FAILURE_CHARS` characters: `{"error": "timeout"}` reports a failure, `{"error": null}` not."""
+    parts: list[str] = []
+    size = 0
+    stack = [root]
+    while stack and size < FAILURE_CHARS:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                if item not in (None, False, "", [], {}):
+                    stack.extend((item, key))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, str):
+            parts.append(value)
+            size += len(value) + 1
+    return " ".join(parts)
+
+
+def reaction(answer: str) -> str:
+    """The words with which the answer says a call failed or found nothing, or ""."""
+    match = FAILURE_WORDS.search(normalize(answer[:REACTION_CHARS]))
+    return match.group() if match else ""
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     """One tool call of the turn: its recorded result, and what the agent knew before it
@@ -337,6 +407,7 @@ class Utilization:
     found: tuple[str, ...]  # the informative values found, as the results wrote them
     looked_for: int  # informative values over all results
     calls: int
+    reaction: str = ""  # the answer's words reacting to a result that failed or came back empty
 
     @property
     def reason(self) -> str:
@@ -352,6 +423,8 @@ class Utilization:
                     distinct.append(value)
             shown = ", ".join(distinct[:3]) + (", ..." if len(distinct) > 3 else "")
             return f"values found: {shown}"
+        if self.reaction:
+            return f'reacts to a failed or empty result: "{self.reaction}"'
         return f"none of the {self.looked_for} values of the tool results found in the answer"
 
 
@@ -360,9 +433,10 @@ def _within(word: str, text: str) -> bool:
 
 
 def answer_utilization(answer: str, outcomes: Sequence[ToolOutcome]) -> Utilization:
-    """1.0 when the answer holds an informative value of some result, else 0.0 (see above)."""
+    """1.0 when the answer holds an informative value of some result, or reacts to a result
+    that failed or came back empty, else 0.0 (see above)."""
     searchable = Searchable(answer)
-    looked_for, found = 0, []
+    looked_for, found, failed = 0, [], False
     for outcome in outcomes:
         known = Searchable(outcome.known)
         for value in result_values(outcome.result):
@@ -370,11 +444,13 @@ def answer_utilization(answer: str, outcomes: Sequence[ToolOutcome]) -> Utilizat
                 looked_for += 1
                 if searchable.holds(value):
                     found.append(value.shown)
+        failed = failed or reports_failure(outcome.result)
+    reacted = reaction(answer) if failed and not found else ""
     if not outcomes:
         score = 0.0
     else:
-        score = 1.0 if found or not looked_for else 0.0
-    return Utilization(score, tuple(found), looked_for, len(outcomes))
+        score = 1.0 if found or reacted or not looked_for else 0.0
+    return Utilization(score, tuple(found), looked_for, len(outcomes), reacted)
 
 
 def known_text(user_input: str, arguments: Any) -> str:
@@ -385,6 +461,7 @@ def known_text(user_input: str, arguments: Any) -> str:
 
 
 __all__ = [
+    "FAILURE_WORDS",
     "GENERIC_WORDS",
     "Number",
     "Phrase",
@@ -396,6 +473,8 @@ __all__ = [
     "informative",
     "known_text",
     "normalize",
+    "reaction",
+    "reports_failure",
     "result_values",
     "stem",
 ]

@@ -10,7 +10,7 @@ elsewhere. The rule is `answer_utilization` with that one call.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,9 +68,12 @@ class RuleErrors:
         return len(self.false_passes) / self.not_used if self.not_used else 0.0
 
 
-def rule_errors(pairs: Iterable[LabelledPair]) -> RuleErrors:
+def rule_errors(
+    pairs: Iterable[LabelledPair], says_used: Callable[[LabelledPair], bool] = rule_says_used
+) -> RuleErrors:
+    """How `says_used` (the rule by default) disagrees with the labels of the pairs."""
     pairs = list(pairs)
-    used = {pair.id: rule_says_used(pair) for pair in pairs}
+    used = {pair.id: says_used(pair) for pair in pairs}
     uses: Sequence[LabelledPair] = [p for p in pairs if p.uses]
     not_used: Sequence[LabelledPair] = [p for p in pairs if not p.uses]
     return RuleErrors(

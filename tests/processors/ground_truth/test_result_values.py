@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from spanscore.processors.ground_truth.result_values import (
+    FAILURE_CHARS,
     MAX_TEXT_CHARS,
     MAX_VALUES,
     Number,
@@ -19,6 +20,8 @@ from spanscore.processors.ground_truth.result_values import (
     answer_utilization,
     known_text,
     normalize,
+    reaction,
+    reports_failure,
     result_values,
     stem,
 )
@@ -361,3 +364,74 @@ def test_an_en_dash_before_a_number_is_a_minus():
     assert Searchable("It is \u20133 \u00b0C").holds(number("-3"))
     assert Searchable("2000\u20132009").holds(number("2009"))
     assert not Searchable("2000\u20132009").holds(number("-2009"))  # glued to a number: a range
+
+
+# Results that failed or came back empty, and answers that react to them
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "exitcode: 0 (execution succeeded)\nCode output: False\n",
+        "exitcode: 0 (execution succeeded)\nCode output: \n",
+        "None",
+        "[]",
+        "null",
+        '{"error": "timeout after 30 s"}',
+        '{"items": [], "message": "No flights found for that day"}',
+        "exitcode: 0 (execution succeeded)\nCode output: Population data not found.\n",
+        "The search string 'Recommendation' was not found on this page.",
+        "exitcode: 1 (execution failed)\nCode output: Traceback (most recent call last): ...",
+        "There is no code from the last 1 message for me to execute.",
+    ],
+)
+def test_a_result_that_failed_or_came_back_empty_reports_it(result):
+    assert reports_failure(result)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        None,  # no result recorded is not a failure
+        "0",
+        '{"temp_c": 21, "error": null, "warnings": []}',  # an empty error field is no error
+        "exitcode: 0 (execution succeeded)\nCode output: 12\n",
+        "Light rain, 17°C",
+        "Weather: " + "sunny " * FAILURE_CHARS + "no errors",  # said late, not up front
+    ],
+)
+def test_a_result_with_something_in_it_reports_no_failure(result):
+    assert not reports_failure(result)
+
+
+def test_an_answer_that_reacts_to_a_failed_or_empty_result_uses_it():
+    # Labelled `uses` by people: each reads the failure and acts on it, stating no value of it.
+    known = known_text("Is there a TripAdvisor API?", "print(bool(api))")
+    found = answer_utilization(
+        "The response indicates that there might not be a readily available TripAdvisor API.",
+        outcomes("exitcode: 0 (execution succeeded)\nCode output: False\n", known=known),
+    )
+    assert (found.score, found.found, found.reaction) == (1.0, (), "not be a readily available")
+    assert found.reason == 'reacts to a failed or empty result: "not be a readily available"'
+    known = known_text("What is the island's population?", 'print("Population data not found.")')
+    found = answer_utilization(
+        "It appears the script did not manage to find the population data in the infobox.",
+        outcomes("exitcode: 0 (execution succeeded)\nCode output: Population data not found.\n", known=known),
+    )
+    assert (found.score, found.found, found.reaction) == (1.0, (), "did not")
+    found = answer_utilization("The weather service failed; I will try again.", outcomes('{"error": "timeout"}'))
+    assert (found.score, found.reaction) == (1.0, "failed")
+
+
+def test_a_failed_result_ignored_or_a_failure_from_nowhere_is_no_use():
+    # The terminal ran nothing and the answer goes on as if it had been told something.
+    found = answer_utilization(
+        "Let's search the web for the video and describe the bird.",
+        outcomes("There is no code from the last 1 message for me to execute."),
+    )
+    assert (found.score, found.reaction) == (0.0, "")
+    # The answer says it failed, but the result did not.
+    found = answer_utilization("I could not get the weather.", outcomes('{"temp_c": 21, "sky": "sunny"}'))
+    assert (found.score, found.reaction) == (0.0, "")
+    assert reaction("I could not get the weather.") == "could not"
+    assert reaction("It is sunny and 21°C.") == ""
