@@ -172,8 +172,11 @@ class Scheduler:
         observations: ScoreObservations | None = None,
     ) -> None:
         if scored.skip_reason is not None:
-            if scored.skip_reason == SESSION_CARRIER and self.sessions.hold_earlier_carrier(trace):
+            held = self.sessions.hold_earlier_carrier(trace) if scored.skip_reason == SESSION_CARRIER else None
+            if held is not None:
                 self._replaced.add(trace.trace_id)  # the session's new carrier replaces it when it closes
+                if self.book is not None:  # logged until then: a crash rebuilds the session with it
+                    self.book.scored_in(trace, held)
                 return
             self.counts.unscored_traces += 1
             self._unscored.said(trace, scored.skip_reason)

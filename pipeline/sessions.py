@@ -86,13 +86,13 @@ class Sessions:
         self.open.move_to_end(trace.session_id)
         return session
 
-    def hold_earlier_carrier(self, carrier: Trace) -> bool:
+    def hold_earlier_carrier(self, carrier: Trace) -> Session | None:
         """Keep a session carrier that arrived scored for the session's own carrier to
-        replace, when the session is open here with a trace scored; False (forward it)
-        when not."""
+        replace, when the session is open here with a trace scored: that session; None
+        (forward it) when not."""
         session = self.open.get(carrier.session_id)
         if session is None or not session.traces or carrier.root is None:
-            return False
+            return None
         origin = carrier.root_origin
         kept = ResourceSpans(schema_url=origin.resource_spans.schema_url)
         kept.resource.CopyFrom(origin.resource)
@@ -100,7 +100,7 @@ class Sessions:
         scope_spans.scope.CopyFrom(origin.scope_spans.scope)
         scope_spans.spans.add().CopyFrom(carrier.root)
         self._earlier_carriers.setdefault(carrier.session_id, []).append(kept)
-        return True
+        return session
 
     def close_idle(self, now: float) -> None:
         idle_before = now - self.idle_s

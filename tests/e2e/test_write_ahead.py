@@ -13,16 +13,21 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.consumer import ConsumerFull
+from spanscore.core.provenance import Provenance
+from spanscore.core.result import MetricResult
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.score_attributes import carrier_spans
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from tests.support.otlp_client import EXPORT
@@ -258,3 +263,42 @@ service:
         send_request(port, agent_request(turns=1))
     assert wait_until(lambda: len(sink.spans()) == 8)
     assert collector.pipeline.write_ahead.written_requests == 1  # only the first receiver's request
+
+
+def test_an_earlier_carrier_held_for_an_open_session_survives_kill_9(tmp_path, sink):
+    # A chained collector: the upstream's carrier of the session arrives while the
+    # session is open here; it is held for the session's new carrier to replace, and
+    # logged until then.
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(SESSION_CONFIG.format(port=port, sink=sink.grpc_port, directory=tmp_path / "storage"))
+    collector = launch(config, port)
+    first, request = turn("chat-2", "Where is parcel 9?", "It is on its way.")
+    send_request(port, request)
+    assert wait_until(lambda: any(s.trace_id == first for s in sink.spans()), timeout_s=10)
+    old = Provenance("old-judge", "000000000000")
+    earlier = carrier_spans(
+        "chat-2",
+        Resource(),
+        [(first, next(s.span_id for s in sink.spans() if s.trace_id == first))],
+        [MetricResult(name="agent_reliability", score=0.1), MetricResult(name="retired", score=0.3)],
+        1_000,
+        2_000,
+        "0.0.1",
+        {"agent_reliability": old, "retired": old},
+    )
+    send_request(port, ExportTraceServiceRequest(resource_spans=[earlier]))
+    time.sleep(1.0)  # assembled (trace_wait 100ms) and held
+    collector.send_signal(signal.SIGKILL)
+    collector.wait(10)
+
+    collector = launch(config, port)
+    time.sleep(1.0)  # the log replayed: the turn scored again, the earlier carrier held again
+    collector.send_signal(signal.SIGTERM)  # closes the session
+    _, stderr = collector.communicate(timeout=60)
+    assert collector.returncode == 0, stderr
+    [carrier] = [s for s in sink.spans() if s.name == "evaluate_session"]
+    attributes = attributes_to_dict(carrier.attributes)
+    assert attributes["eval.agent_reliability.evaluator"] == "code"
+    assert (attributes["eval.retired.score"], attributes["eval.retired.evaluator"]) == (0.3, "old-judge")
+    assert len(list((tmp_path / "storage").glob("*.wal"))) == 1  # the session closed: all settled
