@@ -243,9 +243,9 @@ async def _send(
 
 
 def summary_table(summary: ScoreSummary, output: Path) -> str:
-    formats = f" ({formats_text(summary.formats)})" if summary.formats else ""
+    formats = f"{formats_text(summary.formats)}: " if summary.formats else ""
     lines = [
-        f"{counted(summary.spans, 'span')} in {counted(summary.requests, 'request')}{formats} -> "
+        f"{formats}{counted(summary.spans, 'span')} in {counted(summary.requests, 'request')} -> "
         f"{counted(summary.traces, 'trace')} written to {output} in {summary.seconds:.1f}s "
         f"({summary.spans / max(summary.seconds, 1e-9):,.0f} spans/s); "
         f"{summary.unscored_traces:,} not agent {plural(summary.unscored_traces, 'trace')}, forwarded unscored",

@@ -407,7 +407,7 @@ def test_score_of_a_jaeger_export_writes_otlp_json_that_inspect_reads_back(tmp_p
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert "5 spans in 2 requests (Jaeger JSON) -> " in result.stderr
+    assert any(line.startswith("Jaeger JSON: 5 spans in 2 requests -> ") for line in result.stderr.splitlines())
     code, out, err = run_inspect(scored, as_json=True)
     assert (code, err) == (0, "")
     records = {r["trace_id"]: r for r in map(json.loads, out.splitlines())}
