@@ -22,8 +22,9 @@ the others.
 Reading is bounded whatever the file holds: a line, or a whole-file document, of more
 than MAX_DOCUMENT_BYTES stops the file there; past MAX_REPORTED_LINES broken lines of a
 file the rest are counted, not listed, and a file whose first GIVE_UP_LINES lines are all
-broken is given up on (it is not trace JSON); JSON nested deeper than Python's parser
-goes is a broken line, not a crash.
+broken, or that has more than MAX_BLANK_LINES blank lines in a row, is given up on (it
+is not trace JSON); JSON nested deeper than Python's parser goes is a broken line, not a
+crash.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from spanscore.offline.jaeger_json import JaegerJsonError, is_jaeger_document, j
 MAX_DOCUMENT_BYTES = 128 * 2**20  # a line, or a whole-file document
 MAX_REPORTED_LINES = 10  # broken lines listed per file; the rest are counted
 GIVE_UP_LINES = 1000  # broken lines, none readable, before a file is taken for something else
+MAX_BLANK_LINES = 1_000_000  # in a row
 
 OTLP_JSON = "OTLP/JSON"
 OTLP_JSON_BASE64 = "OTLP/JSON with base64 ids"
@@ -117,21 +119,23 @@ class _FileReader:
     gzipped: bool
     formats: list[str]
     line_number: int = 0
+    blank_lines: int = 0
     broken: int = 0
     read: int = 0
+    stopped: bool = False  # by a line too long, or too many blank ones
 
     def requests(self) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
         first = self._next_line()
         if first is None:
             return
         if first.strip() in (b"{", b"["):  # how a pretty-printed document starts
-            first_number, lines_before = self.line_number, first
-            second = self._next_line(keep_blank=True)
-            while second is not None and not second.strip():
-                lines_before += second
-                second = self._next_line(keep_blank=True)
+            first_number, blank_lines = self.line_number, self.blank_lines
+            second = self._next_line()
+            if self.stopped:
+                return
             if second is None or not isinstance(_loads(second), dict):
-                yield from self._document(lines_before + (second or b""))
+                # Blank lines kept as newlines: the parser's line numbers are the file's.
+                yield from self._document(first + b"\n" * (self.blank_lines - blank_lines) + (second or b""))
                 return
             yield from self._line(first, first_number)
             yield from self._line(second, self.line_number)
@@ -139,30 +143,43 @@ class _FileReader:
             yield from self._line(first, self.line_number)
         while (line := self._next_line()) is not None:
             if self.broken >= GIVE_UP_LINES and not self.read:
-                self._problem(
+                self.problems.append(
                     f"{self.path}: not read on after {counted(self.broken, 'broken line')} and none readable: "
                     "not trace JSON lines"
                 )
                 break
             yield from self._line(line, self.line_number)
         if self.broken > MAX_REPORTED_LINES:
-            self._problem(f"{self.path}: {counted(self.broken - MAX_REPORTED_LINES, 'more broken line')} not listed")
+            more = counted(self.broken - MAX_REPORTED_LINES, "more broken line")
+            self.problems.append(f"{self.path}: {more} not listed")
 
-    def _next_line(self, keep_blank: bool = False) -> bytes | None:
-        """The next (non-blank) line, None at the end, or when a line is too long to read."""
+    def _next_line(self) -> bytes | None:
+        """The next non-blank line; None at the end, or past a line too long or too many
+        blank lines in a row (a gzip of newlines would take minutes to skip)."""
+        run = 0
         while True:
             line = self.stream.readline(MAX_DOCUMENT_BYTES + 1)
             if not line:
                 return None
             self.line_number += 1
             if len(line) > MAX_DOCUMENT_BYTES and not line.endswith(b"\n"):
-                self._problem(
+                self.problems.append(
                     f"{self.path}:{self.line_number}: a line longer than {_size(MAX_DOCUMENT_BYTES)}: "
                     "the file is not read on"
                 )
+                self.stopped = True
                 return None
-            if keep_blank or line.strip():
+            if line.strip():
                 return line
+            self.blank_lines += 1
+            run += 1
+            if run > MAX_BLANK_LINES:
+                self.problems.append(
+                    f"{self.path}:{self.line_number}: over {MAX_BLANK_LINES:,} blank lines in a row: "
+                    "the file is not read on"
+                )
+                self.stopped = True
+                return None
 
     def _line(self, line: bytes, number: int) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
         where = f"{self.path}:{number}"
@@ -171,7 +188,7 @@ class _FileReader:
         except TraceFileError as exc:
             self.broken += 1
             if self.broken <= MAX_REPORTED_LINES:
-                self._problem(f"{where}: {exc}")
+                self.problems.append(f"{where}: {exc}")
             return
         self.read += 1
         self._found(found)
@@ -181,12 +198,12 @@ class _FileReader:
     def _document(self, start: bytes) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
         text = start + self.stream.read(MAX_DOCUMENT_BYTES + 1 - len(start))
         if len(text) > MAX_DOCUMENT_BYTES:
-            self._problem(f"{self.path}: a JSON document larger than {_size(MAX_DOCUMENT_BYTES)}: not read")
+            self.problems.append(f"{self.path}: a JSON document larger than {_size(MAX_DOCUMENT_BYTES)}: not read")
             return
         try:
             found, requests = _decode_document(text)
         except TraceFileError as exc:
-            self._problem(f"{self.path}: {exc}")
+            self.problems.append(f"{self.path}: {exc}")
             return
         self._found(found)
         for request in requests:
@@ -196,9 +213,6 @@ class _FileReader:
         name = f"gzipped {name}" if self.gzipped else name
         if name not in self.formats:
             self.formats.append(name)
-
-    def _problem(self, text: str) -> None:
-        self.problems.append(text)
 
 
 def _requests_of(

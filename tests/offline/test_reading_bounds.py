@@ -104,6 +104,25 @@ def test_a_pretty_printed_document_over_the_limit_is_not_read(tmp_path, monkeypa
     assert run_inspect(WEATHER)[0] == 0
 
 
+def test_a_long_run_of_blank_lines_stops_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(otlp_files, "MAX_BLANK_LINES", 100)
+    path = tmp_path / "blank.jsonl.gz"
+    path.write_bytes(gzip.compress((agent_line(1) + "\n" * 100 + agent_line(2) + "\n" * 102 + agent_line(3)).encode()))
+    code, out, problems = run_inspect(path)
+    assert code == 2
+    assert problems == [f"spanscore inspect: {path}:202: over 100 blank lines in a row: the file is not read on"]
+    assert out.splitlines()[-1] == "2 traces in 1 file (gzipped OTLP/JSON); 2 would be scored"
+
+
+def test_a_pretty_printed_document_stopped_at_its_second_line_is_one_problem(tmp_path, monkeypatch):
+    monkeypatch.setattr(otlp_files, "MAX_DOCUMENT_BYTES", 1000)
+    path = tmp_path / "doc.json"
+    path.write_text("{\n\n" + '  "resourceSpans": [' + " " * 2000 + "]\n}\n", encoding="utf-8")
+    code, out, problems = run_inspect(path)
+    assert (code, out) == (2, "")
+    assert problems == [f"spanscore inspect: {path}:3: a line longer than 1,000 bytes: the file is not read on"]
+
+
 # Problems listed ---------------------------------------------------------------------------
 
 
