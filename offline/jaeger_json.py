@@ -11,8 +11,9 @@ binary (base64). Ids are hex, without leading zeros in some writers.
 The mapping is the OpenTelemetry Collector's Jaeger translator's, so a span reads as it
 would had it been sent to a collector in Jaeger's protocol: the first `CHILD_OF` in the
 span's own trace is the parent, other references are links (`opentracing.ref_type`);
-the `span.kind` tag is the kind; `otel.status_code` (or an `error` tag that is true) and
-`otel.status_description` are the status; `otel.scope.name`/`otel.scope.version` (or
+the `span.kind` tag is the kind; an `error` tag that is true, else `otel.status_code`,
+is the status code and `otel.status_description` its message (no status is read from
+HTTP status codes, unlike the translator); `otel.scope.name`/`otel.scope.version` (or
 `otel.library.*`) the scope; `w3c.tracestate` the trace state; each log is an event
 named by its `event` field; the process is the resource (`service.name` and its tags).
 Those tags are taken off the attributes, the rest kept with their types.
@@ -34,6 +35,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 from spanscore.core.quoting import excerpt
 
 NANOS_PER_MICRO = 1000
+SHOWN_CHARS = 60  # of a value quoted in a message
 _KINDS = {
     "internal": Span.SPAN_KIND_INTERNAL,
     "server": Span.SPAN_KIND_SERVER,
@@ -87,11 +89,11 @@ def _trace_request(trace: Any, where: str) -> ExportTraceServiceRequest:
         here = f"{where}.spans[{index}]"
         if not isinstance(raw, dict):
             raise JaegerJsonError(f"{here}: expected a span object, got {type(raw).__name__}")
-        process_key, process = _process_of(raw, processes, here)
+        process_key, process, process_where = _process_of(raw, processes, here, where)
         resource_spans = resources.get(process_key)
         if resource_spans is None:
             resource_spans = resources[process_key] = request.resource_spans.add()
-            _fill_resource(resource_spans, process, f"{where}.processes[{excerpt(repr(process_key))}]")
+            _fill_resource(resource_spans, process, process_where)
         tags = _tags(raw.get("tags"), f"{here}.tags")
         scope = (process_key, _text_tag(tags, _SCOPE_NAME), _text_tag(tags, _SCOPE_VERSION))
         scope_spans = scopes.get(scope)
@@ -102,17 +104,18 @@ def _trace_request(trace: Any, where: str) -> ExportTraceServiceRequest:
     return request
 
 
-def _process_of(span: dict[str, Any], processes: dict[str, Any], where: str) -> tuple[str, Any]:
-    """The span's process, from `processes` by `processID`, or embedded as `process`."""
-    if "process" in span and span["process"] is not None:
-        # Spans of one process repeat it: one resource for equal processes.
-        return "embedded:" + json.dumps(span["process"], sort_keys=True), span["process"]
+def _process_of(span: dict[str, Any], processes: dict[str, Any], where: str, trace_where: str) -> tuple[str, Any, str]:
+    """The span's process, from `processes` by `processID` or embedded as `process`: a
+    key equal for equal processes, the process, and where it is."""
+    if span.get("process") is not None:
+        # Each span repeats its process: spans of equal processes share one resource.
+        return "embedded:" + json.dumps(span["process"], sort_keys=True), span["process"], f"{where}.process"
     process_id = span.get("processID")
     if process_id is None:
-        return "", {}
+        return "", {}, where
     if not isinstance(process_id, str) or process_id not in processes:
-        raise JaegerJsonError(f"{where}: processID {excerpt(repr(process_id))} is not in the trace's processes")
-    return process_id, processes[process_id]
+        raise JaegerJsonError(f"{where}: processID {_shown(process_id)} is not in the trace's processes")
+    return process_id, processes[process_id], f"{trace_where}.processes[{excerpt(repr(process_id))}]"
 
 
 def _fill_resource(resource_spans: ResourceSpans, process: Any, where: str) -> None:
@@ -168,7 +171,7 @@ def _fill_references(span: Span, raw: dict[str, Any], trace_id: bytes, where: st
         ref_span = _id(reference.get("spanID"), 8, f"{here}.spanID")
         ref_type = reference.get("refType", "CHILD_OF")
         if ref_type not in ("CHILD_OF", "FOLLOWS_FROM"):
-            raise JaegerJsonError(f"{here}.refType: {excerpt(repr(ref_type))} is not CHILD_OF or FOLLOWS_FROM")
+            raise JaegerJsonError(f"{here}.refType: {_shown(ref_type)} is not CHILD_OF or FOLLOWS_FROM")
         if ref_type == "CHILD_OF" and ref_trace == trace_id and not span.parent_span_id:
             span.parent_span_id = ref_span
             continue
@@ -246,17 +249,17 @@ def _typed(kind: Any, value: Any, where: str) -> AnyValue:
             return AnyValue(bytes_value=base64.b64decode(value, validate=True))
         except (binascii.Error, ValueError):
             raise JaegerJsonError(f"{where}: binary value is not base64") from None
-    raise JaegerJsonError(f"{where}: {excerpt(repr(value), 60)} is not a {excerpt(str(kind), 20)} value")
+    raise JaegerJsonError(f"{where}: {_shown(value)} is not a {_shown(kind)} value")
 
 
 def _id(value: Any, size: int, where: str) -> bytes:
     """A hex id of `size` bytes; shorter hex (Jaeger drops leading zeros) is padded."""
     if not isinstance(value, str) or not 0 < len(value) <= 2 * size:
-        raise JaegerJsonError(f"{where}: {excerpt(repr(value), 60)} is not a hex id of up to {2 * size} digits")
+        raise JaegerJsonError(f"{where}: {_shown(value)} is not a hex id of up to {2 * size} digits")
     try:
         return bytes.fromhex(value.rjust(2 * size, "0"))
     except ValueError:
-        raise JaegerJsonError(f"{where}: {excerpt(repr(value), 60)} is not hex") from None
+        raise JaegerJsonError(f"{where}: {_shown(value)} is not hex") from None
 
 
 def _integer(value: Any) -> int | None:
@@ -271,9 +274,22 @@ def _integer(value: Any) -> int | None:
 
 
 def _micros(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64 // NANOS_PER_MICRO:
-        raise JaegerJsonError(f"{where}: {excerpt(repr(value), 60)} is not a time in microseconds")
+    # Half of uint64's nanoseconds each, so that a start plus a duration still fits.
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63 // NANOS_PER_MICRO:
+        raise JaegerJsonError(f"{where}: {_shown(value)} is not a time in microseconds")
     return value
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: short text quoted and cut, a container by its kind only (its
+    repr could be megabytes, or nested past what repr recurses through)."""
+    if isinstance(value, str):
+        if len(value) <= SHOWN_CHARS:
+            return repr(value)  # escapes what is not printable
+        return f"{repr(value[:SHOWN_CHARS])[:-1]}…' ({len(value):,} characters)"
+    if value is None or isinstance(value, bool | int | float):
+        return excerpt(repr(value), 60)
+    return f"a {type(value).__name__}"
 
 
 def _text_tag(tags: dict[str, AnyValue], keys: tuple[str, ...]) -> str:

@@ -427,3 +427,34 @@ def test_agree_reports_a_line_of_a_scored_file_that_is_not_traces(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2
     assert f"{scored}:1: not trace JSON: an object of {{'foo'}}" in err
+
+
+def test_jaeger_values_that_cannot_be_read_are_short_problems(tmp_path):
+    def export(tags, start=1000, duration=10):
+        span = {"traceID": "abc0", "spanID": "abc0", "operationName": "op", "startTime": start, "duration": duration}
+        return json.dumps({"data": [{"traceID": "abc0", "spans": [{**span, "tags": tags}], "processes": {}}]})
+
+    deep = json.loads("[" * 500 + "]" * 500)
+    lines = [
+        export([{"key": "k", "type": "string", "value": deep}]),
+        export([{"key": "n", "type": "int64", "value": "9" * 1_000_000}]),
+        export([], start=2**64 - 1),
+        export([{"key": "b", "type": "binary", "value": "not base64!"}]),
+        export([{"key": "t", "type": "decimal", "value": "1.5"}]),
+        export([], start=2**63 // 1000 - 1, duration=2**63 // 1000 - 1),  # the largest times: read
+    ]
+    path = tmp_path / "bad-values.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run_inspect(path)
+    assert code == 2
+    prefix = f"spanscore inspect: {path}"
+    assert err.splitlines() == [
+        f"{prefix}:1: not Jaeger's JSON model: data[0].spans[0].tags[0] (k): a list is not a 'string' value",
+        f"{prefix}:2: not Jaeger's JSON model: data[0].spans[0].tags[0] (n): '{'9' * 60}…' (1,000,000 characters) "
+        "is not a 'int64' value",
+        f"{prefix}:3: not Jaeger's JSON model: data[0].spans[0].startTime: 18446744073709551615 is not a time in "
+        "microseconds",
+        f"{prefix}:4: not Jaeger's JSON model: data[0].spans[0].tags[0] (b): binary value is not base64",
+        f"{prefix}:5: not Jaeger's JSON model: data[0].spans[0].tags[0] (t): '1.5' is not a 'decimal' value",
+    ]
+    assert out.splitlines()[-1] == "1 trace in 1 file (Jaeger JSON); 0 would be scored"
