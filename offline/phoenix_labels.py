@@ -458,24 +458,24 @@ def _shut(sock: socket.socket) -> None:
         pass  # already closed
 
 
-class _WatchedHTTP(http.client.HTTPConnection):
+class _Watched:
+    """A connection whose socket, once connected, is under a `_Deadline`."""
+
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.deadline = deadline
 
     def connect(self) -> None:
-        super().connect()
-        self.deadline.watch(self.sock)
+        super().connect()  # type: ignore[misc]
+        self.deadline.watch(self.sock)  # type: ignore[attr-defined]
 
 
-class _WatchedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.deadline = deadline
+class _WatchedHTTP(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self) -> None:
-        super().connect()
-        self.deadline.watch(self.sock)
+
+class _WatchedHTTPS(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class _WatchedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
