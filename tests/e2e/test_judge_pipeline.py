@@ -217,7 +217,13 @@ def test_a_trace_without_content_gets_error_results_and_the_judge_is_not_called(
         assert len(set(revisions)) == len(METRIC_NAMES) and all(len(r) == 12 for r in revisions)
         events = [attributes_to_dict(e.attributes) for e in root.events]
         assert events == [
-            {"gen_ai.evaluation.name": name, "gen_ai.evaluation.explanation": message, "error.type": "no_content"}
+            {
+                "gen_ai.evaluation.name": name,
+                "eval.evaluator": "judge-test",
+                "eval.revision": provenance[f"eval.{name}.revision"],
+                "gen_ai.evaluation.explanation": message,
+                "error.type": "no_content",
+            }
             for name in METRIC_NAMES
         ]
     assert {s.trace_id for s in sink.spans()} == set(traces)
