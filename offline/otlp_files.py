@@ -248,7 +248,7 @@ def _requests_of(
     keys = ", ".join(excerpt(repr(key), 40) for key in list(document)[:3])
     more = ", ..." if len(document) > 3 else ""
     raise TraceFileError(
-        f"not trace JSON: an object of {{{keys}{more}}}, where OTLP/JSON has resourceSpans, Tempo batches, "
+        f"not trace JSON: an object with keys {{{keys}{more}}}, where OTLP/JSON has resourceSpans, Tempo batches, "
         "Jaeger api_v3 result and Jaeger's JSON data"
     )
 

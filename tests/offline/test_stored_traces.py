@@ -156,7 +156,7 @@ def test_a_malformed_line_of_each_format_a_non_trace_object_and_broken_json_are_
     assert len(problems) == 3
     assert problems[0].startswith(f"spanscore inspect: {path}:2: {message}")
     assert problems[1] == (
-        f"spanscore inspect: {path}:3: not trace JSON: an object of {{'foo'}}, where OTLP/JSON has resourceSpans, "
+        f"spanscore inspect: {path}:3: not trace JSON: an object with keys {{'foo'}}, where OTLP/JSON has resourceSpans, "
         "Tempo batches, Jaeger api_v3 result and Jaeger's JSON data"
     )
     assert problems[2].startswith(f"spanscore inspect: {path}:4: invalid JSON: ")
@@ -178,9 +178,9 @@ def test_a_malformed_pretty_printed_document_is_one_problem_naming_its_line(name
 @pytest.mark.parametrize(
     "document, message",
     [
-        ({"foo": 1}, "not trace JSON: an object of {'foo'}"),
-        ({}, "not trace JSON: an object of {}"),
-        ({"a": 1, "b": 2, "c": 3, "d": 4}, "not trace JSON: an object of {'a', 'b', 'c', ...}"),
+        ({"foo": 1}, "not trace JSON: an object with keys {'foo'}"),
+        ({}, "not trace JSON: an object with keys {}"),
+        ({"a": 1, "b": 2, "c": 3, "d": 4}, "not trace JSON: an object with keys {'a', 'b', 'c', ...}"),
         ([1, 2], "expected a JSON object, got list"),
         ({"data": None, "errors": [{"code": 404, "msg": "trace not found"}]}, "a Jaeger error answer, no traces: "),
         ({"error": {"httpCode": 404, "message": "trace not found"}}, "a Jaeger api_v3 error answer, no traces: "),
@@ -200,7 +200,7 @@ def test_a_pretty_printed_object_that_is_not_traces_is_refused(tmp_path):
     path.write_text(json.dumps({"foo": 1, "bar": [1, 2]}, indent=2), encoding="utf-8")
     code, _, err = run_inspect(path)
     assert code == 2
-    assert err.startswith(f"spanscore inspect: {path}: not trace JSON: an object of {{'foo', 'bar'}}")
+    assert err.startswith(f"spanscore inspect: {path}: not trace JSON: an object with keys {{'foo', 'bar'}}")
 
 
 # The Jaeger model, field by field ----------------------------------------------------------
@@ -426,7 +426,7 @@ def test_agree_reports_a_line_of_a_scored_file_that_is_not_traces(tmp_path, caps
     code = main(["agree", str(scored), "--labels", str(labels)])
     err = capsys.readouterr().err
     assert code == 2
-    assert f"{scored}:1: not trace JSON: an object of {{'foo'}}" in err
+    assert f"{scored}:1: not trace JSON: an object with keys {{'foo'}}" in err
 
 
 def test_jaeger_values_that_cannot_be_read_are_short_problems(tmp_path):
