@@ -12,7 +12,9 @@ label), told apart by its first non-blank character (`{` is JSON Lines). Its fie
 
 Common spellings of a verdict read as `pass` or `fail` (`yes`, `true`, `1`, `correct`,
 ...); any other label is kept as its own class. A bad row is reported with its file and
-line and skipped; the other rows are read.
+line and skipped; the other rows are read. Reading is bounded as for trace files
+(`reading_bounds`): a file over MAX_DOCUMENT_BYTES is not read, and past
+MAX_REPORTED_LINES bad rows of a file the rest are counted, not listed.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spanscore.core.quoting import excerpt
+from spanscore.offline.reading_bounds import LineProblems, read_whole
 
 PASS, FAIL = "pass", "fail"
 _PASS_SPELLINGS = frozenset({"pass", "passed", "true", "yes", "y", "1", "correct", "good", "success", "ok"})
@@ -181,26 +184,38 @@ def _score(value: Any, scale: Scale) -> float | None:
     return score
 
 
+@dataclass(frozen=True)
+class _Unreadable:
+    """Why the rest of a file cannot be read: listed however many bad rows came before."""
+
+    message: str
+
+
 def read_labels_file(path: Path, problems: list[str]) -> list[HumanLabel]:
-    """Every usable label in `path`; each bad row is appended to `problems` as file:line."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+    """Every usable label in `path`; bad rows are appended to `problems` as file:line."""
+    data = read_whole(path, "a labels file", problems)
+    if data is None:
         return []
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
         return []
+    del data  # a file near the limit is held once, as text
     rows = _json_rows(text) if text.lstrip().startswith("{") else _csv_rows(text)
     labels = []
+    bad = LineProblems(path, problems, "bad row")
     for line, fields in rows:
-        where = f"{path}:{line}"
+        if isinstance(fields, _Unreadable):
+            problems.append(f"{path}:{line}: {fields.message}")
+            break
         try:
             if isinstance(fields, str):
                 raise LabelError(fields)
-            labels.append(make_label(fields, where))
+            labels.append(make_label(fields, f"{path}:{line}"))
         except LabelError as exc:
-            problems.append(f"{where}: {exc}")
+            bad.add(line, str(exc))
+    bad.close()
     if not labels and not any(p.startswith(f"{path}:") for p in problems):
         problems.append(f"{path}: no labels in the file")
     return labels
@@ -221,16 +236,16 @@ def _json_rows(text: str) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
         yield number, row if isinstance(row, dict) else f"not a JSON object but {type(row).__name__}"
 
 
-def _csv_rows(text: str) -> Iterable[tuple[int, Mapping[str, Any] | str]]:
+def _csv_rows(text: str) -> Iterable[tuple[int, Mapping[str, Any] | str | _Unreadable]]:
     reader = csv.reader(io.StringIO(text))
     try:
         yield from _csv_cells(reader)
     except csv.Error as exc:
         # A field over the csv module's limit (128 KiB), or a NUL: past it the rows cannot be told apart.
-        yield reader.line_num, f"{excerpt(str(exc))}: the rest of the file is not read"
+        yield reader.line_num, _Unreadable(f"{excerpt(str(exc))}: the rest of the file is not read")
 
 
-def _csv_cells(reader: Any) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
+def _csv_cells(reader: Any) -> Iterator[tuple[int, Mapping[str, Any] | str | _Unreadable]]:
     header: list[str] | None = None
     for row in reader:
         if not any(cell.strip() for cell in row):
@@ -240,7 +255,7 @@ def _csv_cells(reader: Any) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
             unknown = [name for name in header if name not in FIELDS]
             if unknown or "trace_id" not in header:
                 what = f"unknown column '{excerpt(unknown[0])}'" if unknown else "no trace_id column"
-                yield reader.line_num, f"{what}: the header names columns of {', '.join(FIELDS)}"
+                yield reader.line_num, _Unreadable(f"{what}: the header names columns of {', '.join(FIELDS)}")
                 return
             continue
         if len(row) > len(header):

@@ -38,6 +38,7 @@ from spanscore.core.trace import Trace
 from spanscore.core.wording import counted
 from spanscore.offline.blamed_spans import Blamed, blamed_in, group_words, localization_of
 from spanscore.offline.otlp_files import formats_text, read_requests
+from spanscore.offline.reading_bounds import shown_problems
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.pipeline.settings import PipelineSettings
@@ -47,7 +48,6 @@ EXIT_PROBLEMS = 2
 SHORT_TEXT = 80  # characters of a text shown in the human format before an ellipsis
 BLAME_CHARS = 120  # of a blamed span's explanation in the human format
 SUMMARY_CHARS = 200  # of failure_localization's explanation on the root
-MAX_PROBLEMS_SHOWN = 50  # problems listed before the rest are only counted
 _SCORE_FIELDS = ("score", "label", "error")
 
 
@@ -123,10 +123,8 @@ def run(
     out = out or sys.stdout
     err = err or sys.stderr
     inspection = inspect_files(paths, assembler_config)
-    for problem in inspection.problems[:MAX_PROBLEMS_SHOWN]:
-        print(f"spanscore inspect: {problem}", file=err)
-    if len(inspection.problems) > MAX_PROBLEMS_SHOWN:
-        print(f"spanscore inspect: ... and {len(inspection.problems) - MAX_PROBLEMS_SHOWN:,} more problems", file=err)
+    for line in shown_problems(inspection.problems):
+        print(f"spanscore inspect: {line}", file=err)
     for record in inspection.traces:
         if as_json:
             out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")

@@ -19,9 +19,10 @@ JSON object; otherwise it is JSON lines (whose first lines may be broken). A gzi
 is reported with its file and line number and reading goes on: one bad line never costs
 the others.
 
-Reading is bounded whatever the file holds: a line, or a whole-file document, of more
-than MAX_DOCUMENT_BYTES stops the file there; past MAX_REPORTED_LINES broken lines of a
-file the rest are counted, not listed, and a file whose first GIVE_UP_LINES lines are all
+Reading is bounded whatever the file holds, within the offline readers' shared bounds
+(`reading_bounds`): a line, or a whole-file document, of more than MAX_DOCUMENT_BYTES
+stops the file there; past MAX_REPORTED_LINES broken lines of a file the rest are
+counted, not listed. Trace files' own: a file whose first GIVE_UP_LINES lines are all
 broken, or that has more than MAX_BLANK_LINES blank lines in a row, is given up on (it
 is not trace JSON); JSON nested deeper than Python's parser goes is a broken line, not a
 crash.
@@ -35,7 +36,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,10 +45,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from spanscore.core.otlp_json import OtlpJsonError, decode_request
 from spanscore.core.quoting import excerpt
 from spanscore.core.wording import counted
+from spanscore.offline import reading_bounds
 from spanscore.offline.jaeger_json import JaegerJsonError, is_jaeger_document, jaeger_requests
+from spanscore.offline.reading_bounds import LineProblems, size_text
 
-MAX_DOCUMENT_BYTES = 128 * 2**20  # a line, or a whole-file document
-MAX_REPORTED_LINES = 10  # broken lines listed per file; the rest are counted
 GIVE_UP_LINES = 1000  # broken lines, none readable, before a file is taken for something else
 MAX_BLANK_LINES = 1_000_000  # in a row
 
@@ -120,9 +121,12 @@ class _FileReader:
     formats: list[str]
     line_number: int = 0
     blank_lines: int = 0
-    broken: int = 0
+    broken: LineProblems = field(init=False)
     read: int = 0
     stopped: bool = False  # by a line too long, or too many blank ones
+
+    def __post_init__(self) -> None:
+        self.broken = LineProblems(self.path, self.problems)
 
     def requests(self) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
         first = self._next_line()
@@ -142,30 +146,27 @@ class _FileReader:
         else:
             yield from self._line(first, self.line_number)
         while (line := self._next_line()) is not None:
-            if self.broken >= GIVE_UP_LINES and not self.read:
+            if self.broken.count >= GIVE_UP_LINES and not self.read:
                 self.problems.append(
-                    f"{self.path}: not read on after {counted(self.broken, 'broken line')} and none readable: "
+                    f"{self.path}: not read on after {counted(self.broken.count, 'broken line')} and none readable: "
                     "not trace JSON lines"
                 )
                 break
             yield from self._line(line, self.line_number)
-        if self.broken > MAX_REPORTED_LINES:
-            more = counted(self.broken - MAX_REPORTED_LINES, "more broken line")
-            self.problems.append(f"{self.path}: {more} not listed")
+        self.broken.close()
 
     def _next_line(self) -> bytes | None:
         """The next non-blank line; None at the end, or past a line too long or too many
         blank lines in a row (a gzip of newlines would take minutes to skip)."""
-        run = 0
+        run, limit = 0, reading_bounds.MAX_DOCUMENT_BYTES
         while True:
-            line = self.stream.readline(MAX_DOCUMENT_BYTES + 1)
+            line = self.stream.readline(limit + 1)
             if not line:
                 return None
             self.line_number += 1
-            if len(line) > MAX_DOCUMENT_BYTES and not line.endswith(b"\n"):
+            if len(line) > limit and not line.endswith(b"\n"):
                 self.problems.append(
-                    f"{self.path}:{self.line_number}: a line longer than {_size(MAX_DOCUMENT_BYTES)}: "
-                    "the file is not read on"
+                    f"{self.path}:{self.line_number}: a line longer than {size_text(limit)}: the file is not read on"
                 )
                 self.stopped = True
                 return None
@@ -182,23 +183,22 @@ class _FileReader:
                 return None
 
     def _line(self, line: bytes, number: int) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
-        where = f"{self.path}:{number}"
         try:
             found, requests = _decode_document(line.strip())
         except TraceFileError as exc:
-            self.broken += 1
-            if self.broken <= MAX_REPORTED_LINES:
-                self.problems.append(f"{where}: {exc}")
+            self.broken.add(number, str(exc))
             return
         self.read += 1
         self._found(found)
+        where = f"{self.path}:{number}"
         for request in requests:
             yield where, request
 
     def _document(self, start: bytes) -> Iterator[tuple[str, ExportTraceServiceRequest]]:
-        text = start + self.stream.read(MAX_DOCUMENT_BYTES + 1 - len(start))
-        if len(text) > MAX_DOCUMENT_BYTES:
-            self.problems.append(f"{self.path}: a JSON document larger than {_size(MAX_DOCUMENT_BYTES)}: not read")
+        limit = reading_bounds.MAX_DOCUMENT_BYTES
+        text = start + self.stream.read(limit + 1 - len(start))
+        if len(text) > limit:
+            self.problems.append(f"{self.path}: a JSON document larger than {size_text(limit)}: not read")
             return
         try:
             found, requests = _decode_document(text)
@@ -322,10 +322,6 @@ def _loads(text: bytes) -> Any:
 
 def _span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(scope_spans.spans) for rs in request.resource_spans for scope_spans in rs.scope_spans)
-
-
-def _size(size: int) -> str:
-    return f"{size // 2**20} MiB" if size >= 2**20 and size % 2**20 == 0 else f"{size:,} bytes"
 
 
 def _decompressed(raw: IO[bytes]) -> IO[bytes]:

@@ -34,6 +34,7 @@ from spanscore.core.trace import Trace
 from spanscore.core.wording import counted, plural
 from spanscore.exporters.file import FileExporter, FileExporterConfig
 from spanscore.offline.otlp_files import formats_text, read_requests
+from spanscore.offline.reading_bounds import shown_problems
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.receivers.ingest import InvalidRequest
@@ -263,9 +264,7 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
             lines.append(f"{name:<26}{tally.count:>9,}{mean:>8}{rate:>8}{tally.errors:>8,}")
     if summary.problems:
         lines.append(f"{counted(len(summary.problems), 'problem')} (skipped):")
-        lines.extend(f"  {problem}" for problem in summary.problems[:20])
-        if len(summary.problems) > 20:
-            lines.append(f"  ... and {len(summary.problems) - 20} more")
+        lines.extend(f"  {line}" for line in shown_problems(summary.problems))
     return "\n".join(lines)
 
 

@@ -7,7 +7,8 @@ TRAIL (a benchmark of agent traces annotated by people) gives each trace one lin
 `trail_scores.yaml` beside this module) says which spanscore metric each score is
 compared with; each mapped score becomes one `HumanLabel` on that scale, with the
 reason as its note and `trail` as its annotator. A bad line is reported with its file
-and line and skipped.
+and line and skipped; the file is read within the bounds of a labels file
+(`human_labels`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from spanscore.offline.human_labels import HumanLabel, LabelError, make_label, parse_scale
+from spanscore.offline.reading_bounds import LineProblems, read_whole
 
 BUILT_IN_MAPPING = Path(__file__).with_name("trail_scores.yaml")
 ANNOTATOR = "trail"
@@ -54,22 +56,26 @@ def read_mapping(path: Path) -> tuple[str, dict[str, str]]:
 def read_trail_labels(path: Path, mapping: tuple[str, dict[str, str]], problems: list[str]) -> list[HumanLabel]:
     scale, scores = mapping
     labels: list[HumanLabel] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+    data = read_whole(path, "a TRAIL annotations file", problems)
+    if data is None:
         return labels
+    try:
+        lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
         return labels
+    del data  # a file near the limit is held once, as text
+    bad = LineProblems(path, problems, "bad line")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        where = f"{path}:{number}"
         try:
-            labels.extend(_labels_of(json.loads(line), scale, scores, where))
+            labels.extend(_labels_of(json.loads(line), scale, scores, f"{path}:{number}"))
         except ValueError as exc:  # LabelError and JSON's errors
-            problems.append(f"{where}: {exc}")
+            bad.add(number, str(exc))
+        except RecursionError:
+            bad.add(number, "not a JSON object: nested too deeply")
+    bad.close()
     if not labels and not any(p.startswith(f"{path}:") for p in problems):
         problems.append(f"{path}: no TRAIL scores in the file")
     return labels

@@ -126,7 +126,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="grade attempts against this eval-suite dataset (YAML or JSON Lines) with the "
         "ground_truth processor, judged by the config's judge_metrics judge when it has one",
     )
-    score.add_argument("--quiet", action="store_true", help="no progress and no summary; problems still go to stderr")
+    score.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress and no summary; problems still go to stderr (the first 50, then a count)",
+    )
     report = commands.add_parser(
         "report",
         help="a suite's results from scored files: TSR, SSR, pass@k per case, an HTML report",
@@ -287,6 +291,7 @@ def _inspect(files: list[str], as_json: bool, config_path: str | None) -> int:
 def _score(files: list[str], output: str, config_path: str, dataset: str | None, quiet: bool) -> int:
     from spanscore.config.loader import ConfigError, load_config
     from spanscore.offline import score_files
+    from spanscore.offline.reading_bounds import shown_problems
     from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
 
     # The config and the dataset are checked apart, so one run lists the problems of both.
@@ -326,8 +331,8 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
         print(f"spanscore score: {exc}", file=sys.stderr)
         return EXIT_START
     if quiet:
-        for problem in summary.problems:
-            print(problem, file=sys.stderr)
+        for line in shown_problems(summary.problems):
+            print(line, file=sys.stderr)
     else:
         print(score_files.summary_table(summary, out), file=sys.stderr)
     return EXIT_CONFIG if summary.problems else 0

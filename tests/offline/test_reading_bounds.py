@@ -16,9 +16,10 @@ import pytest
 
 from spanscore.cli import main
 from spanscore.core.otlp_json import encode_request
-from spanscore.offline import inspect, otlp_files
+from spanscore.offline import inspect, otlp_files, reading_bounds
 from spanscore.offline.human_labels import read_labels_file
-from tests.support.agreement_files import scored_root, write_scored
+from spanscore.offline.trail_labels import BUILT_IN_MAPPING, read_mapping, read_trail_labels
+from tests.support.agreement_files import scored_root, write_labels, write_scored
 from tests.support.spans import AGENT_ROOT, request_of, span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,20 @@ def agent_line(number: int) -> str:
     return encode_request(request_of([span(trace_id, f"run {number}", attributes=AGENT_ROOT)]))
 
 
+def score_config(directory: Path) -> Path:
+    """A config scoring without a judge (hashing embedder): `score` runs in a second."""
+    config = directory / "config.yaml"
+    config.write_text(
+        "processors: {assembler: {trace_wait: 100ms}, embedding_metrics: {embedder: {type: hashing}}}\n"
+        "exporters: {file: {path: unused.jsonl}}\n"
+        "receivers: {otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}\n"
+        "service: {pipelines: {traces: {receivers: [otlp], processors: [assembler, embedding_metrics], "
+        "exporters: [file]}}}\n",
+        encoding="utf-8",
+    )
+    return config
+
+
 def padded(line: str, size: int) -> str:
     """`line` (a JSON object) grown to exactly `size` bytes by a field no reader knows."""
     head = line[:-1] + ',"pad":"'
@@ -64,11 +79,11 @@ def test_the_default_limit_stops_a_gzip_line_just_over_it(tmp_path):
         f.write(b'{"resourceSpans":[],"pad":"')
         written = 27
         chunk = b"x" * MIB
-        while written + len(chunk) <= otlp_files.MAX_DOCUMENT_BYTES:
+        while written + len(chunk) <= reading_bounds.MAX_DOCUMENT_BYTES:
             f.write(chunk)
             written += len(chunk)
-        f.write(b"x" * (otlp_files.MAX_DOCUMENT_BYTES + 1 - written))
-    assert otlp_files.MAX_DOCUMENT_BYTES == 128 * MIB
+        f.write(b"x" * (reading_bounds.MAX_DOCUMENT_BYTES + 1 - written))
+    assert reading_bounds.MAX_DOCUMENT_BYTES == 128 * MIB
     result = spanscore("inspect", path)
     assert result.returncode == 2
     assert result.stderr == f"spanscore inspect: {path}:1: a line longer than 128 MiB: the file is not read on\n"
@@ -83,7 +98,7 @@ def test_dev_zero_is_read_to_the_limit_not_on():
 
 
 def test_a_line_at_the_limit_is_read_and_one_over_it_stops_the_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(otlp_files, "MAX_DOCUMENT_BYTES", 2000)
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", 2000)
     path = tmp_path / "lines.jsonl"
     lines = [padded(agent_line(1), 2000), padded(agent_line(2), 2001), agent_line(3)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -94,13 +109,13 @@ def test_a_line_at_the_limit_is_read_and_one_over_it_stops_the_file(tmp_path, mo
 
 
 def test_a_pretty_printed_document_over_the_limit_is_not_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(otlp_files, "MAX_DOCUMENT_BYTES", 4000)
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", 4000)
     assert WEATHER.stat().st_size > 4000
     code, out, problems = run_inspect(WEATHER)
     assert code == 2
     assert problems == [f"spanscore inspect: {WEATHER}: a JSON document larger than 4,000 bytes: not read"]
     assert out == ""
-    monkeypatch.setattr(otlp_files, "MAX_DOCUMENT_BYTES", WEATHER.stat().st_size)
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", WEATHER.stat().st_size)
     assert run_inspect(WEATHER)[0] == 0
 
 
@@ -115,7 +130,7 @@ def test_a_long_run_of_blank_lines_stops_the_file(tmp_path, monkeypatch):
 
 
 def test_a_pretty_printed_document_stopped_at_its_second_line_is_one_problem(tmp_path, monkeypatch):
-    monkeypatch.setattr(otlp_files, "MAX_DOCUMENT_BYTES", 1000)
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", 1000)
     path = tmp_path / "doc.json"
     path.write_text("{\n\n" + '  "resourceSpans": [' + " " * 2000 + "]\n}\n", encoding="utf-8")
     code, out, problems = run_inspect(path)
@@ -132,7 +147,7 @@ def test_random_bytes_give_a_dozen_lines_not_thousands(tmp_path):
     result = spanscore("inspect", path)
     assert result.returncode == 2
     problems = result.stderr.splitlines()
-    assert len(problems) == otlp_files.MAX_REPORTED_LINES + 2
+    assert len(problems) == reading_bounds.MAX_REPORTED_LINES + 2
     assert all(p.startswith(f"spanscore inspect: {path}:") for p in problems)
     assert problems[-2] == (
         f"spanscore inspect: {path}: not read on after 1,000 broken lines and none readable: not trace JSON lines"
@@ -165,7 +180,7 @@ def test_inspect_prints_fifty_problems_then_counts_the_rest(tmp_path):
         paths.append(path)
     code, _, problems = run_inspect(*paths)
     assert code == 2
-    assert len(problems) == inspect.MAX_PROBLEMS_SHOWN + 1 == 51
+    assert len(problems) == reading_bounds.MAX_PROBLEMS_SHOWN + 1 == 51
     assert problems[-1] == "spanscore inspect: ... and 16 more problems"  # 6 files x (10 listed + 1 count) = 66
 
 
@@ -195,16 +210,9 @@ def test_score_reports_deep_nesting_and_a_broken_gzip_without_a_traceback(tmp_pa
     deep.write_text("[" * 1_000_000 + "\n", encoding="utf-8")
     broken = tmp_path / "broken.jsonl.gz"
     broken.write_bytes(gzip.compress(agent_line(1).encode() * 50)[:40] + b"\x00" * 64)
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "processors: {assembler: {trace_wait: 100ms}, embedding_metrics: {embedder: {type: hashing}}}\n"
-        "exporters: {file: {path: unused.jsonl}}\n"
-        "receivers: {otlp: {protocols: {http: {endpoint: 127.0.0.1:0}}}}\n"
-        "service: {pipelines: {traces: {receivers: [otlp], processors: [assembler, embedding_metrics], "
-        "exporters: [file]}}}\n",
-        encoding="utf-8",
+    result = spanscore(
+        "score", deep, broken, "-o", tmp_path / "scored.jsonl", "--config", score_config(tmp_path), "--quiet"
     )
-    result = spanscore("score", deep, broken, "-o", tmp_path / "scored.jsonl", "--config", config, "--quiet")
     assert result.returncode == 2
     assert f"{deep}:1: invalid JSON: nested too deeply" in result.stderr
     assert f"{broken}: cannot read: " in result.stderr
@@ -241,3 +249,110 @@ def test_a_deeply_nested_json_label_line_is_that_lines_problem(tmp_path):
     problems: list[str] = []
     assert len(read_labels_file(labels, problems)) == 1
     assert problems == [f"{labels}:2: not a JSON object: nested too deeply"]
+
+
+def test_past_ten_bad_label_rows_of_a_file_the_rest_are_counted_and_the_good_rows_read(tmp_path, capsys):
+    trace = "5c00e5c00e0000000000000000000001"
+    labels = tmp_path / "labels.csv"
+    rows = [f"{trace},task_completion,pass"] + [f"{trace},Task Completion,fail"] * 5000
+    labels.write_text("trace_id,metric,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    scored = write_scored(tmp_path / "scored.jsonl", [scored_root(trace, "task_completion", 0.9)])
+    code = main(["agree", str(scored), "--labels", str(labels)])
+    captured = capsys.readouterr()
+    assert code == 2
+    bad = "metric must be a metric name (a-z, 0-9, _), got Task Completion"
+    assert captured.err.splitlines() == [
+        *(f"spanscore agree: {labels}:{n}: {bad}" for n in range(3, 13)),
+        f"spanscore agree: {labels}: 4,990 more bad rows not listed",
+    ]
+    assert "task_completion" in captured.out  # the good row was compared
+
+
+def test_past_ten_bad_trail_lines_the_rest_are_counted(tmp_path):
+    path = tmp_path / "trail.jsonl"
+    good = {"trace_id": "5c00e5c00e0000000000000000000001", "scores": [{"reliability_score": 4}]}
+    path.write_text(json.dumps(good) + "\n" + '{"no": "trace id"}\n' * 30, encoding="utf-8")
+    problems: list[str] = []
+    labels = read_trail_labels(path, read_mapping(BUILT_IN_MAPPING), problems)
+    assert len(labels) == 1
+    bad = "not a TRAIL annotation: expected an object with trace_id, errors and scores"
+    assert problems == [*(f"{path}:{n}: {bad}" for n in range(2, 12)), f"{path}: 20 more bad lines not listed"]
+
+
+def test_a_labels_file_over_the_size_limit_is_refused_in_one_message(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", 1000)
+    trace = "5c00e5c00e0000000000000000000001"
+    row = {"trace_id": trace, "metric": "task_completion", "label": "pass"}
+    labels = write_labels(tmp_path / "labels.jsonl", [row] * 20)
+    assert labels.stat().st_size > 1000
+    scored = write_scored(tmp_path / "scored.jsonl", [scored_root(trace, "task_completion", 0.9)])
+    code = main(["agree", str(scored), "--labels", str(labels)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err == f"spanscore agree: {labels}: a labels file larger than 1,000 bytes: not read\n"
+    assert captured.out == ""
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", labels.stat().st_size)  # at the limit: read
+    problems: list[str] = []
+    assert len(read_labels_file(labels, problems)) == 20
+    assert problems == []
+
+
+def test_a_trail_file_over_the_size_limit_is_refused_in_one_message(tmp_path, monkeypatch):
+    monkeypatch.setattr(reading_bounds, "MAX_DOCUMENT_BYTES", 1000)
+    path = tmp_path / "trail.jsonl"
+    record = {"trace_id": "5c00e5c00e0000000000000000000001", "scores": [{"reliability_score": 4}]}
+    path.write_text((json.dumps(record) + "\n") * 20, encoding="utf-8")
+    problems: list[str] = []
+    assert read_trail_labels(path, read_mapping(BUILT_IN_MAPPING), problems) == []
+    assert problems == [f"{path}: a TRAIL annotations file larger than 1,000 bytes: not read"]
+
+
+# What `score` prints ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_score_prints_fifty_problems_then_counts_the_rest(tmp_path, quiet):
+    paths = []
+    for n in range(6):
+        path = tmp_path / f"broken-{n}.jsonl"
+        path.write_text('{"foo": 1}\n' * 12, encoding="utf-8")
+        paths.append(path)
+    flags = ["--quiet"] if quiet else []
+    result = spanscore("score", *paths, "-o", tmp_path / "scored.jsonl", "--config", score_config(tmp_path), *flags)
+    assert result.returncode == 2
+    # 6 files x (10 broken lines listed + 1 count) = 66 problems
+    assert result.stderr.splitlines()[-1].strip() == "... and 16 more problems"
+    listed = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith(str(tmp_path / "broken-"))]
+    assert len(listed) == reading_bounds.MAX_PROBLEMS_SHOWN == 50
+    assert listed[0].startswith(f"{paths[0]}:1: not trace JSON")
+    assert listed[-1].startswith(f"{paths[4]}:6: not trace JSON")
+    if quiet:
+        assert len(result.stderr.splitlines()) == 51
+    else:
+        assert "66 problems (skipped):" in result.stderr
+
+
+def test_a_deeply_nested_trail_line_is_that_lines_problem(tmp_path):
+    path = tmp_path / "trail.jsonl"
+    good = {"trace_id": "5c00e5c00e0000000000000000000001", "scores": [{"reliability_score": 4}]}
+    path.write_text(json.dumps(good) + '\n{"scores": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    problems: list[str] = []
+    assert len(read_trail_labels(path, read_mapping(BUILT_IN_MAPPING), problems)) == 1
+    assert problems == [f"{path}:2: not a JSON object: nested too deeply"]
+
+
+def test_a_csv_field_over_the_limit_is_listed_after_ten_bad_rows(tmp_path):
+    labels = tmp_path / "labels.csv"
+    trace = "5c00e5c00e0000000000000000000001"
+    rows = [f"{trace},task_completion,pass,"] + [f"{trace},Task Completion,fail,"] * 12
+    labels.write_text(
+        "trace_id,metric,label,note\n" + "\n".join(rows) + f'\n{trace},task_completion,fail,"{"x" * 140_000}"\n',
+        encoding="utf-8",
+    )
+    problems: list[str] = []
+    assert len(read_labels_file(labels, problems)) == 1
+    assert len(problems) == 12
+    assert problems[-2:] == [
+        f"{labels}:15: field larger than field limit (131072): the rest of the file is not read",
+        f"{labels}: 2 more bad rows not listed",
+    ]
