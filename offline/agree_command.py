@@ -17,6 +17,7 @@ from spanscore.core.quoting import excerpt
 from spanscore.offline import agreement, agreement_report, judge_examples, trail_labels
 from spanscore.offline.human_labels import HumanLabel, read_labels_file
 from spanscore.offline.judge_scores import read_judge_scores
+from spanscore.offline.reading_bounds import shown_problems
 
 EXIT_GATE = 1
 EXIT_INPUT = 2
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if labels is None:
         return EXIT_INPUT
     if not labels:  # nothing could be read: the problems are the whole story
-        for problem in problems:
+        for problem in shown_problems(problems):
             print(f"spanscore agree: {problem}", file=sys.stderr)
         return EXIT_INPUT
     scored = read_judge_scores([Path(f) for f in args.files])
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
                 f"metric {metric!r} ({count:,} label{'s' if count != 1 else ''}) is on no scored span; "
                 f"the scored files carry: {known}"
             )
-    for problem in problems:
+    for problem in shown_problems(problems):
         print(f"spanscore agree: {problem}", file=sys.stderr)
     if joined.unmatched_traces:
         print(

@@ -307,6 +307,24 @@ def test_a_trail_file_over_the_size_limit_is_refused_in_one_message(tmp_path, mo
     assert problems == [f"{path}: a TRAIL annotations file larger than 1,000 bytes: not read"]
 
 
+def test_agree_prints_fifty_problems_then_counts_the_rest(tmp_path, capsys):
+    trace = "5c00e5c00e0000000000000000000001"
+    files = []
+    for n in range(6):
+        labels = tmp_path / f"labels-{n}.csv"
+        rows = [f"{trace},task_completion,pass"] + [f"{trace},Task Completion,fail"] * 12
+        labels.write_text("trace_id,metric,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        files += ["--labels", str(labels)]
+    scored = write_scored(tmp_path / "scored.jsonl", [scored_root(trace, "task_completion", 0.9)])
+    code = main(["agree", str(scored), *files])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2
+    # 6 files x (10 bad rows listed + 1 count) = 66 problems
+    assert len(err) == reading_bounds.MAX_PROBLEMS_SHOWN + 1
+    assert err[0].startswith(f"spanscore agree: {tmp_path / 'labels-0.csv'}:3: ")
+    assert err[-1] == "spanscore agree: ... and 16 more problems"
+
+
 # What `score` prints ------------------------------------------------------------------------
 
 

@@ -156,8 +156,8 @@ def test_a_malformed_line_of_each_format_a_non_trace_object_and_broken_json_are_
     assert len(problems) == 3
     assert problems[0].startswith(f"spanscore inspect: {path}:2: {message}")
     assert problems[1] == (
-        f"spanscore inspect: {path}:3: not trace JSON: an object with keys {{'foo'}}, where OTLP/JSON has resourceSpans, "
-        "Tempo batches, Jaeger api_v3 result and Jaeger's JSON data"
+        f"spanscore inspect: {path}:3: not trace JSON: an object with keys {{'foo'}}, "
+        "where OTLP/JSON has resourceSpans, Tempo batches, Jaeger api_v3 result and Jaeger's JSON data"
     )
     assert problems[2].startswith(f"spanscore inspect: {path}:4: invalid JSON: ")
     assert FIXTURES[name][1] in out  # the good lines are read all the same
