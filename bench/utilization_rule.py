@@ -1,6 +1,6 @@
 """How often the no-judge utilization rule disagrees with people, on labelled pairs.
 
-    python bench/utilization_rule.py [--pairs FILE] [--list]
+    python bench/utilization_rule.py [--pairs FILE] [--list] [--meaning [--embedder static|minilm]]
 
 The pairs (tests/fixtures/utilization/pairs.jsonl, described in its README) are real tool
 results and the agent's next answer, from TRAIL and Who&When traces and the framework
@@ -14,7 +14,8 @@ for the dev half, the held-out half and all pairs:
 `--list` also prints the ids of the pairs the rule gets wrong.
 
 `--meaning` also measures what the meaning of the texts would add, with the base
-install's static embedder: per pair, the margin = the best cosine between a sentence of
+install's static embedder (`--embedder minilm`: the full MiniLM model, from the
+`minilm` extra): per pair, the margin = the best cosine between a sentence of
 the answer and a sentence (or line) of the result, less the best cosine between a
 sentence of the answer and one of what the agent had before. Printed: how often it ranks
 a `uses` pair above a `does not use` pair (ROC area; 0.5 is chance), the rule's errors
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=Path, default=PAIRS)
     parser.add_argument("--list", action="store_true", help="print the ids of the pairs the rule gets wrong")
     parser.add_argument("--meaning", action="store_true", help="measure an embedding margin beside the rule")
+    parser.add_argument("--embedder", choices=("static", "minilm"), default="static", help="for --meaning")
     args = parser.parse_args(argv)
     pairs = read_pairs(args.pairs)
     print(f"{len(pairs)} labelled pairs ({args.pairs.name})")
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.list and name != "all":
                 print(f"  false fails: {list(errors.false_fails)}\n  false passes: {list(errors.false_passes)}")
     if args.meaning:
-        meaning(pairs)
+        meaning(pairs, args.embedder)
 
 
 def _sentences(text: str) -> list[str]:
@@ -72,10 +74,15 @@ def _sentences(text: str) -> list[str]:
     return [part for part in parts if len(re.findall(r"[^\W\d_]{2,}", part)) >= 3][:200]
 
 
-def meaning(pairs: list[LabelledPair]) -> None:
-    from spanscore.processors.embedders.static import StaticEmbedder
+def meaning(pairs: list[LabelledPair], embedder_name: str) -> None:
+    if embedder_name == "minilm":
+        from spanscore.processors.embedders.minilm import MiniLMEmbedder
 
-    embedder = StaticEmbedder()
+        embedder = MiniLMEmbedder()
+    else:
+        from spanscore.processors.embedders.static import StaticEmbedder
+
+        embedder = StaticEmbedder()
     margins: dict[int, float] = {}
     started = time.perf_counter()
     for pair in pairs:
@@ -86,7 +93,7 @@ def meaning(pairs: list[LabelledPair]) -> None:
         a, r, k = (embedder.embed_sync(texts) for texts in (answer, result, known))
         margins[pair.id] = float(((a @ r.T).max(axis=1) - (a @ k.T).max(axis=1)).max())
     per_pair = (time.perf_counter() - started) / len(pairs)
-    print(f"\nembedding margin (static embedder, {per_pair * 1e6:,.0f} us per pair)")
+    print(f"\nembedding margin ({embedder_name} embedder, {per_pair * 1e6:,.0f} us per pair)")
     for name in (*SPLITS, "all"):
         half = [p for p in pairs if name in ("all", p.split)]
         uses = [margins[p.id] for p in half if p.uses]
