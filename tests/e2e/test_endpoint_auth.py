@@ -23,8 +23,9 @@ def get(url: str, token: str | None) -> tuple[int, dict[str, str], bytes]:
         return error.code, dict(error.headers), error.read()
 
 
-@pytest.mark.parametrize("with_auth", [True, False])
-def test_metrics_and_health_take_the_same_auth_as_the_receivers(sink, start_collector, with_auth):
+def start_endpoints(sink, start_collector, with_auth: bool) -> tuple[int, int]:
+    """A collector with `/metrics` and the health endpoint (behind `bearertokenauth` when
+    `with_auth`): their ports."""
     prometheus_port = free_port()
     auth = ", auth: {authenticator: bearertokenauth}" if with_auth else ""
     text = (
@@ -36,7 +37,13 @@ def test_metrics_and_health_take_the_same_auth_as_the_receivers(sink, start_coll
     text += "    metrics: {exporters: [prometheus]}\n"
     collector = start_collector(text)
     health = next(e for e in collector.service.extensions if hasattr(e, "pipeline_ready"))
-    endpoints = (f"http://127.0.0.1:{prometheus_port}/metrics", f"http://127.0.0.1:{health.port}/")
+    return prometheus_port, health.port
+
+
+@pytest.mark.parametrize("with_auth", [True, False])
+def test_metrics_and_health_take_the_same_auth_as_the_receivers(sink, start_collector, with_auth):
+    prometheus_port, health_port = start_endpoints(sink, start_collector, with_auth)
+    endpoints = (f"http://127.0.0.1:{prometheus_port}/metrics", f"http://127.0.0.1:{health_port}/")
     for url in endpoints:
         status, _, body = get(url, TOKEN)
         assert status == 200 and body
@@ -65,18 +72,8 @@ def get_with_two_tokens(port: int, path: str) -> tuple[int, bytes]:
 
 
 def test_metrics_and_health_refuse_credentials_sent_twice(sink, start_collector):
-    prometheus_port = free_port()
-    auth = ", auth: {authenticator: bearertokenauth}"
-    text = (
-        auth_config(sink)
-        .replace("exporters:\n", f"exporters:\n  prometheus: {{endpoint: 127.0.0.1:{prometheus_port}{auth}}}\n", 1)
-        .replace("extensions:\n", f"extensions:\n  health_check: {{endpoint: 127.0.0.1:0{auth}}}\n", 1)
-        .replace("  extensions: [bearertokenauth]", "  extensions: [bearertokenauth, health_check]")
-    )
-    text += "    metrics: {exporters: [prometheus]}\n"
-    collector = start_collector(text)
-    health = next(e for e in collector.service.extensions if hasattr(e, "pipeline_ready"))
-    assert get_with_two_tokens(health.port, "/") == (
+    prometheus_port, health_port = start_endpoints(sink, start_collector, with_auth=True)
+    assert get_with_two_tokens(health_port, "/") == (
         401,
         b"more than one authorization header; send the credentials once\n",
     )
