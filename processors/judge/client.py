@@ -156,27 +156,28 @@ def _tokens_parameter(base_url: str, model: str) -> str:
         return "max_completion_tokens" if (base_url, model) in _completion_tokens else "max_tokens"
 
 
-def _refuses_max_tokens(error: openai.APIStatusError) -> bool:
-    """Whether a 400 asks for `max_completion_tokens` instead of `max_tokens`, as OpenAI's
-    reasoning models do."""
-    if error.status_code != 400:
-        return False
+def _error_says(error: openai.APIStatusError, words: re.Pattern[str]) -> bool:
+    """Whether the error's message or body holds `words`."""
     try:
         body = json.dumps(error.body, default=str)
     except (TypeError, ValueError):
         body = ""
-    return bool(_MAX_TOKENS_REFUSED.search(f"{error.message} {body}"))
+    return bool(words.search(f"{error.message} {body}"))
+
+
+def _refuses_max_tokens(error: openai.APIStatusError) -> bool:
+    """Whether a 400 asks for `max_completion_tokens` instead of `max_tokens`, as OpenAI's
+    reasoning models do."""
+    return error.status_code == 400 and _error_says(error, _MAX_TOKENS_REFUSED)
 
 
 def is_format_rejection(error: BaseException) -> bool:
     """Whether an HTTP error says the server does not support the response_format sent."""
-    if not isinstance(error, openai.APIStatusError) or error.status_code not in REJECTION_STATUS:
-        return False
-    try:
-        body = json.dumps(error.body, default=str)
-    except (TypeError, ValueError):
-        body = ""
-    return bool(_REJECTION_WORDS.search(f"{error.message} {body}"))
+    return (
+        isinstance(error, openai.APIStatusError)
+        and error.status_code in REJECTION_STATUS
+        and _error_says(error, _REJECTION_WORDS)
+    )
 
 
 def _classify(error: BaseException, timeout_s: float) -> Failure:
