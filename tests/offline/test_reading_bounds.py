@@ -8,8 +8,6 @@ import gzip
 import io
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +18,9 @@ from spanscore.offline import inspect, otlp_files, reading_bounds
 from spanscore.offline.human_labels import read_labels_file
 from spanscore.offline.trail_labels import BUILT_IN_MAPPING, read_mapping, read_trail_labels
 from tests.support.agreement_files import scored_root, write_labels, write_scored
+from tests.support.processes import ROOT, run_spanscore
 from tests.support.spans import AGENT_ROOT, request_of, span
 
-ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather-agent.json"
 MIB = 2**20
 
@@ -31,17 +29,6 @@ def run_inspect(*paths: Path) -> tuple[int, str, list[str]]:
     out, err = io.StringIO(), io.StringIO()
     code = inspect.run([str(p) for p in paths], False, out=out, err=err)
     return code, out.getvalue(), err.getvalue().splitlines()
-
-
-def spanscore(*arguments: str | Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "spanscore", *map(str, arguments)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def agent_line(number: int) -> str:
@@ -84,7 +71,7 @@ def test_the_default_limit_stops_a_gzip_line_just_over_it(tmp_path):
             written += len(chunk)
         f.write(b"x" * (reading_bounds.MAX_DOCUMENT_BYTES + 1 - written))
     assert reading_bounds.MAX_DOCUMENT_BYTES == 128 * MIB
-    result = spanscore("inspect", path)
+    result = run_spanscore("inspect", path)
     assert result.returncode == 2
     assert result.stderr == f"spanscore inspect: {path}:1: a line longer than 128 MiB: the file is not read on\n"
     assert result.stdout == ""
@@ -92,7 +79,7 @@ def test_the_default_limit_stops_a_gzip_line_just_over_it(tmp_path):
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
 def test_dev_zero_is_read_to_the_limit_not_on():
-    result = spanscore("inspect", "/dev/zero")
+    result = run_spanscore("inspect", "/dev/zero")
     assert result.returncode == 2
     assert result.stderr == "spanscore inspect: /dev/zero:1: a line longer than 128 MiB: the file is not read on\n"
 
@@ -144,7 +131,7 @@ def test_a_pretty_printed_document_stopped_at_its_second_line_is_one_problem(tmp
 def test_random_bytes_give_a_dozen_lines_not_thousands(tmp_path):
     path = tmp_path / "random.bin"
     path.write_bytes(random.Random(7).randbytes(5 * MIB))
-    result = spanscore("inspect", path)
+    result = run_spanscore("inspect", path)
     assert result.returncode == 2
     problems = result.stderr.splitlines()
     assert len(problems) == reading_bounds.MAX_REPORTED_LINES + 2
@@ -190,7 +177,7 @@ def test_inspect_prints_fifty_problems_then_counts_the_rest(tmp_path):
 def test_a_million_brackets_are_one_broken_document_not_a_recursion_error(tmp_path):
     path = tmp_path / "brackets.json"
     path.write_text("[" * 1_000_000, encoding="utf-8")
-    result = spanscore("inspect", path)
+    result = run_spanscore("inspect", path)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == f"spanscore inspect: {path}:1: invalid JSON: nested too deeply\n"
 
@@ -210,7 +197,7 @@ def test_score_reports_deep_nesting_and_a_broken_gzip_without_a_traceback(tmp_pa
     deep.write_text("[" * 1_000_000 + "\n", encoding="utf-8")
     broken = tmp_path / "broken.jsonl.gz"
     broken.write_bytes(gzip.compress(agent_line(1).encode() * 50)[:40] + b"\x00" * 64)
-    result = spanscore(
+    result = run_spanscore(
         "score", deep, broken, "-o", tmp_path / "scored.jsonl", "--config", score_config(tmp_path), "--quiet"
     )
     assert result.returncode == 2
@@ -336,7 +323,7 @@ def test_score_prints_fifty_problems_then_counts_the_rest(tmp_path, quiet):
         path.write_text('{"foo": 1}\n' * 12, encoding="utf-8")
         paths.append(path)
     flags = ["--quiet"] if quiet else []
-    result = spanscore("score", *paths, "-o", tmp_path / "scored.jsonl", "--config", score_config(tmp_path), *flags)
+    result = run_spanscore("score", *paths, "-o", tmp_path / "scored.jsonl", "--config", score_config(tmp_path), *flags)
     assert result.returncode == 2
     # 6 files x (10 broken lines listed + 1 count) = 66 problems
     assert result.stderr.splitlines()[-1].strip() == "... and 16 more problems"

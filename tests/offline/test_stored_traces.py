@@ -10,8 +10,6 @@ import base64
 import gzip
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,8 +20,8 @@ from spanscore.core.attributes import any_value_to_python, attributes_to_dict
 from spanscore.offline import inspect
 from spanscore.offline.otlp_files import read_requests
 from tests.support.agreement_files import write_labels
+from tests.support.processes import ROOT, run_spanscore
 
-ROOT = Path(__file__).resolve().parents[2]
 STORED = ROOT / "tests" / "fixtures" / "stored_traces"
 OSLO_RUN = ["llm", "tool", "llm"]  # the steps of the agent run every fixture holds
 
@@ -80,14 +78,7 @@ def test_the_command_reads_every_format_at_once_and_names_each(tmp_path):
     packed = gzipped(STORED / "tempo-batches.json", tmp_path / "tempo.json.gz")
     paths = [ROOT / "examples" / "weather-agent.json", STORED / "jaeger-ui-download.json", packed]
     paths += [STORED / "jaeger-api-v3.json", STORED / "tempo-v2.json"]
-    result = subprocess.run(
-        [sys.executable, "-m", "spanscore", "inspect", *map(str, paths)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_spanscore("inspect", *paths)
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines()[-1] == (
         "7 traces in 5 files (OTLP/JSON, Jaeger JSON, gzipped Tempo JSON, Jaeger api_v3 JSON, Tempo JSON); "
@@ -388,24 +379,7 @@ def test_score_of_a_jaeger_export_writes_otlp_json_that_inspect_reads_back(tmp_p
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG, encoding="utf-8")
     scored = tmp_path / "scored.jsonl"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spanscore",
-            "score",
-            str(STORED / "jaeger-ui-download.json"),
-            "-o",
-            str(scored),
-            "--config",
-            str(config),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_spanscore("score", STORED / "jaeger-ui-download.json", "-o", scored, "--config", config, timeout=120)
     assert result.returncode == 0, result.stderr
     assert any(line.startswith("Jaeger JSON: 5 spans in 2 requests -> ") for line in result.stderr.splitlines())
     code, out, err = run_inspect(scored, as_json=True)

@@ -14,6 +14,13 @@ SPANSCORE = [sys.executable, "-m", "spanscore"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_spanscore(*arguments: str | Path, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`spanscore <arguments>` to its end, its output captured as text."""
+    return subprocess.run(
+        [*SPANSCORE, *map(str, arguments)], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def launch(config: Path, port: int) -> subprocess.Popen:
     """`spanscore run --config config`, once its receiver on `port` listens."""
     process = subprocess.Popen(
