@@ -572,7 +572,7 @@ class _Client:
             if not following or not data:
                 return
             following = str(following)
-            if following in seen or following == cursor:
+            if following in seen:  # the current cursor included
                 raise self.not_phoenix(f"GET {path} gave the same page cursor twice")
             seen.add(following)
             cursor = following
