@@ -288,7 +288,7 @@ def _shown(value: Any) -> str:
             return repr(value)  # escapes what is not printable
         return f"{repr(value[:SHOWN_CHARS])[:-1]}…' ({len(value):,} characters)"
     if value is None or isinstance(value, bool | int | float):
-        return excerpt(repr(value), 60)
+        return excerpt(repr(value), SHOWN_CHARS)
     return f"a {type(value).__name__}"
 
 
