@@ -34,7 +34,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spanscore.processors.ground_truth.result_values import ToolOutcome, answer_utilization  # noqa: E402
-from tests.support.utilization_pairs import PAIRS, SPLITS, LabelledPair, read_pairs, rule_errors, rule_says_used  # noqa: E402
+from tests.support.utilization_pairs import (  # noqa: E402
+    PAIRS,
+    SPLITS,
+    LabelledPair,
+    RuleErrors,
+    read_pairs,
+    rule_errors,
+    rule_says_used,
+)
 
 
 def values_found(pair: LabelledPair) -> bool:
@@ -59,13 +67,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{rule}\n{'pairs':<9} {'false fails':>20} {'false passes':>20}")
         for name in (*SPLITS, "all"):
             errors = rule_errors((p for p in pairs if name in ("all", p.split)), says_used)
-            fails = f"{len(errors.false_fails)}/{errors.uses} ({errors.false_fail_rate:.1%})"
-            passes = f"{len(errors.false_passes)}/{errors.not_used} ({errors.false_pass_rate:.1%})"
-            print(f"{name:<9} {fails:>20} {passes:>20}")
+            print(f"{name:<9} {_error_columns(errors)}")
             if args.list and name != "all":
                 print(f"  false fails: {list(errors.false_fails)}\n  false passes: {list(errors.false_passes)}")
     if args.meaning:
         meaning(pairs, args.embedder)
+
+
+def _error_columns(errors: RuleErrors) -> str:
+    """The false fails and false passes, each as count / labelled (rate), in columns."""
+    fails = f"{len(errors.false_fails)}/{errors.uses} ({errors.false_fail_rate:.1%})"
+    passes = f"{len(errors.false_passes)}/{errors.not_used} ({errors.false_pass_rate:.1%})"
+    return f"{fails:>20} {passes:>20}"
 
 
 def _sentences(text: str) -> list[str]:
@@ -106,9 +119,7 @@ def meaning(pairs: list[LabelledPair], embedder_name: str) -> None:
             errors = rule_errors(
                 (p for p in pairs if p.split == name), lambda p, t=threshold: rule_says_used(p) or margins[p.id] > t
             )
-            fails = f"{len(errors.false_fails)}/{errors.uses} ({errors.false_fail_rate:.1%})"
-            passes = f"{len(errors.false_passes)}/{errors.not_used} ({errors.false_pass_rate:.1%})"
-            print(f"t = {threshold:<16} {name:<9} {fails:>20} {passes:>20}")
+            print(f"t = {threshold:<16} {name:<9} {_error_columns(errors)}")
 
 
 if __name__ == "__main__":
