@@ -332,11 +332,12 @@ def _code_value(word: str) -> Number | Phrase:
 def _letters_value(letters: str) -> Word | None:
     """A run of letters as a word value, or None when it is too short or generic."""
     folded = normalize(letters)
-    if folded in GENERIC_WORDS or stem(folded) in _GENERIC_STEMS:  # "finds" is as generic as "find"
+    stemmed = stem(folded)
+    if folded in GENERIC_WORDS or stemmed in _GENERIC_STEMS:  # "finds" is as generic as "find"
         return None
     if len(folded) < MIN_WORD_LETTERS and (len(folded) < MIN_TEXT_CHARS or letters == letters.lower()):
         return None
-    return Word(stem(folded), letters)
+    return Word(stemmed, letters)
 
 
 def _decimal(sign: str, whole: str, fraction: str | None) -> Decimal:
