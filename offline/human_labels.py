@@ -193,15 +193,9 @@ class _Unreadable:
 
 def read_labels_file(path: Path, problems: list[str]) -> list[HumanLabel]:
     """Every usable label in `path`; bad rows are appended to `problems` as file:line."""
-    data = read_whole(path, "a labels file", problems)
-    if data is None:
+    text = read_whole(path, "a labels file", problems, encoding="utf-8-sig")
+    if text is None:
         return []
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-        return []
-    del data  # a file near the limit is held once, as text
     rows = _json_rows(text) if text.lstrip().startswith("{") else _csv_rows(text)
     labels = []
     bad = LineProblems(path, problems, "bad row")

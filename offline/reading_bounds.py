@@ -46,10 +46,10 @@ class LineProblems:
             self.problems.append(f"{self.path}: {more} not listed")
 
 
-def read_whole(path: Path, what: str, problems: list[str]) -> bytes | None:
-    """The bytes of a file read whole, such as a labels file; None, with the problem
-    appended, when it cannot be read or holds more than MAX_DOCUMENT_BYTES (`what` names
-    the file in that problem: "a labels file")."""
+def read_whole(path: Path, what: str, problems: list[str], encoding: str = "utf-8") -> str | None:
+    """The text of a file read whole, such as a labels file; None, with the problem
+    appended, when it cannot be read, is not UTF-8 or holds more than MAX_DOCUMENT_BYTES
+    (`what` names the file in that problem: "a labels file")."""
     try:
         with path.open("rb") as f:
             data = f.read(MAX_DOCUMENT_BYTES + 1)
@@ -59,7 +59,11 @@ def read_whole(path: Path, what: str, problems: list[str]) -> bytes | None:
     if len(data) > MAX_DOCUMENT_BYTES:
         problems.append(f"{path}: {what} larger than {size_text(MAX_DOCUMENT_BYTES)}: not read")
         return None
-    return data
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return None
 
 
 def shown_problems(problems: Sequence[str]) -> list[str]:

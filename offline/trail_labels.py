@@ -56,15 +56,11 @@ def read_mapping(path: Path) -> tuple[str, dict[str, str]]:
 def read_trail_labels(path: Path, mapping: tuple[str, dict[str, str]], problems: list[str]) -> list[HumanLabel]:
     scale, scores = mapping
     labels: list[HumanLabel] = []
-    data = read_whole(path, "a TRAIL annotations file", problems)
-    if data is None:
+    text = read_whole(path, "a TRAIL annotations file", problems)
+    if text is None:
         return labels
-    try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-        return labels
-    del data  # a file near the limit is held once, as text
+    lines = text.splitlines()
+    del text  # a file near the limit is held once, as lines
     bad = LineProblems(path, problems, "bad line")
     for number, line in enumerate(lines, start=1):
         if not line.strip():

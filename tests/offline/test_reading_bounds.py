@@ -294,6 +294,19 @@ def test_a_trail_file_over_the_size_limit_is_refused_in_one_message(tmp_path, mo
     assert problems == [f"{path}: a TRAIL annotations file larger than 1,000 bytes: not read"]
 
 
+def test_a_labels_or_trail_file_that_is_not_utf8_is_one_problem(tmp_path):
+    labels, trail = tmp_path / "labels.csv", tmp_path / "trail.jsonl"
+    labels.write_bytes(b"trace_id,metric,label\n\xff\n")
+    trail.write_bytes(b'{"trace_id": "\xc3("}\n')
+    problems: list[str] = []
+    assert read_labels_file(labels, problems) == []
+    assert read_trail_labels(trail, read_mapping(BUILT_IN_MAPPING), problems) == []
+    assert problems == [
+        f"{labels}: not UTF-8 text (invalid start byte at byte 22)",
+        f"{trail}: not UTF-8 text (invalid continuation byte at byte 14)",
+    ]
+
+
 def test_agree_prints_fifty_problems_then_counts_the_rest(tmp_path, capsys):
     trace = "5c00e5c00e0000000000000000000001"
     files = []
