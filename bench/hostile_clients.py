@@ -38,7 +38,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import zlib
 from pathlib import Path
 
 import grpc
@@ -48,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.agent_spans import AgentRequests  # noqa: E402
 from bench.ports import free_port, wait_for_port  # noqa: E402
 from spanscore.core.otlp_json import encode_request  # noqa: E402
+from tests.support.otlp_client import gzip_bomb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -175,13 +175,6 @@ def memory(workdir: Path, args) -> None:
             )
     finally:
         collector.stop()
-
-
-def gzip_bomb(inflated_mib: int) -> bytes:
-    """A gzip body of `inflated_mib` MiB of zeros: about a thousandth of that on the wire."""
-    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    zeros = bytes(2**20)
-    return b"".join([*(deflate.compress(zeros) for _ in range(inflated_mib)), deflate.flush()])
 
 
 def bombs(workdir: Path, args) -> None:

@@ -11,7 +11,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import zlib
 from pathlib import Path
 
 import grpc
@@ -23,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.core.otlp_json import encode_request
 from spanscore.pipeline.memory_limiter import MIB
-from tests.support.otlp_client import grpc_export, post
+from tests.support.otlp_client import grpc_export, gzip_bomb, post
 from tests.support.ports import free_port
 from tests.support.processes import rss_mib, start_run
 from tests.support.running import health_check_ok, sink_config, wait_until
@@ -268,13 +267,6 @@ def test_bodies_that_fit_are_taken_a_few_at_a_time_within_the_limit(tmp_path):
     assert [status for status, _, _ in results] == [200] * 8
     assert max(attempts for _, _, attempts in results) > 1  # some were told to come back
     assert peak <= LIMIT_MIB, f"peak RSS {peak:.0f} MiB"
-
-
-def gzip_bomb(inflated_mib: int) -> bytes:
-    """A gzip body of `inflated_mib` MiB of zeros, about a thousandth of that on the wire."""
-    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    zeros = bytes(2**20)
-    return b"".join([*(deflate.compress(zeros) for _ in range(inflated_mib)), deflate.flush()])
 
 
 def test_refused_gzip_bombs_leave_no_memory_behind(tmp_path):

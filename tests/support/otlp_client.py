@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+import zlib
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -40,3 +41,11 @@ def send(port: int, request) -> ExportTraceServiceResponse:
             response_deserializer=ExportTraceServiceResponse.FromString,
         )
         return export(request.SerializeToString(), timeout=5)
+
+
+def gzip_bomb(inflated_mib: int) -> bytes:
+    """A gzip body of `inflated_mib` MiB of zeros: about a thousandth of that on the wire,
+    made a MiB at a time (the inflated body is never held)."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(2**20)
+    return b"".join([*(deflate.compress(zeros) for _ in range(inflated_mib)), deflate.flush()])
