@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from spanscore.config.loader import parse_config
@@ -16,11 +15,10 @@ from spanscore.offline.score_files import score_files
 from tests.support.factories import TEST_FACTORIES
 from tests.support.failing_run import run_spans
 from tests.support.otlp_json import read_requests
-from tests.support.processes import post_otlp_json
+from tests.support.processes import ROOT, post_otlp_json, run_spanscore
 from tests.support.running import wait_until
-from tests.support.spans import request_of
+from tests.support.spans import evaluation_events, request_of
 
-ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather-agent.json"  # one request, a two-trace session
 FRAMEWORKS = sorted((ROOT / "tests" / "fixtures" / "spans" / "frameworks").glob("*.jsonl"))
 
@@ -63,14 +61,7 @@ def scores(path: Path) -> dict[str, dict[str, object]]:
 
 
 def score(*arguments: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "spanscore", "score", *map(str, arguments)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_spanscore("score", *arguments, timeout=120)
 
 
 def test_offline_scores_equal_the_live_collectors(tmp_path, start_collector):
@@ -164,10 +155,8 @@ def written_spans(path: Path) -> list:
 def results_of(span) -> dict[str, list[dict]]:
     """Per metric, the span's evaluation events' attributes."""
     found: dict[str, list[dict]] = {}
-    for event in span.events:
-        if event.name == "gen_ai.evaluation.result":
-            attributes = attributes_to_dict(event.attributes)
-            found.setdefault(attributes["gen_ai.evaluation.name"], []).append(attributes)
+    for attributes in evaluation_events(span):
+        found.setdefault(attributes["gen_ai.evaluation.name"], []).append(attributes)
     return found
 
 
