@@ -565,10 +565,6 @@ def _without_unknown_keys(data: Any, errors: list[ErrorDetails]) -> Any:
     return data if removed else None
 
 
-def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
-    return [problem for _, problem in _described(prefix, exc.errors(include_url=False))]
-
-
 def _described(prefix: str, errors: list[ErrorDetails]) -> list[tuple[str, str]]:
     """Each error as (key path, `key.path: message`)."""
     out = []
