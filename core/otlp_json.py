@@ -38,6 +38,11 @@ def decode_request(body: bytes | str) -> ExportTraceServiceRequest:
         raise OtlpJsonError(f"invalid JSON: {excerpt(str(exc))}") from None
     if not isinstance(document, dict):
         raise OtlpJsonError(f"expected a JSON object, got {type(document).__name__}")
+    return decode_document(document)
+
+
+def decode_document(document: dict[str, Any]) -> ExportTraceServiceRequest:
+    """An OTLP/JSON request already parsed from JSON (ids hex; rewritten in place)."""
     _ids_hex_to_base64(document)
     request = ExportTraceServiceRequest()
     try:

@@ -42,7 +42,7 @@ from typing import IO, Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from spanscore.core.otlp_json import OtlpJsonError, decode_request
+from spanscore.core.otlp_json import OtlpJsonError, decode_document, decode_request
 from spanscore.core.quoting import excerpt
 from spanscore.core.wording import counted
 from spanscore.offline import reading_bounds
@@ -258,7 +258,7 @@ def _otlp(document: dict[str, Any], normalize: bool = False) -> ExportTraceServi
     if normalize:
         _normalized(document)
     try:
-        return decode_request(json.dumps(document))
+        return decode_document(document)
     except OtlpJsonError as exc:
         raise TraceFileError(str(exc)) from None
 
