@@ -13,9 +13,8 @@ from pathlib import Path
 from tests.support.ground_truth_judge import DATASET, judge
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.otlp_json import read_requests
+from tests.support.processes import ROOT, run_spanscore
 from tests.support.running import wait_until
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # The agent: two turns of one session, GenAI-convention spans, tagged by the environment only.
 AGENT = r"""
@@ -106,24 +105,7 @@ def test_tagged_attempts_are_graded_live_and_offline_alike(tmp_path, start_colle
         live_calls = len(server.requests)
         config_file = tmp_path / "offline.yaml"
         config_file.write_text(config(tmp_path, server.base_url, tmp_path / "unused.jsonl"))
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "spanscore",
-                "score",
-                str(recorded),
-                "-o",
-                str(offline),
-                "--config",
-                str(config_file),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        result = run_spanscore("score", recorded, "-o", offline, "--config", config_file, timeout=120)
         assert result.returncode == 0, result.stderr
         assert len(server.requests) == 2 * live_calls  # the same questions asked again offline
 
