@@ -1,6 +1,6 @@
 """How often the no-judge utilization rule disagrees with people, on labelled pairs.
 
-    python bench/utilization_rule.py [--pairs FILE] [--list] [--meaning [--embedder static|minilm]]
+    python bench/utilization_rule.py [--pairs FILE] [--list] [--frontier] [--meaning [--embedder static|minilm]]
 
 The pairs (tests/fixtures/utilization/pairs.jsonl, described in its README) are real tool
 results and the agent's next answer, from TRAIL and Who&When traces and the framework
@@ -12,6 +12,13 @@ for the dev half, the held-out half and all pairs:
 - false fails: labelled `uses`, the rule says not used (count / labelled uses);
 - false passes: labelled `does not use`, the rule says used (count / labelled not used).
 `--list` also prints the ids of the pairs the rule gets wrong.
+
+`--frontier` asks whether any threshold on the words' evidence could do better: per
+pair, the evidence is how many informative values of the result the answer holds (plus
+one when it reacts to a failed or empty result; a result with no value to look for is
+always used). Printed per half: how often it ranks a `uses` pair above a `does not use`
+pair (ROC area), then for each threshold k (used when the evidence is at least k) the
+false fails and false passes, so the whole trade-off is in view, not one point of it.
 
 `--meaning` also measures what the meaning of the texts would add, with the base
 install's static embedder (`--embedder minilm`: the full MiniLM model, from the
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=Path, default=PAIRS)
     parser.add_argument("--list", action="store_true", help="print the ids of the pairs the rule gets wrong")
+    parser.add_argument("--frontier", action="store_true", help="the errors at every threshold on the evidence")
     parser.add_argument("--meaning", action="store_true", help="measure an embedding margin beside the rule")
     parser.add_argument("--embedder", choices=("static", "minilm"), default="static", help="for --meaning")
     args = parser.parse_args(argv)
@@ -70,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:<9} {_error_columns(errors)}")
             if args.list and name != "all":
                 print(f"  false fails: {list(errors.false_fails)}\n  false passes: {list(errors.false_passes)}")
+    if args.frontier:
+        frontier(pairs)
     if args.meaning:
         meaning(pairs, args.embedder)
 
@@ -79,6 +89,31 @@ def _error_columns(errors: RuleErrors) -> str:
     fails = f"{len(errors.false_fails)}/{errors.uses} ({errors.false_fail_rate:.1%})"
     passes = f"{len(errors.false_passes)}/{errors.not_used} ({errors.false_pass_rate:.1%})"
     return f"{fails:>20} {passes:>20}"
+
+
+def evidence(pair: LabelledPair) -> float:
+    """Informative values of the result found in the answer, plus one for a reaction to a
+    failed or empty result; infinite when there was no value to look for (always used)."""
+    found = answer_utilization(pair.answer, [ToolOutcome(pair.result, pair.known)])
+    if not found.looked_for:
+        return float("inf")
+    return len(set(found.found)) + (1 if found.reaction else 0)
+
+
+def frontier(pairs: list[LabelledPair]) -> None:
+    scores = {pair.id: evidence(pair) for pair in pairs}
+    print("\nevidence = values found (+1 for a reaction); used when evidence >= k")
+    for name in (*SPLITS, "all"):
+        half = [p for p in pairs if name in ("all", p.split)]
+        uses = [scores[p.id] for p in half if p.uses]
+        unused = [scores[p.id] for p in half if not p.uses]
+        area = sum((u > n) + 0.5 * (u == n) for u in uses for n in unused) / (len(uses) * len(unused))
+        print(f"{name:<9} ROC area {area:.2f}")
+    print(f"{'k':<9} {'pairs':<9} {'false fails':>20} {'false passes':>20}")
+    for k in (0, 1, 2, 3, 4, 6):
+        for name in (*SPLITS, "all"):
+            errors = rule_errors((p for p in pairs if name in ("all", p.split)), lambda p, k=k: scores[p.id] >= k)
+            print(f"{k:<9} {name:<9} {_error_columns(errors)}")
 
 
 def _sentences(text: str) -> list[str]:
