@@ -15,6 +15,12 @@ minutes. Retried: connection errors, timeouts, 408, 409, 429 and 5xx. A server's
 `Retry-After`/`retry-after-ms` is honoured, otherwise the delay is exponential with full
 jitter; the timing is `processors.openai_endpoint.retry`, shared with the judge client.
 
+Answers are read within bounds: at most `MAX_ANSWER_BYTES_PER_TEXT` a text of the batch
+(room for 8,192 dimensions as JSON floats), within `timeout` from the request's start
+(the sync path checks it between reads); an answer past the size, or a status 200 whose
+body is not JSON (a proxy's error page), is an outage like a 502. A JSON answer that is
+not an embeddings response (no `data` list of `index` and `embedding`) fails the batch.
+
 Outages (connection errors, timeouts, 5xx) go through a `CircuitBreaker`, as the judge's
 do: retried without counting against `max_retries`, five in a row open the breaker, which
 holds every call and probes the server until it answers; a call fails only after
@@ -40,6 +46,7 @@ import base64
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -48,10 +55,20 @@ import numpy as np
 import openai
 
 from spanscore.core.durations import format_duration
+from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import Redaction, safe_url, scrub
 from spanscore.processors.embedders.base import Embedder, l2_normalize
 from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S, Unreachable
-from spanscore.processors.openai_endpoint.client import API_KEY_ENV, DEFAULT_TIMEOUT_S, Endpoint, Exchange, Failure
+from spanscore.processors.openai_endpoint.client import (
+    API_KEY_ENV,
+    DEFAULT_TIMEOUT_S,
+    Endpoint,
+    Exchange,
+    Failure,
+    UnusableAnswer,
+    read_json_answer,
+    read_json_answer_sync,
+)
 from spanscore.processors.openai_endpoint.retry import (
     GiveUp,
     RetryPolicy,
@@ -67,6 +84,8 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_MAX_BACKOFF_S = 8.0  # embeddings sit on the scoring path: give up sooner than the judge
 DEFAULT_RETRY = RetryPolicy(max_retries=DEFAULT_MAX_RETRIES, max_backoff_s=DEFAULT_MAX_BACKOFF_S)
 PROBE_TEXT = "dimension probe"
+# 8,192 dimensions as JSON floats take about 200 kB; base64 takes a sixth of that.
+MAX_ANSWER_BYTES_PER_TEXT = 256 << 10
 
 _log = logging.getLogger(__name__)
 
@@ -209,14 +228,14 @@ class OpenAIEmbedder(Embedder):
             params["dimensions"] = self.dimensions
         return params
 
-    def _vectors(self, response: Any, expected: int) -> np.ndarray:
-        items = sorted(response.data, key=lambda item: item.index)
-        if [item.index for item in items] != list(range(expected)):
+    def _vectors(self, answer: Any, expected: int) -> np.ndarray:
+        items = _items(answer)
+        indexes = [index for index, _ in items]
+        if sorted(indexes) != list(range(expected)):
             raise EmbeddingRequestError(
-                f"the embeddings response for {expected} texts had indexes {[item.index for item in response.data]}",
-                attempts=1,
+                f"the embeddings response for {expected} texts had indexes {excerpt(str(indexes), 200)}", attempts=1
             )
-        rows = [_decode(item.embedding) for item in items]
+        rows = [_decode(embedding) for _, embedding in sorted(items, key=lambda item: item[0])]
         widths = {row.size for row in rows}
         if len(widths) != 1 or 0 in widths:
             raise EmbeddingRequestError(f"the embeddings response had vectors of widths {sorted(widths)}", attempts=1)
@@ -239,9 +258,22 @@ class _Batch(Exchange[np.ndarray]):
         self.batch = batch
 
     def send(self, client: openai.OpenAI | openai.AsyncOpenAI) -> Any:
-        return client.embeddings.create(**self.embedder._params(self.batch))
+        """The answer as parsed JSON, read within bounds (see the module docstring)."""
+        params = self.embedder._params(self.batch)
+        max_bytes = MAX_ANSWER_BYTES_PER_TEXT * len(self.batch)
+        if isinstance(client, openai.AsyncOpenAI):
+            return self._send_async(client, params, max_bytes)
+        deadline = time.monotonic() + self.embedder.timeout_s
+        with client.embeddings.with_streaming_response.create(**params) as response:
+            return read_json_answer_sync(response, max_bytes, deadline)
+
+    async def _send_async(self, client: openai.AsyncOpenAI, params: dict[str, Any], max_bytes: int) -> Any:
+        async with client.embeddings.with_streaming_response.create(**params) as response:
+            return await read_json_answer(response, max_bytes)
 
     def classify(self, error: openai.OpenAIError) -> Failure:
+        if isinstance(error, UnusableAnswer):
+            return Failure(error.message, True, outage=error.outage, cause=error)
         return Failure(
             _describe(error),
             is_retryable(error),
@@ -277,10 +309,33 @@ class _Batch(Exchange[np.ndarray]):
         )
 
 
+def _items(answer: Any) -> list[tuple[int, Any]]:
+    """(index, embedding) of each vector of an embeddings response (parsed JSON)."""
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list) or not all(
+        isinstance(item, dict) and type(item.get("index")) is int and "embedding" in item for item in data
+    ):
+        raise EmbeddingRequestError(
+            "the answer is not an embeddings response (a `data` list of objects with `index` and `embedding`)",
+            attempts=1,
+        )
+    return [(item["index"], item["embedding"]) for item in data]
+
+
 def _decode(embedding: Any) -> np.ndarray:
-    if isinstance(embedding, str):
-        return np.frombuffer(base64.b64decode(embedding), dtype="<f4").astype(np.float32)
-    return np.asarray(embedding, dtype=np.float32).ravel()
+    """A vector as sent: base64 of little-endian float32, or a list of numbers."""
+    try:
+        if isinstance(embedding, str):
+            return np.frombuffer(base64.b64decode(embedding, validate=True), dtype="<f4").astype(np.float32)
+        if isinstance(embedding, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in embedding
+        ):
+            return np.asarray(embedding, dtype=np.float32)
+    except ValueError:  # binascii.Error, or a byte count that is not a whole number of floats
+        pass
+    raise EmbeddingRequestError(
+        "the embeddings response held a vector that is neither base64 float32 nor a list of numbers", attempts=1
+    )
 
 
 __all__ = [

@@ -20,9 +20,10 @@ its config keys, its SDK clients, and the one loop that runs every call.
   timeouts do (`openai.APITimeoutError`), an outage.
 
 An exchange that reads its answer itself (`with_streaming_response`) reads it with
-`read_json_answer`: the body is refused past a size, and a body that is not JSON (a
-proxy's HTML page with status 200) is an `UnusableAnswer` that says what came instead, an
-outage like a 502, since the server behind the proxy gave no answer.
+`read_json_answer` (`read_json_answer_sync` in `call_sync`): the body is refused past a
+size, and a body that is not JSON (a proxy's HTML page with status 200) is an
+`UnusableAnswer` that says what came instead, an outage like a 502, since the server
+behind the proxy gave no answer.
 
 The SDK's own retries are off (`max_retries=0`): this policy is the only one, whatever
 the version of the `openai` package.
@@ -30,8 +31,10 @@ the version of the `openai` package.
 `Endpoint.call_sync` is the same loop for a thread that runs no event loop: driven
 without one, each of its waits blocks the thread (`CircuitBreaker.admit_sync`,
 `time.sleep`) and its requests go through the sync client. It takes no slot: its callers
-bound their threads. Its requests' `timeout` is the SDK's, per read (a blocking read
-cannot be cut short from its own thread).
+bound their threads. A blocking read cannot be cut short from its own thread, so there
+`timeout` is the SDK's, per read, and `read_json_answer_sync` stops reading once
+`timeout` has passed since the request was sent: a trickling answer holds a request at
+most `timeout` and one more read.
 
 Threading: `call` may run concurrently on any event loop; each loop gets its own
 AsyncOpenAI client and semaphore (asyncio objects cannot cross loops). `call_sync` may
@@ -156,21 +159,49 @@ class UnusableAnswer(openai.OpenAIError):
 async def read_json_answer(response: Any, max_bytes: int) -> Any:
     """The JSON body of a streamed SDK answer (`with_streaming_response`), read up to
     `max_bytes` (decoded); `UnusableAnswer` past it or when the body is not JSON."""
-    chunks, size = [], 0
+    body = _Body(max_bytes)
     async for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise UnusableAnswer(f"answer larger than {max_bytes:,} bytes")
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    try:
-        return json.loads(body)
-    except ValueError:
-        content_type = excerpt(response.headers.get("content-type") or "no content type", 60)
-        start = " ".join(body[: SHOWN_BODY_CHARS * 4].decode("utf-8", errors="replace").split())
-        shown = excerpt(scrub(start, len(start))[:SHOWN_BODY_CHARS])  # the total is said in bytes
-        reason = f"answered {response.status_code} with {content_type}, not JSON ({size:,} bytes, starting '{shown}')"
-        raise UnusableAnswer(reason, outage=reason) from None
+        body.take(chunk)
+    return body.json(response)
+
+
+def read_json_answer_sync(response: Any, max_bytes: int, deadline: float) -> Any:
+    """`read_json_answer` for the sync client; past `deadline` (`time.monotonic()`) between
+    two reads, the request times out as the SDK's own timeouts do."""
+    body = _Body(max_bytes)
+    for chunk in response.iter_bytes():
+        body.take(chunk)
+        if time.monotonic() > deadline:
+            # The SDK's own error for a timeout, so that every client reads it as one; it has no request to name.
+            raise openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+    return body.json(response)
+
+
+class _Body:
+    """An answer's bytes as they come, refused past `max_bytes`."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def take(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise UnusableAnswer(f"answer larger than {self.max_bytes:,} bytes")
+        self.chunks.append(chunk)
+
+    def json(self, response: Any) -> Any:
+        body = b"".join(self.chunks)
+        try:
+            return json.loads(body)
+        except ValueError:
+            content_type = excerpt(response.headers.get("content-type") or "no content type", 60)
+            start = " ".join(body[: SHOWN_BODY_CHARS * 4].decode("utf-8", errors="replace").split())
+            shown = excerpt(scrub(start, len(start))[:SHOWN_BODY_CHARS])  # the total is said in bytes
+            size = f"{self.size:,} bytes"
+            reason = f"answered {response.status_code} with {content_type}, not JSON ({size}, starting '{shown}')"
+            raise UnusableAnswer(reason, outage=reason) from None
 
 
 @dataclass(frozen=True)
@@ -391,4 +422,5 @@ __all__ = [
     "Failure",
     "UnusableAnswer",
     "read_json_answer",
+    "read_json_answer_sync",
 ]
