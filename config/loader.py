@@ -23,6 +23,7 @@ from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, Server
 from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import KEY_ITSELF, key_path
+from spanscore.core.problem_list import ProblemListError
 from spanscore.core.quoting import excerpt
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
@@ -48,15 +49,16 @@ _AUTH_SIDES = (
 MAX_PROBLEM_LINE_CHARS = 1000
 
 
-class ConfigError(Exception):
+class ConfigError(ProblemListError):
     """The config cannot be used; `problems` lists each one as `key.path: message`, each
     line with its control characters escaped and cut short, whatever the config holds."""
 
+    what = "config"
+
     def __init__(self, problems: list[str]):
-        self.problems = [
-            "\n".join(excerpt(line, MAX_PROBLEM_LINE_CHARS) for line in problem.split("\n")) for problem in problems
-        ]
-        super().__init__("invalid config:\n" + "\n".join(f"  {p}" for p in self.problems))
+        super().__init__(
+            ["\n".join(excerpt(line, MAX_PROBLEM_LINE_CHARS) for line in problem.split("\n")) for problem in problems]
+        )
 
 
 class TracesPipeline(BaseModel):

@@ -13,9 +13,9 @@ from pydantic import Field, model_validator
 from spanscore.core.auth import AuthSettings, client_headers
 from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import serialized_request
-from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig, ExportError
+from spanscore.exporters.otlp_response import warn_partial_success
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.otlp")
@@ -103,14 +103,7 @@ class OtlpGrpcExporter(Exporter):
             retry_after = _retry_delay(exc.trailing_metadata())
             retryable = code in _RETRYABLE or (code == grpc.StatusCode.RESOURCE_EXHAUSTED and retry_after is not None)
             raise ExportError(f"{self.config.target}: {code.name}: {exc.details()}", retryable, retry_after) from None
-        partial = response.partial_success
-        if partial.rejected_spans or partial.error_message:
-            log.warning(
-                "exporter %s: backend rejected %d spans: %s",
-                self.id,
-                partial.rejected_spans,
-                excerpt(partial.error_message),  # the backend's text can quote the spans'
-            )
+        warn_partial_success(log, self.id, response)
 
     async def close(self) -> None:
         channel = getattr(self, "_channel", None)

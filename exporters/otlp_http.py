@@ -16,10 +16,10 @@ from spanscore.core.auth import AuthSettings, client_headers
 from spanscore.core.component import ComponentFactory, Host
 from spanscore.core.export_request import build_request, serialized_request
 from spanscore.core.otlp_json import encode_request
-from spanscore.core.quoting import excerpt
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
 from spanscore.exporters.http_client import client_session, post
+from spanscore.exporters.otlp_response import warn_partial_success
 from spanscore.exporters.tls import TlsClientConfig
 
 log = logging.getLogger("spanscore.exporters.otlphttp")
@@ -93,14 +93,7 @@ class OtlpHttpExporter(Exporter):
         url = self.config.url
         payload, content_type = await post(self._session, url, body, self._headers, _RETRYABLE_STATUS.__contains__)
         if payload and content_type == "application/x-protobuf":
-            partial = ExportTraceServiceResponse.FromString(payload).partial_success
-            if partial.rejected_spans or partial.error_message:
-                log.warning(
-                    "exporter %s: backend rejected %d spans: %s",
-                    self.id,
-                    partial.rejected_spans,
-                    excerpt(partial.error_message),  # the backend's text can quote the spans'
-                )
+            warn_partial_success(log, self.id, ExportTraceServiceResponse.FromString(payload))
 
     async def close(self) -> None:
         session = getattr(self, "_session", None)

@@ -25,10 +25,13 @@ from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of
+from spanscore.processors.judge.examples import WorkedExample
 from spanscore.processors.judge.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder
 
 EXCERPT_FIELD_CHARS = 400
 EXCERPT_CHARS = 3000
+# Where the case came from, then what the judge is shown, the verdict and why.
+_WRITTEN_ORDER = ("metric", "trace_id", "excerpt", "label", "score", "reason")
 
 
 class ExamplesError(ValueError):
@@ -103,12 +106,16 @@ def _only(request: ExportTraceServiceRequest, trace_ids: set[bytes]) -> ExportTr
 
 
 def _example(row: Compared, excerpt: str) -> dict:
+    """The disagreement as the metric reads it back, its fields in the order a reviewer reads them."""
     person = row.human
-    example: dict = {"metric": row.judge.metric, "trace_id": row.judge.trace_id, "excerpt": excerpt}
-    if row.human_class in (PASS, FAIL):
-        example["label"] = row.human_class
-    if person.unit_score is not None:
-        example["score"] = round(person.unit_score, 4)
     judged = f"the judge scored {row.judge.score:.2f} ({row.judge_class})"
-    example["reason"] = person.note or f"People labelled it {row.human_class}; {judged}."
-    return example
+    example = WorkedExample(
+        metric=row.judge.metric,
+        trace_id=row.judge.trace_id,
+        excerpt=excerpt,
+        label=row.human_class if row.human_class in (PASS, FAIL) else None,
+        score=None if person.unit_score is None else round(person.unit_score, 4),
+        reason=person.note or f"People labelled it {row.human_class}; {judged}.",
+    )
+    fields = example.model_dump(exclude_none=True)
+    return {key: fields[key] for key in _WRITTEN_ORDER if key in fields}

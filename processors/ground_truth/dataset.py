@@ -61,6 +61,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from spanscore.core.key_path import key_path
+from spanscore.core.problem_list import ProblemListError, kind_of, yaml_problem
 
 Format = Literal["yaml", "jsonl"]
 FORMATS: dict[str, Format] = {".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl"}
@@ -75,12 +76,10 @@ _PROBLEMS = "ground_truth_problems"
 _OWN_ERRORS = {_PROBLEMS, "check_null", "not_json", "value_and_check", "value_or_check"}
 
 
-class DatasetError(Exception):
+class DatasetError(ProblemListError):
     """The dataset cannot be used; `problems` lists each one as `where: message`."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid dataset:\n" + "\n".join(f"  {p}" for p in problems))
+    what = "dataset"
 
 
 class _Strict(BaseModel):
@@ -269,7 +268,7 @@ def parse_dataset(text: str, fmt: Format, source: str = "<memory>") -> Dataset:
     for n, (position, raw) in enumerate(entries):
         where = _label(position, raw)
         if not isinstance(raw, dict):
-            per_entry[n].append(f"{where}: expected a mapping of case fields, got {_kind(raw)}")
+            per_entry[n].append(f"{where}: expected a mapping of case fields, got {kind_of(raw)}")
             continue
         try:
             valid.append((n, Case.model_validate(raw)))
@@ -290,12 +289,12 @@ def _yaml_entries(text: str, source: str, problems: list[str]) -> list[tuple[str
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        problems.append(f"{source}: not valid YAML: {_yaml_error(exc)}")
+        problems.append(f"{source}: not valid YAML: {yaml_problem(exc)}")
         return []
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        problems.append(f"{source}: expected a mapping with a cases list, got {_kind(raw)}")
+        problems.append(f"{source}: expected a mapping with a cases list, got {kind_of(raw)}")
         return []
     problems.extend(f"{key}: unknown key" for key in raw if key != "cases")
     cases = raw.get("cases")
@@ -303,18 +302,9 @@ def _yaml_entries(text: str, source: str, problems: list[str]) -> list[tuple[str
         problems.append("cases: no cases; a dataset needs at least one")
         return []
     if not isinstance(cases, list):
-        problems.append(f"cases: expected a list of cases, got {_kind(cases)}")
+        problems.append(f"cases: expected a list of cases, got {kind_of(cases)}")
         return []
     return [(f"cases[{i}]", case) for i, case in enumerate(cases)]
-
-
-def _yaml_error(exc: yaml.YAMLError) -> str:
-    """PyYAML's message on one line: what went wrong, and where."""
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return str(exc)
-    what = ", ".join(part for part in (exc.context, exc.problem) if part) or "unreadable"
-    mark = exc.problem_mark or exc.context_mark
-    return f"{what} (line {mark.line + 1}, column {mark.column + 1})" if mark else what
 
 
 def _jsonl_entries(text: str, source: str, problems: list[str]) -> list[tuple[str, Any]]:
@@ -374,7 +364,7 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
         elif error["type"] == "string_too_short":
             message = f"must not be empty (got {error['input']!r})"
         elif error["type"] in ("model_type", "dict_type"):
-            message = f"expected a mapping, got {_kind(error['input'])}"
+            message = f"expected a mapping, got {kind_of(error['input'])}"
         elif error["type"] not in _OWN_ERRORS | {"missing"} and not isinstance(error["input"], (dict, list)):
             message += f" (got {error['input']!r})"
         out.append(f"{path}: {message}")
@@ -385,14 +375,6 @@ def _join(path: str, subpath: str) -> str:
     if not subpath:
         return path
     return path + subpath if subpath.startswith("[") else f"{path}.{subpath}"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    return f"{type(value).__name__} {value!r}"
 
 
 def _json_problem(value: Any) -> str | None:

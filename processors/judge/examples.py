@@ -32,17 +32,16 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic_core import PydanticCustomError
 
 from spanscore.core.key_path import key_path
+from spanscore.core.problem_list import ProblemListError, kind_of, yaml_problem
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 LIST_KEY = "examples"
 
 
-class ExamplesError(Exception):
+class ExamplesError(ProblemListError):
     """The file cannot be used; `problems` lists each one as `where: message`."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid examples:\n" + "\n".join(f"  {p}" for p in problems))
+    what = "examples"
 
 
 class WorkedExample(BaseModel):
@@ -93,7 +92,7 @@ def parse_examples(text: str, *, jsonl: bool, source: str = "<memory>", metric: 
     items = []
     for where, raw in entries:
         if not isinstance(raw, dict):
-            problems.append(f"{where}: expected a mapping of example fields, got {_kind(raw)}")
+            problems.append(f"{where}: expected a mapping of example fields, got {kind_of(raw)}")
             continue
         try:
             item = WorkedExample.model_validate(raw)
@@ -113,7 +112,7 @@ def _yaml_entries(text: str, problems: list[str]) -> list[tuple[str, Any]]:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        problems.append(f"not valid YAML: {_yaml_error(exc)}")
+        problems.append(f"not valid YAML: {yaml_problem(exc)}")
         return []
     if isinstance(raw, dict):
         problems.extend(f"{key}: unknown key; the list goes under {LIST_KEY}" for key in raw if key != LIST_KEY)
@@ -121,18 +120,9 @@ def _yaml_entries(text: str, problems: list[str]) -> list[tuple[str, Any]]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        problems.append(f"expected a list of examples, or a mapping with an {LIST_KEY} list, got {_kind(raw)}")
+        problems.append(f"expected a list of examples, or a mapping with an {LIST_KEY} list, got {kind_of(raw)}")
         return []
     return [(f"item {number}", item) for number, item in enumerate(raw, start=1)]
-
-
-def _yaml_error(exc: yaml.YAMLError) -> str:
-    """PyYAML's message on one line: what went wrong, and where."""
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return str(exc)
-    what = ", ".join(part for part in (exc.context, exc.problem) if part) or "unreadable"
-    mark = exc.problem_mark or exc.context_mark
-    return f"{what} (line {mark.line + 1}, column {mark.column + 1})" if mark else what
 
 
 def _jsonl_entries(text: str, problems: list[str]) -> list[tuple[str, Any]]:
@@ -162,11 +152,3 @@ def _pydantic_problems(where: str, exc: ValidationError) -> list[str]:
             message += f" (got {error['input']!r})"
         out.append(f"{key_path(where, error['loc'])}: {message}")
     return out
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    return f"{type(value).__name__} {value!r}"

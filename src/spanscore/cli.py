@@ -78,11 +78,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "Stops on Ctrl-C or SIGTERM after pushing every held trace and session through the metrics and "
         "exporters. Exits 0 after a clean stop, 2 on an invalid config, 1 when it cannot start (a port in use).",
     )
-    run.add_argument(
-        "--config",
-        default=None,
-        help=f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)",
-    )
+    _config_flag(run, f"config file (default: ./{DEFAULT_CONFIG} if present, else the built-in default)")
     validate = commands.add_parser(
         "validate",
         help="check a config file and list every problem",
@@ -98,12 +94,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "writes, or one per file) into traces and print, per trace, the normalized agent view the "
         "metrics read and whether it would be scored. Exits 2 when a file or line cannot be read.",
     )
-    inspect_.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
+    _recorded_files(inspect_)
     inspect_.add_argument("--json", action="store_true", help="one JSON object per trace per line, texts in full")
-    inspect_.add_argument(
-        "--config",
-        default=None,
-        help="take session_keys and the scoring scope from this config's assembler (default: the built-in defaults)",
+    _config_flag(
+        inspect_,
+        "take session_keys and the scoring scope from this config's assembler (default: the built-in defaults)",
     )
     score = commands.add_parser(
         "score",
@@ -113,13 +108,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "(sessions close at the end of input) and written to --output in the same format. Bad lines "
         "are reported with file and line number and skipped.",
     )
-    score.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
+    _recorded_files(score)
     score.add_argument("-o", "--output", required=True, help="where the scored OTLP/JSON lines go (overwritten)")
-    score.add_argument(
-        "--config",
-        default=None,
-        help=f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)",
-    )
+    _config_flag(score, f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)")
     score.add_argument(
         "--dataset",
         default=None,
@@ -139,25 +130,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity. "
         "-o writes the same as one self-contained HTML page with charts.",
     )
-    report.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
+    _scored_files(report)
     report.add_argument(
         "--dataset", default=None, help="the suite's dataset: SSR counts only expected tools as correct"
     )
     report.add_argument("--k", default="1,3,5", help="comma-separated k values (default 1,3,5)")
     report.add_argument("--json", default=None, metavar="SUMMARY", help="also write the summary as JSON here")
     report.add_argument("-o", "--output", default=None, metavar="HTML", help="also write an HTML report here")
-    report.add_argument(
-        "--by",
-        default=None,
-        metavar="ATTRIBUTE",
-        help="split the attempts by this span or resource attribute (such as service.version)",
-    )
-    report.add_argument(
-        "--metric",
-        default="success",
-        metavar="NAME",
-        help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
-    )
+    _by_attribute(report, "split the attempts by this span or resource attribute (such as service.version)")
+    _outcome_metric(report)
     gate = commands.add_parser(
         "compare",
         help="regression gate: exit 1 when the candidate's TSR dropped more than allowed",
@@ -173,24 +154,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="BASELINE CANDIDATE (summary JSON or scored OTLP/JSON lines); one file with --by",
     )
     gate.add_argument("--max-tsr-drop", type=float, default=0.05, help="allowed drop in TSR, 0..1 (default 0.05)")
-    gate.add_argument(
-        "--by",
-        default=None,
-        metavar="ATTRIBUTE",
-        help="compare two values of this span or resource attribute within one file",
-    )
+    _by_attribute(gate, "compare two values of this span or resource attribute within one file")
     gate.add_argument(
         "--baseline", dest="baseline_value", default=None, metavar="VALUE", help="with --by: the baseline's value"
     )
     gate.add_argument(
         "--candidate", dest="candidate_value", default=None, metavar="VALUE", help="with --by: the candidate's value"
     )
-    gate.add_argument(
-        "--metric",
-        default="success",
-        metavar="NAME",
-        help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
-    )
+    _outcome_metric(gate)
     agree = commands.add_parser(
         "agree",
         help="does the judge agree with people? κ, accuracy, the disagreements, a CI gate",
@@ -200,7 +171,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "the judge's own consistency over trials; the threshold that best matches people; the disagreements. "
         "With --min-kappa, exit 1 when κ's lower bound is below it, 0 when not; 2 on bad input.",
     )
-    agree.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
+    _scored_files(agree)
     agree.add_argument(
         "--labels",
         action="append",
@@ -254,6 +225,32 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "report": report,
         "compare": gate,
     }
+
+
+# The flags more than one command takes, declared once; a flag's help may say what it does there.
+def _recorded_files(command: argparse.ArgumentParser) -> None:
+    command.add_argument("files", nargs="+", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request")
+
+
+def _scored_files(command: argparse.ArgumentParser) -> None:
+    command.add_argument("files", nargs="+", metavar="SCORED", help="scored OTLP/JSON lines file")
+
+
+def _config_flag(command: argparse.ArgumentParser, says: str) -> None:
+    command.add_argument("--config", default=None, help=says)
+
+
+def _by_attribute(command: argparse.ArgumentParser, says: str) -> None:
+    command.add_argument("--by", default=None, metavar="ATTRIBUTE", help=says)
+
+
+def _outcome_metric(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--metric",
+        default="success",
+        metavar="NAME",
+        help="the outcome: this metric's pass label (default success, the ground-truth verdict)",
+    )
 
 
 def default_config_path() -> str:

@@ -60,6 +60,18 @@ def test_permanent_failures_are_dropped_and_counted_not_retried(exporter, sink, 
     assert wait_until(lambda: [s.name for s in sink.spans()] == ["next one"])
 
 
+@pytest.mark.parametrize("exporter", ["otlp", "otlphttp"])
+def test_spans_a_backend_rejects_in_a_partial_success_are_logged_once_quoted(exporter, sink, start_collector, caplog):
+    sink.answer.partial_success.rejected_spans = 1
+    sink.answer.partial_success.error_message = "span too large\x1b[2J"
+    collector = start_collector(sink_config(sink, exporter=exporter, assembler="trace_wait: 20ms"))
+    send(collector.grpc_port, request_of([span(new_trace_id(), "half taken")]))
+    assert wait_until(lambda: "backend rejected" in caplog.text)
+    rejected = [r.getMessage() for r in caplog.records if "backend rejected" in r.getMessage()]
+    assert len(rejected) == 1 and rejected[0].endswith("backend rejected 1 spans: span too large\\x1b[2J")
+    assert collector.service.pipeline.exporters[0].dropped_spans == 0  # a partial success is no failure
+
+
 def test_shutdown_gives_up_on_a_dead_backend_at_the_deadline(sink, start_collector):
     sink.faults = [Fault(grpc.StatusCode.UNAVAILABLE)] * 1000
     config = sink_config(sink, assembler="trace_wait: 20ms").replace("shutdown_timeout: 10s", "shutdown_timeout: 1s")

@@ -1,28 +1,7 @@
 """Langfuse conventions (`langfuse.observation.*`, `langfuse.trace.*`)."""
 
 from spanscore.processors.agent_trace import build_agent_trace
-from tests.support.agent_fixtures import (
-    SESSION_ID,
-    USER_ID,
-    assert_weather_run,
-    attribute_values,
-    load_spans,
-    load_trace,
-)
 from tests.support.agent_spans import TRACE_ID, make_span, with_resource
-
-
-def test_langfuse_trace_normalizes_to_the_weather_run():
-    trace = load_trace("langfuse")
-    assert_weather_run(trace)
-    assert trace.conventions == {"langfuse"}
-    assert trace.user_id == USER_ID
-
-
-def test_session_and_user_are_langfuse_trace_attributes():
-    _, spans = load_spans("langfuse")
-    assert attribute_values(spans, "langfuse.session.id") == {SESSION_ID}
-    assert attribute_values(spans, "langfuse.user.id") == {USER_ID}
 
 
 def test_trace_input_and_output_win_over_observation_values():

@@ -1,19 +1,6 @@
 """OpenAI Agents SDK runs, recorded by openinference-instrumentation-openai-agents."""
 
-from tests.support.agent_fixtures import (
-    AGENT_NAME,
-    SESSION_ID,
-    assert_weather_run,
-    attribute_values,
-    load_spans,
-    load_trace,
-)
-
-
-def test_agents_sdk_trace_normalizes_to_the_weather_run():
-    trace = load_trace("openai_agents")
-    assert_weather_run(trace)
-    assert trace.conventions == {"openinference"}
+from tests.support.agent_fixtures import AGENT_NAME, attribute_values, load_spans, load_trace
 
 
 def test_agent_name_comes_from_the_agent_span_not_the_workflow_root():
@@ -42,5 +29,4 @@ def test_responses_api_plan_text_next_to_the_function_call_is_reasoning():
 
 def test_session_id_is_on_every_span():
     _, spans = load_spans("openai_agents")
-    assert attribute_values(spans, "session.id") == {SESSION_ID}
     assert all(any(kv.key == "session.id" for kv in span.attributes) for span, _ in spans)

@@ -51,6 +51,7 @@ class OtlpSink:
     metrics: list[ExportMetricsServiceRequest] = field(default_factory=list)
     logs: list[tuple[str, ExportLogsServiceRequest]] = field(default_factory=list)  # (transport, request)
     answer_after_s: float = 0.0  # HTTP exports are kept at once and answered this late: a slow backend
+    answer: ExportTraceServiceResponse = field(default_factory=ExportTraceServiceResponse)  # to a kept export
 
     async def start(self, certificate: tuple[bytes, bytes] | None = None) -> OtlpSink:
         """Listen on loopback; with `certificate` (PEM key, PEM chain) both servers use TLS."""
@@ -131,7 +132,7 @@ class OtlpSink:
             await context.abort(fault.grpc_code, "injected fault", trailing_metadata=metadata)
         self.headers.append({k.lower(): v for k, v in context.invocation_metadata()})
         self._accept(request)
-        return ExportTraceServiceResponse()
+        return self.answer
 
     async def _grpc_export_metrics(self, request: ExportMetricsServiceRequest, context) -> ExportMetricsServiceResponse:
         self.metrics.append(request)
@@ -187,9 +188,7 @@ class OtlpSink:
             return web.json_response({})
         self._accept(ExportTraceServiceRequest.FromString(body))
         await asyncio.sleep(self.answer_after_s)
-        return web.Response(
-            body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf"
-        )
+        return web.Response(body=self.answer.SerializeToString(), content_type="application/x-protobuf")
 
 
 def _server_ssl_context(key_pem: bytes, chain_pem: bytes):

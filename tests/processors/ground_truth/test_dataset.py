@@ -92,25 +92,34 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
+def write_yaml(tmp_path: Path, text: str) -> Path:
+    return write(tmp_path, "suite.yaml", textwrap.dedent(text))
+
+
+def write_jsonl(tmp_path: Path, *lines: object) -> Path:
+    return write(tmp_path, "suite.jsonl", "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+
+
 def load_yaml(tmp_path: Path, text: str) -> Dataset:
-    return load_dataset(write(tmp_path, "suite.yaml", textwrap.dedent(text)))
+    return load_dataset(write_yaml(tmp_path, text))
 
 
 def load_jsonl(tmp_path: Path, *lines: object) -> Dataset:
-    text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
-    return load_dataset(write(tmp_path, "suite.jsonl", text))
+    return load_dataset(write_jsonl(tmp_path, *lines))
+
+
+def file_problems(path: Path) -> list[str]:
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(path)
+    return raised.value.problems
 
 
 def yaml_problems(tmp_path: Path, text: str) -> list[str]:
-    with pytest.raises(DatasetError) as raised:
-        load_yaml(tmp_path, text)
-    return raised.value.problems
+    return file_problems(write_yaml(tmp_path, text))
 
 
 def jsonl_problems(tmp_path: Path, *lines: object) -> list[str]:
-    with pytest.raises(DatasetError) as raised:
-        load_jsonl(tmp_path, *lines)
-    return raised.value.problems
+    return file_problems(write_jsonl(tmp_path, *lines))
 
 
 def cases_problems(tmp_path: Path, *cases: dict) -> list[str]:
@@ -471,40 +480,32 @@ def test_every_problem_of_every_case_is_listed_together(tmp_path):
 
 
 def test_an_unreadable_file_is_an_error(tmp_path):
-    with pytest.raises(DatasetError) as raised:
-        load_dataset(tmp_path / "missing.yaml")
-    assert raised.value.problems == [f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory"]
+    assert file_problems(tmp_path / "missing.yaml") == [
+        f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory"
+    ]
 
 
 def test_a_file_that_is_not_utf8_is_an_error(tmp_path):
     path = tmp_path / "suite.jsonl"
     path.write_bytes(b'{"id": "caf\xe9"}\n')
-    with pytest.raises(DatasetError) as raised:
-        load_dataset(path)
-    assert raised.value.problems == [f"{path}: cannot read: not UTF-8 text (invalid continuation byte at byte 11)"]
+    assert file_problems(path) == [f"{path}: cannot read: not UTF-8 text (invalid continuation byte at byte 11)"]
 
 
 def test_an_unknown_extension_is_an_error(tmp_path):
     path = write(tmp_path, "suite.json", "[]")
-    with pytest.raises(DatasetError) as raised:
-        load_dataset(path)
-    assert raised.value.problems == [f"{path}: unknown dataset format '.json'; name the file .yaml, .yml or .jsonl"]
+    assert file_problems(path) == [f"{path}: unknown dataset format '.json'; name the file .yaml, .yml or .jsonl"]
 
 
 def test_invalid_yaml_is_an_error_on_one_line(tmp_path):
     path = write(tmp_path, "suite.yaml", "cases:\n  - {id: a, subgoals: [{details: Oslo?}]}\n")
-    with pytest.raises(DatasetError) as raised:
-        load_dataset(path)
-    assert raised.value.problems == [
+    assert file_problems(path) == [
         f"{path}: not valid YAML: while parsing a flow mapping, expected ',' or '}}', but got '?' (line 2, column 38)",
     ]
 
 
 def test_yaml_that_is_not_a_mapping_with_a_cases_list_is_an_error(tmp_path):
     path = write(tmp_path, "suite.yaml", "- id: a\n")
-    with pytest.raises(DatasetError) as raised:
-        load_dataset(path)
-    assert raised.value.problems == [f"{path}: expected a mapping with a cases list, got a list"]
+    assert file_problems(path) == [f"{path}: expected a mapping with a cases list, got a list"]
     assert yaml_problems(tmp_path, "cases: {id: a}") == ["cases: expected a list of cases, got a mapping"]
 
 
@@ -515,9 +516,7 @@ def test_a_yaml_dataset_without_cases_is_an_error(tmp_path, text):
 
 def test_a_jsonl_dataset_without_cases_is_an_error(tmp_path):
     path = write(tmp_path, "suite.jsonl", "\n  \n")
-    with pytest.raises(DatasetError) as raised:
-        load_dataset(path)
-    assert raised.value.problems == [f"{path}: no cases; a dataset needs at least one"]
+    assert file_problems(path) == [f"{path}: no cases; a dataset needs at least one"]
 
 
 def test_the_error_message_lists_every_problem():
