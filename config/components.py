@@ -22,8 +22,9 @@ from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
 from spanscore.pipeline import assembler, memory_limiter, score_router
-from spanscore.processors import embedding_metrics, failure_localization, judge_metrics, session_metrics
+from spanscore.processors import embedding_metrics, failure_localization, session_metrics
 from spanscore.processors.ground_truth import processor as ground_truth
+from spanscore.processors.judge_metrics import processor as judge_metrics
 from spanscore.receivers import otlp
 
 log = logging.getLogger("spanscore.components")
