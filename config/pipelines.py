@@ -63,7 +63,7 @@ class ServiceReferences(BaseModel):
 
 
 @dataclass(frozen=True)
-class Listed:
+class ListedComponents:
     """The components `service` lists, by role (receivers, processors, exporters,
     metric_exporters, log_exporters, extensions), in order; only those whose settings
     are valid. `processor_types` are the traces pipeline's, invalid settings included:
@@ -100,7 +100,7 @@ def listed_components(
     written: dict,
     factories: Factories,
     problems: list[str],
-) -> Listed:
+) -> ListedComponents:
     """Each id `service` lists, resolved in `sections` (the valid components by section)."""
     traces, metrics, logs = references.pipelines.traces, references.pipelines.metrics, references.pipelines.logs
     chosen: dict[str, list[ConfiguredComponent]] = {}
@@ -137,7 +137,7 @@ def listed_components(
                 processor_types.append(factory.type)
             if component is not None:
                 chosen[key].append(component)
-    return Listed(chosen, processor_types)
+    return ListedComponents(chosen, processor_types)
 
 
 def _misplaced(role: str, factory: ComponentFactory) -> str | None:
@@ -151,13 +151,13 @@ def _misplaced(role: str, factory: ComponentFactory) -> str | None:
     return None
 
 
-def stage_problems(listed: Listed, exporters: list[str]) -> list[str]:
+def stage_problems(listed: ListedComponents, exporters: list[str]) -> list[str]:
     """Where the traces pipeline's stages are listed, and what the router names."""
     routers = [c for c in listed.components["processors"] if c.type == SCORE_ROUTER_TYPE]
     return _order_problems(listed.processor_types) + _routing_problems(routers, exporters)
 
 
-def traces_stages(listed: Listed, processors: dict[str, ConfiguredComponent]) -> TracesStages:
+def traces_stages(listed: ListedComponents, processors: dict[str, ConfiguredComponent]) -> TracesStages:
     """The traces pipeline's stages and the processors that score, of a config whose
     stage_problems are none; `processors` are the valid components under `processors`,
     the implied assembler included."""
