@@ -37,10 +37,10 @@ from spanscore.offline.trail_labels import BUILT_IN_MAPPING, read_mapping  # noq
 from spanscore.pipeline.assembler import Assembler  # noqa: E402
 from spanscore.pipeline.settings import PipelineSettings  # noqa: E402
 from spanscore.processors.agent_trace import agent_trace_of  # noqa: E402
-from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS, judge_view  # noqa: E402
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS  # noqa: E402
-from spanscore.processors.judge.rubrics import METRIC_NAMES  # noqa: E402
-from spanscore.processors.judge.trace_view import DoesNotFit  # noqa: E402
+from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, judge_view  # noqa: E402
+from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS  # noqa: E402
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES  # noqa: E402
+from spanscore.processors.judge_metrics.trace_view import DoesNotFit  # noqa: E402
 from tests.support.judge_answers import schema_judge  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from spanscore.processors.agent_trace import AgentTrace  # noqa: E402
 from spanscore.processors.ground_truth.dataset import Case  # noqa: E402
 from spanscore.processors.ground_truth.judging import GroundTruthJudge  # noqa: E402
-from spanscore.processors.judge.config import JudgeConfig, build_judge  # noqa: E402
+from spanscore.processors.judge_metrics.config import JudgeConfig, build_judge  # noqa: E402
 from tests.support.ground_truth_judge import parts  # noqa: E402
 from tests.support.judge_answers import schema_of  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall, ToolDefinition  # noqa: E402
-from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy  # noqa: E402
-from spanscore.processors.judge.planner import JudgePlan  # noqa: E402
+from spanscore.processors.judge_metrics.client import OpenAIJudge, RetryPolicy  # noqa: E402
+from spanscore.processors.judge_metrics.planner import JudgePlan  # noqa: E402
 
 NAIVE_CALLS = 16  # the seven metrics' stages asked one by one (docs/metrics.md, Judge calls)
 SERVER = """

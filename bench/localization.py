@@ -50,7 +50,7 @@ from spanscore.offline.otlp_files import read_requests  # noqa: E402
 from spanscore.pipeline.assembler import Assembler  # noqa: E402
 from spanscore.pipeline.settings import PipelineSettings  # noqa: E402
 from spanscore.processors.failure_localization import FailureLocalization, FailureLocalizationConfig  # noqa: E402
-from spanscore.processors.judge.prompts import prompt_tokens  # noqa: E402
+from spanscore.processors.judge_metrics.prompts import prompt_tokens  # noqa: E402
 from spanscore.processors.localization.taxonomy import taxonomy  # noqa: E402
 from tests.support.judge_answers import schema_of  # noqa: E402
 from tests.support.localization_judge import localization_judge  # noqa: E402

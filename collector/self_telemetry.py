@@ -18,8 +18,8 @@ from spanscore.exporters.base import DROP_REASONS
 from spanscore.exporters.score_metrics import TelemetryMetric
 from spanscore.pipeline.memory_limiter import MemoryLimiter
 from spanscore.pipeline.wiring import Pipeline
-from spanscore.processors.judge.base import UsesJudges
-from spanscore.processors.judge.telemetry import JudgeTelemetry, judge_telemetry
+from spanscore.processors.judge_metrics.base import UsesJudges
+from spanscore.processors.judge_metrics.telemetry import JudgeTelemetry, judge_telemetry
 from spanscore.processors.openai_endpoint.breaker import BreakerState
 
 _SEVERITY = (BreakerState.CLOSED, BreakerState.HALF_OPEN, BreakerState.OPEN)  # least to most severe

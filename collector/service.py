@@ -28,8 +28,8 @@ from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.gc_tuning import tune_for_collector
 from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.pipeline.wiring import Pipeline
-from spanscore.processors.judge.base import UsesJudges
-from spanscore.processors.judge.budget import BudgetWindow
+from spanscore.processors.judge_metrics.base import UsesJudges
+from spanscore.processors.judge_metrics.budget import BudgetWindow
 
 log = logging.getLogger("spanscore")
 

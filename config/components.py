@@ -9,6 +9,9 @@ group, each pointing at a `ComponentFactory`:
 
 A plugin may not replace a built-in type or another plugin's: the first one wins and the
 clash is reported, so a config never silently means something else after an install.
+Nor may it add a pipeline stage: the stages (assembler, memory_limiter, score_router) are
+the pipeline's own, written among the processors in the YAML, so a processor may not take
+a stage's type name either.
 """
 
 from __future__ import annotations
@@ -17,18 +20,29 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
+from typing import Generic, TypeVar
 
 from spanscore.core.component import ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
 from spanscore.pipeline import assembler, memory_limiter, score_router
-from spanscore.processors import embedding_metrics, failure_localization, judge_metrics, session_metrics
+from spanscore.processors import embedding_metrics, failure_localization, session_metrics
 from spanscore.processors.ground_truth import processor as ground_truth
+from spanscore.processors.judge_metrics import processor as judge_metrics
 from spanscore.receivers import otlp
 
 log = logging.getLogger("spanscore.components")
 
 ENTRY_POINT_GROUP = "spanscore.components"
+BUILT_IN = "built-in"
+# The kinds each config section defines, the first naming them in messages: the pipeline's
+# stages are written among the processors, as in the Collector's YAML.
+SECTION_KINDS: dict[str, tuple[Kind, ...]] = {
+    "receivers": ("receiver",),
+    "processors": ("processor", "stage"),
+    "exporters": ("exporter",),
+    "extensions": ("extension",),
+}
 
 BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     otlp.FACTORY,
@@ -52,6 +66,20 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
 )
 
 
+_Settings = TypeVar("_Settings")
+
+
+@dataclass(frozen=True)
+class ConfiguredComponent(Generic[_Settings]):
+    """A component as the config defines it: its id, type, validated settings and factory.
+    The service builds the running component from it."""
+
+    id: str
+    type: str
+    config: _Settings
+    factory: ComponentFactory
+
+
 @dataclass
 class Factories:
     """Component types by kind and type name, plus what went wrong loading plugins."""
@@ -60,17 +88,30 @@ class Factories:
     problems: list[str] = field(default_factory=list)
 
     def add(self, factory: ComponentFactory, origin: str) -> None:
-        types = self.by_kind.setdefault(factory.kind, {})
-        if factory.type in types:
+        if factory.kind == "stage" and origin != BUILT_IN:
+            self.problems.append(f"{origin}: the pipeline's stages are spanscore's own; {factory.type!r} ignored")
+            return
+        section = next(section for section, kinds in SECTION_KINDS.items() if factory.kind in kinds)
+        if self.in_section(section, factory.type) is not None:
             self.problems.append(f"{origin}: {factory.kind} type {factory.type!r} is already defined; ignored")
             return
-        types[factory.type] = factory
+        self.by_kind.setdefault(factory.kind, {})[factory.type] = factory
 
     def lookup(self, kind: Kind, type_name: str) -> ComponentFactory | None:
         return self.by_kind.get(kind, {}).get(type_name)
 
     def known(self, kind: Kind) -> list[str]:
         return sorted(self.by_kind.get(kind, {}))
+
+    def in_section(self, section: str, type_name: str) -> ComponentFactory | None:
+        """The type `type_name` names under `section` (`processors` holds processors and stages)."""
+        return next(
+            (f for kind in SECTION_KINDS[section] if (f := self.lookup(kind, type_name)) is not None),
+            None,
+        )
+
+    def known_in(self, section: str) -> list[str]:
+        return sorted(t for kind in SECTION_KINDS[section] for t in self.by_kind.get(kind, {}))
 
     def __iter__(self) -> Iterator[ComponentFactory]:
         for types in self.by_kind.values():
@@ -81,7 +122,7 @@ def build_factories(extra: Iterable[ComponentFactory] = (), plugins: bool = True
     """Built-ins, then `extra` (for embedding spanscore), then installed plugins."""
     factories = Factories()
     for factory in BUILTIN_FACTORIES:
-        factories.add(factory, "built-in")
+        factories.add(factory, BUILT_IN)
     for factory in extra:
         factories.add(factory, "extra")
     if plugins:

@@ -17,23 +17,32 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from spanscore.config.components import Factories, build_factories
+from spanscore.config.components import SECTION_KINDS, ConfiguredComponent, Factories, build_factories
 from spanscore.config.envsubst import EnvSource, expand_env
+from spanscore.config.pipelines import (
+    ASSEMBLER_TYPE,
+    ServiceReferences,
+    imply_assembler,
+    listed_components,
+    quoted,
+    stage_problems,
+    traces_stages,
+)
 from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, ServerAuthSettings, auth_references
-from spanscore.core.component import ComponentFactory, Kind, component_type
+from spanscore.core.component import component_type
 from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import KEY_ITSELF, key_path
 from spanscore.core.problem_list import ProblemListError
 from spanscore.core.quoting import excerpt
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
+from spanscore.pipeline.memory_limiter import MemoryLimiterConfig
+from spanscore.pipeline.score_router import ScoreRouterConfig
+from spanscore.pipeline.settings import PipelineSettings
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 # Unless set, the exporters' share of a stop: a third of shutdown_timeout (10s of the default 30s).
 DEFAULT_EXPORT_RESERVE_SHARE = 1 / 3
-ASSEMBLER_TYPE = "assembler"
-MEMORY_LIMITER_TYPE = "memory_limiter"
 FILE_STORAGE_TYPE = "file_storage"
-_SECTIONS = {"receivers": "receiver", "processors": "processor", "exporters": "exporter", "extensions": "extension"}
 # (pipeline role, config section, what its `auth` must name): receivers check, exporters send;
 # an `auth` of ServerAuthSettings (an endpoint spanscore serves) checks, wherever it is.
 _AUTH_SIDES = (
@@ -131,31 +140,6 @@ class Telemetry(BaseModel):
     logs: LogsTelemetry = Field(default_factory=LogsTelemetry)
 
 
-class _Listed(BaseModel):
-    """The component ids a pipeline lists, whatever its other settings."""
-
-    model_config = ConfigDict(extra="ignore")
-    receivers: list[str] = Field(default_factory=list)
-    processors: list[str] = Field(default_factory=list)
-    exporters: list[str] = Field(default_factory=list)
-
-
-class _ListedPipelines(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    traces: _Listed
-    metrics: _Listed | None = None
-    logs: _Listed | None = None
-
-
-class ServiceReferences(BaseModel):
-    """The component ids `service` lists, read apart from its settings (which
-    ServiceConfig checks), so the references are checked when a setting is invalid."""
-
-    model_config = ConfigDict(extra="ignore")
-    extensions: list[str] = Field(default_factory=list)
-    pipelines: _ListedPipelines
-
-
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     extensions: list[str] = Field(default_factory=list)
@@ -183,33 +167,23 @@ class ServiceConfig(BaseModel):
 
 
 @dataclass(frozen=True)
-class ConfiguredComponent:
-    """A component as the config defines it: its id, type, validated settings and factory.
-    The service builds the running component from it."""
-
-    id: str
-    type: str
-    config: Any
-    factory: ComponentFactory
-
-
-@dataclass(frozen=True)
 class Config:
     """A validated config: only the components the service uses, in pipeline order."""
 
     service: ServiceConfig
     receivers: list[ConfiguredComponent]
-    # The processors listed under service.pipelines.traces fill three roles: the assembler
-    # (always present; its settings are the pipeline's), the processors that score, and
-    # at most one router, which acts at fan-out; the memory limiter guards the receivers.
-    assembler: ConfiguredComponent
+    # The traces pipeline's processors list, split (config.pipelines): the assembler stage
+    # (always present; its settings are the pipeline's), the processors that score, the
+    # score router stage, which acts at fan-out, and the memory limiter stage, which
+    # guards the receivers.
+    assembler: ConfiguredComponent[PipelineSettings]
     processors: list[ConfiguredComponent]  # those that score, in pipeline order
     exporters: list[ConfiguredComponent]
     extensions: list[ConfiguredComponent]
-    router: ConfiguredComponent | None = None
+    router: ConfiguredComponent[ScoreRouterConfig] | None = None
     metric_exporters: list[ConfiguredComponent] = field(default_factory=list)
     log_exporters: list[ConfiguredComponent] = field(default_factory=list)
-    memory_limiter: ConfiguredComponent | None = None  # guards the receivers, wherever it is listed
+    memory_limiter: ConfiguredComponent[MemoryLimiterConfig] | None = None
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
     processor_ids: tuple[str, ...] = ()  # the pipeline's processors as listed, the assembler first
@@ -221,7 +195,7 @@ class Config:
         return [(path, src) for path, src in self.env_sources.items() if src.value and src.value in value]
 
     @property
-    def pipeline_settings(self) -> Any:
+    def pipeline_settings(self) -> PipelineSettings:
         """The assembler's settings, which are the whole pipeline's (waits, bounds, scope, workers)."""
         return self.assembler.config
 
@@ -261,131 +235,82 @@ def parse_config(
     """Validate `text` against `factories` (default: built-ins and installed plugins)."""
     if factories is None:
         factories = build_factories()
+    raw = _read_yaml(text, source)
+    problems: list[str] = []
+    env_sources: dict[str, EnvSource] = {}
+    unexpanded: set[str] = set()
+    raw = expand_env(raw, "", problems, environ, env_sources, unexpanded)
+    problems.extend(_unknown_sections(raw))
+    sections = {
+        section: _validate_section(section, raw.get(section), factories, problems, unexpanded)
+        for section in SECTION_KINDS
+    }
+    imply_assembler(sections["processors"], raw.get("processors"), factories)
+    service, references = _validate_service(raw, problems, unexpanded)
+    if references is None:
+        raise ConfigError(problems)
+    listed = listed_components(references, sections, raw, factories, problems)
+    chosen = listed.components
+    problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), references))
+    problems.extend(_storage_problems(chosen["exporters"], sections["extensions"], raw.get("extensions"), references))
+    problems.extend(stage_problems(listed, references.pipelines.traces.exporters))
+    if problems or service is None:
+        raise ConfigError(problems)
+    stages = traces_stages(listed, sections["processors"])
+    used = {c.id for components in chosen.values() for c in components} | {ASSEMBLER_TYPE}
+    return Config(
+        service=service,
+        receivers=chosen["receivers"],
+        assembler=stages.assembler,
+        processors=stages.processors,
+        router=stages.router,
+        processor_ids=stages.processor_ids,
+        exporters=chosen["exporters"],
+        extensions=chosen["extensions"],
+        metric_exporters=chosen["metric_exporters"],
+        log_exporters=chosen["log_exporters"],
+        memory_limiter=stages.memory_limiter,
+        source=source,
+        unused=[f"{section}.{cid}" for section in SECTION_KINDS for cid in sections[section] if cid not in used],
+        env_sources=env_sources,
+    )
+
+
+def _read_yaml(text: str, source: str) -> dict:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([f"{source}: not valid YAML: {exc}"]) from None
     if raw is None:
-        raw = {}
+        return {}
     if not isinstance(raw, dict):
         raise ConfigError([f"<root>: expected a mapping of sections, got {type(raw).__name__}"])
-    problems: list[str] = []
-    env_sources: dict[str, EnvSource] = {}
-    unexpanded: set[str] = set()
-    raw = expand_env(raw, "", problems, environ, env_sources, unexpanded)
-    for key in raw:
-        if key not in _SECTIONS and key != "service":
-            problems.append(
-                f"{excerpt(str(key))}: unknown section; expected one of receivers, processors, exporters, extensions, "
-                "service"
-            )
+    return raw
 
-    sections: dict[str, dict[str, ConfiguredComponent]] = {}
-    for section, kind in _SECTIONS.items():
-        sections[section] = _validate_section(section, kind, raw.get(section), factories, problems, unexpanded)
-    if ASSEMBLER_TYPE not in _mapping(raw.get("processors")):
-        # Every pipeline assembles traces: the assembler needs no section of its own.
-        factory = factories.lookup("processor", ASSEMBLER_TYPE)
-        sections["processors"][ASSEMBLER_TYPE] = ConfiguredComponent(
-            ASSEMBLER_TYPE, ASSEMBLER_TYPE, factory.config_model(), factory
-        )
 
-    service = references = None
+def _unknown_sections(raw: dict) -> list[str]:
+    return [
+        f"{excerpt(str(key))}: unknown section; expected one of receivers, processors, exporters, extensions, service"
+        for key in raw
+        if key not in SECTION_KINDS and key != "service"
+    ]
+
+
+def _validate_service(
+    raw: dict, problems: list[str], unexpanded: set[str]
+) -> tuple[ServiceConfig | None, ServiceReferences | None]:
+    """`service`'s settings, and apart from them the component ids it lists."""
     if "service" not in raw:
         problems.append("service: missing; it must name the traces pipeline's receivers and exporters")
-    else:
-        written = raw["service"] if raw["service"] is not None else {}
-        service = _validate(ServiceConfig, written, "service", problems, unexpanded)
-        references = _validate(ServiceReferences, written, "service", [], unexpanded)  # its problems: ServiceConfig's
-    if references is None:
-        raise ConfigError(problems)
-
-    pipeline = references.pipelines.traces
-    metrics, logs = references.pipelines.metrics, references.pipelines.logs
-    chosen: dict[str, list[ConfiguredComponent]] = {}
-    listed_processor_types: list[str] = []  # with those whose settings are invalid
-    for key, section, ids, where in (
-        ("receivers", "receivers", pipeline.receivers, "service.pipelines.traces.receivers"),
-        ("processors", "processors", pipeline.processors, "service.pipelines.traces.processors"),
-        ("exporters", "exporters", pipeline.exporters, "service.pipelines.traces.exporters"),
-        ("metric_exporters", "exporters", metrics.exporters if metrics else [], "service.pipelines.metrics.exporters"),
-        ("log_exporters", "exporters", logs.exporters if logs else [], "service.pipelines.logs.exporters"),
-        ("extensions", "extensions", references.extensions, "service.extensions"),
-    ):
-        chosen[key] = []
-        seen: set[str] = set()
-        for i, component_id in enumerate(ids):
-            if component_id in seen:
-                problems.append(f"{where}[{i}]: {_quoted(component_id)} is listed twice")
-                continue
-            seen.add(component_id)
-            component = sections[section].get(component_id)
-            if component is None and component_id not in _mapping(raw.get(section)):
-                problems.append(f"{where}[{i}]: {_quoted(component_id)} is not defined under {section}")
-                continue
-            # Where a component may be listed depends on its type only: checked when its
-            # settings are invalid too. What its settings name needs them valid.
-            factory = (
-                component.factory if component else factories.lookup(_SECTIONS[section], component_type(component_id))
-            )
-            if factory is None:  # an unknown type, reported with its section
-                continue
-            if key == "exporters" and factory.create is None:
-                problems.append(
-                    f"{where}[{i}]: {_quoted(component_id)} exports metrics only; "
-                    "list it under service.pipelines.metrics"
-                )
-                continue
-            if key == "metric_exporters" and factory.create_metric_reader is None:
-                problems.append(
-                    f"{where}[{i}]: {_quoted(component_id)} cannot export metrics; use prometheus, otlp or otlphttp"
-                )
-                continue
-            if key == "log_exporters" and factory.create_log_exporter is None:
-                problems.append(f"{where}[{i}]: {_quoted(component_id)} cannot export logs; use otlp, otlphttp or file")
-                continue
-            if key == "processors":
-                listed_processor_types.append(factory.type)
-            if component is not None:
-                chosen[key].append(component)
-
-    problems.extend(_authenticator_problems(chosen, sections["extensions"], raw.get("extensions"), references))
-    problems.extend(_storage_problems(chosen["exporters"], sections["extensions"], raw.get("extensions"), references))
-    problems.extend(_processor_order_problems(listed_processor_types))
-    # The memory limiter refuses requests at the receivers, before assembly, so its place
-    # in the list does not matter and the processors that score never see it.
-    limiters = [c for c in chosen["processors"] if c.type == MEMORY_LIMITER_TYPE]
-    processors = [c for c in chosen["processors"] if c.type != MEMORY_LIMITER_TYPE]
-    routers = _routers(processors)
-    problems.extend(_routing_problems(routers, pipeline.exporters))
-    if problems or service is None:
-        raise ConfigError(problems)
-    if ASSEMBLER_TYPE not in listed_processor_types:
-        processors.insert(0, sections["processors"][ASSEMBLER_TYPE])
-
-    used = {c.id for components in chosen.values() for c in components} | {ASSEMBLER_TYPE}
-    unused = [f"{section}.{cid}" for section in _SECTIONS for cid in sections[section] if cid not in used]
-    return Config(
-        service=service,
-        receivers=chosen["receivers"],
-        assembler=processors[0],
-        processors=[c for c in processors[1:] if c not in routers],
-        router=routers[0] if routers else None,
-        processor_ids=tuple(c.id for c in processors),
-        exporters=chosen["exporters"],
-        extensions=chosen["extensions"],
-        metric_exporters=chosen["metric_exporters"],
-        log_exporters=chosen["log_exporters"],
-        memory_limiter=limiters[0] if limiters else None,
-        source=source,
-        unused=unused,
-        env_sources=env_sources,
-    )
+        return None, None
+    written = raw["service"] if raw["service"] is not None else {}
+    service = _validate(ServiceConfig, written, "service", problems, unexpanded)
+    references = _validate(ServiceReferences, written, "service", [], unexpanded)  # its problems: ServiceConfig's
+    return service, references
 
 
 def _validate_section(
     section: str,
-    kind: Kind,
     raw: Any,
     factories: Factories,
     problems: list[str],
@@ -403,10 +328,10 @@ def _validate_section(
             problems.append(f"{where}: component ids are strings like type or type/name")
             continue
         type_name = component_type(component_id)
-        factory = factories.lookup(kind, type_name)
+        factory = factories.in_section(section, type_name)
         if factory is None:
-            known = ", ".join(factories.known(kind)) or "none"
-            problems.append(f"{where}: unknown {kind} type {_quoted(type_name)}; known: {known}")
+            known = ", ".join(factories.known_in(section)) or "none"
+            problems.append(f"{where}: unknown {SECTION_KINDS[section][0]} type {quoted(type_name)}; known: {known}")
             continue
         if settings is None:
             settings = {}
@@ -480,42 +405,6 @@ def _storage_problems(
     return problems
 
 
-def _processor_order_problems(types: list[str]) -> list[str]:
-    """One memory limiter at most, wherever it is; one assembler at most, before the
-    processors that read what it assembles. `types` are those of the traces pipeline."""
-    problems = []
-    if types.count(MEMORY_LIMITER_TYPE) > 1:
-        problems.append("service.pipelines.traces.processors: only one memory_limiter may run")
-    assemblers = [i for i, t in enumerate(t for t in types if t != MEMORY_LIMITER_TYPE) if t == ASSEMBLER_TYPE]
-    if len(assemblers) > 1:
-        problems.append("service.pipelines.traces.processors: only one assembler may run")
-    elif assemblers and assemblers[0] != 0:
-        problems.append(
-            "service.pipelines.traces.processors: the assembler must come first; processors read assembled traces"
-        )
-    return problems
-
-
-def _routers(processors: list[ConfiguredComponent]) -> list[ConfiguredComponent]:
-    """The processors that route traces to exporters (they name exporters) rather than score."""
-    return [c for c in processors if hasattr(c.config, "exporter_ids")]
-
-
-def _routing_problems(routers: list[ConfiguredComponent], exporters: list[str]) -> list[str]:
-    """A router may name only exporters of the traces pipeline, and there is one at most."""
-    problems = []
-    if len(routers) > 1:
-        problems.append(
-            f"service.pipelines.traces.processors: one router at most, got {', '.join(c.id for c in routers)}"
-        )
-    for router in routers:
-        for exporter in sorted(router.config.exporter_ids() - set(exporters)):
-            problems.append(
-                f"processors.{router.id}: exporter {exporter!r} is not in service.pipelines.traces.exporters"
-            )
-    return problems
-
-
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -583,18 +472,8 @@ def _described(prefix: str, errors: list[ErrorDetails]) -> list[tuple[str, str]]
             and "\n" not in message  # a listing of problems, which names what it read
             and not isinstance(error["input"], (dict, list))
             and error["loc"][-1:] != (KEY_ITSELF,)  # the path ends with it
-            and _quoted(error["input"]) not in message  # already quoted
+            and quoted(error["input"]) not in message  # already quoted
         ):
-            message += f" (got {_quoted(error['input'])})"
+            message += f" (got {quoted(error['input'])})"
         out.append((path, f"{path}: {message}"))
     return out
-
-
-def _quoted(value: object) -> str:
-    """A value from the config in a message: as Python writes it, cut short."""
-    return excerpt(repr(value))
-
-
-def _mapping(section: object) -> dict:
-    """A section as written, or nothing when it is not a mapping (already a problem)."""
-    return section if isinstance(section, dict) else {}

@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 
     from spanscore.core.consumer import TracesConsumer
 
-Kind = Literal["receiver", "processor", "exporter", "extension"]
+# A stage is one of the pipeline's own parts (the assembler, the memory limiter, the score
+# router): written among the processors, as in the Collector's YAML, but built by the
+# service around them; only spanscore defines stages.
+Kind = Literal["receiver", "processor", "stage", "exporter", "extension"]
 
 
 class ComponentConfig(BaseModel):
@@ -99,7 +102,7 @@ class ComponentFactory:
     """One component type: what the config may say about it and how to build it.
 
     `create` is None for a type with no traces role (an exporter of metrics only, or
-    the assembler, which the service builds itself). `create_metric_reader` is set for
+    the assembler stage, which the service builds itself). `create_metric_reader` is set for
     exporters that can also carry the score metrics (`service.pipelines.metrics`),
     `create_log_exporter` for those that can carry the evaluation events
     (`service.pipelines.logs`).

@@ -59,7 +59,7 @@ SESSION_ANNOTATIONS_PATH = "/v1/session_annotations"
 IDENTIFIER = "spanscore"
 ERROR_LABEL = "error"  # the label of a result with no score, so errors can be filtered on
 # Exporters may not import processors (pyproject's layers), so the judge's metric names
-# (processors/judge/rubrics.py) and the embedding metrics' names
+# (processors/judge_metrics/rubrics.py) and the embedding metrics' names
 # (processors/embedding_metrics.py) are repeated here; tests/e2e/test_phoenix.py
 # checks they match.
 JUDGE_METRICS = frozenset(

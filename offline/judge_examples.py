@@ -25,8 +25,8 @@ from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of
-from spanscore.processors.judge.examples import WorkedExample
-from spanscore.processors.judge.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder
+from spanscore.processors.judge_metrics.examples import WorkedExample
+from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder
 
 EXCERPT_FIELD_CHARS = 400
 EXCERPT_CHARS = 3000

@@ -181,4 +181,4 @@ def _id_problem(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> str |
 
 # Configured under `processors` as in the Collector's YAML, but built by the service itself;
 # its settings are the whole pipeline's.
-FACTORY = ComponentFactory("processor", "assembler", PipelineSettings, None)
+FACTORY = ComponentFactory("stage", "assembler", PipelineSettings, None)

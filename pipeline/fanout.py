@@ -18,8 +18,8 @@ from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.trace_exporter import TraceExporter
 from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.score_attributes import attach_attributes
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
 
 class FanOut:
@@ -30,7 +30,7 @@ class FanOut:
         exporters: list[TraceExporter],
         counts: PipelineCounts,
         router: TraceRouter | None = None,
-        book: WriteAheadBook | None = None,
+        book: LogRetention | None = None,
         open_sessions: Mapping[str, Session] | None = None,
     ):
         self.exporters = exporters

@@ -20,7 +20,7 @@ from spanscore.core.request_wire import RequestWire
 from spanscore.extensions.write_ahead_log import Replayed
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.counts import PipelineCounts
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
+from spanscore.pipeline.log_retention import LogRetention
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -33,7 +33,7 @@ class Intake:
         assembler: Assembler,
         counts: PipelineCounts,
         clock: Callable[[], float],
-        book: WriteAheadBook | None = None,
+        book: LogRetention | None = None,
         keep_wire: bool = False,
     ):
         self.assembler = assembler

@@ -228,4 +228,4 @@ class _Reservation:
             self._limiter._release(self.bytes)
 
 
-FACTORY = ComponentFactory("processor", "memory_limiter", MemoryLimiterConfig, MemoryLimiter)
+FACTORY = ComponentFactory("stage", "memory_limiter", MemoryLimiterConfig, MemoryLimiter)

@@ -27,11 +27,11 @@ from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.pipeline.score_scope import SESSION_CARRIER, UnscoredTraces
 from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
 from spanscore.pipeline.sessions import Sessions
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -57,7 +57,7 @@ class Scheduler:
         sessions: Sessions,
         counts: PipelineCounts,
         clock: Callable[[], float],
-        book: WriteAheadBook | None = None,
+        book: LogRetention | None = None,
     ):
         config = assembler.config
         self.assembler = assembler

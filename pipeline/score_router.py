@@ -142,4 +142,4 @@ class ScoreRouter:
         return Route(None if default is None else frozenset(default))
 
 
-FACTORY = ComponentFactory("processor", "score_router", ScoreRouterConfig, ScoreRouter)
+FACTORY = ComponentFactory("stage", "score_router", ScoreRouterConfig, ScoreRouter)

@@ -52,9 +52,9 @@ from spanscore.pipeline.score_attributes import carrier_spans, finding_fields, p
 from spanscore.pipeline.score_scope import ScoreScope, ScoreScopeConfig
 from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf, scope_skip_reason, unscored_in_scope
 from spanscore.processors.agent_trace import agent_name_of
-from spanscore.processors.judge.base import UsesJudges
-from spanscore.processors.judge.budget import BudgetWindow
-from spanscore.processors.judge.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
+from spanscore.processors.judge_metrics.base import UsesJudges
+from spanscore.processors.judge_metrics.budget import BudgetWindow
+from spanscore.processors.judge_metrics.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
 
 log = logging.getLogger("spanscore.scoring_workers")
 

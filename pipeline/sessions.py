@@ -24,8 +24,8 @@ from spanscore.core.trace import Trace
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -43,7 +43,7 @@ class Sessions:
         fanout: FanOut,
         counts: PipelineCounts,
         clock: Callable[[], float],
-        book: WriteAheadBook | None = None,
+        book: LogRetention | None = None,
     ):
         self.open = open_sessions  # least recently active first; the fan-out reads it too
         self.idle_s = idle_s

@@ -36,11 +36,11 @@ from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.intake import Intake
+from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.scheduler import Scheduler
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.pipeline.scoring import NOT_SCORED, LocalScoring, Scoring
 from spanscore.pipeline.sessions import Sessions
-from spanscore.pipeline.write_ahead_book import WriteAheadBook
 from spanscore.processors.base import Processor
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Pipeline:
         self.workers = workers
         self.write_ahead = write_ahead
         self.counts = PipelineCounts(config.max_buffered_spans)
-        book = WriteAheadBook(write_ahead) if write_ahead is not None else None
+        book = LogRetention(write_ahead) if write_ahead is not None else None
         # Scoring runs here, or in worker processes (`scoring_workers`) that run the
         # same processors on copies of the traces and hand their outputs back.
         self.scoring: Scoring | None = workers or (

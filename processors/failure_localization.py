@@ -54,10 +54,10 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, agent_trace_of, span_views_of
 from spanscore.processors.base import Processor, TraceOutput
-from spanscore.processors.judge.base import Judge
-from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
-from spanscore.processors.judge.config import JudgeSection, build_judge, judge_configured
-from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS
+from spanscore.processors.judge_metrics.base import Judge
+from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
+from spanscore.processors.judge_metrics.config import JudgeSection, build_judge, judge_configured
+from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS
 from spanscore.processors.localization import judging, run_steps, turns
 from spanscore.processors.localization.blame import EVIDENCE_SOURCE, NONE_FOUND, Blame
 from spanscore.processors.localization.evidence import enclosing_call, find_evidence

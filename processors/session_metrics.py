@@ -16,7 +16,7 @@ from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.processors.base import Processor
-from spanscore.processors.metrics.session_metrics import (
+from spanscore.processors.metrics.session_risk import (
     CONSISTENCY,
     DEFAULT_SIGNAL_WEIGHTS,
     RELIABILITY,

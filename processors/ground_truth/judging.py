@@ -54,9 +54,16 @@ from spanscore.processors.ground_truth.prompts import (
     transcript_block,
     value_block,
 )
-from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder
-from spanscore.processors.judge.trials import TrialRun, closest_to, is_unit_score, median, run_trials, validate_trials
+from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder
+from spanscore.processors.judge_metrics.trials import (
+    TrialRun,
+    closest_to,
+    is_unit_score,
+    median,
+    run_trials,
+    validate_trials,
+)
 
 MALFORMED = "malformed_answer"
 NO_MAJORITY = "no_majority"

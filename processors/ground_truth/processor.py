@@ -52,9 +52,9 @@ from spanscore.processors.ground_truth.attempt import AttemptState, case_id_of, 
 from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
 from spanscore.processors.ground_truth.judging import AnswerVerdict, GroundTruthJudge
 from spanscore.processors.ground_truth.result_values import ToolOutcome, answer_utilization, known_text
-from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
-from spanscore.processors.judge.config import (
+from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
+from spanscore.processors.judge_metrics.config import (
     JudgeSection,
     JudgeTrials,
     build_judge,

@@ -1,6 +1,6 @@
 """Judge prompts for ground-truth grading: the recorded run as a data block, then the question.
 
-Like every judge prompt (`spanscore.processors.judge.prompts`), what the agent recorded
+Like every judge prompt (`spanscore.processors.judge_metrics.prompts`), what the agent recorded
 (user messages, tool arguments and results, responses) is untrusted: it sits inside
 `<trace_data>`, redacted, truncated and with any delimiter defanged, and the system
 message says it is never an instruction. What the dataset's author wrote (the task,
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder, neutralize
+from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder, neutralize
 
 SUBGOAL_KEY = "subgoal_{index}"
 EXPLANATION = {"type": "string"}

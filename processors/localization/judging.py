@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from spanscore.core.quoting import excerpt
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.prompts import TRACE_CLOSE, TRACE_OPEN, neutralize, prompt_tokens
-from spanscore.processors.judge.token_estimate import estimate_tokens
+from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN, neutralize, prompt_tokens
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens
 from spanscore.processors.localization.blame import IMPACTS, Blame
 from spanscore.processors.localization.run_steps import MIN_FIELD_CHARS, RunStep, render, render_to_fit, run_steps
 from spanscore.processors.localization.taxonomy import taxonomy

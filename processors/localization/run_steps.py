@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spanscore.processors.agent_trace import AgentTrace, Step
-from spanscore.processors.judge.prompts import as_text, neutralize
-from spanscore.processors.judge.token_estimate import estimate_tokens
+from spanscore.processors.judge_metrics.prompts import as_text, neutralize
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens
 
 MIN_FIELD_CHARS = 60  # below this a field says nothing; a step is then its header alone
 

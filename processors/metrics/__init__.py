@@ -48,7 +48,7 @@ from spanscore.processors.metrics.reliability import (
     task_success_rate,
     trajectory_similarity,
 )
-from spanscore.processors.metrics.session_metrics import DEFAULT_SIGNAL_WEIGHTS, agent_consistency, agent_reliability
+from spanscore.processors.metrics.session_risk import DEFAULT_SIGNAL_WEIGHTS, agent_consistency, agent_reliability
 from spanscore.processors.metrics.text import jaccard, word_set
 from spanscore.processors.metrics.tool_usage import (
     DEFAULT_TOOL_WEIGHTS,

@@ -17,15 +17,14 @@ def test_builtins_are_known_by_kind():
     factories = build_factories(plugins=False)
     assert factories.known("receiver") == ["otlp"]
     assert factories.known("processor") == [
-        "assembler",
         "embedding_metrics",
         "failure_localization",
         "ground_truth",
         "judge_metrics",
-        "memory_limiter",
-        "score_router",
         "session_metrics",
     ]
+    assert factories.known("stage") == ["assembler", "memory_limiter", "score_router"]
+    assert factories.known_in("processors") == sorted(factories.known("processor") + factories.known("stage"))
     assert factories.known("exporter") == ["debug", "file", "otlp", "otlphttp", "phoenix", "prometheus"]
     assert factories.known("extension") == ["bearertokenauth", "file_storage", "health_check"]
     assert sorted(f.type for f in factories) == sorted(f.type for f in BUILTIN_FACTORIES)
@@ -36,6 +35,24 @@ def test_a_plugin_cannot_replace_a_builtin_type():
     factories = build_factories(extra=[clash], plugins=False)
     assert factories.lookup("processor", "session_metrics") is SESSION_METRICS
     assert factories.problems == ["extra: processor type 'session_metrics' is already defined; ignored"]
+
+
+def test_a_plugin_cannot_take_a_stage_type_nor_add_a_stage():
+    # Stages are written among the processors: a processor named like one would be ambiguous.
+    named_like_a_stage = ComponentFactory(
+        "processor", "assembler", SESSION_METRICS.config_model, SESSION_METRICS.create
+    )
+    new_stage = ComponentFactory("stage", "sampler", SESSION_METRICS.config_model, SESSION_METRICS.create)
+    factories = build_factories(extra=[named_like_a_stage, new_stage], plugins=False)
+    assert factories.lookup("processor", "assembler") is None and factories.known("stage") == [
+        "assembler",
+        "memory_limiter",
+        "score_router",
+    ]
+    assert factories.problems == [
+        "extra: processor type 'assembler' is already defined; ignored",
+        "extra: the pipeline's stages are spanscore's own; 'sampler' ignored",
+    ]
 
 
 def test_a_plugin_that_fails_to_import_is_reported_and_skipped():

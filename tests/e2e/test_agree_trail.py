@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spanscore.processors.judge.examples import load_examples
-from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.judge_metrics.examples import load_examples
+from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig
 from tests.support.trail_scored import ANNOTATIONS, METRICS, ROOT, annotations, judge_scores, score_trail
 
 

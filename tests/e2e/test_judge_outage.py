@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.core.attributes import attributes_to_dict
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.agent_session import messages
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply

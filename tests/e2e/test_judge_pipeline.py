@@ -9,9 +9,9 @@ import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.offline.otlp_files import read_requests as read_recorded
-from spanscore.processors.judge.planner import judge_view
-from spanscore.processors.judge.prompts import prompt_tokens
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.planner import judge_view
+from spanscore.processors.judge_metrics.prompts import prompt_tokens
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.agent_fixtures import SPANS_DIR
 from tests.support.agent_session import messages
 from tests.support.judge_answers import schema_judge, schema_of

@@ -39,7 +39,7 @@ from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.exporters import phoenix as phoenix_exporter
 from spanscore.pipeline import score_attributes
 from spanscore.processors.embedding_metrics import COHERENCE, LOOP_DETECTION
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.factories import TEST_FACTORIES
 from tests.support.failing_run import run_spans
 from tests.support.judge_answers import answer_for, schema_of

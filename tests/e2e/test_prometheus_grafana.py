@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
 from tests.support.otlp_client import send

@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
 from tests.support.otlp_client import EXPORT, send

@@ -12,7 +12,7 @@ import sys
 from spanscore.core.provenance import CODE_PROVENANCE, stable_repr
 from spanscore.processors.embedding_metrics import EmbeddingMetrics, EmbeddingMetricsConfig
 from spanscore.processors.ground_truth.processor import GroundTruth, GroundTruthConfig
-from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig
 from spanscore.processors.session_metrics import SessionMetrics, SessionMetricsConfig
 from tests.support.scored_suite import DATASET
 
@@ -78,8 +78,8 @@ def test_a_revision_is_the_same_in_every_process():
     # String hashes, and so the order of a set of strings, differ between processes: the
     # rubrics' sets of extraction fields must not make the revision differ with them.
     program = (
-        "from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig\n"
-        "from spanscore.processors.judge.rubrics import METRIC_NAMES\n"
+        "from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig\n"
+        "from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES\n"
         "m = JudgeMetrics('j', JudgeMetricsConfig(judge={'model': 'm', 'base_url': 'http://127.0.0.1:9/v1'}))\n"
         "print(' '.join(m.provenance(name).revision for name in METRIC_NAMES))\n"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from spanscore.processors.judge.prompts import TRACE_CLOSE, TRACE_OPEN
+from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN
 from tests.support.judge_answers import schema_of
 from tests.support.openai_server import RecordedRequest
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from spanscore.processors.judge.client import RetryPolicy
+from spanscore.processors.judge_metrics.client import RetryPolicy
 from tests.support.openai_server import Reply
 
 SCHEMA = {

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 
-from spanscore.processors.judge.prompts import prompt_tokens
-from spanscore.processors.judge.token_estimate import estimate_tokens
+from spanscore.processors.judge_metrics.prompts import prompt_tokens
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens
 from tests.support.judge_answers import schema_of
 from tests.support.openai_server import RecordedRequest, Reply
 

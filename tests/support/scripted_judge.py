@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 
 from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall, ToolDefinition
-from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, JudgeReply
 
 Answer = Mapping[str, Any] | JudgeError | Callable[["Request"], Any]
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spanscore.processors.judge.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.judge_answers import answer_for, schema_of
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.trail import TRAIL as TRACES

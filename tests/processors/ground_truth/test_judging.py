@@ -22,9 +22,9 @@ from spanscore.processors.ground_truth.judging import (
     GroundTruthJudge,
     SubgoalVerdict,
 )
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.config import JudgeConfig, build_judge
-from spanscore.processors.judge.prompts import SYSTEM_PROMPT, TRACE_CLOSE, TRACE_OPEN
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.config import JudgeConfig, build_judge
+from spanscore.processors.judge_metrics.prompts import SYSTEM_PROMPT, TRACE_CLOSE, TRACE_OPEN
 from tests.support.ground_truth_judge import TRIAL, parts
 from tests.support.judge_answers import schema_of
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply

@@ -12,18 +12,18 @@ import pytest
 
 from spanscore.core.redaction import Redaction
 from spanscore.processors.agent_trace import AgentTrace, ToolDefinition
-from spanscore.processors.judge.client import forget_modes
-from spanscore.processors.judge.config import build_judge
-from spanscore.processors.judge.planner import (
+from spanscore.processors.judge_metrics.client import forget_modes
+from spanscore.processors.judge_metrics.config import build_judge
+from spanscore.processors.judge_metrics.planner import (
     EXTRACTED_TOKENS,
     INPUT_TOO_LARGE,
     JudgePlan,
     TooLittleRoom,
     judge_view,
 )
-from spanscore.processors.judge.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder, prompt_tokens
-from spanscore.processors.judge.token_estimate import estimate_tokens, messages_tokens
-from spanscore.processors.judge.trace_view import FIELD_CHARS_FLOOR, DoesNotFit, fit
+from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN, PromptBuilder, prompt_tokens
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens, messages_tokens
+from spanscore.processors.judge_metrics.trace_view import FIELD_CHARS_FLOOR, DoesNotFit, fit
 from tests.support.judge_answers import answer_for, schema_judge, schema_of
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.processes import SPANSCORE

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge.prompts import Redaction
-from spanscore.processors.judge.rubrics import NO_PLAN, NO_TOOL_CALLS, RUBRICS, TraceFacts
+from spanscore.processors.judge_metrics.planner import JudgePlan
+from spanscore.processors.judge_metrics.prompts import Redaction
+from spanscore.processors.judge_metrics.rubrics import NO_PLAN, NO_TOOL_CALLS, RUBRICS, TraceFacts
 from tests.support.scripted_judge import (
     EXTRACTED,
     ScriptedJudge,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.planner import JudgePlan
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS
 from tests.support.scripted_judge import (
     EXTRACTED,
     PER_METRIC_ANSWERS,

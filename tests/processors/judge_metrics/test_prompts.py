@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge.prompts import (
+from spanscore.processors.judge_metrics.planner import JudgePlan
+from spanscore.processors.judge_metrics.prompts import (
     SYSTEM_PROMPT,
     TRACE_CLOSE,
     TRACE_OPEN,

@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge.trials import majority, median, run_trials, spread
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.planner import JudgePlan
+from spanscore.processors.judge_metrics.trials import majority, median, run_trials, spread
 from tests.support.scripted_judge import (
     PER_METRIC_ANSWERS,
     ScriptedJudge,

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
-from spanscore.processors.judge.config import build_judge
-from spanscore.processors.judge.examples import ExamplesError, WorkedExample, load_examples
-from spanscore.processors.judge.prompts import EXAMPLE_CLOSE, EXAMPLE_OPEN, EXAMPLES_INTRO, prompt_tokens
-from spanscore.processors.judge.token_estimate import estimate_tokens
-from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.judge_metrics.config import build_judge
+from spanscore.processors.judge_metrics.examples import ExamplesError, WorkedExample, load_examples
+from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.judge_metrics.prompts import EXAMPLE_CLOSE, EXAMPLE_OPEN, EXAMPLES_INTRO, prompt_tokens
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens
 from tests.support.agent_fixtures import SPANS_DIR
 from tests.support.judge_answers import schema_judge, schema_of
 from tests.support.openai_server import OpenAIServer

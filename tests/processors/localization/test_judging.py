@@ -18,7 +18,7 @@ from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.failure_localization import FailureLocalization, FailureLocalizationConfig
-from spanscore.processors.judge.prompts import prompt_tokens
+from spanscore.processors.judge_metrics.prompts import prompt_tokens
 from spanscore.processors.localization.judging import Localizer, check_room
 from spanscore.processors.localization.judging import TooLittleRoom as NoRoom
 from tests.support.agent_spans import TRACE_ID, make_span
@@ -185,7 +185,7 @@ def test_on_the_longest_trail_run_every_call_fits_the_cap(long_runs):
     with OpenAIServer(handler=localization_judge(marker="error")) as server:
 
         async def go():
-            from spanscore.processors.judge.config import build_judge
+            from spanscore.processors.judge_metrics.config import build_judge
 
             judge = build_judge({"model": "judge-test", "base_url": server.base_url, "api_key": "k"})
             try:

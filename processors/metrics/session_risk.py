@@ -1,4 +1,4 @@
-"""Session metrics: agent reliability and agent consistency.
+"""Session risk: the arithmetic of agent reliability and agent consistency (the `session_metrics` processor runs it).
 
 Both aggregate trace-level signals already scored on the session's traces —
 `confidence`, `loop_detection`, `tool_correctness`, `coherence` — into one session

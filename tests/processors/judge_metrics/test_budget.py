@@ -10,10 +10,10 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from spanscore.processors.judge.budget import BudgetExhausted, BudgetWindow, JudgeBudget
-from spanscore.processors.judge.cache import JudgeCache
-from spanscore.processors.judge.client import OpenAIJudge
-from spanscore.processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.judge_metrics.budget import BudgetExhausted, BudgetWindow, JudgeBudget
+from spanscore.processors.judge_metrics.cache import JudgeCache
+from spanscore.processors.judge_metrics.client import OpenAIJudge
+from spanscore.processors.judge_metrics.config import JudgeConfig, build_judge
 from tests.support.judge_request import FAST_RETRY, MESSAGES, SCHEMA, answer
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from spanscore.processors.metrics import DEFAULT_SIGNAL_WEIGHTS, agent_consistency, agent_reliability
-from spanscore.processors.metrics.session_metrics import top_k
+from spanscore.processors.metrics.session_risk import top_k
 
 DEFAULTS = {"confidence": 1.0, "loop_detection": 1.0, "tool_correctness": 0.8, "coherence": 1.0}
 

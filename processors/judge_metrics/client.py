@@ -68,11 +68,11 @@ import openai
 
 from spanscore.core.durations import format_duration
 from spanscore.core.redaction import safe_url, scrub
-from spanscore.processors.judge.answers import MalformedAnswer, parse_answer
-from spanscore.processors.judge.base import Judge, JudgeError, JudgeReply
-from spanscore.processors.judge.budget import BudgetExhausted, JudgeBudget
-from spanscore.processors.judge.cache import JudgeCache, cache_key
-from spanscore.processors.judge.prompts import schema_instruction
+from spanscore.processors.judge_metrics.answers import MalformedAnswer, parse_answer
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, JudgeReply
+from spanscore.processors.judge_metrics.budget import BudgetExhausted, JudgeBudget
+from spanscore.processors.judge_metrics.cache import JudgeCache, cache_key
+from spanscore.processors.judge_metrics.prompts import schema_instruction
 from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S, Unreachable
 from spanscore.processors.openai_endpoint.client import (
     API_KEY_ENV,

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from spanscore.core.redaction import Redaction, safe_url, scrub
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge.client import OpenAIJudge
-from spanscore.processors.judge.planner import JudgePlan
-from spanscore.processors.judge_metrics import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.judge_metrics.client import OpenAIJudge
+from spanscore.processors.judge_metrics.planner import JudgePlan
+from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig
 from tests.support.judge_answers import schema_judge
 from tests.support.judge_request import FAST_RETRY
 from tests.support.openai_server import ErrorReply, OpenAIServer

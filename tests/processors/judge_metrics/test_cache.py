@@ -2,9 +2,9 @@ import sqlite3
 
 import pytest
 
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.cache import JudgeCache, cache_key
-from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.cache import JudgeCache, cache_key
+from spanscore.processors.judge_metrics.client import OpenAIJudge, RetryPolicy
 from tests.support.judge_request import MESSAGES, SCHEMA, answer, chat_requests
 
 

@@ -1,4 +1,7 @@
-"""The write-ahead log's bookkeeping: when a logged request is done with.
+"""How long the write-ahead log keeps a request: the pipeline marks when one is done with.
+
+The log itself (records, segments, fsync) is `extensions/write_ahead_log.py`; this is
+the pipeline's side of it, which knows traces and sessions.
 
 A trace's spans are done with in the log once every exporter is done with the trace,
 except while the session it was scored in is open: then they stay, marked exported, so
@@ -18,7 +21,7 @@ from spanscore.core.trace import Trace
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 
 
-class WriteAheadBook:
+class LogRetention:
     """Owned by the pipeline; touched on the collector's event loop only."""
 
     def __init__(self, log: WriteAheadLog):

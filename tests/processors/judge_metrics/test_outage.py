@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.client import OpenAIJudge, RetryPolicy
 from spanscore.processors.openai_endpoint.breaker import BreakerState
 from tests.support.judge_request import MESSAGES, SCHEMA, answer
 from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply

@@ -33,9 +33,9 @@ from typing import Any, Literal
 from spanscore.core.redaction import Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge.base import Judge, JudgeError
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, prompt_tokens
-from spanscore.processors.judge.rubrics import (
+from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, prompt_tokens
+from spanscore.processors.judge_metrics.rubrics import (
     METRIC_NAMES,
     RUBRICS,
     Extraction,
@@ -46,8 +46,8 @@ from spanscore.processors.judge.rubrics import (
     combined_schema,
     metric_instructions,
 )
-from spanscore.processors.judge.trace_view import Coverage, DoesNotFit, View, fit
-from spanscore.processors.judge.trials import TrialRun, run_trials, validate_trials
+from spanscore.processors.judge_metrics.trace_view import Coverage, DoesNotFit, View, fit
+from spanscore.processors.judge_metrics.trials import TrialRun, run_trials, validate_trials
 
 Mode = Literal["per_metric", "combined"]
 MODES: tuple[str, ...] = ("per_metric", "combined")

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.client import DEFAULT_MAX_TOKENS, OpenAIJudge, RetryPolicy, StructuredMode
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.client import DEFAULT_MAX_TOKENS, OpenAIJudge, RetryPolicy, StructuredMode
 from tests.support.judge_request import FAST_RETRY, MESSAGES, SCHEMA, answer, chat_requests
 from tests.support.openai_server import Delay, ErrorReply, Reply
 

@@ -24,8 +24,8 @@ from typing import Any
 from spanscore.core.redaction import Redaction
 from spanscore.core.result import MetricResult
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.trials import (
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.trials import (
     TrialRun,
     closest_to,
     is_unit_score,

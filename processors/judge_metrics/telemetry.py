@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from spanscore.processors.judge.base import UsesJudges
-from spanscore.processors.judge.client import OpenAIJudge
+from spanscore.processors.judge_metrics.base import UsesJudges
+from spanscore.processors.judge_metrics.client import OpenAIJudge
 from spanscore.processors.openai_endpoint.breaker import BreakerState
 
 REPORT_INTERVAL_S = 1.0

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from spanscore.processors.judge.answers import MalformedAnswer, extract_json, parse_answer, validate
+from spanscore.processors.judge_metrics.answers import MalformedAnswer, extract_json, parse_answer, validate
 
 SCORE = {
     "type": "object",

@@ -29,7 +29,7 @@ import time
 import weakref
 from collections.abc import Callable
 
-from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge_metrics.base import JudgeError
 
 try:
     import fcntl

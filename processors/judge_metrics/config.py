@@ -35,10 +35,10 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from spanscore.core.component import ComponentConfig
 from spanscore.core.durations import Duration
-from spanscore.processors.judge import client
-from spanscore.processors.judge.base import Judge
-from spanscore.processors.judge.budget import JudgeBudget
-from spanscore.processors.judge.cache import DEFAULT_MAX_ENTRIES, JudgeCache
+from spanscore.processors.judge_metrics import client
+from spanscore.processors.judge_metrics.base import Judge
+from spanscore.processors.judge_metrics.budget import JudgeBudget
+from spanscore.processors.judge_metrics.cache import DEFAULT_MAX_ENTRIES, JudgeCache
 from spanscore.processors.openai_endpoint.breaker import DEFAULT_MAX_WAIT_S
 from spanscore.processors.openai_endpoint.client import EndpointSettings
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from spanscore.core.redaction import Redaction, cut
 from spanscore.processors.agent_trace import AgentTrace, Step
-from spanscore.processors.judge.examples import WorkedExample
-from spanscore.processors.judge.token_estimate import estimate_tokens, messages_tokens, tokens_of_bytes
+from spanscore.processors.judge_metrics.examples import WorkedExample
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens, messages_tokens, tokens_of_bytes
 
 DEFAULT_MAX_FIELD_CHARS = 2000  # per field; longer text ends with "[… truncated 12,345 characters]"
 
@@ -60,7 +60,7 @@ EXAMPLES_INTRO = (
 )
 
 # How the judge client spells the answer's schema out when the server cannot take it as
-# a response format (processors/judge/client.py); a prompt's size counts it either way.
+# a response format (processors/judge_metrics/client.py); a prompt's size counts it either way.
 SCHEMA_INSTRUCTION = "Answer with a single JSON object and nothing else, matching this JSON schema:\n{schema}"
 
 

@@ -1,9 +1,9 @@
 import pytest
 from pydantic import ValidationError
 
-from spanscore.processors.judge.cache import JudgeCache
-from spanscore.processors.judge.client import DEFAULT_BASE_URL, OpenAIJudge
-from spanscore.processors.judge.config import JudgeConfig, build_judge
+from spanscore.processors.judge_metrics.cache import JudgeCache
+from spanscore.processors.judge_metrics.client import DEFAULT_BASE_URL, OpenAIJudge
+from spanscore.processors.judge_metrics.config import JudgeConfig, build_judge
 from tests.support.judge_request import MESSAGES, SCHEMA, answer
 
 

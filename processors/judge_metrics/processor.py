@@ -2,7 +2,7 @@
 
 task_completion, tool_correctness, argument_correctness, step_efficiency, confidence,
 plan_adherence and plan_quality, judged by any OpenAI-compatible server (see
-`processors/judge/planner.py` for how calls are shared: at most 8 per trace in
+`processors/judge_metrics/planner.py` for how calls are shared: at most 8 per trace in
 `per_metric` mode, 2 in `combined`). `confidence` and `tool_correctness` also become
 the session metrics' signals. What the judge spent goes on the root span
 (`eval.judge.*`) and into the score metrics.
@@ -48,18 +48,18 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, TraceOutput
-from spanscore.processors.judge.base import Judge
-from spanscore.processors.judge.budget import BUDGET_EXHAUSTED
-from spanscore.processors.judge.config import (
+from spanscore.processors.judge_metrics.base import Judge
+from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
+from spanscore.processors.judge_metrics.config import (
     JudgeSection,
     JudgeTrials,
     build_judge,
     judge_configured,
 )
-from spanscore.processors.judge.examples import ExamplesError, WorkedExamples, load_examples
-from spanscore.processors.judge.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom
-from spanscore.processors.judge.prompts import DEFAULT_MAX_FIELD_CHARS, examples_section
-from spanscore.processors.judge.rubrics import METRIC_NAMES, RUBRICS
+from spanscore.processors.judge_metrics.examples import ExamplesError, WorkedExamples, load_examples
+from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom
+from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, examples_section
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, RUBRICS
 
 log = logging.getLogger("spanscore.judge_metrics")
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall
-from spanscore.processors.judge.client import OpenAIJudge, RetryPolicy, StructuredMode
-from spanscore.processors.judge.planner import JudgePlan
+from spanscore.processors.judge_metrics.client import OpenAIJudge, RetryPolicy, StructuredMode
+from spanscore.processors.judge_metrics.planner import JudgePlan
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import tracemalloc
 
 import pytest
 
-from spanscore.processors.judge.base import JudgeError
-from spanscore.processors.judge.client import DEFAULT_MAX_ANSWER_BYTES, OpenAIJudge, RetryPolicy
+from spanscore.processors.judge_metrics.base import JudgeError
+from spanscore.processors.judge_metrics.client import DEFAULT_MAX_ANSWER_BYTES, OpenAIJudge, RetryPolicy
 from tests.support.hostile_http import HostileServer, Request, answer, huge, trickle
 from tests.support.judge_request import MESSAGES, SCHEMA
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from spanscore.processors.judge.prompts import Layout, Rendered, elision_marker, render, render_entry
-from spanscore.processors.judge.token_estimate import estimate_tokens, tokens_of_bytes
+from spanscore.processors.judge_metrics.prompts import Layout, Rendered, elision_marker, render, render_entry
+from spanscore.processors.judge_metrics.token_estimate import estimate_tokens, tokens_of_bytes
 
 # Below this many characters a field says little; past it, leaving whole steps out keeps
 # more of what the judge can use than cutting every step shorter.

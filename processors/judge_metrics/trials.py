@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spanscore.processors.judge.base import JudgeError
+from spanscore.processors.judge_metrics.base import JudgeError
 
 # Spread statistics are rounded like other metadata; scores keep full precision.
 METADATA_DECIMALS = 4
