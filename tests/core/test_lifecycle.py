@@ -22,13 +22,13 @@ SETTINGS = {
     ("processor", "ground_truth"): {
         "dataset": str(Path(__file__).resolve().parents[2] / "examples" / "weather-suite.yaml")
     },
-    ("processor", "score_router"): {"table": [{"when": {"label": "fail"}, "exporters": ["debug"]}]},
+    ("stage", "score_router"): {"table": [{"when": {"label": "fail"}, "exporters": ["debug"]}]},
     ("exporter", "otlp"): {"endpoint": "127.0.0.1:9", "tls": {"insecure": True}},
     ("exporter", "otlphttp"): {"endpoint": "http://127.0.0.1:9"},
     ("exporter", "phoenix"): {"endpoint": "http://127.0.0.1:9"},
     ("extension", "health_check"): {"endpoint": "127.0.0.1:0"},
     ("extension", "bearertokenauth"): {"token": "t0k3n"},
-    ("processor", "memory_limiter"): {"limit_mib": 4096},
+    ("stage", "memory_limiter"): {"limit_mib": 4096},
 }
 BUILDABLE = [f for f in BUILTIN_FACTORIES if f.create is not None]
 

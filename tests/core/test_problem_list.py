@@ -4,7 +4,7 @@ import yaml
 from spanscore.config.loader import ConfigError
 from spanscore.core.problem_list import ProblemListError, kind_of, yaml_problem
 from spanscore.processors.ground_truth.dataset import DatasetError
-from spanscore.processors.judge.examples import ExamplesError
+from spanscore.processors.judge_metrics.examples import ExamplesError
 
 
 @pytest.mark.parametrize(
