@@ -151,7 +151,7 @@ class Service:
             f" and left {kept} in the write-ahead log for the next start" if kept else "",
         )
 
-    def _components(self) -> list[Component]:
+    def _components(self) -> list[object]:
         """Every component, the pipeline's through it: those that report telemetry say so."""
         telemetry = [c for c in (self.score_metrics, self.evaluation_logs) if c is not None]
         return [*self.extensions, *telemetry, self.pipeline, *self._guards(), *self.receivers]
