@@ -34,9 +34,8 @@ def declared() -> dict[str, TelemetryMetric]:
 def documented(text: str) -> dict[str, tuple[str, str, str]]:
     """The table under the page's own-metrics heading: name -> (kind, unit, description)."""
     rows: dict[str, tuple[str, str, str]] = {}
-    lines = text.split(f"\n{HEADING}\n", 1)[1].splitlines()
-    table = [line for line in lines[: next(i for i, line in enumerate(lines) if line.startswith("#"))]]
-    for line in table:
+    section = text.split(f"\n{HEADING}\n", 1)[1].split("\n#", 1)[0]  # up to the next heading
+    for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`"):
             name, kind, unit, description = cells
