@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from spanscore.collector.self_telemetry import memory_limiter_telemetry, pipeline_telemetry
+from spanscore.collector.self_telemetry import self_telemetry
 from spanscore.config.loader import FILE_STORAGE_TYPE, Config
 from spanscore.core.component import Component, Host, PipelineWatcher
 from spanscore.core.durations import format_duration
@@ -78,16 +78,14 @@ class Service:
             write_ahead=self.storage.log if self.storage is not None else None,
             router=self.router,
         )
-        if self.score_metrics is not None:
-            self.score_metrics.observe(pipeline_telemetry(self.pipeline))
         self.memory_limiter = None  # between the receivers and the pipeline, when configured
         if config.memory_limiter is not None:
             limiter = config.memory_limiter
             self.memory_limiter = limiter.factory.create(limiter.id, limiter.config, self.pipeline.intake)
-            if self.score_metrics is not None:
-                self.score_metrics.observe(memory_limiter_telemetry(self.memory_limiter))
         intake = self.memory_limiter or self.pipeline.intake
         self.receivers = [c.factory.create(c.id, c.config, intake) for c in config.receivers]
+        if self.score_metrics is not None:
+            self.score_metrics.observe(self_telemetry(self._components()))
 
     @property
     def processors(self) -> list[Component]:
@@ -152,6 +150,11 @@ class Service:
             dropped,
             f" and left {kept} in the write-ahead log for the next start" if kept else "",
         )
+
+    def _components(self) -> list[object]:
+        """Every component, the pipeline's through it: those that report telemetry say so."""
+        telemetry = [c for c in (self.score_metrics, self.evaluation_logs) if c is not None]
+        return [*self.extensions, *telemetry, self.pipeline, *self._guards(), *self.receivers]
 
     def _before_receivers(self) -> list[Component]:
         telemetry = [c for c in (self.score_metrics, self.evaluation_logs) if c is not None]

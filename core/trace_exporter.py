@@ -6,7 +6,21 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from spanscore.core.component import Component
+from spanscore.core.telemetry import Readout, ReportsTelemetry, TelemetryMetric
 from spanscore.core.trace import Trace
+
+# Why spans were dropped, as the `reason` of otelcol_exporter_send_failed_spans.
+DROP_REASONS = ("refused", "retries_exhausted", "shutdown")
+
+SENT_SPANS = TelemetryMetric(
+    "otelcol_exporter_sent_spans", "{span}", "Spans the exporters sent, by exporter", "counter"
+)
+SEND_FAILED_SPANS = TelemetryMetric(
+    "otelcol_exporter_send_failed_spans",
+    "{span}",
+    "Spans the exporters gave up on, by exporter and reason (refused for good, retries exhausted, shutdown deadline)",
+    "counter",
+)
 
 
 @runtime_checkable
@@ -25,6 +39,21 @@ class TraceExporter(Component, Protocol):
     sent_spans: int
     dropped_spans: int
     kept_spans: int  # given up on undelivered, kept by the write-ahead log for the next start
-    dropped_by_reason: Mapping[str, int]  # the same spans by why: refused, retries_exhausted, shutdown
+    dropped_by_reason: Mapping[str, int]  # the same spans by why: DROP_REASONS
 
     def enqueue(self, trace: Trace) -> None: ...
+
+
+def exporter_telemetry(exporter: TraceExporter) -> list[Readout]:
+    """What every exporter counts by this contract, one series per exporter (and reason),
+    then the metrics it reports of its own."""
+    return [
+        SEND_FAILED_SPANS.reads(
+            lambda: [
+                ({"exporter": exporter.id, "reason": reason}, exporter.dropped_by_reason.get(reason, 0))
+                for reason in DROP_REASONS
+            ]
+        ),
+        SENT_SPANS.reads(lambda: [({"exporter": exporter.id}, exporter.sent_spans)]),
+        *(exporter.telemetry() if isinstance(exporter, ReportsTelemetry) else ()),
+    ]

@@ -30,6 +30,7 @@ from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, Host
 from spanscore.core.durations import Duration
 from spanscore.core.export_request import serialized_request
 from spanscore.core.sending_storage import SendingStorage
+from spanscore.core.telemetry import Readout, TelemetryMetric
 from spanscore.core.trace import Trace
 
 log = logging.getLogger("spanscore.exporters")
@@ -45,8 +46,13 @@ DEFAULT_NUM_CONSUMERS = 4
 
 # How a send ended.
 SENT, REFUSED, GAVE_UP = "sent", "refused", "gave up"
-# Why spans were dropped, as the `reason` of otelcol_exporter_send_failed_spans.
-DROP_REASONS = ("refused", "retries_exhausted", "shutdown")
+
+STORED_SPANS = TelemetryMetric(
+    "spanscore_exporter_stored_spans",
+    "{span}",
+    "Spans waiting in the exporters' persistent sending queues (sending_queue.storage)",
+    "gauge",
+)
 
 
 class RetryConfig(ComponentConfig):
@@ -158,6 +164,10 @@ class Exporter:
     @property
     def stored_spans(self) -> int:
         return self.storage.queued_spans if self.storage is not None else 0
+
+    def telemetry(self) -> list[Readout]:
+        """Beside what every exporter counts (`core.trace_exporter`), its persistent queue's depth."""
+        return [STORED_SPANS.reads(lambda: self.stored_spans)]
 
     async def _confirm_stored(self) -> None:
         """Traces leave memory (and the write-ahead log) once their stored copy is durable."""

@@ -13,10 +13,19 @@ import logging
 import threading
 from collections.abc import Mapping
 
+from spanscore.core.telemetry import Readout, TelemetryMetric
+
 log = logging.getLogger("spanscore.metrics")
 
 OTHER = "other"
 DEFAULT_MAX_LABEL_VALUES = 200
+
+FOLDED_LABEL_VALUES = TelemetryMetric(
+    "spanscore_metrics_folded_label_values",
+    "{recording}",
+    "Score metric recordings with a label value past max_label_values, recorded as other, by metric and label",
+    "counter",
+)
 
 
 class LabelValueLimit:
@@ -58,3 +67,6 @@ class LabelValueLimit:
         """Recordings folded into `other` so far, one series per metric and label."""
         with self._lock:
             return [({"metric": metric, "label": label}, count) for (metric, label), count in self.folded.items()]
+
+    def telemetry(self) -> list[Readout]:
+        return [FOLDED_LABEL_VALUES.reads(self.folded_counts)]

@@ -27,7 +27,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -36,6 +35,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from spanscore.core.component import NO_EXTENSIONS, Host
+from spanscore.core.telemetry import Reading, Readout
 from spanscore.core.version import VERSION
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
 from spanscore.exporters.score_histogram import ScoreHistogram
@@ -50,18 +50,6 @@ FAILURE_COUNTER = "gen_ai.evaluation.failures"
 # Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
 USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
 USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
-
-
-@dataclass(frozen=True)
-class TelemetryMetric:
-    """One of spanscore's own metrics (its self-telemetry), read when the metrics are collected."""
-
-    name: str
-    unit: str
-    description: str
-    # A value; None: nothing to report now; or (attributes, value) pairs, one series each.
-    read: Callable[[], float | None | list[tuple[dict[str, str], float]]]
-    monotonic: bool = True  # a count that only grows (a counter); else a gauge
 
 
 class ScoreMetrics:
@@ -82,15 +70,7 @@ class ScoreMetrics:
         self._create_readers = list(readers)
         self.span_attributes = frozenset(span_attributes)
         self.label_limit = LabelValueLimit(max_label_values)
-        self._telemetry: list[TelemetryMetric] = [
-            TelemetryMetric(
-                "spanscore_metrics_folded_label_values",
-                "{recording}",
-                "Score metric recordings with a label value past max_label_values, recorded as other, "
-                "by metric and label",
-                self.label_limit.folded_counts,
-            )
-        ]
+        self.observed: list[Readout] = []  # spanscore's own metrics, reported beside the scores
         self.provider: MeterProvider | None = None
         self._usage_counters: dict[str, tuple[Counter, Counter]] = {}
         self._pending = ScoreObservations()  # summed since the last collection
@@ -122,13 +102,18 @@ class ScoreMetrics:
             description="Errors failure_localization blamed on a span, by category and group",
         )
         self._meter = meter
-        for metric in self._telemetry:
-            create = meter.create_observable_counter if metric.monotonic else meter.create_observable_gauge
-            create(metric.name, callbacks=[_observe(metric)], unit=metric.unit, description=metric.description)
+        for readout in self.observed:
+            metric = readout.metric
+            create = meter.create_observable_counter if metric.kind == "counter" else meter.create_observable_gauge
+            create(metric.name, callbacks=[_observe(readout.read)], unit=metric.unit, description=metric.description)
 
-    def observe(self, telemetry: Iterable[TelemetryMetric]) -> None:
-        """Report these self-telemetry metrics beside the scores; call before `start`."""
-        self._telemetry.extend(telemetry)
+    def observe(self, telemetry: Iterable[Readout]) -> None:
+        """Report these of spanscore's own metrics beside the scores; call before `start`."""
+        self.observed.extend(telemetry)
+
+    def telemetry(self) -> list[Readout]:
+        """Its own: the label values folded into `other`."""
+        return self.label_limit.telemetry()
 
     def record_observations(self, observations: ScoreObservations) -> None:
         """Add to what the next collection records: each series once, its counter
@@ -187,9 +172,9 @@ class ScoreMetrics:
             await asyncio.to_thread(_flush_and_stop, provider, deadline)
 
 
-def _observe(metric: TelemetryMetric) -> Callable[[CallbackOptions], list[Observation]]:
+def _observe(read: Callable[[], Reading]) -> Callable[[CallbackOptions], list[Observation]]:
     def observe(options: CallbackOptions) -> list[Observation]:
-        value = metric.read()
+        value = read()
         if value is None:
             return []
         if isinstance(value, list):

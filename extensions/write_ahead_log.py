@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spanscore.core.telemetry import Readout, TelemetryMetric
+
 log = logging.getLogger("spanscore.file_storage")
 
 DATA, MARK, EXPORTED = b"D", b"M", b"E"
@@ -37,6 +39,23 @@ _HEADER = struct.Struct("<cII")  # kind, payload length, crc32
 _DATA = struct.Struct("<QI")  # sequence number, accepted spans
 _MARK = struct.Struct("<QI16s")  # request sequence number, spans, trace id
 SUFFIX = ".wal"
+
+WRITTEN_REQUESTS = TelemetryMetric(
+    "spanscore_write_ahead_requests",
+    "{request}",
+    "Requests written to the write-ahead log before their answer",
+    "counter",
+)
+PENDING_REQUESTS = TelemetryMetric(
+    "spanscore_write_ahead_pending_requests",
+    "{request}",
+    "Requests in the write-ahead log not yet exported by every exporter",
+    "gauge",
+)
+BYTES_ON_DISK = TelemetryMetric("spanscore_write_ahead_size", "By", "Bytes of write-ahead log on disk", "gauge")
+MAX_BYTES = TelemetryMetric(
+    "spanscore_write_ahead_size_limit", "By", "The write-ahead log size past which requests are refused", "gauge"
+)
 
 
 @dataclass
@@ -268,6 +287,14 @@ class WriteAheadLog:
     @property
     def pending_requests(self) -> int:
         return len(self._requests)
+
+    def telemetry(self) -> list[Readout]:
+        return [
+            WRITTEN_REQUESTS.reads(lambda: self.written_requests),
+            PENDING_REQUESTS.reads(lambda: self.pending_requests),
+            BYTES_ON_DISK.reads(lambda: self.bytes_on_disk),
+            MAX_BYTES.reads(lambda: self.max_bytes),
+        ]
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -17,9 +17,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.core.consumer import NO_RESERVATION, ConsumeOutcome, ConsumerFull, Reservation
 from spanscore.core.request_wire import RequestWire
+from spanscore.core.telemetry import Readout
 from spanscore.extensions.write_ahead_log import Replayed
 from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.counts import REPLAYED_SPANS, PipelineCounts
 from spanscore.pipeline.log_retention import LogRetention
 
 log = logging.getLogger("spanscore.pipeline")
@@ -44,6 +45,10 @@ class Intake:
         # with their spans, to be sliced rather than serialized again.
         self.keep_wire = keep_wire
         self.retry_after_s = max(1, math.ceil(assembler.config.trace_wait))
+
+    def telemetry(self) -> list[Readout]:
+        """The spans it took back from the write-ahead log, when one is kept."""
+        return [] if self.book is None else [REPLAYED_SPANS.reads(lambda: self.counts.replayed_spans)]
 
     def check_capacity(self) -> None:
         """Raise ConsumerFull when at the span bound; receivers call it before parsing."""

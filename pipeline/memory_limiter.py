@@ -41,6 +41,7 @@ from pydantic import Field, model_validator
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.consumer import ConsumeOutcome, ConsumerFull, Reservation, TooCostly, TracesConsumer
 from spanscore.core.durations import Duration
+from spanscore.core.telemetry import Readout, TelemetryMetric
 
 log = logging.getLogger("spanscore.memory_limiter")
 
@@ -50,6 +51,13 @@ DEFAULT_SPIKE_SHARE = 0.2  # the Collector's default spike limit: a fifth of the
 STATM = "/proc/self/statm"
 # A full collection of a collector holding many traces takes a while: not at every reading.
 FORCED_COLLECTION_INTERVAL_S = 10.0
+
+REFUSED_REQUESTS = TelemetryMetric(
+    "spanscore_memory_limiter_refused_requests",
+    "{request}",
+    "Requests turned away while memory use was above the memory_limiter's soft limit, for the client to retry",
+    "counter",
+)
 
 
 class MemoryLimiterConfig(ComponentConfig):
@@ -120,6 +128,9 @@ class MemoryLimiter:
 
     async def shutdown(self, deadline: float) -> None:
         return None
+
+    def telemetry(self) -> list[Readout]:
+        return [REFUSED_REQUESTS.reads(lambda: self.refused_requests)]
 
     def check_capacity(self) -> None:
         self._refuse_when_high()

@@ -22,11 +22,14 @@ from spanscore.core.result import MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
+from spanscore.core.telemetry import Readout
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.processors.base import Processor
+from spanscore.processors.judge_metrics.base import UsesJudges
+from spanscore.processors.judge_metrics.telemetry import judge_readouts, judge_telemetry
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -129,6 +132,13 @@ class LocalScoring:
 
     def provenance(self) -> dict[str, Provenance]:
         return {name: processor.provenance(name) for _, processor in self.processors for name in processor.metric_names}
+
+    def telemetry(self) -> list[Readout]:
+        """The judges' metrics, when a processor calls judges."""
+        processors = [processor for _, processor in self.processors]
+        if not any(isinstance(processor, UsesJudges) for processor in processors):
+            return []
+        return judge_readouts(lambda: judge_telemetry(processors))
 
     def skip_reason(self, trace: Trace) -> str | None:
         return scope_skip_reason(self.scope, trace)

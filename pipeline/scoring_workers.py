@@ -41,6 +41,7 @@ from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.session import Session, TraceSummary
+from spanscore.core.telemetry import Readout, TelemetryMetric
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import per_evaluator
 from spanscore.core.version import VERSION
@@ -54,7 +55,13 @@ from spanscore.pipeline.scoring import LocalScoring, Scored, SessionOf, scope_sk
 from spanscore.processors.agent_trace import agent_name_of
 from spanscore.processors.judge_metrics.base import UsesJudges
 from spanscore.processors.judge_metrics.budget import BudgetWindow
-from spanscore.processors.judge_metrics.telemetry import REPORT_INTERVAL_S, JudgeTelemetry, judge_telemetry, spent
+from spanscore.processors.judge_metrics.telemetry import (
+    REPORT_INTERVAL_S,
+    JudgeTelemetry,
+    judge_readouts,
+    judge_telemetry,
+    spent,
+)
 
 log = logging.getLogger("spanscore.scoring_workers")
 
@@ -87,6 +94,17 @@ class WorkerSetup:
     # trace's answer carries only its scores by name, for the session's summary, and a
     # session's only its carrier.
     send_results: bool = True
+
+
+IN_FLIGHT = TelemetryMetric(
+    "spanscore_scoring_workers_in_flight", "{trace}", "Traces and sessions out with a scoring worker", "gauge"
+)
+RESTARTS = TelemetryMetric(
+    "spanscore_scoring_workers_restarts",
+    "{process}",
+    "Scoring worker processes started again after they exited",
+    "counter",
+)
 
 
 class WorkerScoring:
@@ -148,6 +166,11 @@ class WorkerScoring:
     def in_flight(self) -> int:
         """Traces and sessions sent to a worker and not answered yet."""
         return sum(items for w in self._workers for _, items in w.pending.values())
+
+    def telemetry(self) -> list[Readout]:
+        """Its workers' judges (as they last reported), the traces out with them, their restarts."""
+        judges = judge_readouts(self.judge_telemetry) if self.uses_judges else []
+        return [*judges, IN_FLIGHT.reads(lambda: self.in_flight), RESTARTS.reads(lambda: self.restarts)]
 
     async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
         # Each worker gets the batch's traces for it as one message, sent with the loop

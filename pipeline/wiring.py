@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from spanscore.core.routing import TraceRouter
 from spanscore.core.session import Session
-from spanscore.core.trace_exporter import TraceExporter
+from spanscore.core.telemetry import Readout, reported
+from spanscore.core.trace_exporter import TraceExporter, exporter_telemetry
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.extensions.write_ahead_log import WriteAheadLog
@@ -96,6 +97,11 @@ class Pipeline:
         self.scheduler = Scheduler(
             assembler, self.scoring, self.attacher, self.fanout, self.sessions, self.counts, clock, book
         )
+
+    def telemetry(self) -> list[Readout]:
+        """spanscore's own metrics, as the pipeline's stages and components report them."""
+        exporters = [readout for exporter in self.exporters for readout in exporter_telemetry(exporter)]
+        return [*reported([self.counts, self.intake]), *exporters, *reported([self.scoring, self.write_ahead])]
 
     async def start(self) -> None:
         """Start scoring and releasing; the processors and exporters are already started."""

@@ -57,7 +57,7 @@ class Judge(ABC):
 @runtime_checkable
 class UsesJudges(Protocol):
     """A processor that calls judges, so that the service can report their spend and
-    health (`collector/self_telemetry.py`)."""
+    health (`processors/judge_metrics/telemetry.py`)."""
 
     def judges(self) -> Sequence[Judge]:
         """The judges built so far (none before `start`)."""
