@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -29,6 +30,8 @@ from tests.support.openai_server import OpenAIServer
 from tests.support.running import sink_config, wait_until
 
 APP = EXAMPLES / "langchain_rag.py"
+README = EXAMPLES / "README.md"
+README_TREE_INTRO = "OpenInference's LangChain instrumentation records each question as one trace:\n\n```\n"
 # The modules the app imports beyond the standard library.
 REQUIRES = (
     "langchain_core.vectorstores",
@@ -75,6 +78,25 @@ def ancestors(span, by_id: dict) -> list[bytes]:
         chain.append(span.parent_span_id)
         span = by_id[span.parent_span_id]
     return chain
+
+
+def span_tree(span, children: dict, depth: int = 0) -> list[tuple[int, str, str]]:
+    """(depth, name, span kind) of `span` and its descendants, each span's children in start order."""
+    rows = [(depth, span.name, attributes_to_dict(span.attributes).get(SPAN_KIND))]
+    for child in sorted(children.get(span.span_id, []), key=lambda s: s.start_time_unix_nano):
+        rows += span_tree(child, children, depth + 1)
+    return rows
+
+
+def readme_tree() -> list[tuple[int, str, str]]:
+    """The span tree examples/agents/README.md draws: (depth, name, kind) of each line."""
+    block = README.read_text(encoding="utf-8").split(README_TREE_INTRO, 1)[1].split("```", 1)[0]
+    rows = []
+    for line in block.splitlines():
+        at = re.search(r"[A-Za-z_]", line).start()  # past the "│   ├── " drawing, 4 columns a level
+        name, kind = line[at:].split()[:2]
+        rows.append((at // 4, name, kind))
+    return rows
 
 
 def test_rag_app_exports_its_retrieval_and_model_call(sink, start_collector):
@@ -150,3 +172,9 @@ def test_rag_app_exports_its_retrieval_and_model_call(sink, start_collector):
         assert called["llm.output_messages.0.message.content"] == turn.answer
         # What the model server was sent is what the span says it was sent.
         assert [m["content"] for m in prompt] == [system, turn.question]
+
+        # examples/agents/README.md draws this run's spans.
+        children: dict[bytes, list] = {}
+        for span in trace:
+            children.setdefault(span.parent_span_id, []).append(span)
+        assert span_tree(root, children) == readme_tree()
