@@ -8,7 +8,8 @@ forwards what it assembled to a loopback OTLP sink. The spans that came out are 
 as the instrumentation made them, by span id: for each question a CHAIN root, under it
 a RETRIEVER span holding the two retrieved passages as `retrieval.documents.{i}.*`, and
 an LLM span, started after the retrieval ended, whose prompt holds those passages and
-whose output is the answer.
+whose output is the answer; and the run's span tree is the one examples/agents/README.md
+draws.
 
 The Python that runs the app is chosen as in test_example_agents.py
 ($SPANSCORE_EXAMPLES_PYTHON, SPANSCORE_REQUIRE_EXAMPLES=1).
