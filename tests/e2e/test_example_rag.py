@@ -11,8 +11,7 @@ an LLM span, started after the retrieval ended, whose prompt holds those passage
 whose output is the answer; and the run's span tree is the one examples/agents/README.md
 draws.
 
-The Python that runs the app is chosen as in test_example_agents.py
-($SPANSCORE_EXAMPLES_PYTHON, SPANSCORE_REQUIRE_EXAMPLES=1).
+Which Python runs the app: see tests/support/example_agents.py.
 """
 
 from __future__ import annotations
@@ -22,11 +21,9 @@ import os
 import re
 import subprocess
 
-import pytest
-
 from spanscore.core.attributes import attributes_to_dict
-from tests.e2e.test_example_agents import EXAMPLES, INHERITED, RUN_TIMEOUT_S, examples_python, missing_modules
 from tests.fixtures.frameworks.docs_qa import TURNS, docs_qa_model
+from tests.support.example_agents import EXAMPLES, INHERITED, RUN_TIMEOUT_S, require_framework
 from tests.support.openai_server import OpenAIServer
 from tests.support.running import sink_config, wait_until
 
@@ -44,20 +41,6 @@ REQUIRES = (
 )
 SPAN_KIND = "openinference.span.kind"
 PASSAGES_RETRIEVED = 2  # the app's retriever returns the two closest passages
-
-
-def require_framework() -> str:
-    python = examples_python()
-    missing = missing_modules(python, REQUIRES)
-    if missing:
-        reason = (
-            f"langchain_rag: {python} lacks {', '.join(missing)}; make a venv with "
-            f"`pip install -r examples/agents/requirements.txt` and set SPANSCORE_EXAMPLES_PYTHON to its python"
-        )
-        if os.environ.get("SPANSCORE_REQUIRE_EXAMPLES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return python
 
 
 def documents(attributes: dict) -> list[dict]:
@@ -101,7 +84,7 @@ def readme_tree() -> list[tuple[int, str, str]]:
 
 
 def test_rag_app_exports_its_retrieval_and_model_call(sink, start_collector):
-    python = require_framework()
+    python = require_framework("langchain_rag", REQUIRES)
     collector = start_collector(sink_config(sink, assembler="trace_wait: 200ms"))
     with OpenAIServer(handler=docs_qa_model) as server:
         environment = {key: os.environ[key] for key in INHERITED if key in os.environ}
