@@ -6,29 +6,24 @@ then report the result) and its OTLP/HTTP exporter pointed at an in-process span
 spanscore must assemble both turns as agent traces of one session, read the tool call
 and the answer, and write its scores onto each root span and the session's carrier.
 
-Which Python runs the examples: $SPANSCORE_EXAMPLES_PYTHON (a venv made from
-examples/agents/requirements.txt), else this interpreter; an example whose framework is
-not importable there is skipped, or fails when SPANSCORE_REQUIRE_EXAMPLES=1.
+Which Python runs the examples: see tests/support/example_agents.py.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.embedders.static import StaticEmbedder
 from spanscore.processors.metrics import coherence
+from tests.support.example_agents import EXAMPLES, INHERITED, RUN_TIMEOUT_S, require_framework
 from tests.support.openai_server import WEATHER_REPORT, OpenAIServer, weather_agent
 from tests.support.recording_processor import RecordAgent
 from tests.support.running import sink_config, wait_until
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
 # The modules each example imports beyond the standard library.
 REQUIRES = {
     "pydantic_ai_weather": ("pydantic_ai", "openai", "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
@@ -49,56 +44,11 @@ REQUIRES = {
 QUESTION = "What's the weather in Paris?"
 FOLLOW_UP = "Should I take an umbrella?"
 ANSWER = f"The weather in Paris is: {WEATHER_REPORT}"  # what `weather_agent` says, shown the tool's result
-RUN_TIMEOUT_S = 120
-# Only what the example needs reaches it: a developer's own OTEL_* or OPENAI_* settings
-# would send it elsewhere.
-INHERITED = ("PATH", "HOME", "LANG", "TMPDIR")
 PROCESSORS = """\
   record_agent: {}
   embedding_metrics: {embedder: {type: static}}
   session_metrics: {}"""
 README = EXAMPLES / "README.md"
-
-
-def examples_python() -> str:
-    named = os.environ.get("SPANSCORE_EXAMPLES_PYTHON")
-    if not named:
-        return sys.executable
-    python = shutil.which(named)
-    if python is None:  # named on purpose, so a typo must not turn into skips
-        pytest.fail(f"SPANSCORE_EXAMPLES_PYTHON={named} is not an executable")
-    return os.path.abspath(python)  # the examples run from their own folder
-
-
-def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
-    """The modules `python` cannot find, asked in a subprocess so nothing is imported here."""
-    probe = (
-        "import importlib.util, sys\n"
-        "def found(name):\n"
-        "    try:\n"
-        "        return importlib.util.find_spec(name) is not None\n"
-        "    except ImportError:\n"
-        "        return False\n"
-        "print(' '.join(m for m in sys.argv[1:] if not found(m)))"
-    )
-    result = subprocess.run([python, "-c", probe, *modules], check=False, capture_output=True, text=True, timeout=60)
-    if result.returncode != 0:
-        return [f"(probe failed: {result.stderr.strip()})"]
-    return result.stdout.split()
-
-
-def require_framework(example: str) -> str:
-    python = examples_python()
-    missing = missing_modules(python, REQUIRES[example])
-    if missing:
-        reason = (
-            f"{example}: {python} lacks {', '.join(missing)}; make a venv with "
-            f"`pip install -r examples/agents/requirements.txt` and set SPANSCORE_EXAMPLES_PYTHON to its python"
-        )
-        if os.environ.get("SPANSCORE_REQUIRE_EXAMPLES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return python
 
 
 def scores(span) -> dict:
@@ -108,7 +58,7 @@ def scores(span) -> dict:
 
 @pytest.mark.parametrize("example", sorted(REQUIRES))
 def test_example_agent_is_assembled_read_and_scored(example, sink, start_collector):
-    python = require_framework(example)
+    python = require_framework(example, REQUIRES[example])
     collector = start_collector(
         sink_config(
             sink,
