@@ -24,6 +24,7 @@ from spanscore.core.component import ComponentFactory, Kind, component_type
 from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import KEY_ITSELF, key_path
 from spanscore.core.quoting import excerpt
+from spanscore.core.score_encoding import PREFIX, is_result_field
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
@@ -99,9 +100,8 @@ class MetricsPipeline(_OwnSourcePipeline):
     @field_validator("span_attributes")
     @classmethod
     def _processor_attributes(cls, keys: list[str]) -> list[str]:
-        result_keys = (".score", ".label", ".explanation", ".error", ".evaluator", ".revision")
         for key in keys:
-            if not key.startswith("eval.") or key.endswith(result_keys):
+            if not key.startswith(PREFIX) or is_result_field(key):
                 raise ValueError(
                     f"{key!r} is not an attribute a processor writes beside its scores, such as eval.case.id"
                 )

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import EVALUATOR, REVISION
 from spanscore.core.span_finding import SpanFinding
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 EVALUATION_NAME = "gen_ai.evaluation.name"
-EVALUATOR = "eval.evaluator"
-REVISION = "eval.revision"
 
 
 def evaluation_attributes(result: MetricResult, source: Provenance = CODE_PROVENANCE) -> dict[str, str | float]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spanscore.core.span_attribute import PREFIX
+from spanscore.core.score_encoding import PREFIX
 
 Value = str | int | float | bool
 

@@ -41,11 +41,10 @@ from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import (
     BLAMED_SPAN_IDS,
     FAILURE_CATEGORY,
-    FAILURE_EVIDENCE,
-    FAILURE_GROUP,
-    FAILURE_IMPACT,
+    FAILURE_DETAILS,
     FAILURE_SOURCE,
     is_session_carrier,
+    result_keys,
 )
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
@@ -114,12 +113,12 @@ def annotator_kind(metric: str, evaluator: str | None) -> str:
 
 def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
     """The fields Phoenix's span and session annotations share, for one result."""
-    prefix = f"eval.{result.name}."
-    evaluator = find_attribute(span_attributes, prefix + "evaluator")
+    keys = result_keys(result.name)
+    evaluator = find_attribute(span_attributes, keys.evaluator)
     metadata: dict[str, Any] = {"threshold": result.threshold}
     if evaluator is not None:
         metadata["evaluator"] = evaluator
-    revision = find_attribute(span_attributes, prefix + "revision")
+    revision = find_attribute(span_attributes, keys.revision)
     if revision is not None:
         metadata["revision"] = revision
     if result.error is not None:
@@ -155,8 +154,8 @@ def finding_annotations(trace: Trace, anchor: Any) -> list[dict[str, Any]]:
                 continue
             source = find_attribute(event.attributes, FAILURE_SOURCE)
             metadata = {
-                key.removeprefix("eval.failure."): value
-                for key in (FAILURE_GROUP, FAILURE_IMPACT, FAILURE_EVIDENCE, FAILURE_SOURCE)
+                name: value
+                for name, key in FAILURE_DETAILS.items()
                 if (value := find_attribute(event.attributes, key)) is not None
             }
             found.append(

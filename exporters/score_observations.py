@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import FAILURE_CATEGORY, FAILURE_GROUP
+from spanscore.core.score_encoding import EVALUATOR, FAILURE_CATEGORY, FAILURE_GROUP, REVISION
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
@@ -77,8 +77,8 @@ class ScoreObservations:
             attributes = {
                 "gen_ai.evaluation.name": result.name,
                 "gen_ai.evaluation.score.label": result.label or "error",
-                "eval.evaluator": source.evaluator,
-                "eval.revision": source.revision,
+                EVALUATOR: source.evaluator,
+                REVISION: source.revision,
                 **common,
             }
             series = _series(attributes)

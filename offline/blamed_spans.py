@@ -24,6 +24,7 @@ from spanscore.core.score_encoding import (
     FAILURE_GROUP,
     FAILURE_IMPACT,
     FAILURE_SOURCE,
+    read_result,
 )
 from spanscore.core.trace import Trace
 from spanscore.processors.localization.blame import NONE_FOUND
@@ -31,7 +32,6 @@ from spanscore.processors.localization.taxonomy import taxonomy
 
 METRIC = "failure_localization"
 GROUPS = tuple(taxonomy().groups)
-_ROOT = f"eval.{METRIC}."
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,17 @@ def localization_of(trace: Trace) -> Localization | None:
     anchor = trace.anchor
     if anchor is None:
         return None
-    values = {
-        kv.key[len(_ROOT) :]: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith(_ROOT)
-    }
-    if not values:
+    result = read_result(anchor.attributes, METRIC)
+    if result is None:
         return None
-    span_ids = tuple(s for s in str(values.get("span_ids") or "").split(",") if s)
+    span_ids = tuple(s for s in str(result.get("span_ids") or "").split(",") if s)
     return Localization(
-        score=_number(values.get("score")),
-        label=_text(values.get("label")),
-        explanation=_text(values.get("explanation")),
+        score=result.score,
+        label=_text(result.get("label")),
+        explanation=_text(result.get("explanation")),
         span_ids=span_ids,
-        errors=_count(values.get("errors")),
-        errors_by_group={g: n for g in GROUPS if (n := _count(values.get(f"errors.{g}"))) is not None},
+        errors=_count(result.get("errors")),
+        errors_by_group={g: n for g in GROUPS if (n := _count(result.get(f"errors.{g}"))) is not None},
     )
 
 
@@ -153,10 +151,6 @@ def group_of(category: str) -> str | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _count(value: Any) -> int | None:
