@@ -33,14 +33,5 @@ class SpanFinding:
             if not isinstance(value, (str, int, float, bool)):
                 raise ValueError(f"attribute {key} must be a string, number or bool, got {type(value).__name__}")
 
-    def event_attributes(self) -> dict[str, Value]:
-        """The `gen_ai.evaluation.result` event's attributes, the finding's own after them."""
-        return {
-            "gen_ai.evaluation.name": self.name,
-            "gen_ai.evaluation.score.label": self.label,
-            "gen_ai.evaluation.explanation": self.explanation,
-            **dict(self.attributes),
-        }
-
     def attribute(self, key: str) -> Value | None:
         return next((value for name, value in self.attributes if name == key), None)

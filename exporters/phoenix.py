@@ -36,7 +36,7 @@ from pydantic import Field, model_validator
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentFactory
-from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.evaluation_event import EXPLANATION, evaluation_events
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import (
     BLAMED_SPAN_IDS,
@@ -146,26 +146,20 @@ def finding_annotations(trace: Trace, anchor: Any) -> list[dict[str, Any]]:
         span_id = span.span_id.hex()
         if span_id not in wanted:
             continue
-        for event in span.events:
-            if event.name != EVALUATION_EVENT:
-                continue
-            category = find_attribute(event.attributes, FAILURE_CATEGORY)
+        for event in evaluation_events(span):
+            category = event.get(FAILURE_CATEGORY)
             if category is None:  # the root's own result event
                 continue
-            source = find_attribute(event.attributes, FAILURE_SOURCE)
-            metadata = {
-                name: value
-                for name, key in FAILURE_DETAILS.items()
-                if (value := find_attribute(event.attributes, key)) is not None
-            }
+            source = event.get(FAILURE_SOURCE)
+            metadata = {name: value for name, key in FAILURE_DETAILS.items() if (value := event.get(key)) is not None}
             found.append(
                 {
-                    "name": find_attribute(event.attributes, "gen_ai.evaluation.name") or "failure_localization",
+                    "name": event.name or "failure_localization",
                     "annotator_kind": "CODE" if source == "evidence" else "LLM",
                     "result": {
                         "label": category,
                         "score": None,
-                        "explanation": find_attribute(event.attributes, "gen_ai.evaluation.explanation"),
+                        "explanation": event.get(EXPLANATION),
                     },
                     "metadata": metadata,
                     "identifier": f"{IDENTIFIER}:{category}",

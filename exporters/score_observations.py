@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from spanscore.core.evaluation_event import EVALUATION_NAME, SCORE_LABEL
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import EVALUATOR, FAILURE_CATEGORY, FAILURE_GROUP, REVISION
@@ -75,8 +76,8 @@ class ScoreObservations:
         for result in results:
             source = provenance.get(result.name, CODE_PROVENANCE)
             attributes = {
-                "gen_ai.evaluation.name": result.name,
-                "gen_ai.evaluation.score.label": result.label or "error",
+                EVALUATION_NAME: result.name,
+                SCORE_LABEL: result.label or "error",
                 EVALUATOR: source.evaluator,
                 REVISION: source.revision,
                 **common,

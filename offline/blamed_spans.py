@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spanscore.core.attributes import any_value_to_python
-from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.evaluation_event import EXPLANATION, evaluation_events
 from spanscore.core.score_encoding import (
     FAILURE_CATEGORY,
     FAILURE_EVIDENCE,
@@ -107,12 +106,9 @@ def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Bl
     for span, _ in trace.spans():
         span_id = span.span_id.hex()
         names[span_id] = span.name
-        for event in span.events:
-            if event.name != EVALUATION_EVENT:
-                continue
-            attributes = {kv.key: any_value_to_python(kv.value) for kv in event.attributes}
-            category = attributes.get(FAILURE_CATEGORY)
-            if attributes.get("gen_ai.evaluation.name") != METRIC or not category:
+        for event in evaluation_events(span):
+            category = event.get(FAILURE_CATEGORY)
+            if event.name != METRIC or not category:
                 continue
             found.append(
                 Blamed(
@@ -120,11 +116,11 @@ def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Bl
                     span_id=span_id,
                     span_name=span.name,
                     category=str(category),
-                    group=_text(attributes.get(FAILURE_GROUP)) or group_of(str(category)),
-                    impact=_text(attributes.get(FAILURE_IMPACT)),
-                    evidence=_text(attributes.get(FAILURE_EVIDENCE)),
-                    explanation=str(attributes.get("gen_ai.evaluation.explanation") or ""),
-                    source=_text(attributes.get(FAILURE_SOURCE)),
+                    group=_text(event.get(FAILURE_GROUP)) or group_of(str(category)),
+                    impact=_text(event.get(FAILURE_IMPACT)),
+                    evidence=_text(event.get(FAILURE_EVIDENCE)),
+                    explanation=str(event.get(EXPLANATION) or ""),
+                    source=_text(event.get(FAILURE_SOURCE)),
                 )
             )
     if localization is None:
