@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+from pathlib import Path
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -25,7 +27,14 @@ from spanscore.core.score_encoding import (
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.pipeline import score_wire
 from tests.support.spans import kv
-from tests.test_layout import PACKAGE_DIRS, ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIRS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 
 JUDGE = Provenance("gpt-4.1-mini", "0123456789ab")
 
