@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from spanscore.core.attributes import any_value_to_python  # noqa: E402
+from spanscore.core.score_encoding import usage_keys  # noqa: E402
 from spanscore.offline.otlp_files import read_requests  # noqa: E402
 from spanscore.offline.trail_labels import BUILT_IN_MAPPING, read_mapping  # noqa: E402
 from spanscore.pipeline.assembler import Assembler  # noqa: E402
@@ -127,6 +128,7 @@ def score(traces: Path, folder: Path, config: str) -> tuple[Path, float]:
 
 
 def print_cost(scored: Path, seconds: float) -> None:
+    judge = usage_keys("judge")
     per_trace = []
     for _, request in read_requests(scored, []):
         for resource_spans in request.resource_spans:
@@ -135,16 +137,16 @@ def print_cost(scored: Path, seconds: float) -> None:
                     usage = {
                         kv.key: any_value_to_python(kv.value)
                         for kv in span.attributes
-                        if kv.key.startswith("eval.judge.")
+                        if kv.key.startswith(judge.prefix)
                     }
-                    if "eval.judge.calls" in usage:
+                    if judge.calls in usage:
                         per_trace.append(usage)
     if not per_trace:
         sys.exit("no span carries the judge's usage: were the traces judged?")
-    calls = [u["eval.judge.calls"] for u in per_trace]
-    inputs = [u["eval.judge.input_tokens"] for u in per_trace]
-    outputs = [u["eval.judge.output_tokens"] for u in per_trace]
-    shares = [u["eval.judge.input_share"] for u in per_trace if "eval.judge.input_share" in u]
+    calls = [u[judge.calls] for u in per_trace]
+    inputs = [u[judge.input_tokens] for u in per_trace]
+    outputs = [u[judge.output_tokens] for u in per_trace]
+    shares = [u[judge.input_share] for u in per_trace if judge.input_share in u]
     n = len(per_trace)
     print(
         f"judge cost: {sum(calls):,} requests, {sum(inputs):,} input and {sum(outputs):,} output tokens on {n} traces "

@@ -33,6 +33,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
 from spanscore.core.provenance import Provenance  # noqa: E402
 from spanscore.core.result import MetricResult  # noqa: E402
+from spanscore.core.score_encoding import PREFIX  # noqa: E402
 from spanscore.pipeline.score_attributes import attach_results, prepared_anchor  # noqa: E402
 
 
@@ -96,7 +97,7 @@ def main() -> None:
         prepared_anchor(span, results, (), (), provenance, True)
 
     def look(span: Span) -> None:
-        any(kv.key.startswith("eval.") for kv in span.attributes)
+        any(kv.key.startswith(PREFIX) for kv in span.attributes)
 
     rows = [
         ("attach, fresh root", best_us(copy_of(template), attach, args.rounds)),

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spanscore.core.otlp_json import encode_request  # noqa: E402
+from spanscore.core.score_encoding import CASE_ID, result_keys  # noqa: E402
 from spanscore.offline.suite_attempts import read_scored  # noqa: E402
 from spanscore.offline.suite_html import render  # noqa: E402
 from spanscore.offline.suite_report import summarize  # noqa: E402
@@ -40,8 +41,8 @@ def attempt(index: int) -> list:
             span_id=root,
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
-                "eval.case.id": f"case-{index % 50}",
-                "eval.success.score": 1.0 if index % 5 < 3 else 0.0,
+                CASE_ID: f"case-{index % 50}",
+                result_keys("success").score: 1.0 if index % 5 < 3 else 0.0,
                 "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "weather?"}]}]',
             },
         )

@@ -34,6 +34,7 @@ from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import KEY_ITSELF, key_path
 from spanscore.core.problem_list import ProblemListError
 from spanscore.core.quoting import excerpt
+from spanscore.core.score_encoding import PREFIX, is_result_field
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
 from spanscore.pipeline.memory_limiter import MemoryLimiterConfig
 from spanscore.pipeline.score_router import ScoreRouterConfig
@@ -110,9 +111,8 @@ class MetricsPipeline(_OwnSourcePipeline):
     @field_validator("span_attributes")
     @classmethod
     def _processor_attributes(cls, keys: list[str]) -> list[str]:
-        result_keys = (".score", ".label", ".explanation", ".error", ".evaluator", ".revision")
         for key in keys:
-            if not key.startswith("eval.") or key.endswith(result_keys):
+            if not key.startswith(PREFIX) or is_result_field(key):
                 raise ValueError(
                     f"{key!r} is not an attribute a processor writes beside its scores, such as eval.case.id"
                 )

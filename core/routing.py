@@ -13,8 +13,6 @@ from typing import Protocol
 
 from spanscore.core.result import MetricResult
 
-ROUTE_ATTRIBUTE = "eval.route"  # the matched routes' names, comma-separated
-
 
 @dataclass(frozen=True)
 class Route:

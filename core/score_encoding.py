@@ -1,17 +1,227 @@
-"""The names every reader of spanscore's scores relies on, in one place.
+"""The score encoding in one place: every `eval.*` attribute key, built and read back here.
 
-Scores go on spans as `eval.<metric>.*` attributes and `gen_ai.evaluation.result` events
-(`core.evaluation_event`); a session's results go on a carrier span of its own, named
-`evaluate_session`, in the `spanscore` instrumentation scope. The pipeline writes them,
-exporters (Phoenix) and the scoring scope recognise them.
+docs/score-encoding.md is the contract. A metric's result goes on the span it is about,
+which may be any span of a trace (its root, a session's `evaluate_session` carrier, a
+model call or a tool span), as `eval.<metric>.<field>` attributes: `ResultKeys` names
+them, `result_attributes` builds them from a `MetricResult` and `read_results` turns a
+span's attributes back into an `EncodedResult` per metric. A processor's context beside
+a result (a threshold, trial scores, a roll-up over spans) is one more field of the
+metric's keys. Evaluator usage is `eval.<evaluator>.*` (`UsageKeys`). Each result also
+has a `gen_ai.evaluation.result` event (core.evaluation_event), whose provenance keys
+are `EVALUATOR` and `REVISION`, as on the score metrics. A session's results go on a
+carrier span of its own, named `evaluate_session`, in the `spanscore` instrumentation
+scope.
 """
 
 from __future__ import annotations
 
-from spanscore.core.trace import Trace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+from spanscore.core.attributes import any_value_to_python
+
+if TYPE_CHECKING:
+    from spanscore.core.provenance import Provenance
+    from spanscore.core.result import MetricResult
+    from spanscore.core.trace import Trace
+    from spanscore.core.usage import EvaluatorUsage
+
+PREFIX = "eval."  # every key spanscore writes on a span, so none overwrites the agent's own
 
 SESSION_SPAN_NAME = "evaluate_session"
 SCOPE_NAME = "spanscore"
+
+# Provenance on each evaluation event and score metric: who scored, by which definition.
+EVALUATOR = "eval.evaluator"
+REVISION = "eval.revision"
+
+CASE_ID = "eval.case.id"  # the eval-suite case an attempt was graded against
+ROUTE = "eval.route"  # on a trace a score_router kept: the routes it matched, comma-separated
+SESSION_TRACE_COUNT = "eval.session.trace_count"  # on a session carrier
+
+# failure_localization's findings ("Findings on other spans" in docs/score-encoding.md):
+# the root lists the spans it blamed, in order, comma-separated; each blamed span has a
+# `gen_ai.evaluation.result` event with these keys beside the evaluation's own.
+BLAMED_SPAN_IDS = "eval.failure_localization.span_ids"
+FAILURE_CATEGORY = "eval.failure.category"
+FAILURE_GROUP = "eval.failure.group"
+FAILURE_IMPACT = "eval.failure.impact"
+FAILURE_EVIDENCE = "eval.failure.evidence"
+FAILURE_SOURCE = "eval.failure.source"
+# A finding's details beyond its category, by their own name (as annotation metadata).
+FAILURE_DETAILS = {
+    "group": FAILURE_GROUP,
+    "impact": FAILURE_IMPACT,
+    "evidence": FAILURE_EVIDENCE,
+    "source": FAILURE_SOURCE,
+}
+
+# The fields every result writes (in this order, those it has): the rest of a metric's
+# keys are context a processor adds beside them.
+RESULT_FIELDS = ("evaluator", "revision", "score", "label", "explanation", "error")
+_RESULT_SUFFIXES = tuple("." + field for field in RESULT_FIELDS)
+
+
+class ResultKeys:
+    """The attribute keys of one metric's result, on whatever span it is written."""
+
+    __slots__ = (
+        "metric",
+        "prefix",
+        "evaluator",
+        "revision",
+        "score",
+        "label",
+        "explanation",
+        "error",
+        "skipped",
+        "threshold",
+        "trial_scores",
+    )
+
+    def __init__(self, metric: str) -> None:
+        self.metric = metric
+        self.prefix = f"{PREFIX}{metric}."
+        self.evaluator = self.prefix + "evaluator"  # who scored it
+        self.revision = self.prefix + "revision"  # by which definition
+        self.score = self.prefix + "score"
+        self.label = self.prefix + "label"  # pass or fail, with the score
+        self.explanation = self.prefix + "explanation"
+        self.error = self.prefix + "error"  # could not be computed: no score
+        self.skipped = self.prefix + "skipped"  # not graded, and why: no result at all
+        self.threshold = self.prefix + "threshold"  # the judge metrics' cut between pass and fail
+        self.trial_scores = self.prefix + "trial_scores"  # the judge's trials, comma-separated
+
+    def field(self, name: str) -> str:
+        """The key of a field of the metric's own, such as failure_localization's `errors`."""
+        return self.prefix + name
+
+
+@lru_cache(maxsize=1024)
+def result_keys(metric: str) -> ResultKeys:
+    return ResultKeys(metric)
+
+
+class UsageKeys:
+    """The keys of what an evaluator (`judge`, say) was paid for on a span."""
+
+    __slots__ = ("evaluator", "prefix", "calls", "input_tokens", "output_tokens", "input_share")
+
+    def __init__(self, evaluator: str) -> None:
+        self.evaluator = evaluator
+        self.prefix = f"{PREFIX}{evaluator}."
+        self.calls = self.prefix + "calls"
+        self.input_tokens = self.prefix + "input_tokens"
+        self.output_tokens = self.prefix + "output_tokens"
+        self.input_share = self.prefix + "input_share"  # the share of the trace's text the calls carried
+
+
+@lru_cache(maxsize=64)
+def usage_keys(evaluator: str) -> UsageKeys:
+    return UsageKeys(evaluator)
+
+
+def result_attributes(result: MetricResult, source: Provenance) -> list[tuple[str, str | float]]:
+    """The attributes of `result`, scored by `source`, in the order they are written."""
+    keys = result_keys(result.name)
+    pairs: list[tuple[str, str | float]] = [(keys.evaluator, source.evaluator), (keys.revision, source.revision)]
+    if result.score is not None:
+        pairs.append((keys.score, float(result.score)))
+        pairs.append((keys.label, result.label))
+    if result.explanation:
+        pairs.append((keys.explanation, result.explanation))
+    if result.error is not None:
+        pairs.append((keys.error, result.error))
+    return pairs
+
+
+def usage_attributes(usage: EvaluatorUsage) -> list[tuple[str, int]]:
+    keys = usage_keys(usage.evaluator)
+    return [
+        (keys.calls, int(usage.calls)),
+        (keys.input_tokens, int(usage.input_tokens)),
+        (keys.output_tokens, int(usage.output_tokens)),
+    ]
+
+
+def parse_key(key: str) -> tuple[str, str] | None:
+    """`(metric, field)` of an `eval.<metric>.<field>` key; None for a key without a field
+    or not under `eval.`. Metric names have no dots: all after the metric's is the field."""
+    if not key.startswith(PREFIX):
+        return None
+    end = key.find(".", len(PREFIX))
+    return (key[len(PREFIX) : end], key[end + 1 :]) if end > len(PREFIX) else None
+
+
+def metric_of(key: str) -> str:
+    """`<metric>` of an `eval.<metric>.<field>` key; '' when `parse_key` finds none."""
+    parsed = parse_key(key)
+    return parsed[0] if parsed else ""
+
+
+def is_result_field(key: str) -> bool:
+    """Whether `key` is one of the fields every result writes (`eval.<metric>.score`, ...)."""
+    return key.startswith(PREFIX) and key.endswith(_RESULT_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class EncodedResult:
+    """What a span says of one metric, read back: its `eval.<metric>.*` values by field."""
+
+    metric: str
+    fields: Mapping[str, Any]  # field ('score', 'errors.planning', ...) -> its value
+
+    def get(self, field: str, default: Any = None) -> Any:
+        return self.fields.get(field, default)
+
+    @property
+    def score(self) -> float | None:
+        return _number(self.fields.get("score"))
+
+    @property
+    def label(self) -> str | None:
+        return _text(self.fields.get("label"))
+
+    @property
+    def explanation(self) -> str | None:
+        return _text(self.fields.get("explanation"))
+
+    @property
+    def error(self) -> str | None:
+        return _text(self.fields.get("error"))
+
+    @property
+    def evaluator(self) -> str | None:
+        return _text(self.fields.get("evaluator"))
+
+    @property
+    def revision(self) -> str | None:
+        return _text(self.fields.get("revision"))
+
+
+def read_results(attributes: Iterable[KeyValue]) -> dict[str, EncodedResult]:
+    """Every metric with `eval.<metric>.*` attributes among a span's `attributes`, in the
+    order the span has them (usage, `eval.case.id` and the like read as fields too)."""
+    fields: dict[str, dict[str, Any]] = {}
+    for kv in attributes:
+        # The prefix looked at first: most of a span's keys are not ours, and pay no call.
+        if kv.key.startswith(PREFIX) and (parsed := parse_key(kv.key)):
+            metric, field = parsed
+            fields.setdefault(metric, {})[field] = any_value_to_python(kv.value)
+    return {metric: EncodedResult(metric, values) for metric, values in fields.items()}
+
+
+def read_result(attributes: Iterable[KeyValue], metric: str) -> EncodedResult | None:
+    """The span's `eval.<metric>.*` values, or None when it has none."""
+    keys = result_keys(metric)
+    values = {
+        kv.key[len(keys.prefix) :]: any_value_to_python(kv.value) for kv in attributes if kv.key.startswith(keys.prefix)
+    }
+    return EncodedResult(metric, values) if values else None
 
 
 def is_session_carrier(trace: Trace) -> bool:
@@ -26,12 +236,9 @@ def is_session_carrier(trace: Trace) -> bool:
     )
 
 
-# failure_localization's findings ("Findings on other spans" in docs/score-encoding.md):
-# the root lists the spans it blamed, in order, comma-separated; each blamed span has a
-# `gen_ai.evaluation.result` event with these keys beside the evaluation's own.
-BLAMED_SPAN_IDS = "eval.failure_localization.span_ids"
-FAILURE_CATEGORY = "eval.failure.category"
-FAILURE_GROUP = "eval.failure.group"
-FAILURE_IMPACT = "eval.failure.impact"
-FAILURE_EVIDENCE = "eval.failure.evidence"
-FAILURE_SOURCE = "eval.failure.source"
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

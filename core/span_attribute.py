@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PREFIX = "eval."
+from spanscore.core.score_encoding import PREFIX
 
 
 @dataclass(frozen=True)

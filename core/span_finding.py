@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spanscore.core.span_attribute import PREFIX
+from spanscore.core.score_encoding import PREFIX
 
 Value = str | int | float | bool
 
@@ -32,15 +32,6 @@ class SpanFinding:
                 raise ValueError(f"a finding's attribute must be under {PREFIX!r}, got {key!r}")
             if not isinstance(value, (str, int, float, bool)):
                 raise ValueError(f"attribute {key} must be a string, number or bool, got {type(value).__name__}")
-
-    def event_attributes(self) -> dict[str, Value]:
-        """The `gen_ai.evaluation.result` event's attributes, the finding's own after them."""
-        return {
-            "gen_ai.evaluation.name": self.name,
-            "gen_ai.evaluation.score.label": self.label,
-            "gen_ai.evaluation.explanation": self.explanation,
-            **dict(self.attributes),
-        }
 
     def attribute(self, key: str) -> Value | None:
         return next((value for name, value in self.attributes if name == key), None)

@@ -36,16 +36,15 @@ from pydantic import Field, model_validator
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentFactory
-from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.evaluation_event import EXPLANATION, evaluation_events
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import (
     BLAMED_SPAN_IDS,
     FAILURE_CATEGORY,
-    FAILURE_EVIDENCE,
-    FAILURE_GROUP,
-    FAILURE_IMPACT,
+    FAILURE_DETAILS,
     FAILURE_SOURCE,
     is_session_carrier,
+    result_keys,
 )
 from spanscore.core.trace import Trace
 from spanscore.exporters.base import Exporter, ExporterConfig
@@ -114,12 +113,12 @@ def annotator_kind(metric: str, evaluator: str | None) -> str:
 
 def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
     """The fields Phoenix's span and session annotations share, for one result."""
-    prefix = f"eval.{result.name}."
-    evaluator = find_attribute(span_attributes, prefix + "evaluator")
+    keys = result_keys(result.name)
+    evaluator = find_attribute(span_attributes, keys.evaluator)
     metadata: dict[str, Any] = {"threshold": result.threshold}
     if evaluator is not None:
         metadata["evaluator"] = evaluator
-    revision = find_attribute(span_attributes, prefix + "revision")
+    revision = find_attribute(span_attributes, keys.revision)
     if revision is not None:
         metadata["revision"] = revision
     if result.error is not None:
@@ -147,26 +146,20 @@ def finding_annotations(trace: Trace, anchor: Any) -> list[dict[str, Any]]:
         span_id = span.span_id.hex()
         if span_id not in wanted:
             continue
-        for event in span.events:
-            if event.name != EVALUATION_EVENT:
-                continue
-            category = find_attribute(event.attributes, FAILURE_CATEGORY)
+        for event in evaluation_events(span):
+            category = event.get(FAILURE_CATEGORY)
             if category is None:  # the root's own result event
                 continue
-            source = find_attribute(event.attributes, FAILURE_SOURCE)
-            metadata = {
-                key.removeprefix("eval.failure."): value
-                for key in (FAILURE_GROUP, FAILURE_IMPACT, FAILURE_EVIDENCE, FAILURE_SOURCE)
-                if (value := find_attribute(event.attributes, key)) is not None
-            }
+            source = event.get(FAILURE_SOURCE)
+            metadata = {name: value for name, key in FAILURE_DETAILS.items() if (value := event.get(key)) is not None}
             found.append(
                 {
-                    "name": find_attribute(event.attributes, "gen_ai.evaluation.name") or "failure_localization",
+                    "name": event.name or "failure_localization",
                     "annotator_kind": "CODE" if source == "evidence" else "LLM",
                     "result": {
                         "label": category,
                         "score": None,
-                        "explanation": find_attribute(event.attributes, "gen_ai.evaluation.explanation"),
+                        "explanation": event.get(EXPLANATION),
                     },
                     "metadata": metadata,
                     "identifier": f"{IDENTIFIER}:{category}",

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from spanscore.core.evaluation_event import EVALUATION_NAME, SCORE_LABEL
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import FAILURE_CATEGORY, FAILURE_GROUP
+from spanscore.core.score_encoding import EVALUATOR, FAILURE_CATEGORY, FAILURE_GROUP, REVISION
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
@@ -75,10 +76,10 @@ class ScoreObservations:
         for result in results:
             source = provenance.get(result.name, CODE_PROVENANCE)
             attributes = {
-                "gen_ai.evaluation.name": result.name,
-                "gen_ai.evaluation.score.label": result.label or "error",
-                "eval.evaluator": source.evaluator,
-                "eval.revision": source.revision,
+                EVALUATION_NAME: result.name,
+                SCORE_LABEL: result.label or "error",
+                EVALUATOR: source.evaluator,
+                REVISION: source.revision,
                 **common,
             }
             series = _series(attributes)

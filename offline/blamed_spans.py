@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spanscore.core.attributes import any_value_to_python
-from spanscore.core.evaluation_event import EVALUATION_EVENT
+from spanscore.core.evaluation_event import EXPLANATION, evaluation_events
 from spanscore.core.score_encoding import (
     FAILURE_CATEGORY,
     FAILURE_EVIDENCE,
     FAILURE_GROUP,
     FAILURE_IMPACT,
     FAILURE_SOURCE,
+    read_result,
 )
 from spanscore.core.trace import Trace
 from spanscore.processors.localization.blame import NONE_FOUND
@@ -31,7 +31,6 @@ from spanscore.processors.localization.taxonomy import taxonomy
 
 METRIC = "failure_localization"
 GROUPS = tuple(taxonomy().groups)
-_ROOT = f"eval.{METRIC}."
 
 
 @dataclass(frozen=True)
@@ -83,19 +82,17 @@ def localization_of(trace: Trace) -> Localization | None:
     anchor = trace.anchor
     if anchor is None:
         return None
-    values = {
-        kv.key[len(_ROOT) :]: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith(_ROOT)
-    }
-    if not values:
+    result = read_result(anchor.attributes, METRIC)
+    if result is None:
         return None
-    span_ids = tuple(s for s in str(values.get("span_ids") or "").split(",") if s)
+    span_ids = tuple(s for s in str(result.get("span_ids") or "").split(",") if s)
     return Localization(
-        score=_number(values.get("score")),
-        label=_text(values.get("label")),
-        explanation=_text(values.get("explanation")),
+        score=result.score,
+        label=_text(result.get("label")),
+        explanation=_text(result.get("explanation")),
         span_ids=span_ids,
-        errors=_count(values.get("errors")),
-        errors_by_group={g: n for g in GROUPS if (n := _count(values.get(f"errors.{g}"))) is not None},
+        errors=_count(result.get("errors")),
+        errors_by_group={g: n for g in GROUPS if (n := _count(result.get(f"errors.{g}"))) is not None},
     )
 
 
@@ -109,12 +106,9 @@ def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Bl
     for span, _ in trace.spans():
         span_id = span.span_id.hex()
         names[span_id] = span.name
-        for event in span.events:
-            if event.name != EVALUATION_EVENT:
-                continue
-            attributes = {kv.key: any_value_to_python(kv.value) for kv in event.attributes}
-            category = attributes.get(FAILURE_CATEGORY)
-            if attributes.get("gen_ai.evaluation.name") != METRIC or not category:
+        for event in evaluation_events(span):
+            category = event.get(FAILURE_CATEGORY)
+            if event.name != METRIC or not category:
                 continue
             found.append(
                 Blamed(
@@ -122,11 +116,11 @@ def blamed_in(trace: Trace, localization: Localization | None = None) -> list[Bl
                     span_id=span_id,
                     span_name=span.name,
                     category=str(category),
-                    group=_text(attributes.get(FAILURE_GROUP)) or group_of(str(category)),
-                    impact=_text(attributes.get(FAILURE_IMPACT)),
-                    evidence=_text(attributes.get(FAILURE_EVIDENCE)),
-                    explanation=str(attributes.get("gen_ai.evaluation.explanation") or ""),
-                    source=_text(attributes.get(FAILURE_SOURCE)),
+                    group=_text(event.get(FAILURE_GROUP)) or group_of(str(category)),
+                    impact=_text(event.get(FAILURE_IMPACT)),
+                    evidence=_text(event.get(FAILURE_EVIDENCE)),
+                    explanation=str(event.get(EXPLANATION) or ""),
+                    source=_text(event.get(FAILURE_SOURCE)),
                 )
             )
     if localization is None:
@@ -153,10 +147,6 @@ def group_of(category: str) -> str | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _count(value: Any) -> int | None:

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from spanscore.core.attributes import any_value_to_python
 from spanscore.core.quoting import excerpt
+from spanscore.core.score_encoding import parse_key
 from spanscore.core.trace import Trace
 from spanscore.core.wording import counted
 from spanscore.offline.blamed_spans import Blamed, blamed_in, group_words, localization_of
@@ -210,10 +211,9 @@ def _scores(anchor) -> dict[str, dict[str, Any]]:
     if anchor is None:
         return scores
     for kv in anchor.attributes:
-        prefix, _, rest = kv.key.partition(".")
-        name, _, suffix = rest.rpartition(".")
-        if prefix == "eval" and name and suffix in _SCORE_FIELDS:
-            scores.setdefault(name, {})[suffix] = any_value_to_python(kv.value)
+        parsed = parse_key(kv.key)
+        if parsed is not None and parsed[1] in _SCORE_FIELDS:
+            scores.setdefault(parsed[0], {})[parsed[1]] = any_value_to_python(kv.value)
     return scores
 
 

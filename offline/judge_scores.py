@@ -13,10 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spanscore.core.attributes import any_value_to_python
+from spanscore.core.score_encoding import read_results
 from spanscore.offline.otlp_files import read_requests
-
-PREFIX = "eval."
 
 
 @dataclass(frozen=True)
@@ -77,23 +75,12 @@ def read_judge_scores(paths: Sequence[Path]) -> ScoredSpans:
 
 
 def _scores_of(span) -> list[JudgeScore]:
-    attributes = {kv.key: kv.value for kv in span.attributes if kv.key.startswith(PREFIX)}
-    if not attributes:
-        return []
     found = []
-    for key in attributes:
-        if not key.endswith(".score"):
+    for metric, result in read_results(span.attributes).items():
+        score = result.score
+        if score is None:
             continue
-        metric = key[len(PREFIX) : -len(".score")]
-        value = any_value_to_python(attributes[key])
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-
-        def get(suffix: str, metric: str = metric):
-            held = attributes.get(f"{PREFIX}{metric}.{suffix}")
-            return None if held is None else any_value_to_python(held)
-
-        threshold = get("threshold")
+        threshold = result.get("threshold")
         found.append(
             JudgeScore(
                 trace_id=span.trace_id.hex(),
@@ -101,20 +88,16 @@ def _scores_of(span) -> list[JudgeScore]:
                 span_name=span.name,
                 is_root=not span.parent_span_id,
                 metric=metric,
-                score=float(value),
-                label=_text_or_none(get("label")),
-                explanation=_text_or_none(get("explanation")) or "",
-                evaluator=_text_or_none(get("evaluator")) or "code",
-                revision=_text_or_none(get("revision")) or "",
+                score=score,
+                label=result.label,
+                explanation=result.explanation or "",
+                evaluator=result.evaluator or "code",
+                revision=result.revision or "",
                 threshold=float(threshold) if isinstance(threshold, (int, float)) else None,
-                trial_scores=_trial_scores(get("trial_scores")),
+                trial_scores=_trial_scores(result.get("trial_scores")),
             )
         )
     return found
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _trial_scores(value: object) -> tuple[float, ...]:

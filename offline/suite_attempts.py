@@ -25,7 +25,8 @@ from pathlib import Path
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from spanscore.core.attributes import any_value_to_python
+from spanscore.core.attributes import any_value_to_python, find_attribute
+from spanscore.core.score_encoding import CASE_ID, EncodedResult, read_results
 from spanscore.core.trace import Trace
 from spanscore.offline.blamed_spans import Blamed, blamed_in, localization_of
 from spanscore.offline.otlp_files import read_requests
@@ -34,11 +35,9 @@ from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of
 from spanscore.processors.localization.blame import NONE_FOUND
 
-CASE_KEY = "eval.case.id"
 DEFAULT_OUTCOME = "success"
 NO_CASE = "(no case)"
 UNSET_GROUP = "(unset)"
-SCORE_SUFFIX, LABEL_SUFFIX = ".score", ".label"
 
 
 @dataclass(frozen=True)
@@ -118,30 +117,30 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
             run.requests += 1
             assembler.add(request, 0.0)
     traces = {trace.trace_id: trace for trace in assembler.pop_all()}
-    score_key, error_key = f"eval.{outcome}{SCORE_SUFFIX}", f"eval.{outcome}.error"
-    skipped_key = f"eval.{outcome}.skipped"
     for trace in traces.values():
         anchor = trace.anchor
         if anchor is None:
             continue
-        attributes = {kv.key: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith("eval.")}
+        results = read_results(anchor.attributes)
         scored = {
-            key[5 : -len(SCORE_SUFFIX)]: value
-            for key, value in attributes.items()
-            if key.endswith(SCORE_SUFFIX) and isinstance(value, (int, float))
+            metric: score
+            for metric, result in results.items()
+            if isinstance(score := result.get("score"), (int, float))
         }
-        ungraded = attributes.get(error_key, attributes.get(skipped_key))
-        if not scored and score_key not in attributes and ungraded is None:
+        result = results.get(outcome, EncodedResult(outcome, {}))
+        ungraded = result.get("error", result.get("skipped"))
+        if not scored and "score" not in result.fields and ungraded is None:
             continue
         linked = [traces[link.trace_id] for link in anchor.links if link.trace_id in traces] or [trace]
         group = _group_of(by, trace, linked)
         distributions = run.scores.setdefault(group, defaultdict(list))
         for metric, score in scored.items():
             distributions[metric].append(float(score))
-        case_id = str(attributes.get(CASE_KEY, NO_CASE))
-        if score_key in attributes:
-            label = attributes.get(f"eval.{outcome}{LABEL_SUFFIX}")
-            success = label == "pass" if label is not None else attributes[score_key] == 1.0
+        case_id = find_attribute(anchor.attributes, CASE_ID)
+        case_id = NO_CASE if case_id is None else str(case_id)
+        if "score" in result.fields:
+            label = result.get("label")
+            success = label == "pass" if label is not None else result.get("score") == 1.0
             attempt = Attempt(
                 case_id=case_id,
                 success=success,
@@ -149,7 +148,7 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
                 group=group,
                 steps=[(step.name, step.error is None) for t in linked for step in agent_trace_of(t).tool_steps],
                 progress_auc=scored.get("progress_auc"),
-                findings=_findings(anchor, attributes) + [f for t in linked if t is not trace for f in _findings_of(t)],
+                findings=_findings(anchor, results) + [f for t in linked if t is not trace for f in _findings_of(t)],
             )
             if not success:
                 _add_localization(attempt, linked)
@@ -184,17 +183,14 @@ def _findings_of(trace: Trace) -> list[Finding]:
     anchor = trace.anchor
     if anchor is None:
         return []
-    attributes = {kv.key: any_value_to_python(kv.value) for kv in anchor.attributes if kv.key.startswith("eval.")}
-    return _findings(anchor, attributes)
+    return _findings(anchor, read_results(anchor.attributes))
 
 
-def _findings(span: Span, attributes: dict) -> list[Finding]:
+def _findings(span: Span, results: dict[str, EncodedResult]) -> list[Finding]:
     found = []
-    for key, value in attributes.items():
-        if key.endswith(LABEL_SUFFIX) and value == "fail":
-            metric = key[5 : -len(LABEL_SUFFIX)]
-            score = attributes.get(f"eval.{metric}{SCORE_SUFFIX}")
-            found.append(Finding(metric, span.name, score, str(attributes.get(f"eval.{metric}.explanation", ""))))
-        elif key.endswith(".error"):
-            found.append(Finding(key[5 : -len(".error")], span.name, None, str(value)))
+    for metric, result in results.items():
+        if result.get("label") == "fail":
+            found.append(Finding(metric, span.name, result.get("score"), str(result.get("explanation", ""))))
+        if "error" in result.fields:
+            found.append(Finding(metric, span.name, None, str(result.get("error"))))
     return found

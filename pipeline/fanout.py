@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spanscore.core.routing import ROUTE_ATTRIBUTE, TraceRouter
+from spanscore.core.routing import TraceRouter
+from spanscore.core.score_encoding import ROUTE
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
@@ -48,7 +49,7 @@ class FanOut:
             route = self.router.route(trace.results, trace.trace_id)
             anchor = trace.anchor
             if route.matched and anchor is not None:
-                attach_attributes(anchor, [SpanAttribute(ROUTE_ATTRIBUTE, ",".join(route.matched))])
+                attach_attributes(anchor, [SpanAttribute(ROUTE, ",".join(route.matched))])
             if route.exporters is not None:
                 exporters = [e for e in exporters if e.id in route.exporters]
                 if not exporters:

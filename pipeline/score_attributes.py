@@ -34,9 +34,19 @@ from spanscore.core.evaluation_event import (
 )
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import BLAMED_SPAN_IDS, SCOPE_NAME, SESSION_SPAN_NAME
+from spanscore.core.score_encoding import (
+    BLAMED_SPAN_IDS,
+    PREFIX,
+    SCOPE_NAME,
+    SESSION_SPAN_NAME,
+    SESSION_TRACE_COUNT,
+    metric_of,
+    parse_key,
+    result_attributes,
+    usage_attributes,
+)
 from spanscore.core.session import Session
-from spanscore.core.span_attribute import PREFIX, SpanAttribute
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage, per_evaluator
@@ -50,17 +60,8 @@ def _result_fields(
     pairs: list[tuple[str, str | float]] = []
     events: list[bytes] = []
     for result in results:
-        prefix = f"eval.{result.name}."
         source = provenance.get(result.name, CODE_PROVENANCE)
-        pairs.append((prefix + "evaluator", source.evaluator))
-        pairs.append((prefix + "revision", source.revision))
-        if result.score is not None:
-            pairs.append((prefix + "score", float(result.score)))
-            pairs.append((prefix + "label", result.label))
-        if result.explanation:
-            pairs.append((prefix + "explanation", result.explanation))
-        if result.error is not None:
-            pairs.append((prefix + "error", result.error))
+        pairs += result_attributes(result, source)
         if span_events:
             attributes = evaluation_attributes(result, source)
             events.append(score_wire.span_event(now_ns, EVALUATION_EVENT, attributes.items()))
@@ -98,23 +99,17 @@ def _has_eval_keys(span: Span) -> bool:
     return any(kv.key.startswith(PREFIX) for kv in span.attributes)
 
 
-def _metric_of(key: str) -> str:
-    """`<metric>` of an `eval.<metric>.<field>` key ('' for a key without a field)."""
-    end = key.find(".", len(PREFIX))
-    return key[len(PREFIX) : end] if end > 0 else ""
-
-
 def clear_results(span: Span, names: Collection[str]) -> list[str]:
     """Remove from `span` what an earlier scoring wrote for the metrics `names`: their
     `eval.<metric>.*` attributes and their `gen_ai.evaluation.result` events (events of a
     metric only where its attributes were, which is where spanscore's results are).
     Returns the span ids (hex) the removed `failure_localization` results had blamed."""
     attributes = span.attributes
-    stale = [i for i, kv in enumerate(attributes) if (key := kv.key).startswith(PREFIX) and _metric_of(key) in names]
+    stale = [i for i, kv in enumerate(attributes) if (key := kv.key).startswith(PREFIX) and metric_of(key) in names]
     if not stale:
         return []
-    carried = {_metric_of(attributes[i].key) for i in stale}
-    blamed = find_attribute(attributes, BLAMED_SPAN_IDS) if _metric_of(BLAMED_SPAN_IDS) in carried else None
+    carried = {metric_of(attributes[i].key) for i in stale}
+    blamed = find_attribute(attributes, BLAMED_SPAN_IDS) if metric_of(BLAMED_SPAN_IDS) in carried else None
     for i in reversed(stale):
         del attributes[i]
     clear_events(span, carried)
@@ -134,7 +129,7 @@ def carry_over(span: Span, earlier: Sequence[Span]) -> None:
         span.attributes.extend(
             kv
             for kv in old.attributes
-            if kv.key.startswith(PREFIX) and _metric_of(kv.key) in kept and kv.key not in present
+            if kv.key.startswith(PREFIX) and metric_of(kv.key) in kept and kv.key not in present
         )
         span.events.extend(
             event
@@ -147,9 +142,7 @@ def carry_over(span: Span, earlier: Sequence[Span]) -> None:
 def _result_metrics(span: Span) -> set[str]:
     """The metrics `span` has a result of: every result writes `eval.<metric>.evaluator`
     (a skipped metric has none, so a result it had is kept beside the skip, as on traces)."""
-    return {
-        _metric_of(key) for kv in span.attributes if (key := kv.key).startswith(PREFIX) and key.endswith(".evaluator")
-    }
+    return {parsed[0] for kv in span.attributes if (parsed := parse_key(kv.key)) and parsed[1] == "evaluator"}
 
 
 def clear_findings(trace: Trace, span_ids: Collection[str], names: Collection[str]) -> None:
@@ -187,13 +180,13 @@ def prepared_anchor(
     attaching replaces in place."""
     pairs, events = _result_fields(results, time.time_ns(), provenance, span_events)
     for usage in usages:
-        pairs += _usage_pairs(usage)
+        pairs += usage_attributes(usage)
     pairs += [(attribute.key, attribute.value) for attribute in attributes]
     unique = dict(pairs)  # the last of a repeated key wins, where the first was: as attaching in turn does
     names = {result.name for result in results}
     for kv in span.attributes:
         key = kv.key
-        if key.startswith(PREFIX) and (key in unique or _metric_of(key) in names):
+        if key.startswith(PREFIX) and (key in unique or metric_of(key) in names):
             return None
     return score_wire.span_attributes(unique.items()) + b"".join(events)
 
@@ -212,16 +205,7 @@ def finding_fields(finding: SpanFinding, source: Provenance, now_ns: int | None 
 
 def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
     """`eval.<evaluator>.calls`, `.input_tokens` and `.output_tokens` on `span`."""
-    span.MergeFromString(_new_attributes(span, _usage_pairs(usage)))
-
-
-def _usage_pairs(usage: EvaluatorUsage) -> list[tuple[str, int]]:
-    prefix = f"eval.{usage.evaluator}."
-    return [
-        (prefix + "calls", int(usage.calls)),
-        (prefix + "input_tokens", int(usage.input_tokens)),
-        (prefix + "output_tokens", int(usage.output_tokens)),
-    ]
+    span.MergeFromString(_new_attributes(span, usage_attributes(usage)))
 
 
 def attach_attributes(span: Span, attributes: Iterable[SpanAttribute]) -> None:
@@ -301,7 +285,7 @@ def carrier_spans(
             _kv("session.id", AnyValue(string_value=session_id)),
             _kv("gen_ai.conversation.id", AnyValue(string_value=session_id)),
             _kv("openinference.span.kind", AnyValue(string_value="EVALUATOR")),
-            _kv("eval.session.trace_count", AnyValue(int_value=len(links))),
+            _kv(SESSION_TRACE_COUNT, AnyValue(int_value=len(links))),
         ],
         links=[Span.Link(trace_id=trace_id, span_id=span_id) for trace_id, span_id in links if span_id],
     )

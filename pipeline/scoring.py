@@ -19,6 +19,7 @@ from typing import Protocol
 from spanscore.core.provenance import Provenance
 from spanscore.core.quoting import excerpt
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
@@ -64,7 +65,7 @@ class Scored:
     @classmethod
     def skipped(cls, metric_names: tuple[str, ...], why: str) -> Scored:
         """No result, only `eval.<metric>.skipped` saying why: not scored, not failed."""
-        return cls(attributes=[SpanAttribute(f"eval.{name}.skipped", why) for name in metric_names], cut_off=True)
+        return cls(attributes=[SpanAttribute(result_keys(name).skipped, why) for name in metric_names], cut_off=True)
 
 
 NOT_SCORED = "not scored before the pipeline stopped"  # why, unless the one stopping it says more

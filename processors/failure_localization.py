@@ -46,6 +46,7 @@ from spanscore.core.score_encoding import (
     FAILURE_GROUP,
     FAILURE_IMPACT,
     FAILURE_SOURCE,
+    result_keys,
 )
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
@@ -67,7 +68,7 @@ from spanscore.processors.localization.taxonomy import taxonomy
 log = logging.getLogger("spanscore.failure_localization")
 
 NAME = "failure_localization"
-PREFIX = f"eval.{NAME}."
+KEYS = result_keys(NAME)
 NO_JUDGE = "evidence only: no judge configured, so errors that need reading the run were not looked for"
 JUDGE_EVALUATOR = "judge"  # its spend is counted with the judge metrics': eval.judge.*
 DEFAULT_MAX_FIELD_CHARS = 1_000
@@ -244,8 +245,8 @@ class FailureLocalization(Processor):
     @staticmethod
     def _summary(blames: list[Blame]) -> list[SpanAttribute]:
         groups = Counter(taxonomy()[b.category].group for b in blames)
-        attributes = [SpanAttribute(PREFIX + "errors", len(blames))]
-        attributes += [SpanAttribute(f"{PREFIX}errors.{group}", groups[group]) for group in taxonomy().groups]
+        attributes = [SpanAttribute(KEYS.field("errors"), len(blames))]
+        attributes += [SpanAttribute(KEYS.field(f"errors.{group}"), groups[group]) for group in taxonomy().groups]
         if blames:
             ordered = list(dict.fromkeys(b.span_id for b in blames))
             attributes.append(SpanAttribute(BLAMED_SPAN_IDS, ",".join(ordered)))

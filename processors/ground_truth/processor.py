@@ -40,6 +40,7 @@ from pydantic import Field, field_validator
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
+from spanscore.core.score_encoding import CASE_ID, result_keys
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
@@ -79,8 +80,8 @@ from spanscore.processors.metrics.tool_usage import (
 
 log = logging.getLogger("spanscore.ground_truth")
 
-CASE_ATTRIBUTE = "eval.case.id"
-DEFAULT_CASE_KEY = "eval.case.id"
+CASE_ATTRIBUTE = CASE_ID
+DEFAULT_CASE_KEY = CASE_ID
 DEFAULT_ANSWER_THRESHOLD = 0.7
 DEFAULT_TOOL_THRESHOLD = 1.0
 EVALUATOR = "judge"
@@ -524,7 +525,7 @@ def _over_budget(error: JudgeError) -> bool:
 
 def _skipped(metric: str, why: BaseException | str) -> SpanAttribute:
     """What a metric the judge's budget kept from being graded leaves on the span."""
-    return SpanAttribute(f"eval.{metric}.skipped", str(why))
+    return SpanAttribute(result_keys(metric).skipped, str(why))
 
 
 def _key(value: Any) -> str:

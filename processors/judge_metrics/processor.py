@@ -42,6 +42,7 @@ from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import RedactConfig, Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.sampling import trace_id_sampled
+from spanscore.core.score_encoding import result_keys, usage_keys
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
@@ -66,7 +67,7 @@ log = logging.getLogger("spanscore.judge_metrics")
 JUDGE_EVALUATOR = "judge"  # eval.judge.* on the span, gen_ai.evaluation.judge.* metrics
 NO_CONTENT = "no_content"  # error.type of the results for a trace with nothing to judge
 # The share of the trace's text the judge was shown, after field limits and max_input_tokens.
-INPUT_SHARE = f"eval.{JUDGE_EVALUATOR}.input_share"
+INPUT_SHARE = usage_keys(JUDGE_EVALUATOR).input_share
 
 
 # A metric's worked examples take at most this many tokens of each of its calls by default:
@@ -324,16 +325,17 @@ def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
     and, when the judge was asked several times, each trial's score."""
     if result.score is None:
         return []
-    context = [SpanAttribute(f"eval.{result.name}.threshold", float(result.threshold))]
+    keys = result_keys(result.name)
+    context = [SpanAttribute(keys.threshold, float(result.threshold))]
     trial_scores = result.metadata.get("trials", {}).get("scores", [])
     if len(trial_scores) > 1:
-        context.append(SpanAttribute(f"eval.{result.name}.trial_scores", ",".join(f"{s:g}" for s in trial_scores)))
+        context.append(SpanAttribute(keys.trial_scores, ",".join(f"{s:g}" for s in trial_scores)))
     return context
 
 
 def _skipped_when_over_budget(result: MetricResult) -> TraceOutput:
     if result.error_type == BUDGET_EXHAUSTED:
-        return SpanAttribute(f"eval.{result.name}.skipped", result.error)
+        return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result
 
 

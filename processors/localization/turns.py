@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import result_keys
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.processors.localization.blame import NONE_FOUND
 
@@ -67,10 +68,8 @@ def session_outputs(turns: list[Turn], threshold: float) -> list[MetricResult | 
         explanation=f"turn {index + 1} of {len(turns)} (trace {turn.trace_id}) broke the session: it failed "
         f"({turn.why_failed}) and {after}{located}",
     )
-    attributes = [
-        SpanAttribute(f"eval.{NAME}.turn", index + 1),
-        SpanAttribute(f"eval.{NAME}.trace_id", turn.trace_id),
-    ]
+    keys = result_keys(NAME)
+    attributes = [SpanAttribute(keys.field("turn"), index + 1), SpanAttribute(keys.field("trace_id"), turn.trace_id)]
     if turn.span_id:
-        attributes.append(SpanAttribute(f"eval.{NAME}.span_id", turn.span_id))
+        attributes.append(SpanAttribute(keys.field("span_id"), turn.span_id))
     return [result, *attributes]
