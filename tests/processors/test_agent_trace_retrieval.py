@@ -221,3 +221,36 @@ def test_odd_document_values_give_fewer_documents_not_errors():
     [step] = build(span).steps
     assert [(d.content, d.score) for d in step.documents] == [("", None), ("plain text", None)]
     assert step.document_count == 4
+
+
+# -- what the existing metrics read ----------------------------------------------------
+
+
+def _without_retrieval(trace):
+    return trace.model_copy(update={"steps": [s for s in trace.steps if s.kind != "retrieval"]})
+
+
+@pytest.mark.parametrize("name", CONVENTIONS)
+def test_the_trace_judge_sees_a_rag_trace_as_it_did_before_retrieval_steps(name):
+    from spanscore.processors.ground_truth.prompts import transcript_block
+    from spanscore.processors.judge.prompts import PromptBuilder
+
+    trace = load_trace(name, RAG_DIR)
+    builder = PromptBuilder()
+    assert builder.data_block(trace) == builder.data_block(_without_retrieval(trace))
+    assert transcript_block(builder, [trace]) == transcript_block(builder, [_without_retrieval(trace)])
+
+
+def test_a_trace_with_only_retrievals_shows_the_judge_no_steps():
+    from spanscore.processors.judge.prompts import PromptBuilder
+
+    span = make_span("retriever", {"openinference.span.kind": "RETRIEVER", "input.value": "q"}, error="index down")
+    assert "steps: none" in PromptBuilder().data_block(build(span))
+
+
+def test_failure_localization_shows_a_retrieval_step_as_a_retrieval():
+    from spanscore.processors.localization.run_steps import render, run_steps
+
+    trace = load_trace("openinference", RAG_DIR)
+    first = render(run_steps(trace)[0], 200)
+    assert "· retrieval VectorStoreRetriever" in first and f"query: {rag.QUESTION}" in first and "documents: 2" in first
