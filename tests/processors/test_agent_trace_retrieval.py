@@ -5,6 +5,8 @@ bounds on documents."""
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spanscore.processors.agent_trace import build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize
@@ -12,6 +14,7 @@ from spanscore.processors.agent_trace.retrieval import MAX_DOCUMENT_CHARS, MAX_D
 from tests.fixtures.spans.rag import make_rag_fixtures as rag
 from tests.support.agent_fixtures import SPANS_DIR, load_spans, load_trace
 from tests.support.agent_spans import TRACE_ID, make_span, with_resource
+from tests.support.fuzz_strategies import json_values
 
 RAG_DIR = SPANS_DIR / "rag"
 CONVENTIONS = sorted(rag.FIXTURES)
@@ -254,3 +257,53 @@ def test_failure_localization_shows_a_retrieval_step_as_a_retrieval():
     trace = load_trace("openinference", RAG_DIR)
     first = render(run_steps(trace)[0], 200)
     assert "· retrieval VectorStoreRetriever" in first and f"query: {rag.QUESTION}" in first and "documents: 2" in first
+
+
+_DOCUMENT_KEYS = (
+    "id",
+    "content",
+    "page_content",
+    "text",
+    "score",
+    "metadata",
+    "document",
+    "node",
+    "documents",
+    "query",
+)
+document_like = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.sampled_from(_DOCUMENT_KEYS), children, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(document_like, json_values(8)))
+def test_reading_documents_and_queries_never_raises(value):
+    # The adapters swallow an exception (the span then has no documents): here none may occur.
+    from spanscore.processors.agent_trace.retrieval import documents_of, metadata_value, query_text
+
+    documents, count = documents_of(value)
+    assert len(documents) <= min(count, MAX_DOCUMENTS)
+    documents, _ = documents_of(json.dumps(value))
+    assert all(len(d.content) <= MAX_DOCUMENT_CHARS for d in documents)
+    query_text(value)
+    metadata_value(value)
+
+
+def test_documents_are_read_from_the_shapes_frameworks_record():
+    from spanscore.processors.agent_trace.retrieval import documents_of
+
+    nodes = [{"node": {"id_": "n1", "text": "returns", "metadata": {"page": 2}}, "score": 0.7}]
+    langchain = {"documents": [{"id": "d1", "page_content": "shipping", "metadata": {}, "type": "Document"}]}
+    nested = [{"document": {"id": "x", "content": "policy", "score": 0.5}}]
+    assert [(d.id, d.content, d.score, d.metadata) for d in documents_of(nodes)[0]] == [
+        ("n1", "returns", 0.7, {"page": 2})
+    ]
+    assert [(d.id, d.content) for d in documents_of(json.dumps(langchain))[0]] == [("d1", "shipping")]
+    assert [(d.id, d.score) for d in documents_of(nested)[0]] == [("x", 0.5)]
+    assert [d.content for d in documents_of(["one", "two"])[0]] == ["one", "two"]
