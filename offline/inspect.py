@@ -43,12 +43,14 @@ from spanscore.offline.reading_bounds import shown_problems
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.score_scope import SESSION_CARRIER, ScoreScope
 from spanscore.pipeline.settings import PipelineSettings
-from spanscore.processors.agent_trace import Step, agent_trace_of
+from spanscore.processors.agent_trace import Document, Step, agent_trace_of
 
 EXIT_PROBLEMS = 2
 SHORT_TEXT = 80  # characters of a text shown in the human format before an ellipsis
 BLAME_CHARS = 120  # of a blamed span's explanation in the human format
 SUMMARY_CHARS = 200  # of failure_localization's explanation on the root
+SHOWN_DOCUMENTS = 3  # of a retrieval step's documents, in both formats
+DOCUMENT_CHARS = 500  # of a shown document's content in the JSON format (SHORT_TEXT in the human one)
 _SCORE_FIELDS = ("score", "label", "error")
 
 
@@ -147,12 +149,30 @@ def run(
 
 
 def _step(step: Step) -> dict[str, Any]:
-    return {
+    described = {
         "kind": step.kind,
         "name": step.name,
         "arguments": step.arguments,
         "result": step.result,
         "error": step.error,
+    }
+    if step.kind == "retrieval":
+        # Bounded even here: a retriever may return thousands of documents.
+        described.update(
+            query=step.query,
+            document_count=step.document_count,
+            documents=[_document(document) for document in step.documents[:SHOWN_DOCUMENTS]],
+        )
+    return described
+
+
+def _document(document: Document) -> dict[str, Any]:
+    return {
+        "id": document.id,
+        "score": document.score,
+        "content": document.content[:DOCUMENT_CHARS],
+        "content_chars": document.content_chars,
+        "metadata": document.metadata,
     }
 
 
@@ -247,6 +267,8 @@ def human_lines(record: dict[str, Any]) -> list[str]:
             lines.append(f"  steps: {len(record['steps'])}")
             for i, step in enumerate(record["steps"], start=1):
                 lines.append(f"    {i}. {_step_line(step)}")
+                if step["kind"] == "retrieval":
+                    lines.extend(f"       {line}" for line in _document_lines(step))
                 lines.extend(f"       {_blame_line(blame, True)}" for blame in step.get("blamed", ()))
         elif record["session_id"]:
             lines.append(f"  session: {excerpt(record['session_id'])}")
@@ -262,10 +284,34 @@ def human_lines(record: dict[str, Any]) -> list[str]:
 
 def _step_line(step: dict[str, Any]) -> str:
     parts = [f"{step['kind']} {excerpt(str(step['name']))}"]
-    for key in ("arguments", "result", "error"):
-        if step[key] not in (None, "", {}, []):
+    for key in ("arguments", "result", "query", "error"):
+        if step.get(key) not in (None, "", {}, []):
             parts.append(f"{key}={_value(step[key])}")
+    if step["kind"] == "retrieval":
+        parts.append(counted(step["document_count"], "document"))
     return "  ".join(parts)
+
+
+def _document_lines(step: dict[str, Any]) -> list[str]:
+    """The first documents of a retrieval step, one line each, then how many are not shown."""
+    lines = []
+    for number, document in enumerate(step["documents"], start=1):
+        parts = [f"[{number}]"]
+        if document["id"] is not None:
+            parts.append(excerpt(document["id"]))
+        if document["score"] is not None:
+            parts.append(f"score={document['score']:.2f}")
+        text = document["content"]
+        cut = text[:SHORT_TEXT] + "…" if document["content_chars"] > SHORT_TEXT else text
+        shown = json.dumps(cut, ensure_ascii=False)
+        parts.append(
+            f"{shown} ({document['content_chars']} chars)" if document["content_chars"] > SHORT_TEXT else shown
+        )
+        lines.append(" ".join(parts))
+    hidden = step["document_count"] - len(step["documents"])
+    if hidden > 0:
+        lines.append(f"… {counted(hidden, 'more document')}")
+    return lines
 
 
 def _blame_line(blame: dict[str, Any], in_step: bool) -> str:

@@ -19,7 +19,12 @@ a span that has no key under its prefixes. The views are then combined:
 - an LLM span nested inside another LLM span is the same call seen twice: the outer one
   is kept when it has the answer (the Agents SDK response span around an instrumented
   client call), else the inner ones that have it (LlamaIndex's wrapper spans); LLM spans
-  with no content and no sign of a completed call are dropped when others have some.
+  with no content and no sign of a completed call are dropped when others have some;
+- retrieval steps come from retriever, reranker and vector-store query spans (see
+  `retrieval` for their bounds); one inside another retrieval span that has documents
+  is the same retrieval seen twice (a framework's retriever around the store's query),
+  and only the outer one is kept. Retrieval steps alone do not make a trace an agent
+  run (`AgentTrace.recognized`): a lone vector-store query is not scored.
 
 A span an adapter cannot read contributes nothing from that adapter; it never fails the
 trace.
@@ -57,7 +62,7 @@ from spanscore.processors.agent_trace.model import (
     new_agent_trace,
     new_step,
 )
-from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, RETRIEVAL, TOOL, SpanView
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +117,7 @@ class SpanViews:
     """A trace's spans read by the convention adapters and sorted into roles: what both
     the summary and the full view are made from."""
 
-    __slots__ = ("views", "by_id", "by_depth", "containers", "llm_views", "tool_views")
+    __slots__ = ("views", "by_id", "by_depth", "containers", "llm_views", "tool_views", "retrieval_views")
 
     def __init__(self, spans: Sequence[tuple[Span, Resource]]):
         views = [_read(span) for span, _resource in spans]
@@ -123,6 +128,7 @@ class SpanViews:
         tool_views: list[SpanView] = []
         containers: list[SpanView] = []
         nested_llm: list[SpanView] = []
+        retrieval_views: list[SpanView] = []
         for view in views:
             role = view.role
             if role == LLM or role == TOOL:
@@ -132,6 +138,8 @@ class SpanViews:
                     nested_llm.append(view)
             elif role == AGENT or role == CHAIN:
                 containers.append(view)
+            elif role == RETRIEVAL and not _inside_retrieval_with_documents(view, by_id):
+                retrieval_views.append(view)
         containers.sort(key=_DEPTH_START)
         if nested_llm:
             llm_views = _innermost_with_output(llm_views, nested_llm, by_id)
@@ -141,6 +149,7 @@ class SpanViews:
         self.containers = containers
         self.llm_views = _model_calls(llm_views)
         self.tool_views = [v for v in tool_views if (v.tool_name or v.name) not in INTERNAL_TOOLS]
+        self.retrieval_views = retrieval_views
 
 
 def read_span_views(trace_id: bytes, spans: Sequence[tuple[Span, Resource]]) -> SpanViews | None:
@@ -197,7 +206,10 @@ def _build(trace_id: str, read: SpanViews, session_id: str | None) -> AgentTrace
     llm_steps = [_llm_step(v) for v in llm_views]
     tool_steps = [_tool_step(v) for v in tool_views]
     tool_steps += _unobserved_tool_calls(llm_views, llm_steps, tool_steps)
-    steps = sorted(llm_steps + tool_steps, key=lambda s: (s.start_time_unix_nano, s.kind != "llm"))
+    steps = llm_steps + tool_steps
+    if read.retrieval_views:
+        steps += [_retrieval_step(v) for v in read.retrieval_views]
+    steps.sort(key=lambda s: (s.start_time_unix_nano, s.kind != "llm"))
 
     root = by_depth[0] if by_depth else None
     # All fields in one validated construction rather than assigned one by one; as
@@ -269,6 +281,17 @@ def _inside(view: SpanView, role: str, by_id: dict[str, SpanView]) -> bool:
         seen.add(parent)
         ancestor = by_id[parent]
         if ancestor.role == role:
+            return True
+        parent = ancestor.parent_id
+    return False
+
+
+def _inside_retrieval_with_documents(view: SpanView, by_id: dict[str, SpanView]) -> bool:
+    parent, seen = view.parent_id, {view.span_id}
+    while parent in by_id and parent not in seen:
+        seen.add(parent)
+        ancestor = by_id[parent]
+        if ancestor.role == RETRIEVAL and ancestor.documents:
             return True
         parent = ancestor.parent_id
     return False
@@ -374,6 +397,25 @@ def _tool_step(view: SpanView) -> Step:
             result=_result_text(view.tool_result),
             error=view.error,
             tool_call_id=view.tool_call_id,
+            convention=_convention(view),
+        )
+    )
+
+
+def _retrieval_step(view: SpanView) -> Step:
+    return new_step(
+        dict(
+            kind="retrieval",
+            name=view.name or "retrieval",
+            span_id=view.span_id,
+            parent_span_id=view.parent_id,
+            start_time_unix_nano=view.start,
+            end_time_unix_nano=view.end,
+            error=view.error,
+            model=view.model,
+            query=view.retrieval_query,
+            documents=view.documents or [],
+            document_count=view.document_count,
             convention=_convention(view),
         )
     )

@@ -4,7 +4,10 @@ Current (semconv 1.37+): `gen_ai.operation.name` says what a span is; content is
 `gen_ai.input.messages` / `gen_ai.output.messages` (the `parts` model),
 `gen_ai.system_instructions` and `gen_ai.tool.definitions`; tool spans carry
 `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.call.arguments` and
-`gen_ai.tool.call.result`; agent spans `gen_ai.agent.name`.
+`gen_ai.tool.call.result`; agent spans `gen_ai.agent.name`; retrieval spans
+(`gen_ai.operation.name` `retrieval`) `gen_ai.retrieval.query.text` and
+`gen_ai.retrieval.documents` (a JSON list of documents, each with `id` and `score` and
+any further fields, the text usually in `content`).
 
 Legacy: indexed `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` attributes (OpenLLMetry
 before it moved to the current model), whole-list `gen_ai.prompt` / `gen_ai.completion`
@@ -37,7 +40,8 @@ from spanscore.processors.agent_trace.content import (
     tool_definitions,
 )
 from spanscore.processors.agent_trace.model import Message
-from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+from spanscore.processors.agent_trace.retrieval import documents_of, query_text
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, RETRIEVAL, TOOL, SpanView
 
 CONVENTION = "genai"
 LEGACY_CONVENTION = "genai_legacy"
@@ -54,7 +58,7 @@ _ROLE_BY_OPERATION = {
     "invoke_workflow": CHAIN,
     "workflow": CHAIN,
     "embeddings": OTHER,
-    "retrieval": OTHER,
+    "retrieval": RETRIEVAL,
 }
 
 _LEGACY_PREFIXES = ("gen_ai.prompt", "gen_ai.completion")
@@ -90,6 +94,7 @@ class _Keys:
         "tool_name",
         "tool_call_id",
         "tool_description",
+        "retrieval",
     )
 
     def __init__(self, shape: KeyShape):
@@ -113,6 +118,7 @@ class _Keys:
         self.tool_name = "gen_ai.tool.name" in keys
         self.tool_call_id = "gen_ai.tool.call.id" in keys
         self.tool_description = "gen_ai.tool.description" in keys
+        self.retrieval = "gen_ai.retrieval.query.text" in keys or "gen_ai.retrieval.documents" in keys
 
 
 def apply(view: SpanView) -> bool:
@@ -170,6 +176,10 @@ def apply(view: SpanView) -> bool:
             fill("tool_description", text("gen_ai.tool.description"))
         if has_events:
             _apply_tool_events(view)
+    elif keys.retrieval and view.role == RETRIEVAL:
+        fill("retrieval_query", query_text(get("gen_ai.retrieval.query.text")))
+        if not view.documents:
+            view.documents, view.document_count = documents_of(get("gen_ai.retrieval.documents"))
     return True
 
 

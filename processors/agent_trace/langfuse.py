@@ -9,7 +9,9 @@ generations, `langfuse.observation.model.name`. Trace-level values ride on any s
 `session.id` / `user.id`). The `@observe` decorator records a function's input as
 `{"args": [...], "kwargs": {...}}`; the OpenAI integration records a generation's
 input as the message list, or `{"messages": [...], "tools": [...]}` when tools are
-offered.
+offered. A `retriever` observation's input is the query and its output the documents
+(LangChain's `Document`s with `page_content` and `metadata`, LlamaIndex nodes, plain
+texts, or a mapping holding them under `documents`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from spanscore.processors.agent_trace.content import (
     tool_definitions,
     unwrap_call_input,
 )
-from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+from spanscore.processors.agent_trace.retrieval import documents_of, query_text
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, RETRIEVAL, TOOL, SpanView
 
 CONVENTION = "langfuse"
 # A span with no key under these is not read at all.
@@ -33,6 +36,7 @@ _ROLE_BY_TYPE = {
     "agent": AGENT,
     "chain": CHAIN,
     "span": CHAIN,
+    "retriever": RETRIEVAL,
 }
 
 
@@ -71,4 +75,8 @@ def apply(view: SpanView) -> bool:
     elif role == CHAIN:
         view.fill("input", observed_input)
         view.fill("output", observed_output)
+    elif role == RETRIEVAL:
+        view.fill("retrieval_query", query_text(observed_input))
+        if not view.documents:
+            view.documents, view.document_count = documents_of(observed_output)
     return True

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-StepKind = Literal["llm", "tool"]
+StepKind = Literal["llm", "tool", "retrieval"]
 Arguments = dict[str, Any] | str | None
 
 
@@ -42,8 +42,23 @@ class Message(BaseModel):
     finish_reason: str | None = None
 
 
+class Document(BaseModel):
+    """One document a retrieval returned, in the retriever's order.
+
+    `content` is cut at `retrieval.MAX_DOCUMENT_CHARS` characters; `content_chars` is
+    its length as recorded. `metadata` is the recorded metadata as a JSON-like value
+    (text when it was not JSON, or too long to parse).
+    """
+
+    id: str | None = None
+    content: str = ""
+    content_chars: int = 0
+    score: float | None = None
+    metadata: Any = None
+
+
 class Step(BaseModel):
-    """One LLM call or one tool call, in start-time order within the trace.
+    """One LLM call, tool call or retrieval, in start-time order within the trace.
 
     Tool steps: `name`, `arguments`, `result`, `error` and `tool_call_id`. A tool call
     seen only in an LLM's output (no span of its own) becomes a step too, with the
@@ -51,6 +66,10 @@ class Step(BaseModel):
 
     LLM steps: `model`, `input_messages`, `result` (the text it produced), `tool_calls`
     (what it asked for) and `reasoning`.
+
+    Retrieval steps (a retriever, reranker or vector-store query): `query`,
+    `documents` (the first `retrieval.MAX_DOCUMENTS`; a reranker's are its output) and
+    `document_count` (how many the span recorded); `model` is a reranker's model.
     """
 
     kind: StepKind
@@ -68,6 +87,9 @@ class Step(BaseModel):
     input_messages: list[Message] = Field(default_factory=list)
     tool_calls: list[ToolCall] = Field(default_factory=list)
     reasoning: list[str] = Field(default_factory=list)
+    query: str | None = None
+    documents: list[Document] = Field(default_factory=list)
+    document_count: int = 0
     convention: str | None = None
 
 
@@ -90,8 +112,11 @@ class AgentTrace(BaseModel):
     @property
     def recognized(self) -> bool:
         """An agent trace to score: a convention adapter read it, and found a run in it
-        (steps, input or output). A lone `create_agent` span or an HTTP span is not one."""
-        return bool(self.conventions) and bool(self.steps or self.user_input or self.final_output)
+        (model or tool calls, input or output). A lone `create_agent` span, an HTTP span
+        or a lone vector-store query is not one."""
+        return bool(self.conventions) and bool(
+            any(step.kind != "retrieval" for step in self.steps) or self.user_input or self.final_output
+        )
 
     @property
     def has_content(self) -> bool:
@@ -107,6 +132,10 @@ class AgentTrace(BaseModel):
         return [step for step in self.steps if step.kind == "tool"]
 
     @property
+    def retrieval_steps(self) -> list[Step]:
+        return [step for step in self.steps if step.kind == "retrieval"]
+
+    @property
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.available_tools]
 
@@ -119,4 +148,5 @@ class AgentTrace(BaseModel):
 # frame of BaseModel.__init__, for the objects built once or more per span.
 new_message = Message.__pydantic_validator__.validate_python
 new_step = Step.__pydantic_validator__.validate_python
+new_document = Document.__pydantic_validator__.validate_python
 new_agent_trace = AgentTrace.__pydantic_validator__.validate_python

@@ -9,6 +9,12 @@ and offered tools into `llm.tools.N.tool.json_schema`. The OpenAI Agents SDK
 instrumentation puts the agent's name in `agent.name`, agent-graph instrumentations
 (CrewAI) in `graph.node.id`. CrewAI's crew span lists its tasks in `crew_tasks`: their
 descriptions are what the crew was asked.
+
+RETRIEVER spans (LangChain's and LlamaIndex's retrievers among them) carry the query in
+`input.value` and the documents as `retrieval.documents.N.document.id/content/score/
+metadata`; RERANKER spans `reranker.query`, `reranker.model_name`, `reranker.top_k` and
+the documents in and out as `reranker.input_documents.N.document.*` /
+`reranker.output_documents.N.document.*` (a reranker's step holds what it returned).
 """
 
 from __future__ import annotations
@@ -24,13 +30,21 @@ from spanscore.processors.agent_trace.content import (
 )
 from spanscore.processors.agent_trace.envelopes import is_repr
 from spanscore.processors.agent_trace.model import Message
-from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, TOOL, SpanView
+from spanscore.processors.agent_trace.retrieval import flattened_documents, query_text
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, OTHER, RETRIEVAL, TOOL, SpanView
 
 CONVENTION = "openinference"
 # A span with no key under these is not read at all.
 KEY_PREFIXES = ("openinference.", "llm.")
 
-_ROLE_BY_KIND = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "CHAIN": CHAIN}
+_ROLE_BY_KIND = {
+    "LLM": LLM,
+    "TOOL": TOOL,
+    "AGENT": AGENT,
+    "CHAIN": CHAIN,
+    "RETRIEVER": RETRIEVAL,
+    "RERANKER": RETRIEVAL,
+}
 _CALL_EVIDENCE = ("llm.token_count.", "llm.finish_reason")
 
 
@@ -69,12 +83,27 @@ def apply(view: SpanView) -> bool:
         view.fill("tool_result", attrs.get("output.value"))
         view.fill("tool_description", attrs.text("tool.description"))
         view.fill("tool_parameters", attrs.get("tool.parameters"))
+    elif role == RETRIEVAL:
+        _apply_retrieval(view, reranker=(kind or "").upper() == "RERANKER")
     else:
         view.fill("input", attrs.get("input.value"))
         if "crew_tasks" in attrs:
             view.fill("input", _task_descriptions(attrs.get("crew_tasks")))
         view.fill("output", attrs.get("output.value"))
     return True
+
+
+def _apply_retrieval(view: SpanView, reranker: bool) -> None:
+    attrs = view.attrs
+    if reranker:
+        view.fill("retrieval_query", query_text(attrs.get("reranker.query")))
+        view.fill("model", attrs.text("reranker.model_name"))
+        documents, count = flattened_documents(attrs, "reranker.output_documents.")
+    else:
+        documents, count = flattened_documents(attrs, "retrieval.documents.")
+    view.fill("retrieval_query", query_text(attrs.get("input.value")))
+    if documents and not view.documents:
+        view.documents, view.document_count = documents, count
 
 
 def _task_descriptions(value: Any) -> str | None:

@@ -8,17 +8,32 @@ tool), `traceloop.entity.name` and the decorated function's input and output in
 current versions use the GenAI attributes (read by `genai`); older versions listed
 offered functions as `llm.request.functions.N.name/description/parameters` and typed
 the span with `llm.request.type`.
+
+Its vector-store instrumentations (Chroma, Pinecone, Qdrant, Weaviate, Milvus, LanceDB,
+Marqo) name the store in `db.system` and the call in `db.operation`, and record each
+result of a query as a `db.query.result` span event (`db.query.result.id`, `.score`,
+`.distance`, `.metadata`, `.document`) or a `db.search.result` one (`db.search.result.id`,
+`.score`, `.distance`, `.entity`); the query text itself is not recorded. A query
+becomes a retrieval step; a distance, lower for closer, is kept in the document's
+metadata rather than taken for a score.
 """
 
 from __future__ import annotations
 
+from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.agent_trace.content import tool_definitions, unwrap_call_input
-from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, TOOL, SpanView
+from spanscore.processors.agent_trace.model import Document
+from spanscore.processors.agent_trace.retrieval import MAX_DOCUMENTS, document, metadata_value
+from spanscore.processors.agent_trace.spans import AGENT, CHAIN, LLM, RETRIEVAL, TOOL, SpanView
 
 CONVENTION = "openllmetry"
 
 # A span with no key under these is not read at all.
-KEY_PREFIXES = ("traceloop.", "llm.")
+KEY_PREFIXES = ("traceloop.", "llm.", "db.system")
+
+VECTOR_STORES = frozenset({"chroma", "pinecone", "qdrant", "weaviate", "milvus", "lancedb", "marqo"})
+_RESULT_EVENTS = {"db.query.result": "db.query.result.", "db.search.result": "db.search.result."}
+_QUERY_OPERATIONS = ("query", "search")  # words of the store's method: query, _query, search_batch, ...
 
 _ROLE_BY_KIND = {"workflow": CHAIN, "task": CHAIN, "agent": AGENT, "tool": TOOL}
 _LLM_REQUEST_TYPES = {"chat", "completion", "rerank"}
@@ -28,6 +43,8 @@ def apply(view: SpanView) -> bool:
     attrs = view.attrs
     if not attrs.has_prefix(KEY_PREFIXES):  # none of the keys read below
         return False
+    if "db.system" in attrs and _apply_vector_query(view):
+        return True
     kind = attrs.text("traceloop.span.kind")
     request_type = attrs.text("llm.request.type")
     functions = attrs.nested("llm.request.functions.")
@@ -52,3 +69,34 @@ def apply(view: SpanView) -> bool:
         view.fill("input", attrs.get("traceloop.entity.input"))
         view.fill("output", attrs.get("traceloop.entity.output"))
     return True
+
+
+def _apply_vector_query(view: SpanView) -> bool:
+    """A vector store's query span as a retrieval: True when it is one."""
+    attrs = view.attrs
+    if (attrs.text("db.system") or "").lower() not in VECTOR_STORES:
+        return False
+    results = [event for event in view.span.events if event.name in _RESULT_EVENTS]
+    operation = (attrs.text("db.operation") or "").lower()
+    if not results and not any(word in operation for word in _QUERY_OPERATIONS):
+        return False  # add, upsert, delete, ...
+    view.conventions.add(CONVENTION)
+    view.fill("role", RETRIEVAL)
+    if results and not view.documents:
+        view.documents = [_result_document(event) for event in results[:MAX_DOCUMENTS]]
+        view.document_count = len(results)
+    return True
+
+
+def _result_document(event) -> Document:
+    prefix = _RESULT_EVENTS[event.name]
+    values = attributes_to_dict(event.attributes)
+    metadata = metadata_value(values.get(f"{prefix}metadata"))
+    distance = values.get(f"{prefix}distance")
+    if distance is not None:
+        if isinstance(metadata, dict):
+            metadata = {**metadata, "distance": distance}
+        else:
+            metadata = {"distance": distance} if metadata is None else {"distance": distance, "metadata": metadata}
+    content = values.get(f"{prefix}document", values.get(f"{prefix}entity"))
+    return document(values.get(f"{prefix}id"), content, values.get(f"{prefix}score"), metadata)

@@ -14,15 +14,16 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from spanscore.core.attributes import find_attribute
 from spanscore.processors.agent_trace.attributes import SpanAttributes
-from spanscore.processors.agent_trace.model import Message, ToolDefinition
+from spanscore.processors.agent_trace.model import Document, Message, ToolDefinition
 
-__all__ = ["AGENT", "CHAIN", "LLM", "OTHER", "TOOL", "SpanAttributes", "SpanView", "span_error"]
+__all__ = ["AGENT", "CHAIN", "LLM", "OTHER", "RETRIEVAL", "TOOL", "SpanAttributes", "SpanView", "span_error"]
 
 # What a span is, independent of convention.
 AGENT = "agent"
 CHAIN = "chain"
 LLM = "llm"
 TOOL = "tool"
+RETRIEVAL = "retrieval"  # a retriever, reranker or vector-store query
 OTHER = "other"
 
 
@@ -51,6 +52,9 @@ class SpanView:
     tool_result: Any = None
     tool_description: str | None = None
     tool_parameters: Any = None
+    retrieval_query: str | None = None
+    documents: list[Document] | None = None  # already bounded (`retrieval.MAX_DOCUMENTS`)
+    document_count: int = 0  # how many the span recorded
     error: str | None = None
     # The span records a model call that completed: token usage, a finish reason or a
     # response id. Spans that only prepare a request record none of these.

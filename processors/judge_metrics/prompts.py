@@ -261,7 +261,7 @@ class PromptBuilder:
             for tool in trace.available_tools:
                 description = (": ", f(tool.description)) if tool.description else ()
                 head.append(("- ", f(tool.name), *description))
-        head.append(("steps:",) if trace.steps else ("steps: none",))
+        head.append(("steps:",) if any(step.kind != "retrieval" for step in trace.steps) else ("steps: none",))
         tail: list[Line] = []
         if trace.reasoning:
             tail.append(("agent_reasoning: ", f(trace.reasoning_text)))
@@ -276,6 +276,8 @@ class PromptBuilder:
         entries: list[Entry] = []
         tool_number = 0
         for step in steps:
+            if step.kind == "retrieval":
+                continue  # what the trace metrics judge is the agent's calls; documents are context
             number = len(entries) + 1
             if step.kind == "tool":
                 tool_number += 1

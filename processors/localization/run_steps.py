@@ -46,6 +46,11 @@ def render(step: RunStep, field_chars: int) -> str:
         if field_chars >= MIN_FIELD_CHARS:
             lines.append(f"  arguments: {_cut(s.arguments, field_chars)}")
             lines.append(f"  result: {_cut(s.result, field_chars)}")
+    elif s.kind == "retrieval":
+        lines = [f"[{step.number}] span {step.span_id} · retrieval {s.name}"]
+        if field_chars >= MIN_FIELD_CHARS:
+            lines.append(f"  query: {_cut(s.query, field_chars)}")
+            lines.append(f"  documents: {s.document_count}")
     else:
         lines = [f"[{step.number}] span {step.span_id} · model call {s.name}"]
         if field_chars >= MIN_FIELD_CHARS:

@@ -4,7 +4,8 @@
 promise for its own bugs by catching everything and logging "could not normalize" (the
 trace then loses its input, output and steps for every metric), so the property checked
 here is stronger: the fallback is never taken. The spans carry keys of the OTel GenAI
-(current and legacy), OpenInference, OpenLLMetry, Langfuse and Vercel AI conventions,
+(current and legacy), OpenInference, OpenLLMetry, Langfuse and Vercel AI conventions
+(retrieval keys and vector-store result events among them),
 with values of every AnyValue kind: JSON strings of any shape (message lists with odd
 roles, parts and tool calls among them), nested arrays and maps, huge strings, and
 parent links that form cycles.
@@ -99,6 +100,12 @@ KEYS = (
     "enduser.id",
     "session.id",
     "error.type",
+    "gen_ai.retrieval.query.text",
+    "gen_ai.retrieval.documents",
+    "reranker.query",
+    "reranker.model_name",
+    "db.system",
+    "db.operation",
 )
 INDEXED_PREFIXES = (
     "gen_ai.prompt.",
@@ -112,6 +119,8 @@ INDEXED_PREFIXES = (
     "traceloop.",
     "gen_ai.",
     "openinference.",
+    "retrieval.documents.",
+    "reranker.output_documents.",
 )
 SUFFIXES = (
     "role",
@@ -126,6 +135,10 @@ SUFFIXES = (
     "contents.0.message_content.text",
     "finish_reason",
     "tool_call_id",
+    "document.id",
+    "document.content",
+    "document.score",
+    "document.metadata",
     "0",
     "",
 )
@@ -136,6 +149,11 @@ KINDS = (
     "AGENT",
     "CHAIN",
     "RETRIEVER",
+    "RERANKER",
+    "retrieval",
+    "retriever",
+    "chroma",
+    "query",
     "EVALUATOR",
     "llm",
     "tool",
@@ -263,6 +281,8 @@ events = st.lists(
                     "gen_ai.content.prompt",
                     "gen_ai.content.completion",
                     "exception",
+                    "db.query.result",
+                    "db.search.result",
                 ]
             ),
             st.text(max_size=10),

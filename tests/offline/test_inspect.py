@@ -410,3 +410,46 @@ def test_a_clients_names_and_ids_are_escaped_and_bounded_in_the_human_format(tmp
     assert not any(line.startswith("2026-01-01") for line in printed.splitlines())
     assert max(map(len, printed.splitlines())) < 1_000
     assert "agent: x\\n2026-01-01 ERROR spanscore: forged\\x1b[31m" in printed
+
+
+RAG_DIR = SPANS_DIR / "rag"
+
+
+def test_each_convention_s_rag_trace_shows_its_retrieval_with_its_documents():
+    for path in sorted(RAG_DIR.glob("*.jsonl")):
+        lines = inspect(path).stdout.splitlines()
+        [step] = [line for line in lines if line.startswith("    1. retrieval ")]
+        assert step.endswith("  2 documents"), path.name
+        assert any(line.startswith("       [1] policy-returns") and "within 30 days" in line for line in lines), (
+            path.name
+        )
+        assert any(line.startswith("    2. llm ") for line in lines), path.name
+
+
+def test_a_retrieval_of_many_long_documents_shows_the_first_three_cut_with_counts(tmp_path):
+    attributes = {"openinference.span.kind": "RETRIEVER", "input.value": "refund window"}
+    for i in range(1_000):
+        attributes[f"retrieval.documents.{i}.document.id"] = f"doc-{i}"
+        attributes[f"retrieval.documents.{i}.document.content"] = f"{i} " + "y" * 2_000
+    trace_id = bytes(15) + b"\x07"
+    root = span(trace_id, "rag", attributes=AGENT_ROOT, span_id=b"\x00" * 7 + b"\x01")
+    retriever = span(trace_id, "retrieve", parent=root.span_id, attributes=attributes)
+    path = write_lines(tmp_path / "many.jsonl", encode_request(request_of([root, retriever])))
+    human = inspect(path).stdout.splitlines()
+    assert '    1. retrieval retrieve  query="refund window"  1,000 documents' in human
+    shown = [line for line in human if line.startswith("       [")]
+    assert [line.split()[1] for line in shown] == ["doc-0", "doc-1", "doc-2"]
+    assert shown[0].endswith('…" (2002 chars)') and len(shown[0]) < 130
+    assert "       … 997 more documents" in human
+
+    [record] = json_records(inspect("--json", path))
+    [step] = record["steps"]
+    assert (step["kind"], step["query"], step["document_count"]) == ("retrieval", "refund window", 1_000)
+    assert [(d["id"], len(d["content"]), d["content_chars"]) for d in step["documents"]] == [
+        (f"doc-{i}", 500, 2_000 + len(f"{i} ")) for i in range(3)
+    ]
+
+
+def test_steps_of_a_trace_without_retrieval_have_only_the_keys_they_had():
+    [record] = json_records(inspect("--json", SPANS_DIR / "openinference.jsonl"))
+    assert {tuple(step) for step in record["steps"]} == {("kind", "name", "arguments", "result", "error")}

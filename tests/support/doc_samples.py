@@ -170,6 +170,17 @@ def _inspect_examples(runs: Runs) -> str:
     return runs.command("inspect", "examples/weather-agent.json", "examples/otlp-spec-trace.json")
 
 
+def _inspect_retrieval(runs: Runs) -> str:
+    return runs.command("inspect", "tests/fixtures/spans/rag/openinference.jsonl", cwd=ROOT)
+
+
+def _inspect_retrieval_json(runs: Runs) -> str:
+    printed = runs.command("inspect", "--json", "tests/fixtures/spans/rag/openinference.jsonl", cwd=ROOT)
+    _, _, line = printed.partition("\n")
+    retrieval = json.loads(line)["steps"][0]
+    return printed.partition("\n")[0] + "\n" + json.dumps(retrieval, indent=2, ensure_ascii=False) + "\n"
+
+
 def _inspect_carrier(runs: Runs) -> str:
     runs.collector  # noqa: B018 - the run writes the scored file
     printed = runs.command("inspect", "scored.jsonl", cwd=runs.workdir / "run")
@@ -232,6 +243,8 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "run-root-scores": _root_scores,
     "run-session-carrier": _session_carrier,
     "inspect-examples": _inspect_examples,
+    "inspect-retrieval": _inspect_retrieval,
+    "inspect-retrieval-json": _inspect_retrieval_json,
     "inspect-carrier": _inspect_carrier,
     "inspect-blamed": _inspect_blamed,
     "report": _report,
