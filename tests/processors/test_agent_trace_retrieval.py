@@ -236,7 +236,7 @@ def _without_retrieval(trace):
 @pytest.mark.parametrize("name", CONVENTIONS)
 def test_the_trace_judge_sees_a_rag_trace_as_it_did_before_retrieval_steps(name):
     from spanscore.processors.ground_truth.prompts import transcript_block
-    from spanscore.processors.judge.prompts import PromptBuilder
+    from spanscore.processors.judge_metrics.prompts import PromptBuilder
 
     trace = load_trace(name, RAG_DIR)
     builder = PromptBuilder()
@@ -245,7 +245,7 @@ def test_the_trace_judge_sees_a_rag_trace_as_it_did_before_retrieval_steps(name)
 
 
 def test_a_trace_with_only_retrievals_shows_the_judge_no_steps():
-    from spanscore.processors.judge.prompts import PromptBuilder
+    from spanscore.processors.judge_metrics.prompts import PromptBuilder
 
     span = make_span("retriever", {"openinference.span.kind": "RETRIEVER", "input.value": "q"}, error="index down")
     assert "steps: none" in PromptBuilder().data_block(build(span))
