@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 from spanscore.processors.agent_trace import build_agent_trace
 from spanscore.processors.agent_trace.build import read_span_views, summarize
 from spanscore.processors.agent_trace.retrieval import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS, MAX_METADATA_CHARS
+from tests.fixtures.frameworks import docs_qa
 from tests.fixtures.spans.rag import make_rag_fixtures as rag
 from tests.support.agent_fixtures import SPANS_DIR, load_spans, load_trace
 from tests.support.agent_spans import TRACE_ID, make_span, with_resource
 from tests.support.fuzz_strategies import json_values
+from tests.support.otlp_json import read_requests, spans_by_trace
 
 RAG_DIR = SPANS_DIR / "rag"
 CONVENTIONS = sorted(rag.FIXTURES)
@@ -307,3 +309,21 @@ def test_documents_are_read_from_the_shapes_frameworks_record():
     assert [(d.id, d.content) for d in documents_of(json.dumps(langchain))[0]] == [("d1", "shipping")]
     assert [(d.id, d.score) for d in documents_of(nested)[0]] == [("x", 0.5)]
     assert [d.content for d in documents_of(["one", "two"])[0]] == ["one", "two"]
+
+
+def test_the_recorded_langchain_rag_app_is_read_with_its_documents():
+    # examples/agents/langchain_rag.py as its OpenInference instrumentation exported it
+    traces = spans_by_trace(read_requests(SPANS_DIR / "frameworks" / "langchain_rag.jsonl"))
+    runs = sorted(
+        (build_agent_trace(trace_id, spans) for trace_id, spans in traces.items()),
+        key=lambda run: run.steps[0].start_time_unix_nano,
+    )
+    assert [run.user_input for run in runs] == [turn.question for turn in docs_qa.TURNS]
+    for run, turn in zip(runs, docs_qa.TURNS):
+        assert [step.kind for step in run.steps] == ["retrieval", "llm"]
+        [retrieval] = run.retrieval_steps
+        assert retrieval.query == turn.question and retrieval.document_count == len(retrieval.documents) == 2
+        assert all(d.content and d.content_chars == len(d.content) for d in retrieval.documents)
+        assert any(turn.evidence in d.content for d in retrieval.documents)
+        assert retrieval.end_time_unix_nano <= run.llm_steps[0].start_time_unix_nano
+        assert run.final_output == turn.answer
