@@ -18,6 +18,7 @@ the text has the same stem (`stem`).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ Value = Number | Phrase | Word
 
 def normalize(text: str) -> str:
     """Accents dropped, compatibility forms folded, dashes read as minus, casefolded, whitespace collapsed."""
+    if text.isascii():  # nothing to decompose, fold or translate: the per-character pass is skipped
+        return " ".join(text.casefold().split())
     decomposed = unicodedata.normalize("NFKD", text.translate(_DASHES))
     stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
     return " ".join(stripped.casefold().split())
@@ -110,7 +113,11 @@ class Searchable:
             (number_of(sign, whole, fraction), len(fraction or ""))
             for sign, whole, fraction in _IN_TEXT.findall(self.text)
         ]
-        self.stems = {stem(word) for word in LETTERS.findall(self.text)}
+
+    @functools.cached_property
+    def stems(self) -> set[str]:
+        """The stems of the text's words, read when first asked for (a long text has many)."""
+        return {stem(word) for word in LETTERS.findall(self.text)}
 
     def holds(self, value: Value) -> bool:
         """The value is in the text: a number rounded at the text's precision, a word by its stem."""
