@@ -47,8 +47,10 @@ from spanscore.processors.embedders.static import StaticEmbedder  # noqa: E402
 from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, faithfulness  # noqa: E402
 from spanscore.processors.metrics.text import sentences  # noqa: E402
 from tests.support.faithfulness_triples import (  # noqa: E402
+    FAITHFUL_KINDS,
     SPLITS,
     TRIPLES,
+    UNFAITHFUL_KINDS,
     Triple,
     agreement,
     read_triples,
@@ -77,15 +79,19 @@ def quality(triples: list[Triple], embedder: StaticEmbedder, listing: bool) -> N
         if listing and name != "all":
             for what, ids in (("false fails", agreed.false_fails), ("false passes", agreed.false_passes)):
                 print(f"  {what}: " + ", ".join(f"{i} ({scored[i]:.2f})" for i in ids))
-    print("\nper kind (all triples): wrong at the default threshold / triples of that kind")
+    print("\nper kind: wrong at the default threshold / triples of that kind")
     by_id = {t.id: t for t in triples}
-    agreed = agreement(triples, scored)
-    wrong = Counter(by_id[i].kind for i in (*agreed.false_fails, *agreed.false_passes))
-    for label in ("unfaithful", "faithful"):
-        kinds = Counter(t.kind for t in triples if t.label == label)
-        what = "false passes" if label == "unfaithful" else "false fails"
-        cells = ", ".join(f"{kind} {wrong[kind]}/{count}" for kind, count in kinds.most_common())
-        print(f"  {label} ({what}): {cells}")
+    for name in (*SPLITS, "all"):
+        half = [t for t in triples if name in ("all", t.split)]
+        agreed = agreement(half, scored)
+        wrong = Counter(by_id[i].kind for i in (*agreed.false_fails, *agreed.false_passes))
+        for label, kinds, what in (
+            ("unfaithful", UNFAITHFUL_KINDS, "false passes"),
+            ("faithful", FAITHFUL_KINDS, "false fails"),
+        ):
+            counts = Counter(t.kind for t in half if t.label == label)
+            cells = ", ".join(f"{kind} {wrong[kind]}/{counts[kind]}" for kind in kinds)
+            print(f"  {name:<9} {what:<13} {cells}")
 
 
 def speed_inputs() -> list[tuple[str, list[str]]]:

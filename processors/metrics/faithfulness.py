@@ -36,8 +36,8 @@ below `CLAIM_THRESHOLD`.
 
 Edge cases: an answer that states nothing (empty, or no word or number) scores 1.0,
 since nothing in it is unsupported; an answer with no context documents (or only empty
-ones) scores 0.0, since nothing supports it. A claim with no content for the embedder
-(only numbers and signs: "42.") is scored by its numbers alone: 1.0 when all are held.
+ones) scores 0.0, since nothing supports it. A claim without a letter (only numbers and
+signs: "42.") is scored by its numbers alone: 1.0 when all are held, else 0.
 
 Bounds, whatever the sizes: the answer's first `MAX_ANSWER_CHARS` characters and at most
 `MAX_CLAIMS` claims; each document's first `MAX_DOCUMENT_CHARS` characters, and at most
@@ -78,7 +78,7 @@ MIN_FORM_LETTERS = 3
 MIN_FORM_SHARE = 0.6
 _EDGE_PUNCTUATION = "\"'.,;:!?()[]{}<>«»“”‘’`*"
 _CODE = re.compile(r"[_=/]|[^\W\d_]\.[^\W\d_]")
-# A token that is only a number (with its signs and units around it) is checked as a number.
+# A token or a claim without a letter is only numbers and signs, checked as numbers.
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -199,7 +199,7 @@ def faithfulness_from_vectors(context: Context, vectors: np.ndarray | None) -> F
     claims = []
     for i, sentence in enumerate(context.claims):
         missing = _missing(sentence, context)
-        if not claim_vectors[i].any():  # nothing for the embedder: only numbers and signs
+        if not _HAS_LETTER.search(sentence):  # only numbers and signs: its numbers say it all
             claims.append(ClaimSupport(sentence, 1.0, None, missing))
             continue
         passage = context.passages[best[i]]
