@@ -14,7 +14,7 @@ alike. So a claim also has to agree with the documents on what it states exactly
   letters and 60% of the longer: "Chile" holds "Chilean", "Mar" holds "March", "U.S."
   holds neither "US" nor "USA"); a code,
   a word with an `_`, `=`, `/` or a `.` between letters (`gen_ai.evaluation.score`,
-  `example.com`), must be in some document on word boundaries.
+  `example.com`; not `e.g.`), must be in some document on word boundaries.
 
 A number or name the question holds is not held against the answer (it restates what
 was asked). Summed token embeddings barely see a "not" either, so a claim whose
@@ -42,7 +42,8 @@ signs: "42.") is scored by its numbers alone: 1.0 when all are held, else 0.
 Bounds, whatever the sizes: the answer's first `MAX_ANSWER_CHARS` characters and at most
 `MAX_CLAIMS` claims; each document's first `MAX_DOCUMENT_CHARS` characters, and at most
 `MAX_PASSAGES` passages over all documents (taken from each document in turn). Numbers
-and names are looked for in the same kept text.
+and names are looked for in the same kept text. The last `READ_DOCUMENTS` documents
+read are kept read (`read_document`), since retrieval hands the same ones out again.
 
 How often this agrees with people, on the labelled triples of
 `tests/fixtures/faithfulness/`, and what it costs per call, are measured by
@@ -51,6 +52,7 @@ How often this agrees with people, on the labelled triples of
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -73,11 +75,17 @@ MAX_ANSWER_CHARS = 20_000
 MAX_CLAIMS = 64
 MAX_DOCUMENT_CHARS = 50_000
 MAX_PASSAGES = 512
+# Documents whose reading is kept: 128 (the passages and normalized text of 128 x 50,000
+# characters at worst, about 20 MB; of 1,000-character documents, under 0.5 MB).
+READ_DOCUMENTS = 128
 # A name found by a longer or shorter form: the shorter this long at least, and this share of the longer.
 MIN_FORM_LETTERS = 3
 MIN_FORM_SHARE = 0.6
 _EDGE_PUNCTUATION = "\"'.,;:!?()[]{}<>«»“”‘’`*"
-_CODE = re.compile(r"[_=/]|[^\W\d_]\.[^\W\d_]")
+# A code: `_`, `=` or `/`, or a dot between letters with a word of two on one side
+# (`example.com`, `error.type`; not the abbreviations `e.g.`, `U.S.`).
+_CODE = re.compile(r"[_=/]|[^\W\d_]{2}\.[^\W\d_]|[^\W\d_]\.[^\W\d_]{2}")
+_CODE_SIGNS = frozenset("_=/.")
 # A token or a claim without a letter is only numbers and signs, checked as numbers.
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 
@@ -161,8 +169,8 @@ class Context:
 def read_context(answer: str, documents: Sequence[str], question: str = "") -> Context:
     """Claims, passages and searchable documents, within the module's bounds."""
     claims = tuple(sentences(answer[:MAX_ANSWER_CHARS], MAX_CLAIMS))
-    kept = [document[:MAX_DOCUMENT_CHARS] for document in documents]
-    per_document = [sentences(text, MAX_PASSAGES) for text in kept]
+    read = [read_document(document[:MAX_DOCUMENT_CHARS]) for document in documents]
+    per_document = [found for found, _ in read]
     passages: list[str] = []
     owners: list[int] = []
     # Round robin, so that a long first document cannot take every passage.
@@ -173,8 +181,16 @@ def read_context(answer: str, documents: Sequence[str], question: str = "") -> C
                 passages.append(found[depth])
                 owners.append(index)
         depth += 1
-    searchable = tuple(Searchable(text) for text in kept if text.strip())
+    searchable = tuple(text for _, text in read if text.text)
     return Context(claims, tuple(passages), tuple(owners), searchable, Searchable(question))
+
+
+@functools.lru_cache(maxsize=READ_DOCUMENTS)
+def read_document(text: str) -> tuple[tuple[str, ...], Searchable]:
+    """A document's passages and its searchable text, kept for the last `READ_DOCUMENTS`
+    documents read: the same documents are retrieved for many questions, and reading one
+    costs more than looking its passages' vectors up in an embedding cache."""
+    return tuple(sentences(text, MAX_PASSAGES)), Searchable(text)
 
 
 def faithfulness(answer: str, documents: Sequence[str], embedder: Embedder, question: str = "") -> Faithfulness:
@@ -244,6 +260,8 @@ def _missing(sentence: str, context: Context) -> tuple[str, ...]:
             missing.append(f"{value:.{places}f}")
     for token in sentence.split()[1:]:  # a sentence's first word is capitalized anyway
         token = token.strip(_EDGE_PUNCTUATION)
+        if token.islower() and not _CODE_SIGNS.intersection(token):
+            continue  # most words: no capital, no code (a cheap test before the regexes)
         if not _HAS_LETTER.search(token):
             continue
         if _CODE.search(token):
@@ -272,4 +290,5 @@ __all__ = [
     "faithfulness",
     "faithfulness_from_vectors",
     "read_context",
+    "read_document",
 ]

@@ -21,6 +21,7 @@ from spanscore.processors.metrics.faithfulness import (
     faithfulness,
     faithfulness_from_vectors,
     read_context,
+    read_document,
 )
 from tests.support.table_embedder import TableEmbedder
 
@@ -160,6 +161,7 @@ def test_codes_are_held_on_word_boundaries():
         "It goes to gen_ai.evaluation too.": (),  # the start of the code, up to a dot
         "See example.com for more.": (),
         "See example.org for more.": ("example.org",),
+        "Read it, e.g. twice.": (),  # an abbreviation is no code
     }
     embedder = _AnyText()
     for claim, missing in claims.items():
@@ -224,3 +226,12 @@ def test_passages_are_taken_from_each_document_in_turn():
     assert len(context.passages) == MAX_PASSAGES
     assert context.passage_documents[:4] == (0, 1, 0, 1)
     assert context.passages[1] == "Short one."
+
+
+def test_a_document_read_once_is_kept_read():
+    read_document.cache_clear()
+    first = read_context("An answer.", [POLICY, HOURS])
+    again = read_context("Another answer.", [HOURS, POLICY])
+    assert first.documents[0] is again.documents[1] and first.documents[1] is again.documents[0]
+    assert read_document.cache_info().hits == 2
+    assert again.passages == (HOURS, P_WINDOW, P_CARD)
