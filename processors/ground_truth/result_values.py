@@ -16,6 +16,7 @@ words, so values are what is looked for:
   made of whatever it found (`search`, `page`, `result`, `code`, `error`, `found`,
   `provide`, ...: `GENERIC_WORDS`). A one-word string is a word.
 
+The matching is `processors/metrics/text_values.py`'s, which `faithfulness` shares.
 Text is normalized on both sides: Unicode NFKD with accents dropped, casefolded, the minus
 sign and the en and figure dashes read as `-`, whitespace collapsed. A number is found when
 a number of the answer rounds to it at the answer's precision: |value - number| <= half a
