@@ -11,11 +11,11 @@ from tests.support.faithfulness_triples import agreement, read_triples, roc_area
 
 # What the metric reaches with the static embedder (docs/metrics.md): on the dev half,
 # on which its negation factor and threshold were chosen, ROC area 0.966 and accuracy
-# 0.924 at the default threshold; on the held-out half, only measured, 0.860 and 0.802.
+# 0.924 at the default threshold; on the held-out half, only measured, 0.865 and 0.810.
 # What it misses there: negations and antonyms that embed like the document's sentence
-# (9 of 17 held-out negations pass), abbreviations it cannot expand (NY for New York,
-# USGS), numbers glued to letters (FY2020). The bounds hold it to what it reaches.
-BOUNDS = {"dev": (0.95, 0.90), "held-out": (0.84, 0.78)}  # ROC area, accuracy
+# (10 of 18 held-out negations pass), abbreviations it cannot expand (NY for New York,
+# USGS, Sep), numbers glued to letters (FY2020). The bounds hold it to what it reaches.
+BOUNDS = {"dev": (0.95, 0.90), "held-out": (0.85, 0.79)}  # ROC area, accuracy
 
 
 @pytest.fixture(scope="module")
