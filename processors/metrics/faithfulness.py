@@ -11,9 +11,9 @@ alike. So a claim also has to agree with the documents on what it states exactly
 - its names and codes: each word written with a capital that does not start the
   sentence ("Oslo", "NYC", "GPT"), other than English stop words, must be a word of some
   document by its stem, or a longer or shorter form of one (the shorter at least three
-  letters and 60% of the longer: "Chile" holds "Chilean", "Mar" holds "March", "U.S."
-  holds neither "US" nor "USA"); a code,
-  a word with an `_`, `=`, `/` or a `.` between letters (`gen_ai.evaluation.score`,
+  letters and 60% of the longer: "Chile" holds "Chilean", "Mar" holds "March"; an
+  abbreviation is no form: "USGS" is not held by "U.S. Geological Survey"); a code, a
+  word with an `_`, `=`, `/` or a `.` between letters (`gen_ai.evaluation.score`,
   `example.com`; not `e.g.`), must be in some document on word boundaries.
 
 A number or name the question holds is not held against the answer (it restates what
@@ -96,7 +96,7 @@ class ClaimSupport:
 
     sentence: str
     support: float  # best cosine with a passage, in [0, 1]
-    document: int | None  # the document holding that passage, by index; None without one
+    document: int | None  # the document holding that passage, its index among those given; None without one
     missing: tuple[str, ...] = ()  # its numbers and names that no document holds
     negation_differs: bool = False  # from the best passage's
 
