@@ -16,6 +16,7 @@ words, so values are what is looked for:
   made of whatever it found (`search`, `page`, `result`, `code`, `error`, `found`,
   `provide`, ...: `GENERIC_WORDS`). A one-word string is a word.
 
+The matching is `processors/metrics/text_values.py`'s, which `faithfulness` shares.
 Text is normalized on both sides: Unicode NFKD with accents dropped, casefolded, the minus
 sign and the en and figure dashes read as `-`, whitespace collapsed. A number is found when
 a number of the answer rounds to it at the answer's precision: |value - number| <= half a
@@ -63,22 +64,28 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from spanscore.processors.metrics.text import STOP_WORDS
+from spanscore.processors.metrics.text_values import (
+    LETTERS,
+    NUMBER,
+    Number,
+    Phrase,
+    Searchable,
+    Value,
+    Word,
+    normalize,
+    number_of,
+    stem,
+)
 
-_NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]+))?"
-# A number in normalized text: not glued to a word or a longer number before it.
-_IN_TEXT = re.compile(r"(?<![\w.])([-+]?)" + _NUMBER + r"(?![0-9])")
 # A word that is a number, with a currency sign before and a unit after: "-3", "$21.50", "21°C".
-_NUMBER_WORD = re.compile(r"([-+]?)[^\w\s]?" + _NUMBER + r"[^0-9]*")
+_NUMBER_WORD = re.compile(r"([-+]?)[^\w\s]?" + NUMBER + r"[^0-9]*")
 _EDGE_PUNCTUATION = "\"'.,;:!?()[]{}<>«»“”‘’`*"
-_LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: the words of a text
-_DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus, en and figure dashes
 MIN_TEXT_CHARS = 2  # letters or digits a text value needs: "C" or "a" would be found anywhere
 MIN_WORD_LETTERS = 4  # a shorter word is a value only when written with a capital: "Oslo", "NYC"
 # Words that say nothing of what a tool found: English function words, the words of any
@@ -128,110 +135,7 @@ _RUNNER_HEADER = re.compile(r"^exitcode:[^\n]*\n(?:code output:)?", re.IGNORECAS
 _NOTHING = frozenset({"", "false", "none", "null", "nil", "nan", "[]", "{}", '""', "''"})
 
 
-@dataclass(frozen=True)
-class Number:
-    value: Decimal
-    shown: str  # as the result wrote it
-
-    @property
-    def places(self) -> int:
-        """Decimal places as written: 4.9375000000 has ten."""
-        exponent = self.value.as_tuple().exponent
-        return -exponent if isinstance(exponent, int) and exponent < 0 else 0
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """A whole text or a code, found on word boundaries."""
-
-    text: str  # normalized
-    shown: str
-
-
-@dataclass(frozen=True)
-class Word:
-    """A word, found by its stem."""
-
-    stem: str
-    shown: str
-
-
-Value = Number | Phrase | Word
-
-
-def normalize(text: str) -> str:
-    """Accents dropped, compatibility forms folded, dashes read as minus, casefolded, whitespace collapsed."""
-    decomposed = unicodedata.normalize("NFKD", text.translate(_DASHES))
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return " ".join(stripped.casefold().split())
-
-
-def stem(word: str) -> str:
-    """A normalized word without its plural, possessive, `-ing`/`-ed` and final `-y`, so that
-    the forms of one word meet: thunderstorms/thunderstorm, snowy/snow, cities/city.
-    Both sides are stemmed alike, so a stem need not be a word ("citi" is fine)."""
-    if word.endswith(("'s", "’s")):
-        word = word[:-2]
-    if len(word) > 4 and word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes", "zes")):
-        word = word[:-2]
-    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            if word[-1] == word[-2] and word[-1] not in "ls":  # stopped -> stop, not fell -> fel
-                word = word[:-1]
-            break
-    if len(word) > 3 and word.endswith("y"):
-        word = word[:-1]
-    return word
-
-
 _GENERIC_STEMS = frozenset(stem(word) for word in GENERIC_WORDS)
-
-
-class Searchable:
-    """A text normalized once, with its numbers (value, decimal places) and word stems read once."""
-
-    def __init__(self, text: str):
-        self.text = normalize(text)
-        self.numbers = [
-            (_decimal(sign, whole, fraction), len(fraction or ""))
-            for sign, whole, fraction in _IN_TEXT.findall(self.text)
-        ]
-        self.stems = {stem(word) for word in _LETTERS.findall(self.text)}
-
-    def holds(self, value: Value) -> bool:
-        """The value is in the text: a number rounded at the text's precision, a word by its stem."""
-        if isinstance(value, Number):
-            return any(abs(value.value - number) <= Decimal(5).scaleb(-places - 1) for number, places in self.numbers)
-        if isinstance(value, Word):
-            return value.stem in self.stems
-        # str.find, not a regex: a result's text can be long, and each would be compiled.
-        phrase, text = value.text, self.text
-        at = text.find(phrase)
-        while at != -1:
-            before = text[at - 1] if at else " "
-            after = text[at + len(phrase)] if at + len(phrase) < len(text) else " "
-            if not (_word_char(phrase[0]) and _word_char(before)) and not (
-                _word_char(phrase[-1]) and _word_char(after)
-            ):
-                return True
-            at = text.find(phrase, at + 1)
-        return False
-
-    def had(self, value: Value) -> bool:
-        """What an agent had before a call (this text) covers the value: a number only at the
-        value's own precision, so that knowing -5 is not knowing -4.9375."""
-        if isinstance(value, Number):
-            return any(abs(value.value - number) <= Decimal(5).scaleb(-value.places - 1) for number, _ in self.numbers)
-        return self.holds(value)
-
-
-def _word_char(c: str) -> bool:
-    return c.isalnum() or c == "_"
 
 
 def result_values(result: str | None) -> list[Value]:
@@ -306,7 +210,7 @@ def _text_values(text: str) -> Iterator[Value]:
         if any(c.isdigit() or c == "_" for c in word):
             yield _code_value(word)
         else:
-            for letters in _LETTERS.finditer(word):
+            for letters in LETTERS.finditer(word):
                 value = _letters_value(letters.group())
                 if value is not None:
                     yield value
@@ -325,7 +229,7 @@ def _code_value(word: str) -> Number | Phrase:
     around it allowed), else a code."""
     number = _NUMBER_WORD.fullmatch(normalize(word))
     if number is not None:
-        return Number(_decimal(*number.groups()), word)
+        return Number(number_of(*number.groups()), word)
     return Phrase(normalize(word), word)
 
 
@@ -338,10 +242,6 @@ def _letters_value(letters: str) -> Word | None:
     if len(folded) < MIN_WORD_LETTERS and (len(folded) < MIN_TEXT_CHARS or letters == letters.lower()):
         return None
     return Word(stemmed, letters)
-
-
-def _decimal(sign: str, whole: str, fraction: str | None) -> Decimal:
-    return Decimal(f"{'-' if sign == '-' else ''}{whole.replace(',', '')}.{fraction or '0'}")
 
 
 def informative(value: Value) -> bool:

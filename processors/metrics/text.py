@@ -1,4 +1,4 @@
-"""Word sets and Jaccard similarity: the lexical half of loop detection.
+"""Word sets and Jaccard similarity (the lexical half of loop detection), and sentences.
 
 Tokens are the `\\w+` runs of the lowercased text (Unicode-aware, so accented and
 non-Latin words are kept whole), minus one-character tokens and English stop words.
@@ -53,6 +53,44 @@ def word_set(text: str) -> frozenset[str]:
     )
 
 
+# Where a sentence may end: after . ! ? or ; and a space, or at a line break.
+_BREAK = re.compile(r"[.!?;]\s+|\n\s*")
+
+
+def sentences(text: str, limit: int | None = None) -> list[str]:
+    """The sentences of `text` that hold a word or a number, in order, at most `limit`.
+
+    A sentence ends at `.`, `!` or `?` before a space and something other than a lowercase
+    letter ("e.g. the" goes on), at `;` before a space, and at a line break:
+
+    >>> sentences("It rained in Oslo; 14 mm fell. Then it cleared, e.g. at noon.\\n- ok")
+    ['It rained in Oslo;', '14 mm fell.', 'Then it cleared, e.g. at noon.', '- ok']
+
+    Splitting is by punctuation, not grammar: an abbreviation before a capital
+    ("U.S. Navy") ends a sentence too. Parts with no letter or digit are left out.
+    """
+    found: list[str] = []
+    start = 0
+    for match in _BREAK.finditer(text):
+        mark, end = text[match.start()], match.end()
+        if mark in ".!?" and "\n" not in match.group() and end < len(text) and text[end].islower():
+            continue
+        if _keep(text[start : match.start() + (mark != "\n")], found) and limit is not None and len(found) >= limit:
+            return found
+        start = end
+    _keep(text[start:], found)
+    return found if limit is None else found[:limit]
+
+
+def _keep(part: str, found: list[str]) -> bool:
+    """Adds the part, stripped, when it holds a letter or a digit; says whether it did."""
+    part = part.strip()
+    if part and any(c.isalnum() for c in part):
+        found.append(part)
+        return True
+    return False
+
+
 def jaccard(a: Set[str], b: Set[str]) -> float:
     """|a ∩ b| / |a ∪ b|, in [0, 1].
 
@@ -70,4 +108,4 @@ def text_jaccard(a: str, b: str) -> float:
     return jaccard(word_set(a), word_set(b))
 
 
-__all__ = ["MIN_TOKEN_LENGTH", "STOP_WORDS", "jaccard", "text_jaccard", "word_set"]
+__all__ = ["MIN_TOKEN_LENGTH", "STOP_WORDS", "jaccard", "sentences", "text_jaccard", "word_set"]

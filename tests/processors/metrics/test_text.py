@@ -83,3 +83,25 @@ def test_word_set_is_a_frozenset():
 
 def test_docstring_examples_hold():
     assert doctest.testmod(text).failed == 0
+
+
+def test_sentences_end_at_stops_before_a_capital_and_at_semicolons_and_lines():
+    prose = (
+        "Refunds take 30 days. They go to the card; cash is not refunded!\nWhy? E.g. this, e.g. that.\n\n- a list item"
+    )
+    assert text.sentences(prose) == [
+        "Refunds take 30 days.",
+        "They go to the card;",
+        "cash is not refunded!",
+        "Why?",
+        "E.g. this, e.g. that.",
+        "- a list item",
+    ]
+
+
+def test_sentences_leave_out_parts_without_a_letter_or_digit_and_stop_at_the_limit():
+    assert text.sentences("...\n--\n  \n") == []
+    assert text.sentences("") == []
+    assert text.sentences("One. Two. Three. Four.", limit=2) == ["One.", "Two."]
+    assert text.sentences("42.") == ["42."]
+    assert text.sentences("v1.2 is out. 3.5 is not") == ["v1.2 is out.", "3.5 is not"]

