@@ -41,7 +41,7 @@ from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.pipeline.scoring import Scored, SessionOf, scope_skip_reason, unscored_in_scope
 from spanscore.pipeline.worker_handle import WorkerHandle, WorkerLost, WorkerProcess
-from spanscore.pipeline.worker_messages import SentTrace, WorkerSetup
+from spanscore.pipeline.worker_messages import WorkerSetup, sent_trace
 from spanscore.pipeline.worker_process import start_worker
 from spanscore.processors.judge.telemetry import JudgeTelemetry, spent
 
@@ -128,7 +128,7 @@ class WorkerScoring:
         asked = []
         for index, at in positions.items():
             # A trace outside the sessions (none opened for it) goes without its session id.
-            sent = [SentTrace.of(traces[p], traces[p].session_id if sessions[p] is not None else None) for p in at]
+            sent = [sent_trace(traces[p], traces[p].session_id if sessions[p] is not None else None) for p in at]
             asked.append(self._workers[index].score_traces(sent))
         answers: list[Scored] = [None] * len(traces)  # type: ignore[list-item]  # each set below
         for at, answer in zip(positions.values(), await asyncio.gather(*asked, return_exceptions=True)):

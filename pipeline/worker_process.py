@@ -44,6 +44,7 @@ from spanscore.pipeline.worker_messages import (
     Stop,
     ToWorker,
     WorkerSetup,
+    received_trace,
 )
 from spanscore.processors.judge.base import UsesJudges
 from spanscore.processors.judge.budget import BudgetWindow
@@ -217,11 +218,11 @@ class Worker:
             self._send_soon(JudgesReport(telemetry))
 
     async def _score_traces(self, sent: list[SentTrace]) -> list[Scored]:
-        traces = [one.trace() for one in sent]
+        traces = [received_trace(one) for one in sent]
         answers = await self.scoring.score_batch(traces, self._session_of)
-        for one, trace, scored in zip(sent, traces, answers):
+        for (_, _, origins), trace, scored in zip(sent, traces, answers):
             if scored.skip_reason is None:
-                self._prepare_trace(trace, one.origins, scored)
+                self._prepare_trace(trace, origins, scored)
         return answers
 
     @property

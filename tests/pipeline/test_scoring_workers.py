@@ -68,7 +68,8 @@ def toy_answers(message) -> list:
     """A trace's result explains which trace it is; a session's, which session."""
     if isinstance(message, ScoreTraces):
         answers = [
-            Scored(results=[MetricResult(name="toy", score=1.0, explanation=t.trace_id.hex())]) for t in message.traces
+            Scored(results=[MetricResult(name="toy", score=1.0, explanation=trace_id.hex())])
+            for trace_id, _, _ in message.traces
         ]
         return [Answer(message.request_id, answers)]
     results = [MetricResult(name="toy_session", score=1.0, explanation=f"{message.session_id} {len(message.links)}")]
@@ -161,13 +162,13 @@ async def test_each_trace_is_answered_by_the_worker_its_session_goes_to(pool):
     sessions = SessionsOf()
     answers = await scoring.score_batch(traces, sessions)
     assert [a.results[0].explanation for a in answers] == [t.trace_id.hex() for t in traces]
-    sent_to = {t.trace_id: index for index, m in workers.got if isinstance(m, ScoreTraces) for t in m.traces}
+    sent_to = {t[0]: index for index, m in workers.got if isinstance(m, ScoreTraces) for t in m.traces}
     for trace in traces:
         key = trace.session_id.encode() if trace.session_id else trace.trace_id
         assert sent_to[trace.trace_id] == worker_of(key)
     # one message per worker for the batch, each trace sent with its session id
     assert sorted(index for index, m in workers.got if isinstance(m, ScoreTraces)) == [0, 1]
-    sent = {t.trace_id: t.session_id for _, m in workers.got if isinstance(m, ScoreTraces) for t in m.traces}
+    sent = {t[0]: t[1] for _, m in workers.got if isinstance(m, ScoreTraces) for t in m.traces}
     assert sent == {t.trace_id: t.session_id for t in traces}
     assert {sid: [s.trace_id for s in session.traces] for sid, session in sessions.opened.items()} == {
         t.session_id: [t.trace_id] for t in traces if t.session_id
@@ -181,7 +182,7 @@ async def test_a_trace_outside_the_sessions_goes_without_its_session_id(pool):
     trace = trace_in("session-1")
     await scoring.score_batch([trace], lambda trace: None)  # sessions are not tracked
     [(index, sent)] = [(i, t) for i, m in workers.got if isinstance(m, ScoreTraces) for t in m.traces]
-    assert sent.session_id is None and index == worker_of(trace.trace_id)
+    assert sent[1] is None and index == worker_of(trace.trace_id)
 
 
 async def test_a_session_closes_in_the_worker_that_scored_its_traces(pool):
