@@ -1,12 +1,12 @@
 """What the collector and a scoring worker process say to each other over their pipe.
 
 The worker starts with a `WorkerSetup`; after that each side sends lists of messages,
-one list per round of its event loop, pickled (the classes keep their fields in their
-`__dict__`, which unpickling fills in one step: with `__slots__` it takes a call per
-field). To the worker: `ScoreTraces` (a batch's
+one list per round of its event loop, pickled. To the worker: `ScoreTraces` (a batch's
 traces for it, as their spans' bytes), `CloseSession`, and `Stop`, always last. Back:
 `Ready` or `StartFailed` once, then `Answer`s by request id, `JudgesReport`s of what its
 judges spent, and `Observed`, a round's score metrics' observations of what it prepared.
+The classes keep their fields in their `__dict__`, which unpickling fills in one step
+(with `__slots__` it takes a call per field).
 """
 
 from __future__ import annotations
