@@ -1,0 +1,167 @@
+"""What a trace's or a session's scores write on spans, and the score metrics they count.
+
+One path, wherever scoring ran: the attach stage calls it for traces scored in the
+collector process, a scoring worker for the copies it scored, and either way the
+outcome is the span field bytes the attach stage merges (`PreparedScores`): the anchor
+span's results, evaluator usage and processors' attributes, each finding's event on the
+span it is about (on the anchor when the trace has no span of that id), a closed
+session's carrier span, and the score metrics' observations of all of it. A trace whose
+anchor was scored before (a replayed file, a chained collector) cannot take appended
+bytes: what the earlier scoring wrote is replaced on the span itself (`write_in_place`),
+which only the collector's own copy allows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+
+from spanscore.core.attributes import find_attribute
+from spanscore.core.provenance import CODE_PROVENANCE, Provenance
+from spanscore.core.result import MetricResult
+from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
+from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage, per_evaluator
+from spanscore.core.version import VERSION
+from spanscore.exporters.score_observations import ScoreObservations
+from spanscore.pipeline.prepared_scores import PreparedScores
+from spanscore.pipeline.score_attributes import (
+    attach_attributes,
+    attach_finding,
+    attach_results,
+    attach_usage,
+    carrier_spans,
+    clear_findings,
+    finding_fields,
+    prepared_anchor,
+)
+from spanscore.pipeline.scoring import Scored
+from spanscore.processors.agent_trace import agent_name_of
+
+# A trace of the session: its id and its anchor span's (None when it had no span).
+Link = tuple[bytes, bytes | None]
+
+
+@dataclass(frozen=True)
+class ScoreWriter:
+    """How scores are written: who scored each metric (by name; code when missing),
+    whether results are span events too, and the processors' attributes that label the
+    score metrics (None: no score metrics, nothing observed)."""
+
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)
+    span_events: bool = True
+    score_labels: frozenset[str] | None = None
+
+    def prepare_trace(
+        self, trace: Trace, scored: Scored, observations: ScoreObservations | None = None
+    ) -> PreparedScores | None:
+        """The trace's scores as span field bytes, its score metrics observed into
+        `observations`; None (nothing observed) when it has no anchor, or its anchor has
+        some of the keys already: `write_in_place` then writes them."""
+        anchor = trace.anchor
+        if anchor is None:
+            return None
+        fields = prepared_anchor(
+            anchor, scored.results, per_evaluator(scored.usages), scored.attributes, self.provenance, self.span_events
+        )
+        if fields is None:
+            return None
+        if observations is not None:
+            self.observe_trace(observations, trace, scored)
+        return PreparedScores(anchor.span_id, fields, self._finding_fields(trace, anchor, scored.findings))
+
+    def _finding_fields(
+        self, trace: Trace, anchor: Span, findings: Sequence[SpanFinding]
+    ) -> tuple[tuple[bytes, bytes], ...]:
+        if not findings or not self.span_events:
+            return ()
+        present = {span.span_id for span, _ in trace.spans()}
+        return tuple(
+            (
+                finding.span_id if finding.span_id in present else anchor.span_id,
+                finding_fields(finding, self.provenance.get(finding.name, CODE_PROVENANCE)),
+            )
+            for finding in findings
+        )
+
+    def write_in_place(self, trace: Trace, scored: Scored, findings: bool = True) -> None:
+        """The scores written on the trace's spans themselves, for a trace `prepare_trace`
+        declined: the anchor's earlier results of these metrics (and the findings they
+        had blamed) replaced, any key it has overwritten; with `findings`, the findings
+        on their spans."""
+        anchor = trace.anchor
+        if anchor is not None:
+            if scored.results:
+                blamed = attach_results(
+                    anchor, scored.results, provenance=self.provenance, span_events=self.span_events
+                )
+                if blamed:  # scored before: the replaced results' findings go too
+                    clear_findings(trace, blamed, {result.name for result in scored.results})
+            for usage in per_evaluator(scored.usages):  # two processors may pay the same judge
+                attach_usage(anchor, usage)
+            attach_attributes(anchor, scored.attributes)
+        if not findings or not scored.findings or not self.span_events:
+            return
+        wanted = {finding.span_id for finding in scored.findings}
+        spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
+        for finding in scored.findings:
+            span = spans.get(finding.span_id, anchor)
+            if span is not None:
+                attach_finding(span, finding, self.provenance.get(finding.name, CODE_PROVENANCE))
+
+    def observe_trace(self, observations: ScoreObservations, trace: Trace, scored: Scored) -> None:
+        """The trace's results, usage and findings into the score metrics' `observations`."""
+        service, agent = trace.service_name, agent_name_of(trace)
+        self._observe(observations, scored.results, scored.usages, scored.attributes, service, agent)
+        observations.add_findings(scored.findings, service, agent)
+
+    def carrier(
+        self,
+        session_id: str,
+        resource: Resource,
+        links: Sequence[Link],
+        results: Sequence[MetricResult],
+        scored: Scored,
+        start_ns: int,
+        observations: ScoreObservations | None = None,
+    ) -> ResourceSpans | None:
+        """A closed session's carrier trace with `results` and the scoring's attributes and
+        usage, linked to each of its traces, its score metrics observed; None (nothing
+        observed) when it has neither results nor attributes."""
+        if not results and not scored.attributes:
+            return None
+        if observations is not None:
+            service = find_attribute(resource.attributes, "service.name")
+            self._observe(observations, results, scored.usages, scored.attributes, service, None)
+        return carrier_spans(
+            session_id,
+            resource,
+            links,
+            results,
+            start_ns,
+            time.time_ns(),
+            VERSION,
+            self.provenance,
+            self.span_events,
+            scored.attributes,
+            scored.usages,
+        )
+
+    def _observe(
+        self,
+        observations: ScoreObservations,
+        results: Iterable[MetricResult],
+        usages: Iterable[EvaluatorUsage],
+        attributes: Iterable[SpanAttribute],
+        service: str | None,
+        agent: str | None,
+    ) -> None:
+        labels = self.score_labels or frozenset()
+        observations.add_results(results, service, agent, attributes, labels, self.provenance)
+        for usage in usages:
+            observations.add_usage(usage, service, agent)

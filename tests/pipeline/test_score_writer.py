@@ -1,0 +1,140 @@
+"""The score writer: what it prepares as bytes is what writing in place writes, so a
+trace scored in a worker and one scored in the collector carry the same spans."""
+
+from __future__ import annotations
+
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+
+from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.provenance import Provenance
+from spanscore.core.result import MetricResult
+from spanscore.core.span_attribute import SpanAttribute
+from spanscore.core.span_finding import SpanFinding
+from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.exporters.score_observations import ScoreObservations
+from spanscore.pipeline.score_writer import ScoreWriter
+from spanscore.pipeline.scoring import Scored
+from tests.support.spans import assert_rescored, evaluation_events, kv, new_span_id, new_trace_id, scored_before, span
+
+PROVENANCE = {"toy": Provenance("spanscore/toy", "abc123"), "loops": Provenance("spanscore/loops", "def456")}
+WRITER = ScoreWriter(PROVENANCE, span_events=True, score_labels=frozenset({"eval.toy.tier"}))
+TRACE_ID, ROOT_ID, TOOL_ID = new_trace_id(), new_span_id(), new_span_id()
+SPANS = [span(TRACE_ID, "agent", span_id=ROOT_ID), span(TRACE_ID, "tool", parent=ROOT_ID, span_id=TOOL_ID)]
+
+
+def trace_of(spans: list[Span]) -> Trace:
+    """A fresh trace of copies of `spans`, from service `agent`."""
+    resource_spans = ResourceSpans(resource=Resource(attributes=[kv("service.name", "agent")]))
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.spans.extend(spans)
+    trace = Trace(spans[0].trace_id if spans else TRACE_ID, 0.0)
+    origin = ScopeOrigin(resource_spans, scope_spans)
+    for position, one in enumerate(scope_spans.spans):
+        trace.add(position, one, origin)
+    return trace
+
+
+def everything() -> Scored:
+    return Scored(
+        results=[
+            MetricResult(name="toy", score=0.5, explanation="2 spans"),
+            MetricResult.failure("loops", RuntimeError("judge down")),
+        ],
+        usages=[EvaluatorUsage("judge", 1, 100, 10), EvaluatorUsage("judge", 2, 50, 5)],
+        attributes=[SpanAttribute("eval.toy.tier", "gold"), SpanAttribute("eval.toy.tier", "silver")],
+        findings=[
+            SpanFinding(TOOL_ID, "loops", "fail", "the tool was called in a loop"),
+            SpanFinding(b"\x01" * 8, "loops", "fail", "about a span the trace does not have"),
+        ],
+    )
+
+
+def written(trace: Trace) -> list[Span]:
+    """Its spans with the events' times left out: the two ways write at different instants."""
+    spans = [Span.FromString(one.SerializeToString()) for one, _ in trace.spans()]
+    for one in spans:
+        for event in one.events:
+            event.time_unix_nano = 0
+    return spans
+
+
+def merged(trace: Trace, scored: Scored, observations: ScoreObservations | None = None) -> Trace:
+    prepared = WRITER.prepare_trace(trace, scored, observations)
+    assert prepared is not None and prepared.anchor_span_id == ROOT_ID
+    spans = {one.span_id: one for one, _ in trace.spans()}
+    spans[prepared.anchor_span_id].MergeFromString(prepared.anchor)
+    for span_id, fields in prepared.findings:
+        spans[span_id].MergeFromString(fields)
+    return trace
+
+
+def test_prepared_bytes_merged_are_what_writing_in_place_writes():
+    in_place = trace_of(SPANS)
+    WRITER.write_in_place(in_place, everything())
+    assert written(merged(trace_of(SPANS), everything())) == written(in_place)
+    root, tool = written(in_place)
+    attributes = attributes_to_dict(root.attributes)
+    assert attributes["eval.toy.score"] == 0.5 and attributes["eval.toy.evaluator"] == "spanscore/toy"
+    assert attributes["eval.loops.error"] == "judge down"
+    assert attributes["eval.judge.calls"] == 3 and attributes["eval.judge.input_tokens"] == 150
+    assert attributes["eval.toy.tier"] == "silver"  # the last of a repeated key
+    assert [e["gen_ai.evaluation.name"] for e in evaluation_events(root)] == ["toy", "loops", "loops"]
+    assert [e["gen_ai.evaluation.explanation"] for e in evaluation_events(tool)] == ["the tool was called in a loop"]
+
+
+def test_without_span_events_only_attributes_are_written():
+    writer = ScoreWriter(PROVENANCE, span_events=False)
+    trace = trace_of(SPANS)
+    prepared = writer.prepare_trace(trace, everything())
+    assert prepared.findings == ()
+    trace.anchor.MergeFromString(prepared.anchor)
+    assert not trace.anchor.events and attributes_to_dict(trace.anchor.attributes)["eval.toy.score"] == 0.5
+
+
+def test_an_anchor_scored_before_is_left_to_writing_in_place_which_replaces_its_results():
+    trace = trace_of([scored_before(TRACE_ID, "agent", span_id=ROOT_ID)])
+    observations = ScoreObservations()
+    scored = Scored(results=[MetricResult(name="toy", score=0.25, explanation="1 spans")])
+    assert ScoreWriter().prepare_trace(trace, scored, observations) is None
+    assert not observations  # the caller observes what it writes in place
+    ScoreWriter().write_in_place(trace, scored)
+    assert_rescored(trace.anchor, 1)
+
+
+def test_what_is_prepared_is_observed_once():
+    observations, expected = ScoreObservations(), ScoreObservations()
+    trace = trace_of(SPANS)
+    merged(trace, everything(), observations)
+    WRITER.observe_trace(expected, trace, everything())
+    assert observations.counts == expected.counts and observations.scores.keys() == expected.scores.keys()
+    assert observations.counts  # results, calls, tokens and the tool's failure were counted
+
+
+def test_a_trace_without_spans_has_nothing_prepared():
+    observations = ScoreObservations()
+    assert WRITER.prepare_trace(trace_of([]), everything(), observations) is None
+    assert not observations
+
+
+def test_a_session_carrier_links_its_traces_and_is_observed():
+    resource = Resource(attributes=[kv("service.name", "agent")])
+    links = [(new_trace_id(), new_span_id()), (new_trace_id(), None)]
+    results = [MetricResult(name="toy", score=1.0)]
+    observations = ScoreObservations()
+    carrier = WRITER.carrier("session-1", resource, links, results, Scored(), 1_000, observations)
+    [carried] = carrier.scope_spans[0].spans
+    assert carrier.resource == resource and [(link.trace_id, link.span_id) for link in carried.links] == links[:1]
+    attributes = attributes_to_dict(carried.attributes)
+    assert attributes["session.id"] == "session-1" and attributes["eval.session.trace_count"] == 2
+    assert attributes["eval.toy.score"] == 1.0 and carried.start_time_unix_nano == 1_000
+    assert observations
+
+
+def test_a_session_without_results_or_attributes_has_no_carrier():
+    observations = ScoreObservations()
+    assert WRITER.carrier("session-1", Resource(), [], [], Scored(), 0, observations) is None
+    assert not observations
+    skipped = Scored(attributes=[SpanAttribute("eval.toy.skipped", "cut off")])
+    assert WRITER.carrier("session-1", Resource(), [], [], skipped, 0) is not None
