@@ -29,6 +29,7 @@ def evaluation_attributes(result: MetricResult, source: Provenance = CODE_PROVEN
     }
     if result.score is not None:
         attributes["gen_ai.evaluation.score.value"] = result.score
+    if result.label is not None:  # a result has a label exactly when it has a score
         attributes["gen_ai.evaluation.score.label"] = result.label
     explanation = result.explanation if result.error is None else result.error
     if explanation:
