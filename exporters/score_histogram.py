@@ -145,7 +145,7 @@ class ScoreHistogram:
         now = time.time_ns()
         with self._lock:
             if delta_reader is None:
-                points = self._cumulative
+                points, since = self._cumulative, None  # each point's own start
                 temporality = AggregationTemporality.CUMULATIVE
             else:
                 points, self._deltas[delta_reader] = self._deltas[delta_reader], {}
@@ -154,7 +154,7 @@ class ScoreHistogram:
             data_points = [
                 HistogramDataPoint(
                     attributes=dict(series),
-                    start_time_unix_nano=point.start_ns if delta_reader is None else since,
+                    start_time_unix_nano=point.start_ns if since is None else since,
                     time_unix_nano=now,
                     count=point.buckets.count,
                     sum=point.buckets.total,
