@@ -56,6 +56,7 @@ def _result_fields(
         pairs.append((prefix + "revision", source.revision))
         if result.score is not None:
             pairs.append((prefix + "score", float(result.score)))
+        if result.label is not None:  # a result has a label exactly when it has a score
             pairs.append((prefix + "label", result.label))
         if result.explanation:
             pairs.append((prefix + "explanation", result.explanation))
@@ -215,7 +216,7 @@ def attach_usage(span: Span, usage: EvaluatorUsage) -> None:
     span.MergeFromString(_new_attributes(span, _usage_pairs(usage)))
 
 
-def _usage_pairs(usage: EvaluatorUsage) -> list[tuple[str, int]]:
+def _usage_pairs(usage: EvaluatorUsage) -> list[tuple[str, str | bool | int | float]]:
     prefix = f"eval.{usage.evaluator}."
     return [
         (prefix + "calls", int(usage.calls)),
@@ -277,7 +278,7 @@ def carrier_spans(
     session_id: str,
     resource: Resource,
     links: Sequence[tuple[bytes, bytes | None]],
-    results: Iterable[MetricResult],
+    results: Sequence[MetricResult],  # read twice when the span was scored before
     start_ns: int,
     end_ns: int,
     scope_version: str,
