@@ -499,7 +499,9 @@ class GroundTruth(Processor):
                         candidate.output,
                         f"output of tool {call.tool}",
                     )
-        if needed and self.judging is None:
+        if not needed:
+            return {}
+        if self.judging is None:
             raise LookupError(f"tool-call checks not judged: {NO_JUDGE}")
         return {
             key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()
