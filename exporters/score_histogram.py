@@ -107,6 +107,8 @@ class ScoreHistogram:
         collection; call once the MeterProvider registered the reader (it sets the
         collection callback this wraps)."""
         collect = reader._collect  # the SDK's one hook between a reader and its provider
+        if collect is None:
+            raise RuntimeError("attach a reader once a MeterProvider has registered it")
         preferred = reader._instrument_class_temporality  # keyed by the SDK's own instrument classes
         delta = any(
             issubclass(kind, HistogramInstrument) and temporality == AggregationTemporality.DELTA
@@ -120,9 +122,11 @@ class ScoreHistogram:
         def collect_with_scores(metric_reader: MetricReader, **kwargs) -> MetricsData | None:
             if before is not None:
                 before()
-            return self._add_to(collect(metric_reader, **kwargs), id(reader) if delta else None)
+            # The SDK types its hook (reader, temporality) but calls it (reader, timeout_millis=...).
+            collected = collect(metric_reader, **kwargs)  # pyright: ignore[reportCallIssue]
+            return self._add_to(collected, id(reader) if delta else None)
 
-        reader._set_collect_callback(collect_with_scores)
+        reader._set_collect_callback(collect_with_scores)  # pyright: ignore[reportArgumentType]  # as above
 
     def _add_to(self, data: MetricsData | None, delta_reader: int | None) -> MetricsData | None:
         metric = self._metric(delta_reader)
