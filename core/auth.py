@@ -48,9 +48,11 @@ class ServerAuthenticator(Protocol):
 
     def authenticate(self, headers: Mapping[str, str]) -> bool:
         """Whether the request may go on; `headers` are looked up by lowercase name."""
+        ...
 
     def challenge(self) -> str:
         """The `WWW-Authenticate` value an HTTP client that failed gets."""
+        ...
 
 
 def refusal(authenticator: ServerAuthenticator, headers: MultiMapping[str]) -> str | None:
@@ -65,6 +67,7 @@ def refusal(authenticator: ServerAuthenticator, headers: MultiMapping[str]) -> s
 class ClientAuthenticator(Protocol):
     def client_headers(self) -> dict[str, str]:
         """Headers (gRPC metadata) to send with every request, lowercase names."""
+        ...
 
 
 def auth_references(config: BaseModel, where: str) -> list[tuple[str, AuthSettings]]:
@@ -81,7 +84,7 @@ def auth_references(config: BaseModel, where: str) -> list[tuple[str, AuthSettin
 
 def server_authenticator(auth: AuthSettings | None, host: Host) -> ServerAuthenticator | None:
     """The running authenticator `auth` names, or None without `auth`."""
-    return None if auth is None else host.extension(auth.authenticator)
+    return None if auth is None else host.extension(auth.authenticator, ServerAuthenticator)
 
 
 def client_headers(config: BaseModel, host: Host) -> dict[str, str]:
@@ -92,6 +95,6 @@ def client_headers(config: BaseModel, host: Host) -> dict[str, str]:
     auth = getattr(config, "auth", None)
     if auth is None:
         return headers
-    authenticator: ClientAuthenticator = host.extension(auth.authenticator)
+    authenticator = host.extension(auth.authenticator, ClientAuthenticator)
     added = authenticator.client_headers()
     return {k: v for k, v in headers.items() if k.lower() not in added} | added

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 # router): written among the processors, as in the Collector's YAML, but built by the
 # service around them; only spanscore defines stages.
 Kind = Literal["receiver", "processor", "stage", "exporter", "extension"]
+Role = TypeVar("Role")  # what a component asks of an extension (an authenticator, a storage)
 
 
 class ComponentConfig(BaseModel):
@@ -55,11 +56,15 @@ class Host:
     def __init__(self, extensions: Mapping[str, Component] | None = None):
         self._extensions = dict(extensions or {})
 
-    def extension(self, extension_id: str) -> Component:
+    def extension(self, extension_id: str, role: type[Role]) -> Role:
+        """The running extension `extension_id`, which the caller uses as a `role`."""
         try:
-            return self._extensions[extension_id]
+            extension = self._extensions[extension_id]
         except KeyError:
             raise LookupError(f"extension {extension_id!r} is not running") from None
+        if not isinstance(extension, role):
+            raise LookupError(f"extension {extension_id!r} is not a {role.__name__}")
+        return extension
 
 
 NO_EXTENSIONS = Host()  # for a component started on its own (tests, embedding spanscore)

@@ -99,6 +99,7 @@ class TracesConsumer(Protocol):
         size times its encoding's decoding factor) before paying it: raises ConsumerFull
         when that does not fit now, TooCostly when it never will. The caller releases
         the reservation once the request is consumed or refused."""
+        ...
 
     def consume(
         self, request: ExportTraceServiceRequest, data: bytes | None = None, write_ahead: bool = True
@@ -109,6 +110,7 @@ class TracesConsumer(Protocol):
         write-ahead log rather than encoding the request again); `write_ahead=False`
         keeps the request out of the log (a receiver that opted out).
         """
+        ...
 
     async def durable(self, outcome: ConsumeOutcome) -> None:
         """Return once what `consume` took is stored as the write-ahead policy promises;

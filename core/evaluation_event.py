@@ -42,6 +42,7 @@ def evaluation_attributes(result: MetricResult, source: Provenance = CODE_PROVEN
     }
     if result.score is not None:
         attributes[SCORE_VALUE] = result.score
+    if result.label is not None:  # a result has a label exactly when it has a score
         attributes[SCORE_LABEL] = result.label
     explanation = result.explanation if result.error is None else result.error
     if explanation:

@@ -16,6 +16,7 @@ counts the bytes do not have (bytes that fail to parse, another request's places
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
@@ -46,7 +47,8 @@ def _outer_request() -> type[Message]:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.Request"))
 
 
-_OuterRequest = _outer_request()
+# Any: a message class made at run time has fields a checker cannot see.
+_OuterRequest: Any = _outer_request()
 
 
 class RequestWire:
@@ -56,7 +58,7 @@ class RequestWire:
 
     def __init__(self, data: bytes):
         self._data = data
-        self._pieces: Message | None = None  # the outer parse, once asked
+        self._pieces: Any = None  # the outer parse, once asked
 
     def origin(
         self, resource_index: int, scope_index: int, span_count: int

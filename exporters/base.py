@@ -29,7 +29,7 @@ from spanscore.core.auth import client_headers
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, Host
 from spanscore.core.durations import Duration
 from spanscore.core.export_request import serialized_request
-from spanscore.core.sending_storage import SendingStorage
+from spanscore.core.sending_storage import SendingStorage, SendingStorages
 from spanscore.core.telemetry import Readout, TelemetryMetric
 from spanscore.core.trace import Trace
 
@@ -130,7 +130,7 @@ class Exporter:
         self.headers = client_headers(self.config, host)
         storage_id = self.config.sending_queue.storage
         if storage_id is not None:
-            self.storage = host.extension(storage_id).queue_for(self.id)
+            self.storage = host.extension(storage_id, SendingStorages).queue_for(self.id)
         await self.open()
         self._workers = [
             asyncio.create_task(self._work(), name=f"{self.id}-{i}")
@@ -142,7 +142,7 @@ class Exporter:
                 log.warning(
                     "exporter %s: %d spans stored unsent before the last stop; sending them first", self.id, restored
                 )
-            self._workers.append(asyncio.create_task(self._work_stored(), name=f"{self.id}-stored"))
+            self._workers.append(asyncio.create_task(self._work_stored(self.storage), name=f"{self.id}-stored"))
 
     def enqueue(self, trace: Trace) -> None:
         if self._closing:
@@ -152,7 +152,7 @@ class Exporter:
             number = storage.put(serialized_request([trace]), trace.span_count)
             self._stored.append((number, trace))
             if self._confirming is None:
-                self._confirming = asyncio.create_task(self._confirm_stored())
+                self._confirming = asyncio.create_task(self._confirm_stored(storage))
             self._stored_ready.set()
             return
         if not self._queue:
@@ -169,14 +169,14 @@ class Exporter:
         """Beside what every exporter counts (`core.trace_exporter`), its persistent queue's depth."""
         return [STORED_SPANS.reads(lambda: self.stored_spans)]
 
-    async def _confirm_stored(self) -> None:
+    async def _confirm_stored(self, storage: SendingStorage) -> None:
         """Traces leave memory (and the write-ahead log) once their stored copy is durable."""
         try:
             while self._stored:
                 stored, self._stored = self._stored, []
                 undelivered = False
                 try:
-                    await self.storage.durable(stored[-1][0])
+                    await storage.durable(stored[-1][0])
                 except OSError as exc:  # not known to be on disk: the write-ahead log keeps the traces
                     log.error("exporter %s: could not store %d traces: %s", self.id, len(stored), exc)
                     undelivered = True
@@ -267,9 +267,8 @@ class Exporter:
             for trace in batch:
                 trace.export_done()
 
-    async def _work_stored(self) -> None:
+    async def _work_stored(self, storage: SendingStorage) -> None:
         """Sends the stored requests, oldest first; what is not sent stays stored."""
-        storage = self.storage
         while items := await self._next_items(
             lambda: storage.take(self.config.sending_queue.batch_max_spans), self._stored_ready
         ):

@@ -19,7 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.trace import TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import NO_EXTENSIONS, Host
@@ -74,6 +74,9 @@ class EvaluationLogs:
             return
         now_ns = time.time_ns() if now_ns is None else now_ns
         trace_id, span_id = int.from_bytes(span.trace_id, "big"), int.from_bytes(span.span_id, "big")
+        # The SDK reads a record's trace and span from its context (ids alone are deprecated).
+        scored = SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        context = set_span_in_context(NonRecordingSpan(scored))
         response_id = find_attribute(span.attributes, RESPONSE_ID)
         for attributes in records:
             if response_id is not None:
@@ -82,9 +85,7 @@ class EvaluationLogs:
                 LogRecord(
                     timestamp=now_ns,
                     observed_timestamp=now_ns,
-                    trace_id=trace_id,
-                    span_id=span_id,
-                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                    context=context,
                     event_name=EVALUATION_EVENT,
                     attributes=attributes,
                 )

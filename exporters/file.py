@@ -34,7 +34,8 @@ class FileExporterConfig(ExporterConfig):
     path: str = Field(min_length=1)
     logs_path: str | None = Field(default=None, min_length=1)
     append: bool = True  # false truncates the file at start
-    sending_queue: FileQueueConfig = Field(default_factory=FileQueueConfig)
+    # Configs are frozen, so a narrower queue config cannot be swapped for a wider one.
+    sending_queue: FileQueueConfig = Field(default_factory=FileQueueConfig)  # pyright: ignore[reportIncompatibleVariableOverride]
 
     @property
     def resolved_logs_path(self) -> Path:

@@ -33,11 +33,13 @@ class LabelValueLimit:
 
     def __init__(self, max_values: int):
         self.max_values = max_values
-        self._seen: dict[tuple[str, str], set[str]] = {}
+        self._seen: dict[tuple[str, str], set[str | int | float | bool]] = {}
         self.folded: dict[tuple[str, str], int] = {}  # (metric, label) -> recordings folded into `other`
         self._lock = threading.Lock()
 
-    def apply(self, metric: str, attributes: Mapping[str, str], recordings: int = 1) -> dict[str, str]:
+    def apply(
+        self, metric: str, attributes: Mapping[str, str | int | float | bool], recordings: int = 1
+    ) -> dict[str, str | int | float | bool]:
         """`attributes` with every value past its label's cap on `metric` replaced by
         `other`, for `recordings` recordings under them (counted when folded)."""
         capped = dict(attributes)

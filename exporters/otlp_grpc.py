@@ -69,7 +69,7 @@ class OtlpGrpcExporter(Exporter):
 
     async def open(self) -> None:
         config = self.config
-        options = [
+        options: list[tuple[str, int | str]] = [
             ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
         ]
@@ -95,9 +95,9 @@ class OtlpGrpcExporter(Exporter):
     async def send(self, traces: list[Trace]) -> None:
         await self.send_encoded(serialized_request(traces))
 
-    async def send_encoded(self, payload: bytes) -> None:
+    async def send_encoded(self, request: bytes) -> None:
         try:
-            response = await self._export(payload, timeout=self.config.timeout, metadata=self._metadata)
+            response = await self._export(request, timeout=self.config.timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             retry_after = _retry_delay(exc.trailing_metadata())
@@ -119,7 +119,8 @@ def _retry_delay(trailing_metadata) -> float | None:
             info = error_details_pb2.RetryInfo.FromString(value)
         elif key == "grpc-status-details-bin":
             for detail in status_pb2.Status.FromString(value).details:
-                if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                # googleapis-common-protos ships no stubs: the checker guesses DESCRIPTOR's type.
+                if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):  # pyright: ignore[reportArgumentType]
                     info = error_details_pb2.RetryInfo()
                     detail.Unpack(info)
         if info is not None:

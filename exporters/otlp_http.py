@@ -44,19 +44,18 @@ class OtlpHttpExporterConfig(ExporterConfig):
     @model_validator(mode="after")
     def _has_url(self) -> OtlpHttpExporterConfig:
         url = self.url
-        if url is None:
-            raise ValueError("set endpoint (base URL) or traces_endpoint (full URL)")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"{url!r} must start with http:// or https://")
         return self
 
     @property
-    def url(self) -> str | None:
+    def url(self) -> str:
+        """The traces' URL; a config without one does not validate."""
         if self.traces_endpoint:
             return self.traces_endpoint
         if self.endpoint:
             return self.endpoint.rstrip("/") + TRACES_PATH
-        return None
+        raise ValueError("set endpoint (base URL) or traces_endpoint (full URL)")
 
 
 class OtlpHttpExporter(Exporter):

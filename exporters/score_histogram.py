@@ -107,6 +107,8 @@ class ScoreHistogram:
         collection; call once the MeterProvider registered the reader (it sets the
         collection callback this wraps)."""
         collect = reader._collect  # the SDK's one hook between a reader and its provider
+        if collect is None:
+            raise RuntimeError("attach a reader once a MeterProvider has registered it")
         preferred = reader._instrument_class_temporality  # keyed by the SDK's own instrument classes
         delta = any(
             issubclass(kind, HistogramInstrument) and temporality == AggregationTemporality.DELTA
@@ -120,9 +122,11 @@ class ScoreHistogram:
         def collect_with_scores(metric_reader: MetricReader, **kwargs) -> MetricsData | None:
             if before is not None:
                 before()
-            return self._add_to(collect(metric_reader, **kwargs), id(reader) if delta else None)
+            # The SDK types its hook (reader, temporality) but calls it (reader, timeout_millis=...).
+            collected = collect(metric_reader, **kwargs)  # pyright: ignore[reportCallIssue]
+            return self._add_to(collected, id(reader) if delta else None)
 
-        reader._set_collect_callback(collect_with_scores)
+        reader._set_collect_callback(collect_with_scores)  # pyright: ignore[reportArgumentType]  # as above
 
     def _add_to(self, data: MetricsData | None, delta_reader: int | None) -> MetricsData | None:
         metric = self._metric(delta_reader)
@@ -145,7 +149,7 @@ class ScoreHistogram:
         now = time.time_ns()
         with self._lock:
             if delta_reader is None:
-                points = self._cumulative
+                points, since = self._cumulative, None  # each point's own start
                 temporality = AggregationTemporality.CUMULATIVE
             else:
                 points, self._deltas[delta_reader] = self._deltas[delta_reader], {}
@@ -154,7 +158,7 @@ class ScoreHistogram:
             data_points = [
                 HistogramDataPoint(
                     attributes=dict(series),
-                    start_time_unix_nano=point.start_ns if delta_reader is None else since,
+                    start_time_unix_nano=point.start_ns if since is None else since,
                     time_unix_nano=now,
                     count=point.buckets.count,
                     sum=point.buckets.total,

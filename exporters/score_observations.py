@@ -32,7 +32,7 @@ TOKENS = "tokens"
 FAILURE_LABELS = (FAILURE_CATEGORY, FAILURE_GROUP)
 
 
-def _series(attributes: Mapping[str, str]) -> Series:
+def _series(attributes: Mapping[str, str | int | float | bool]) -> Series:
     return tuple(sorted(attributes.items()))
 
 

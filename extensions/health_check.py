@@ -58,7 +58,7 @@ class HealthCheck:
         except OSError as exc:
             await self._runner.cleanup()
             raise OSError(f"health_check cannot listen on {self.config.endpoint}: {exc.strerror or exc}") from None
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
 
     async def shutdown(self, deadline: float) -> None:
         runner, self._runner = self._runner, None
@@ -74,8 +74,7 @@ class HealthCheck:
 
     async def _status(self, request: web.Request) -> web.Response:
         authenticator = self.authenticator
-        problem = None if authenticator is None else refusal(authenticator, request.headers)
-        if problem is not None:
+        if authenticator is not None and (problem := refusal(authenticator, request.headers)) is not None:
             self.client_errors.record(f"health_check 401 {problem}", f"from {request.remote}")
             return web.Response(
                 status=401, text=problem + "\n", headers={"WWW-Authenticate": authenticator.challenge()}

@@ -115,7 +115,7 @@ def _decode_document(text: bytes) -> tuple[str, list[ExportTraceServiceRequest]]
 @dataclass
 class _FileReader:
     path: Path
-    stream: IO[bytes]
+    stream: IO[bytes] | gzip.GzipFile
     problems: list[str]
     gzipped: bool
     formats: list[str]
@@ -223,7 +223,7 @@ def _requests_of(
         changed = _normalized(document)
         if changed:  # base64 ids, or OTLP's older field names
             return OTLP_JSON_BASE64 if "ids" in changed else OTLP_JSON, [_otlp(document)]
-        if direct_error is not None:
+        if direct is None:  # the decoder failed, and said why
             raise TraceFileError(str(direct_error))
         return OTLP_JSON, [direct]  # a request without spans is still one
     if isinstance(document.get("batches"), list):
@@ -324,7 +324,7 @@ def _span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(scope_spans.spans) for rs in request.resource_spans for scope_spans in rs.scope_spans)
 
 
-def _decompressed(raw: IO[bytes]) -> IO[bytes]:
+def _decompressed(raw: IO[bytes]) -> contextlib.AbstractContextManager[IO[bytes] | gzip.GzipFile]:
     gzipped = raw.read(2) == _GZIP_MAGIC
     raw.seek(0)
     return gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else contextlib.nullcontext(raw)

@@ -79,7 +79,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import safe_url, scrub
@@ -394,8 +394,8 @@ def _config_scale(config: Mapping[str, Any]) -> Scale | None:
     if not isinstance(config.get("name"), str):
         return None
     if config.get("type") == "CATEGORICAL":
-        values = config.get("values") if isinstance(config.get("values"), list) else []
-        scores = [v.get("score") for v in values if isinstance(v, dict) and _number(v.get("score"))]
+        values = listed if isinstance(listed := config.get("values"), list) else []
+        scores = [score for v in values if isinstance(v, dict) and _number(score := v.get("score"))]
         low, high = (min(scores), max(scores)) if scores else (None, None)
     else:  # CONTINUOUS, FREEFORM
         low, high = config.get("lower_bound"), config.get("upper_bound")
@@ -404,7 +404,7 @@ def _config_scale(config: Mapping[str, Any]) -> Scale | None:
     return None
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -458,7 +458,7 @@ def _shut(sock: socket.socket) -> None:
         pass  # already closed
 
 
-class _Watched:
+class _Watched(http.client.HTTPConnection):
     """A connection whose socket, once connected, is under a `_Deadline`."""
 
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
@@ -466,8 +466,8 @@ class _Watched:
         self.deadline = deadline
 
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
-        self.deadline.watch(self.sock)  # type: ignore[attr-defined]
+        super().connect()
+        self.deadline.watch(self.sock)
 
 
 class _WatchedHTTP(_Watched, http.client.HTTPConnection):

@@ -94,7 +94,8 @@ class ScoredRun:
         """Group values in sorted order; [None] when not grouped."""
         if self.by is None:
             return [None]
-        return sorted({a.group for a in self.attempts} | {u.group for u in self.ungraded} | set(self.scores) - {None})
+        groups = {a.group for a in self.attempts} | {u.group for u in self.ungraded} | set(self.scores)
+        return [*sorted(group for group in groups if group is not None)]
 
     def only(self, group: str | None) -> ScoredRun:
         """The part of this run in one group."""

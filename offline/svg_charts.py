@@ -33,7 +33,7 @@ MARKER_GAP = 9.0  # from a marker's centre to its label: clear of its circle
 @dataclass
 class Series:
     name: str
-    points: list[tuple[float, float]]  # (x, y)
+    points: Sequence[tuple[float, float]]  # (x, y)
     band: list[tuple[float, float, float]] = field(default_factory=list)  # (x, low, high)
     color: str | None = None
     dashed: bool = False

@@ -87,7 +87,7 @@ class Intake:
         return outcome
 
     async def durable(self, outcome: ConsumeOutcome) -> None:
-        if outcome.record is not None:
+        if outcome.record is not None and self.book is not None:  # only the book's log numbers records
             await self.book.log.durable(outcome.record)
 
     def replay(self, requests: list[Replayed]) -> None:

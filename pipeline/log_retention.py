@@ -16,6 +16,8 @@ left unscored keeps its traces, to be scored again and close over them all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.extensions.write_ahead_log import WriteAheadLog
@@ -60,7 +62,7 @@ class LogRetention:
         else:
             self._carried[carrier.trace_id] = session
 
-    def exported(self, trace: Trace, open_sessions: dict[str, Session]) -> None:
+    def exported(self, trace: Trace, open_sessions: Mapping[str, Session]) -> None:
         """Every exporter is done with `trace`."""
         session = self._scored_in.pop(trace.trace_id, None)
         carried = self._carried.pop(trace.trace_id, None)
@@ -77,7 +79,7 @@ class LogRetention:
         )
         for origin, positions in trace.spans_by_origin.items():
             if origin.record is not None:
-                if keep:
+                if keep and session is not None:
                     self.log.exported(origin.record, trace.trace_id, len(positions))
                     session.unsettled.append((origin.record, trace.trace_id, len(positions)))
                 else:

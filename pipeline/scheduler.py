@@ -82,7 +82,8 @@ class Scheduler:
     def start(self) -> None:
         if self.scoring is not None:
             self._scorers = [
-                asyncio.create_task(self._score_forever(), name=f"scoring-{i}") for i in range(self.concurrency)
+                asyncio.create_task(self._score_forever(self.scoring), name=f"scoring-{i}")
+                for i in range(self.concurrency)
             ]
         self._ticker = asyncio.create_task(self._tick_forever(), name="pipeline-ticker")
 
@@ -116,12 +117,12 @@ class Scheduler:
 
     # Scoring ---------------------------------------------------------------------------
 
-    async def _score_forever(self) -> None:
+    async def _score_forever(self, scoring: Scoring) -> None:
         ready = self.ready
         while True:
             batch = await ready.get_batch()
             try:
-                await self._score_batch(batch)
+                await self._score_batch(scoring, batch)
             finally:
                 ready.done(batch)
             # A processor that never suspends (an inline embedder) and a backlog in the
@@ -129,16 +130,16 @@ class Scheduler:
             # the ticker until the backlog is gone: clients time out, nothing leaves.
             await asyncio.sleep(0)
 
-    async def _score_batch(self, traces: list[Trace]) -> None:
+    async def _score_batch(self, scoring: Scoring, traces: list[Trace]) -> None:
         opened: dict[bytes, Session] = {}
         session_of = self._session_of(opened)
         observations = ScoreObservations()  # the batch's score metrics, recorded once per series
         try:
             try:
-                answers = await self.scoring.score_batch(traces, session_of)
+                answers = await scoring.score_batch(traces, session_of)
             except asyncio.CancelledError:  # the scoring deadline at shutdown
                 for trace in traces:
-                    self._conclude(trace, self.scoring.left_unscored(trace, session_of, self._why), opened)
+                    self._conclude(trace, scoring.left_unscored(trace, session_of, self._why), opened)
                 raise
             for trace, scored in zip(traces, answers):
                 self._conclude(trace, scored, opened, observations)
@@ -157,7 +158,7 @@ class Scheduler:
         def session_of(trace: Trace) -> Session | None:
             if not (trace.session_id and self.tracks_sessions):
                 return None
-            session = self.sessions.open_for(trace)
+            session = self.sessions.open_for(trace, trace.session_id)
             session.scoring = True
             opened[trace.trace_id] = session
             return session
@@ -229,7 +230,7 @@ class Scheduler:
                 await asyncio.wait_for(ready.join(), remaining)
             except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
                 pass
-        if not ready.unfinished:
+        if not ready.unfinished or self.scoring is None:  # without scoring nothing waits for it
             return
         log.warning(
             "scoring stopped at the shutdown's scoring deadline: %d traces being scored and %d waiting leave "

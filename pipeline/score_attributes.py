@@ -261,7 +261,7 @@ def carrier_spans(
     session_id: str,
     resource: Resource,
     links: Sequence[tuple[bytes, bytes | None]],
-    results: Iterable[MetricResult],
+    results: Sequence[MetricResult],  # read twice when the span was scored before
     start_ns: int,
     end_ns: int,
     scope_version: str,

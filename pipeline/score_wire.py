@@ -74,12 +74,11 @@ def key_value(key: str, value: Value) -> bytes:
         encoded = _KEYS[key] = length_delimited(_STRING_VALUE, _text(key))
     # The common value types inline: a scored trace writes dozens of these, and each call
     # saved is a measurable share of attaching (the others go through any_value).
-    kind = value.__class__
-    if kind is str:
+    if type(value) is str:
         text = value.encode("utf-8", "replace")
         size = len(text)
         wrapped = _STRING_VALUE + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + text
-    elif kind is float:
+    elif type(value) is float:
         wrapped = b"\x21" + _DOUBLE(value)
     else:
         wrapped = any_value(value)

@@ -87,6 +87,7 @@ class Scoring(Protocol):
 
     async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
         """One `Scored` per trace, in order; a trace outside the scope has a skip reason."""
+        ...
 
     async def score_session(self, session: Session) -> Scored: ...
 
@@ -94,6 +95,7 @@ class Scoring(Protocol):
         """For a trace that leaves without its scoring (the shutdown cut it off), decided
         here: a skip reason when it is outside the scope; else every trace metric skipped
         with `why`, and the trace recorded in its session, unscored."""
+        ...
 
 
 def scope_skip_reason(scope: ScoreScope, trace: Trace) -> str | None:

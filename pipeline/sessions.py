@@ -64,16 +64,16 @@ class Sessions:
     def __len__(self) -> int:
         return len(self.open)
 
-    def open_for(self, trace: Trace) -> Session:
-        """The session `trace` belongs to, opened if need be, marked active now."""
+    def open_for(self, trace: Trace, session_id: str) -> Session:
+        """The session `trace` belongs to (`session_id`, its), opened if need be, marked active now."""
         now = self.clock()
-        session = self.open.get(trace.session_id)
+        session = self.open.get(session_id)
         if session is None:
             origin = trace.root_origin or next(iter(trace.spans_by_origin))
             resource = type(origin.resource)()
             resource.CopyFrom(origin.resource)
-            session = Session(trace.session_id, resource, now)
-            self.open[trace.session_id] = session
+            session = Session(session_id, resource, now)
+            self.open[session_id] = session
             if len(self.open) > self.max_open:
                 oldest = next(iter(self.open))
                 log.warning(
@@ -83,23 +83,23 @@ class Sessions:
                 )
                 self.close(oldest)
         session.last_activity = now
-        self.open.move_to_end(trace.session_id)
+        self.open.move_to_end(session_id)
         return session
 
     def hold_earlier_carrier(self, carrier: Trace) -> Session | None:
         """Keep a session carrier that arrived scored for the session's own carrier to
         replace, when the session is open here with a trace scored: that session; None
         (forward it) when not."""
-        session = self.open.get(carrier.session_id)
-        if session is None or not session.traces or carrier.root is None:
+        session_id, root, origin = carrier.session_id, carrier.root, carrier.root_origin
+        session = self.open.get(session_id) if session_id is not None else None
+        if session is None or not session.traces or root is None or origin is None:
             return None
-        origin = carrier.root_origin
         kept = ResourceSpans(schema_url=origin.resource_spans.schema_url)
         kept.resource.CopyFrom(origin.resource)
         scope_spans = kept.scope_spans.add(schema_url=origin.scope_spans.schema_url)
         scope_spans.scope.CopyFrom(origin.scope_spans.scope)
-        scope_spans.spans.add().CopyFrom(carrier.root)
-        self._earlier_carriers.setdefault(carrier.session_id, []).append(kept)
+        scope_spans.spans.add().CopyFrom(root)
+        self._earlier_carriers.setdefault(session.session_id, []).append(kept)
         return session
 
     def close_idle(self, now: float) -> None:

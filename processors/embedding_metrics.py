@@ -23,6 +23,7 @@ from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_summary_of
 from spanscore.processors.base import Processor
+from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
 from spanscore.processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
 from spanscore.processors.metrics.coherence import NAME as COHERENCE
@@ -67,13 +68,13 @@ class EmbeddingMetrics(Processor):
         self.embedder = build_embedder(self.config.embedder)
         # Loading a model takes seconds: start it now, in the background, so receivers
         # open at once and the first traces wait only for what is left of the load.
-        self._warm_up = asyncio.create_task(self._warm_up_embedder())
+        self._warm_up = asyncio.create_task(self._warm_up_embedder(self.embedder))
 
-    async def _warm_up_embedder(self) -> None:
+    async def _warm_up_embedder(self, embedder: Embedder) -> None:
         try:
-            await self.embedder.warm_up()
+            await embedder.warm_up()
         except Exception as exc:  # the first embed will raise it again, per trace, as an error result
-            log.error("embedder %s failed to load: %s", self.embedder.name, exc)
+            log.error("embedder %s failed to load: %s", embedder.name, exc)
 
     def provenance(self, metric_name: str) -> Provenance:
         name = self.embedder.name if self.embedder is not None else "none"

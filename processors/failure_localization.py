@@ -111,7 +111,7 @@ class FailureLocalization(Processor):
         self.localizer: Localizer | None = None
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
-        if self.config.enabled and self.config.configured:
+        if self.config.enabled and judge_configured(self.config.judge):
             self.judge = build_judge(self.config.judge)
             self.localizer = Localizer(
                 self.judge, self.config.long_runs, self.config.max_input_tokens, self.config.max_field_chars
@@ -132,7 +132,7 @@ class FailureLocalization(Processor):
             return Provenance(CODE, revision_of(turns.NAME, inspect.getsource(turns), self.config.threshold))
         categories = sorted((c.id, c.group, c.description) for c in taxonomy().categories.values())
         settings = self.config.model_dump(exclude={"judge"})
-        if not self.config.configured:  # the evidence rules: code, as every metric without a model
+        if not judge_configured(self.config.judge):  # the evidence rules: code, as every metric without a model
             return Provenance(CODE, revision_of(NAME, EVIDENCE_SOURCE, settings, categories))
         model = self.config.judge.model
         prompts = (inspect.getsource(judging), inspect.getsource(run_steps))

@@ -103,7 +103,9 @@ class GrpcReceiver:
     async def _export(self, _messages, context: grpc.aio.ServicerContext) -> bytes:
         authenticator = self.authenticator
         if authenticator is not None:
-            problem = refusal(authenticator, CIMultiDict(context.invocation_metadata()))
+            # Binary (`-bin`) metadata is no header an authenticator reads.
+            headers = CIMultiDict((k, v) for k, v in context.invocation_metadata() or () if isinstance(v, str))
+            problem = refusal(authenticator, headers)
             if problem is not None:
                 await self._refuse(context, grpc.StatusCode.UNAUTHENTICATED, problem, problem)
         try:
@@ -115,7 +117,7 @@ class GrpcReceiver:
         except asyncio.TimeoutError:
             message = f"no message arrived within read_timeout ({self.limits.read_timeout:g}s) of the stream opening"
             await self._refuse(context, grpc.StatusCode.DEADLINE_EXCEEDED, message, "message too slow")
-        if body is grpc.aio.EOF:
+        if body is grpc.aio.EOF:  # pyright: ignore[reportAttributeAccessIssue]  # missing from typeshed's grpc stubs
             message = "no ExportTraceServiceRequest was sent"
             await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, message, "no request")
         try:

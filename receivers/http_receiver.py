@@ -117,8 +117,7 @@ class HttpReceiver:
     async def _export(self, request: web.Request) -> web.Response:
         content_type = _CONTENT_TYPES.get(request.content_type)
         authenticator = self.authenticator
-        problem = None if authenticator is None else refusal(authenticator, request.headers)
-        if problem is not None:
+        if authenticator is not None and (problem := refusal(authenticator, request.headers)) is not None:
             return self._refuse(
                 request,
                 content_type or JSON,

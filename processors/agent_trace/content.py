@@ -29,7 +29,8 @@ _SDK_TOOL_PARTS = frozenset({"tool-call", "tool-result"})
 
 # json.loads and json.dumps with non-default options go through several Python-level
 # calls (and a new encoder) per value; these are what they end up calling.
-_scan_json = make_scanner(json.JSONDecoder())
+# typeshed types the C scanner's argument as a scanner, not the decoder it reads its options from.
+_scan_json = make_scanner(json.JSONDecoder())  # pyright: ignore[reportArgumentType]
 _encoder = json.JSONEncoder(ensure_ascii=False, sort_keys=False, default=str)
 
 _T = TypeVar("_T")
@@ -152,7 +153,7 @@ def _tool_call(data: Any) -> ToolCall | None:
         return None
     if isinstance(data.get("tool_call"), MAPPING):  # OpenInference nesting
         data = data["tool_call"]
-    function = data.get("function") if isinstance(data.get("function"), MAPPING) else data
+    function = nested if isinstance(nested := data.get("function"), MAPPING) else data
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return None
@@ -378,7 +379,7 @@ def tool_definition(data: Any) -> ToolDefinition | None:
         data = data["tool"]
         if "json_schema" in data:
             return tool_definition(data["json_schema"])
-    function = data.get("function") if isinstance(data.get("function"), MAPPING) else data
+    function = nested if isinstance(nested := data.get("function"), MAPPING) else data
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return None

@@ -76,8 +76,8 @@ class CoalescingEmbedder(Embedder):
 
 
 def _hand_out(done: asyncio.Future, batch: list[tuple[Sequence[str], asyncio.Future]]) -> None:
-    if done.cancelled() or done.exception() is not None:
-        error = asyncio.CancelledError() if done.cancelled() else done.exception()
+    error = asyncio.CancelledError() if done.cancelled() else done.exception()
+    if error is not None:
         for _, future in batch:
             if not future.done():
                 future.set_exception(error)

@@ -42,7 +42,7 @@ _log = logging.getLogger(__name__)
 
 
 class CacheConfig(ComponentConfig):
-    max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=0)  # 0: no cache
+    max_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=0)  # 0: no cache
 
 
 class StaticEmbedderConfig(ComponentConfig):
@@ -58,7 +58,7 @@ class HashingEmbedderConfig(ComponentConfig):
 
 class MiniLMEmbedderConfig(ComponentConfig):
     type: Literal["minilm"] = "minilm"
-    batch_size: int = Field(minilm.DEFAULT_BATCH_SIZE, ge=1)
+    batch_size: int = Field(default=minilm.DEFAULT_BATCH_SIZE, ge=1)
     device: str = minilm.DEFAULT_DEVICE
     cache: CacheConfig = CacheConfig()
 

@@ -104,7 +104,7 @@ class MissingAPIKeyError(ValueError):
     """No API key in config nor in the environment."""
 
 
-def _status(error: BaseException) -> int | None:
+def _status(error: BaseException | None) -> int | None:
     return error.status_code if isinstance(error, openai.APIStatusError) else None
 
 

@@ -171,7 +171,7 @@ class GroundTruth(Processor):
         return True
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
-        if self.config.configured:
+        if judge_configured(self.config.judge):
             self.judging = GroundTruthJudge(
                 build_judge(self.config.judge),
                 trials=self.config.trials,
@@ -183,7 +183,7 @@ class GroundTruth(Processor):
             self.id,
             len(self.dataset.cases),
             self.config.dataset,
-            self.config.judge.model if self.judging else "none (subgoals, checks and answers are not graded)",
+            self.judging.judge.model if self.judging else "none (subgoals, checks and answers are not graded)",
         )
 
     def judges(self) -> tuple[Judge, ...]:
@@ -195,7 +195,7 @@ class GroundTruth(Processor):
         judged = self.judging is not None
         settings = self.config.model_dump(exclude={"judge", "dataset"})
         return Provenance(
-            self.config.judge.model if judged else CODE,
+            self.judging.judge.model if self.judging is not None else CODE,
             revision_of(
                 metric_name,
                 self.config.loaded.model_dump(mode="json"),
@@ -228,24 +228,25 @@ class GroundTruth(Processor):
             self.joins[how or "nothing (not graded)"] += 1
             if session is not None:
                 session.state[self.id] = attempt
-        if attempt.case is None:
+        case = attempt.case
+        if case is None:
             return []
         turn = len(attempt.turns)
         attempt.turns.append(agent)
         calls_before = self.judging.calls if self.judging else 0
-        outputs: list[TraceOutput] = [SpanAttribute(CASE_ATTRIBUTE, attempt.case.id)]
-        outputs += await self._turn_results(attempt, turn, agent)
-        await self._judge_progress(attempt, turn)
+        outputs: list[TraceOutput] = [SpanAttribute(CASE_ATTRIBUTE, case.id)]
+        outputs += await self._turn_results(attempt, case, turn, agent)
+        await self._judge_progress(attempt, case, turn)
         if session is None:  # a one-turn attempt: its attempt results go on this trace
-            outputs += await self._attempt_results(attempt)
+            outputs += await self._attempt_results(attempt, case)
         if self.judging and self.judging.calls > calls_before:
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
     async def _turn_results(
-        self, attempt: AttemptState, turn: int, agent: AgentTrace
+        self, attempt: AttemptState, case: Case, turn: int, agent: AgentTrace
     ) -> list[MetricResult | SpanAttribute]:
-        case, results = attempt.case, []
+        results = []
         expected = case.turns[turn].expected_response if turn < len(case.turns) else None
         # The answer first: its verdict says, in the same call, whether the answer uses the
         # tool results, which tool usage takes; tool usage then decides the answer's correctness.
@@ -341,8 +342,7 @@ class GroundTruth(Processor):
             metadata={"correct": correct, "utilization": verdict.utilization, "expected": expected},
         )
 
-    async def _judge_progress(self, attempt: AttemptState, turn: int) -> None:
-        case = attempt.case
+    async def _judge_progress(self, attempt: AttemptState, case: Case, turn: int) -> None:
         if not case.subgoals or turn >= self.config.max_turns:
             return
         # Dynamic subgoals until complete; a subgoal pinned to a turn only at that turn.
@@ -375,19 +375,20 @@ class GroundTruth(Processor):
 
     async def process_session(self, session: Session) -> list[SessionOutput]:
         attempt = session.state.get(self.id)
-        if attempt is None or attempt.case is None:
+        case = attempt.case if attempt is not None else None
+        if attempt is None or case is None:
             return []
         calls_before = self.judging.calls if self.judging else 0
         outputs: list[SessionOutput] = [
-            SpanAttribute(CASE_ATTRIBUTE, attempt.case.id),
-            *await self._attempt_results(attempt),
+            SpanAttribute(CASE_ATTRIBUTE, case.id),
+            *await self._attempt_results(attempt, case),
         ]
         if self.judging and self.judging.calls > calls_before:  # the tool-call checks
             outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
         return outputs
 
-    async def _attempt_results(self, attempt: AttemptState) -> list[MetricResult | SpanAttribute]:
-        case, results = attempt.case, []
+    async def _attempt_results(self, attempt: AttemptState, case: Case) -> list[MetricResult | SpanAttribute]:
+        results = []
         checks: list[tuple[str, bool]] = []  # what `success` requires, and whether it held
         threshold = self.config.threshold
         if case.subgoals:
@@ -424,7 +425,7 @@ class GroundTruth(Processor):
                 reason = attempt.progress_error or "no turn was evaluated"
                 results += [MetricResult.failure(name, reason, threshold) for name in PROGRESS_METRICS]
         if case.expected_tool_calls:
-            accuracy, matched = await self._tool_call_accuracy(attempt)
+            accuracy, matched = await self._tool_call_accuracy(attempt, case)
             results.append(accuracy)
             if matched is not None:
                 checks.append(("every expected tool call made", matched))
@@ -452,8 +453,10 @@ class GroundTruth(Processor):
         results.append(self._success(attempt, checks))
         return results
 
-    async def _tool_call_accuracy(self, attempt: AttemptState) -> tuple[MetricResult | SpanAttribute, bool | None]:
-        expected = [as_expected_call(c.model_dump(exclude_unset=True)) for c in attempt.case.expected_tool_calls]
+    async def _tool_call_accuracy(
+        self, attempt: AttemptState, case: Case
+    ) -> tuple[MetricResult | SpanAttribute, bool | None]:
+        expected = [as_expected_call(c.model_dump(exclude_unset=True)) for c in case.expected_tool_calls]
         actual = attempt.actual_calls()
         try:
             verdicts = await self._check_verdicts(expected, actual)
@@ -497,7 +500,9 @@ class GroundTruth(Processor):
                         candidate.output,
                         f"output of tool {call.tool}",
                     )
-        if needed and self.judging is None:
+        if not needed:
+            return {}
+        if self.judging is None:
             raise LookupError(f"tool-call checks not judged: {NO_JUDGE}")
         return {
             key: (await self.judging.check(text, value, what)).passed for key, (text, value, what) in needed.items()

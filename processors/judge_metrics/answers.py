@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 CLAMP_TOLERANCE = 1e-6
 MAX_CANDIDATES = 64  # `{` positions tried before giving up on a long, JSON-free text
@@ -208,7 +208,7 @@ def _check_length(size: int, schema: dict[str, Any], low_key: str, high_key: str
         raise MalformedAnswer(f"{path}: {size} {unit}, more than {high}")
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float | int]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

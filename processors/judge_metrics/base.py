@@ -61,3 +61,4 @@ class UsesJudges(Protocol):
 
     def judges(self) -> Sequence[Judge]:
         """The judges built so far (none before `start`)."""
+        ...

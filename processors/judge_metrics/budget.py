@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -31,10 +32,10 @@ from collections.abc import Callable
 
 from spanscore.processors.judge_metrics.base import JudgeError
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: budgets still work, only a shared one (scoring_workers) cannot
+if sys.platform == "win32":  # not POSIX: budgets still work, only a shared one (scoring_workers) cannot
     fcntl = None
+else:
+    import fcntl
 
 BUDGET_EXHAUSTED = "budget_exhausted"  # the error_type of BudgetExhausted
 WINDOW_S = 3600
@@ -81,7 +82,8 @@ class ProcessLock:
             raise
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self._fd is not None:  # opened by __enter__
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._threads.release()
 
 

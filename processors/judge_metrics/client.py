@@ -62,7 +62,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import openai
 
@@ -261,7 +261,9 @@ class OpenAIJudge(Judge):
         )
         self.breaker = self.endpoint.breaker
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(("completions", "cache_hits", "failures", "input_tokens", "output_tokens"), 0)
+        self._counts: dict[str, int] = dict.fromkeys(
+            ("completions", "cache_hits", "failures", "input_tokens", "output_tokens"), 0
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
@@ -278,7 +280,7 @@ class OpenAIJudge(Judge):
                 requests=sent.requests, retries=sent.retries, request_seconds=sent.request_seconds, **self._counts
             )
 
-    def _count(self, **amounts: float) -> None:
+    def _count(self, **amounts: int) -> None:
         with self._lock:
             for name, amount in amounts.items():
                 self._counts[name] += amount
@@ -442,7 +444,7 @@ def _usage(response: Any) -> tuple[int, int]:
     return (prompt if _count_of(prompt) else 0), (completion if _count_of(completion) else 0)
 
 
-def _count_of(value: Any) -> bool:
+def _count_of(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -452,7 +454,7 @@ def _reply_text(response: Any) -> tuple[str | None, bool]:
     choices = response.get("choices") if isinstance(response, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
+    if not isinstance(choice, dict) or not isinstance(message, dict):
         raise MalformedAnswer("the response has no message")
     content, refusal = message.get("content"), message.get("refusal")
     if not content and isinstance(refusal, str) and refusal:

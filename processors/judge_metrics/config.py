@@ -29,7 +29,7 @@ judge:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
@@ -45,13 +45,13 @@ from spanscore.processors.openai_endpoint.client import EndpointSettings
 
 class JudgeCacheConfig(ComponentConfig):
     enabled: bool = True
-    max_entries: int = Field(DEFAULT_MAX_ENTRIES, ge=0)  # 0: no memory layer
-    sqlite_path: str | None = Field(None, min_length=1)
+    max_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=0)  # 0: no memory layer
+    sqlite_path: str | None = Field(default=None, min_length=1)
 
 
 class JudgeBudgetConfig(ComponentConfig):
-    requests_per_hour: int | None = Field(None, ge=1)  # None: no cap
-    tokens_per_hour: int | None = Field(None, ge=1)
+    requests_per_hour: int | None = Field(default=None, ge=1)  # None: no cap
+    tokens_per_hour: int | None = Field(default=None, ge=1)
 
 
 class JudgeConfig(EndpointSettings):
@@ -89,7 +89,7 @@ def unset_empty_strings(value: Any) -> Any:
 JudgeSection = Annotated[JudgeConfig | None, BeforeValidator(unset_empty_strings)]
 
 
-def judge_configured(judge: JudgeConfig | None) -> bool:
+def judge_configured(judge: JudgeConfig | None) -> TypeGuard[JudgeConfig]:
     """A judge to call: a section with an api_key or a base_url."""
     return judge is not None and bool(judge.api_key or judge.base_url)
 

@@ -153,8 +153,13 @@ class JudgePlan:
         scoring = len(rubrics) if self.mode == "per_metric" else min(1, len(rubrics))
         return extraction + self.trials * scoring
 
+    @property
+    def redaction(self) -> Redaction:
+        """`redact`, which `__post_init__` made a `Redaction` (handed back as it is)."""
+        return Redaction.from_config(self.redact)
+
     def builder(self) -> PromptBuilder:
-        return PromptBuilder(self.redact, self.max_field_chars)
+        return PromptBuilder(self.redaction, self.max_field_chars)
 
     def calls(self, facts: TraceFacts) -> list[tuple[str, str, dict[str, Any], bool]]:
         """Every call the plan may send for a trace with these facts: (schema name,
@@ -206,7 +211,7 @@ class JudgePlan:
     def view(self, trace: AgentTrace, facts: TraceFacts | None = None) -> View:
         """The data block every call of `trace` carries, fit to the room the largest call
         leaves, and how much of the trace it shows. Raises DoesNotFit."""
-        facts = facts or TraceFacts.from_trace(trace, self.redact)
+        facts = facts or TraceFacts.from_trace(trace, self.redaction)
         _, overhead = self.largest_call(facts)
         return fit(self.builder().trace_layout(trace), self.max_field_chars, self.max_input_tokens - overhead)
 
@@ -257,7 +262,7 @@ class _TraceJob:
         self.plan = plan
         self.judge = judge
         self.builder = plan.builder()
-        self.facts = TraceFacts.from_trace(trace, plan.redact)
+        self.facts = TraceFacts.from_trace(trace, plan.redaction)
         self.data_block = ""
         self.coverage: Coverage | None = None
         self.too_large = ""

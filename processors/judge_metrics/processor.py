@@ -212,7 +212,7 @@ class JudgeMetrics(Processor):
             )
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
-        if self.plan is None:
+        if self.plan is None or not judge_configured(self.config.judge):  # a plan is made for a judge only
             not_run = self.config.not_run(self.id)
             if not_run:
                 log.info("%s", not_run)
@@ -280,7 +280,7 @@ class JudgeMetrics(Processor):
             return []
         agent = agent_trace_of(trace)
         if not agent.has_content:
-            return self._nothing_to_judge(trace, agent)
+            return self._nothing_to_judge(self.plan, trace, agent)
         judged = await self.plan.judge_trace(agent, self.judge)
         usage = judged.usage
         outputs = [
@@ -292,7 +292,7 @@ class JudgeMetrics(Processor):
             outputs.append(SpanAttribute(INPUT_SHARE, judged.coverage.share))
         return outputs
 
-    def _nothing_to_judge(self, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
+    def _nothing_to_judge(self, plan: JudgePlan, trace: Trace, agent: AgentTrace) -> list[TraceOutput]:
         conventions = ", ".join(sorted(agent.conventions)) or "none"
         message = f"no user input or final output found in the spans (conventions seen: {conventions})"
         service = trace.service_name
@@ -310,7 +310,6 @@ class JudgeMetrics(Processor):
                 service,
                 message,
             )
-        plan = self.plan
         return [
             MetricResult(name=name, threshold=plan.threshold(name), error=message, error_type=NO_CONTENT)
             for name in plan.metrics

@@ -281,8 +281,8 @@ class PromptBuilder:
             number = len(entries) + 1
             if step.kind == "tool":
                 tool_number += 1
-                lines = self._tool_call_layout(step, f"{number}. tool call #{tool_number}", "   ")
-                entries.append(Entry(number, lines, tool_number))
+                layout = self._tool_call_layout(step, f"{number}. tool call #{tool_number}", "   ")
+                entries.append(Entry(number, layout, tool_number))
                 continue
             # LLM steps with nothing to show (text lives elsewhere) would only add noise.
             if not (step.result or step.reasoning or step.tool_calls or step.error):

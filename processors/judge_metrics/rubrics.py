@@ -312,7 +312,7 @@ class ArgumentRubric(Rubric):
             return judgments[0]
         verdicts = []
         for i in range(len(judgments[0].verdicts or ())):
-            votes = [j.verdicts[i] for j in judgments]
+            votes = [(j.verdicts or ())[i] for j in judgments]
             # A tie (failed trials left an even count) counts against the call.
             winner = majority([v for v, _ in votes], tie="no")
             verdicts.append(next(vote for vote in votes if vote[0] == winner))

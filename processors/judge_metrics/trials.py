@@ -22,7 +22,7 @@ import statistics
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from spanscore.processors.judge_metrics.base import JudgeError
 
@@ -75,7 +75,10 @@ async def run_trials(
         next_index += wave
         outcomes = await asyncio.gather(*(_attempt(ask, i) for i in indices))
         for outcome in outcomes:
-            (run.errors if isinstance(outcome, JudgeError) else run.answers).append(outcome)
+            if isinstance(outcome, JudgeError):
+                run.errors.append(outcome)
+            else:
+                run.answers.append(outcome)
         remaining = trials - next_index
         if remaining <= 0 or votes is None or not early_stop:
             break
@@ -150,7 +153,7 @@ def trials_metadata(run: TrialRun, scores: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def is_unit_score(value: Any) -> bool:
+def is_unit_score(value: Any) -> TypeGuard[float]:
     """A real number in [0, 1]; bools are not scores even though Python says they are ints."""
     return (
         isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0.0 <= value <= 1.0

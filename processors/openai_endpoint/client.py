@@ -386,7 +386,7 @@ class _Awaiting:
             return await asyncio.wait_for(exchange.send(self.client), self.timeout_s)
         except TimeoutError as late:
             # The SDK's own error for a timeout, so that every client reads it as one; it has no request to name.
-            raise openai.APITimeoutError(request=None) from late  # type: ignore[arg-type]
+            raise openai.APITimeoutError(request=None) from late  # pyright: ignore[reportArgumentType]
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

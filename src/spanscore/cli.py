@@ -304,7 +304,7 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
         except DatasetError as exc:
             _report(f"spanscore score: {dataset} is invalid:", exc.problems)
             failed = True
-    if failed:
+    if failed or config is None:
         return EXIT_CONFIG
     unreadable = [problem for problem in map(_unreadable, files) if problem]
     if unreadable:  # before any work: a mistyped name is not worth a partial output file
@@ -426,7 +426,7 @@ def _compare(args: argparse.Namespace) -> int:
     sides = (
         ("baseline", "candidate")
         if args.by is None
-        else tuple(f"{side} {args.by}={value}" for side, value in zip(("baseline", "candidate"), values))
+        else (f"baseline {args.by}={values[0]}", f"candidate {args.by}={values[1]}")
     )
     print(suite_compare.text(comparison, args.max_tsr_drop, sides))
     return EXIT_REGRESSION if comparison.exceeds(args.max_tsr_drop) else 0
