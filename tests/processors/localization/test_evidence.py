@@ -300,11 +300,12 @@ def test_on_a_real_trail_run_code_that_could_not_run_is_blamed_on_the_model_call
     assert _people_blamed(trace_id)["1832b9469b9b862d"] == ["Tool-related", "Tool-related"]
 
 
-def test_on_clean_runs_recorded_from_ten_frameworks_the_rules_blame_nothing():
-    # Real instrumentation of ten frameworks, 13 recordings (not looked at to write the
-    # rules): runs that went well state no error, and nothing is blamed on them.
+def test_on_clean_runs_recorded_from_eleven_frameworks_the_rules_blame_nothing():
+    # Real instrumentation of eleven frameworks, 14 recordings (not looked at to write the
+    # rules): runs that went well state no error, and nothing is blamed on them. The
+    # LangChain RAG app's second answer is unfaithful, which no span states: not blamed.
     paths = sorted((SPANS_DIR / "frameworks").glob("*.jsonl"))
-    assert len(paths) == 13
+    assert len(paths) == 14
     traces = 0
     for path in paths:
         for trace_id, spans in spans_by_trace(read_recorded(path)).items():
@@ -312,4 +313,4 @@ def test_on_clean_runs_recorded_from_ten_frameworks_the_rules_blame_nothing():
             assert not any(view.error for view in views.views), path.name
             assert find_evidence(views, build_agent_trace(trace_id, views)) == [], path.name
             traces += 1
-    assert traces == 27
+    assert traces == 29
