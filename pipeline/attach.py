@@ -92,12 +92,12 @@ class ScoreAttacher:
         if anchor is not None:
             if prepared.anchor_span_id == anchor.span_id:
                 anchor.MergeFromString(prepared.anchor)
-            else:  # prepared for another anchor: written here, and the findings merged
-                self.writer.write_in_place(trace, scored, findings=False)
-        if prepared.findings:
-            wanted = {span_id for span_id, _ in prepared.findings}
+            else:  # prepared for another anchor: written here, and the other spans' merged
+                self.writer.write_in_place(trace, scored, other_spans=False)
+        if prepared.span_fields:
+            wanted = {span_id for span_id, _ in prepared.span_fields}
             spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
-            for span_id, fields in prepared.findings:
+            for span_id, fields in prepared.span_fields:
                 span = spans.get(span_id)
                 if span is not None:
                     span.MergeFromString(fields)
