@@ -26,7 +26,7 @@ from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_attributes import carry_over
-from spanscore.pipeline.score_writer import ScoreWriter
+from spanscore.pipeline.score_writer import ScoreWriter, results_by_span
 from spanscore.pipeline.scoring import Scored
 
 
@@ -62,6 +62,7 @@ class ScoreAttacher:
         (the caller records a batch's at once), else recorded now."""
         self._count(scored.usages)
         trace.results = scored.results
+        trace.span_results = scored.span_results
         prepared = scored.prepared
         # A worker's observations of what it prepared arrive per round (observe).
         batch = None
@@ -108,6 +109,8 @@ class ScoreAttacher:
             return
         if anchor is not None and scored.results:
             logs.emit(anchor, scored.results, self.provenance)
+        for span, results in results_by_span(trace, scored.span_results):
+            logs.emit(span, results, self.provenance)
         if not scored.findings:
             return
         wanted = {finding.span_id for finding in scored.findings}

@@ -75,7 +75,7 @@ class ScoreWriter:
         if fields is None:
             return None
         span_fields = []
-        for span, results in _by_span(trace, scored.span_results):
+        for span, results in results_by_span(trace, scored.span_results):
             one = prepared_anchor(span, results, (), (), self.provenance, self.span_events)
             if one is None:
                 return None
@@ -118,7 +118,7 @@ class ScoreWriter:
             return
         if scored.span_results:
             clear_other_spans(trace, anchor, {result.name for result in scored.span_results})
-            for span, results in _by_span(trace, scored.span_results):
+            for span, results in results_by_span(trace, scored.span_results):
                 attach_results(span, results, provenance=self.provenance, span_events=self.span_events)
         if not scored.findings or not self.span_events:
             return
@@ -185,7 +185,7 @@ class ScoreWriter:
             observations.add_usage(usage, service, agent)
 
 
-def _by_span(trace: Trace, results: Sequence[MetricResult]) -> list[tuple[Span, list[MetricResult]]]:
+def results_by_span(trace: Trace, results: Sequence[MetricResult]) -> list[tuple[Span, list[MetricResult]]]:
     """Span-level `results` grouped by the span they name (every one names a span of the
     trace: `Scored.sort_spans` kept only those; of a repeated id, the last span, where
     the attach stage merges)."""

@@ -7,51 +7,17 @@ and when the trace comes back scored (a chained collector): replaced, not added 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
-from tests.support.agent_spans import make_span
 from tests.support.otlp_client import send
-from tests.support.running import wait_until
-from tests.support.spans import evaluation_events, new_span_id, new_trace_id, request_of
-
-ROOT_ATTRIBUTES = {
-    "gen_ai.operation.name": "invoke_agent",
-    "gen_ai.agent.name": "support-bot",
-    "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Where is it?"}]}]),
-    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Soon."}]}]),
-}
-CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
-NAMES = ("root", "plan", "tool", "answer", "summary")
+from tests.support.ports import free_port
+from tests.support.running import scraped_samples, wait_until
+from tests.support.span_metric import agent_run
+from tests.support.spans import evaluation_events, request_of
 
 
-def agent_run():
-    """(trace id, span id by role, spans): three model calls, a tool call; `summary` is a
-    model call the metric's `where` leaves out."""
-    trace_id = new_trace_id()
-    ids = {name: new_span_id() for name in NAMES}
-    spans = [
-        make_span(
-            "invoke_agent support-bot", ROOT_ATTRIBUTES, id=ids["root"], start=1_000, end=9_000, trace_id=trace_id
-        ),
-        make_span("chat plan", CHAT, id=ids["plan"], parent=ids["root"], start=2_000, trace_id=trace_id),
-        make_span(
-            "execute_tool track",
-            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "track"},
-            id=ids["tool"],
-            parent=ids["root"],
-            start=3_000,
-            trace_id=trace_id,
-        ),
-        make_span("chat answer", CHAT, id=ids["answer"], parent=ids["root"], start=4_000, trace_id=trace_id),
-        make_span("chat summary", CHAT, id=ids["summary"], parent=ids["root"], start=5_000, trace_id=trace_id),
-    ]
-    return trace_id, ids, spans
-
-
-def config(sink, workers: int = 0, metric: str = "") -> str:
+def config(sink, workers: int = 0, metric: str = "", logs: bool = False) -> str:
     return f"""
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
 processors:
@@ -62,7 +28,7 @@ exporters:
 service:
   pipelines:
     traces: {{receivers: [otlp], processors: [assembler, span_metric], exporters: [otlp]}}
-"""
+""" + ("    logs: {exporters: [otlp]}\n" if logs else "")
 
 
 def scored_spans(sink, collector, spans, count: int = 5, timeout_s: float = 10.0):
@@ -126,3 +92,39 @@ def test_a_result_naming_a_span_not_in_the_trace_is_an_error_on_the_root(sink, s
     root = span_ok(by_id[ids["root"]])
     assert root["eval.span_ok.error"] == "1 of its 3 span-level results name spans not in the trace: 5742a45742a45742"
     assert span_ok(by_id[ids["answer"]])["eval.span_ok.score"] == 1.0
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_each_evaluation_log_record_carries_the_span_it_is_about(sink, start_collector, workers):
+    collector = start_collector(config(sink, workers, logs=True))
+    trace_id, ids, spans = agent_run()
+    scored_spans(sink, collector, spans, timeout_s=30 if workers else 10)
+    collector.stop()  # flushes the batched log records
+    records = [r for r in sink.log_records() if r.trace_id == trace_id]
+    by_span = {(r.span_id, attributes_to_dict(r.attributes)["gen_ai.evaluation.score.label"]) for r in records}
+    assert by_span == {(ids["plan"], "fail"), (ids["answer"], "pass"), (ids["root"], "fail")}
+    assert len(records) == 3
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_score_metrics_label_span_level_series_with_the_span_kind(sink, start_collector, workers):
+    port = free_port()
+    metrics = (
+        f"  prometheus: {{endpoint: 127.0.0.1:{port}}}\n"
+        "service:\n  pipelines:\n    metrics: {exporters: [prometheus], export_interval: 200ms}\n"
+    )
+    collector = start_collector(config(sink, workers).replace("service:\n  pipelines:\n", metrics))
+    _, _, spans = agent_run()
+    scored_spans(sink, collector, spans, timeout_s=30 if workers else 10)
+
+    def results() -> dict[tuple[str | None, str], float]:
+        return {
+            (dict(labels).get("eval_span_kind"), dict(labels)["gen_ai_evaluation_score_label"]): value
+            for (name, labels), value in scraped_samples(port).items()
+            if name == "gen_ai_evaluation_results_total" and dict(labels)["gen_ai_evaluation_name"] == "span_ok"
+        }
+
+    assert wait_until(lambda: len(results()) == 3, timeout_s=10)
+    # Each model call once, by its kind; the roll-up once, as a trace metric, without the
+    # label (Prometheus shows an absent label as empty beside series that have it).
+    assert results() == {("llm", "fail"): 1.0, ("llm", "pass"): 1.0, ("", "fail"): 1.0}

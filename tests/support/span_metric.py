@@ -3,15 +3,19 @@
 Metric `<name>` scores each span its target chooses (`on:`, `where:`, `sample_ratio:`,
 processors/span_target.py; `on: llm` by default): 0.2 for a span whose name holds
 `low_on`, 1.0 otherwise, one result per span naming it. `stray: true` adds a result
-naming a span the trace does not have.
+naming a span the trace does not have. `agent_run()` is a run for it to score.
 """
 
 from __future__ import annotations
+
+import json
 
 from spanscore.core.component import ComponentFactory
 from spanscore.core.result import MetricResult
 from spanscore.processors.base import Processor
 from spanscore.processors.span_target import SpanTarget, Target
+from tests.support.agent_spans import make_span
+from tests.support.spans import new_span_id, new_trace_id
 
 STRAY_SPAN_ID = "5742a45742a45742"
 
@@ -47,3 +51,37 @@ class SpanMetric(Processor):
 
 
 FACTORY = ComponentFactory("processor", "span_metric", SpanMetricConfig, SpanMetric)
+
+
+ROOT_ATTRIBUTES = {
+    "gen_ai.operation.name": "invoke_agent",
+    "gen_ai.agent.name": "support-bot",
+    "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Where is it?"}]}]),
+    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Soon."}]}]),
+}
+CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+NAMES = ("root", "plan", "tool", "answer", "summary")
+
+
+def agent_run():
+    """(trace id, span id by role, spans): three model calls, a tool call; `summary` is a
+    model call the metric's `where` leaves out."""
+    trace_id = new_trace_id()
+    ids = {name: new_span_id() for name in NAMES}
+    spans = [
+        make_span(
+            "invoke_agent support-bot", ROOT_ATTRIBUTES, id=ids["root"], start=1_000, end=9_000, trace_id=trace_id
+        ),
+        make_span("chat plan", CHAT, id=ids["plan"], parent=ids["root"], start=2_000, trace_id=trace_id),
+        make_span(
+            "execute_tool track",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "track"},
+            id=ids["tool"],
+            parent=ids["root"],
+            start=3_000,
+            trace_id=trace_id,
+        ),
+        make_span("chat answer", CHAT, id=ids["answer"], parent=ids["root"], start=4_000, trace_id=trace_id),
+        make_span("chat summary", CHAT, id=ids["summary"], parent=ids["root"], start=5_000, trace_id=trace_id),
+    ]
+    return trace_id, ids, spans
