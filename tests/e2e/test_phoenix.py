@@ -38,8 +38,6 @@ from spanscore.core.session import Session
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.exporters import phoenix as phoenix_exporter
 from spanscore.pipeline import score_attributes
-from spanscore.pipeline.score_writer import ScoreWriter
-from spanscore.pipeline.scoring import Scored
 from spanscore.processors.embedding_metrics import COHERENCE, LOOP_DETECTION
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.factories import TEST_FACTORIES
@@ -50,7 +48,7 @@ from tests.support.otlp_client import post
 from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, phoenix_python, wait_for
 from tests.support.ports import free_port
 from tests.support.running import wait_until
-from tests.support.span_metric import agent_run
+from tests.support.span_metric import agent_run, scored_run
 from tests.support.spans import request_of
 
 SESSION = "phoenix-session-1"
@@ -447,29 +445,8 @@ def test_a_blamed_span_is_annotated_in_phoenix_where_the_error_shows(phoenix, st
     assert sorted(found) == sorted([blamed, root])
 
 
-def span_scored_trace() -> tuple[Trace, dict[str, bytes]]:
-    """The span metric's run, its plan and answer model calls scored (tests/support/span_metric.py)."""
-    _, ids, spans = agent_run()
-    request = request_of(spans)
-    trace = Trace(spans[0].trace_id, 0.0)
-    resource_spans = request.resource_spans[0]
-    origin = ScopeOrigin(resource_spans, resource_spans.scope_spans[0])
-    for position, one in enumerate(origin.scope_spans.spans):
-        trace.add(position, one, origin)
-    scored = Scored(
-        results=[
-            MetricResult(name="span_ok", score=0.2, explanation="span chat plan", span_id=ids["plan"].hex()),
-            MetricResult(name="span_ok", score=1.0, explanation="span chat answer", span_id=ids["answer"].hex()),
-        ]
-    )
-    scored.sort_spans(trace)
-    ScoreWriter().write_in_place(trace, scored)
-    trace.results, trace.span_results = scored.results, scored.span_results
-    return trace, ids
-
-
 def test_a_span_level_result_is_annotated_on_its_span_and_the_roll_up_on_the_root():
-    trace, ids = span_scored_trace()
+    trace, ids = scored_run()
     config = phoenix_exporter.PhoenixExporterConfig(endpoint="http://127.0.0.1:6006")
     spans, sessions = phoenix_exporter.PhoenixExporter("phoenix", config).annotations([trace])
     by_span = {(a["span_id"], a["name"]): a["result"] for a in spans}

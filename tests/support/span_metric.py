@@ -3,7 +3,7 @@
 Metric `<name>` scores each span its target chooses (`on:`, `where:`, `sample_ratio:`,
 processors/span_target.py; `on: llm` by default): 0.2 for a span whose name holds
 `low_on`, 1.0 otherwise, one result per span naming it. `stray: true` adds a result
-naming a span the trace does not have. `agent_run()` is a run for it to score.
+naming a span the trace does not have. `agent_run()` is a run for it to score, `scored_run()` that run scored.
 """
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ import json
 
 from spanscore.core.component import ComponentFactory
 from spanscore.core.result import MetricResult
+from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.pipeline.score_writer import ScoreWriter
+from spanscore.pipeline.scoring import Scored
 from spanscore.processors.base import Processor
 from spanscore.processors.span_target import SpanTarget, Target
 from tests.support.agent_spans import make_span
-from tests.support.spans import new_span_id, new_trace_id
+from tests.support.spans import new_span_id, new_trace_id, request_of
 
 STRAY_SPAN_ID = "5742a45742a45742"
 
@@ -85,3 +88,26 @@ def agent_run():
         make_span("chat summary", CHAT, id=ids["summary"], parent=ids["root"], start=5_000, trace_id=trace_id),
     ]
     return trace_id, ids, spans
+
+
+def scored_run() -> tuple[Trace, dict[str, bytes]]:
+    """`agent_run()` as the pipeline leaves it, its plan (0.2, fail) and answer (1.0, pass)
+    model calls scored by `span_ok` on their spans, the roll-up on the root; the trace's
+    `results` and `span_results` set, as the attach stage sets them for the exporters."""
+    _, ids, spans = agent_run()
+    request = request_of(spans)
+    resource_spans = request.resource_spans[0]
+    origin = ScopeOrigin(resource_spans, resource_spans.scope_spans[0])
+    trace = Trace(spans[0].trace_id, 0.0)
+    for position, one in enumerate(origin.scope_spans.spans):
+        trace.add(position, one, origin)
+    scored = Scored(
+        results=[
+            MetricResult(name="span_ok", score=0.2, explanation="span chat plan", span_id=ids["plan"].hex()),
+            MetricResult(name="span_ok", score=1.0, explanation="span chat answer", span_id=ids["answer"].hex()),
+        ]
+    )
+    scored.sort_spans(trace)
+    ScoreWriter().write_in_place(trace, scored)
+    trace.results, trace.span_results = scored.results, scored.span_results
+    return trace, ids
