@@ -3,17 +3,19 @@ metric (tests/support/span_metric.py) scoring the model calls its `where` choose
 exported OTLP checked by span id: each result and its evaluation event on the span it
 names, the roll-up on the root, nothing on the spans left out. The same in the collector
 process and in a scoring worker (whose encoded bytes the collector sends as they are),
-and when the trace comes back scored (a chained collector): replaced, not added to."""
+and when the trace comes back scored (a chained collector): replaced, not added to. The
+exporters follow: log records, score metrics by span kind, the score router on the roll-up."""
 
 from __future__ import annotations
 
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.pipeline.score_router import Condition
 from tests.support.otlp_client import send
 from tests.support.ports import free_port
 from tests.support.running import scraped_samples, wait_until
-from tests.support.span_metric import agent_run
+from tests.support.span_metric import agent_run, scored_run
 from tests.support.spans import evaluation_events, request_of
 
 
@@ -128,3 +130,11 @@ def test_score_metrics_label_span_level_series_with_the_span_kind(sink, start_co
     # Each model call once, by its kind; the roll-up once, as a trace metric, without the
     # label (Prometheus shows an absent label as empty beside series that have it).
     assert results() == {("llm", "fail"): 1.0, ("llm", "pass"): 1.0, ("", "fail"): 1.0}
+
+
+def test_the_score_router_reads_a_span_level_metric_by_its_roll_up_on_the_root():
+    trace, _ = scored_run()  # span_ok: the plan call failed, the answer call passed
+    assert [(r.name, r.label, r.span_id) for r in trace.results] == [("span_ok", "fail", None)]
+    assert Condition(metric="span_ok", label="fail").holds(trace.results)
+    assert not Condition(label="pass", every=True).holds(trace.results)
+    assert Condition(metric="span_ok", score_below=0.5).holds(trace.results)
