@@ -1,4 +1,6 @@
-"""The outcome of one metric on one trace or session."""
+"""The outcome of one metric on one trace or session, or on one span of a trace."""
+
+# ruff: noqa: E501  # span_id's line is the plugin API's, kept whole with what None means
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ class MetricResult(BaseModel):
     """A score in [0, 1] with its verdict, or an error saying why there is no score.
 
     `passed` follows the metric's threshold: a result passes when score >= threshold.
+    A result with a `span_id` (lowercase hex, as `Step.span_id`) is about that span of
+    the trace: it is written on that span, and the root gets the metric's roll-up over
+    its spans (docs/score-encoding.md). A processor returns any number of them per
+    metric, one per span, beside its trace-level results.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -28,6 +34,9 @@ class MetricResult(BaseModel):
     # its result with the class; every other result's label is pass or fail.
     class_label: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # fmt: off
+    span_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")  # the span it is about; None: the trace or session
+    # fmt: on
 
     @field_validator("score")
     @classmethod

@@ -2,7 +2,8 @@
 
 docs/score-encoding.md is the contract. A metric's result goes on the span it is about,
 which may be any span of a trace (its root, a session's `evaluate_session` carrier, a
-model call or a tool span), as `eval.<metric>.<field>` attributes: `ResultKeys` names
+model call or a tool span a span-level result names, whose metric the root rolls up),
+as `eval.<metric>.<field>` attributes: `ResultKeys` names
 them, `result_attributes` builds them from a `MetricResult` and `read_results` turns a
 span's attributes back into an `EncodedResult` per metric. A processor's context beside
 a result (a threshold, trial scores, a roll-up over spans) is one more field of the
@@ -39,6 +40,9 @@ SCOPE_NAME = "spanscore"
 EVALUATOR = "eval.evaluator"
 REVISION = "eval.revision"
 
+# The score metrics' label of a span-level result: the kind of span it is on (llm, tool,
+# retrieval, agent; `span` for another). Trace and session results have none.
+SPAN_KIND = "eval.span.kind"
 CASE_ID = "eval.case.id"  # the eval-suite case an attempt was graded against
 ROUTE = "eval.route"  # on a trace a score_router kept: the routes it matched, comma-separated
 SESSION_TRACE_COUNT = "eval.session.trace_count"  # on a session carrier
@@ -81,6 +85,11 @@ class ResultKeys:
         "skipped",
         "threshold",
         "trial_scores",
+        "spans",
+        "min",
+        "mean",
+        "failing",
+        "errors",
     )
 
     def __init__(self, metric: str) -> None:
@@ -95,6 +104,13 @@ class ResultKeys:
         self.skipped = self.prefix + "skipped"  # not graded, and why: no result at all
         self.threshold = self.prefix + "threshold"  # the judge metrics' cut between pass and fail
         self.trial_scores = self.prefix + "trial_scores"  # the judge's trials, comma-separated
+        # A span-level metric's roll-up on the root (core.span_rollup): its spans' results
+        # counted, their lowest and mean scores, how many failed and how many had an error.
+        self.spans = self.prefix + "spans"
+        self.min = self.prefix + "min"
+        self.mean = self.prefix + "mean"
+        self.failing = self.prefix + "failing"
+        self.errors = self.prefix + "errors"
 
     def field(self, name: str) -> str:
         """The key of a field of the metric's own, such as failure_localization's `errors`."""

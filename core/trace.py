@@ -84,6 +84,7 @@ class Trace:
         "session_id",
         "late",
         "results",
+        "span_results",
         "derived",
         "encoded",
         "undelivered",
@@ -104,6 +105,7 @@ class Trace:
         # Filled in once by the pipeline after scoring; an empty tuple until then keeps
         # unscored traces from allocating a list each.
         self.results: Sequence[MetricResult] = ()
+        self.span_results: Sequence[MetricResult] = ()  # each about the span it names
         # Views computed from the spans (the normalized agent trace) and shared by the
         # processors while the trace is scored; emptied before it is exported.
         self.derived: dict[str, Any] | None = None

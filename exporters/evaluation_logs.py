@@ -2,7 +2,8 @@
 
 One log record per metric result and per finding about one span, event name
 `gen_ai.evaluation.result` with the OTel GenAI evaluation attributes
-(core.evaluation_event), correlated with the scored span (or the span a finding is
+(core.evaluation_event), correlated with the scored span (a trace's root for its own
+results and span-level metrics' roll-ups, the span a span-level result or a finding is
 about) by its trace and span id, plus `gen_ai.response.id` when the scored span has one. They
 leave through the SDK's LoggerProvider, one batch processor per exporter listed in the
 logs pipeline (`otlp`, `otlphttp`, `file`), with spanscore as the emitting resource.

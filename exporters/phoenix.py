@@ -12,7 +12,10 @@ score, explanation}, annotator_kind LLM or CODE, metadata = evaluator, revision 
 threshold. A failure_localization finding on another span of the trace (docs/
 score-encoding.md, "Findings on other spans") is an annotation on that span: name
 `failure_localization`, label = its category, metadata = group, impact, evidence and
-source; its identifier names the category, so several on one span stay apart. Session
+source; its identifier names the category, so several on one span stay apart. A
+span-level result (docs/score-encoding.md, "Results on other spans") is an annotation
+on the span it names, as a trace's result is on the root, which has the metric's
+roll-up. Session
 results (an `evaluate_session` carrier) go in one
 `POST <endpoint>/v1/session_annotations` on the session id, or with
 `annotate_sessions: false` on the carrier span as span annotations.
@@ -135,6 +138,20 @@ def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
     }
 
 
+def span_result_annotations(trace: Trace) -> list[dict[str, Any]]:
+    """An annotation per span-level result, on the span it is about (the root has the
+    metric's roll-up among the trace's results)."""
+    if not trace.span_results:
+        return []
+    wanted = {result.span_id for result in trace.span_results}
+    spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
+    return [
+        {**annotation(result, spans[result.span_id].attributes), "span_id": result.span_id}
+        for result in trace.span_results
+        if result.span_id in spans
+    ]
+
+
 def finding_annotations(trace: Trace, anchor: Any) -> list[dict[str, Any]]:
     """An annotation per finding on the spans the anchor names as blamed."""
     blamed = find_attribute(anchor.attributes, BLAMED_SPAN_IDS)
@@ -183,7 +200,7 @@ class PhoenixExporter(Exporter):
         sessions: list[dict[str, Any]] = []
         for trace in traces:
             anchor = trace.anchor
-            if not trace.results or anchor is None:
+            if not (trace.results or trace.span_results) or anchor is None:
                 continue
             if self.config.annotate_sessions and trace.session_id is not None and is_session_carrier(trace):
                 sessions.extend(
@@ -192,6 +209,7 @@ class PhoenixExporter(Exporter):
             else:
                 span_id = anchor.span_id.hex()
                 spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
+                spans.extend(span_result_annotations(trace))
                 spans.extend(finding_annotations(trace, anchor))
         return spans, sessions
 

@@ -5,8 +5,12 @@ Every metric result becomes one observation of the histogram `gen_ai.evaluation.
 `gen_ai.evaluation.results`, both with `gen_ai.evaluation.name`,
 `gen_ai.evaluation.score.label` (`pass`, `fail`, or `error` for a result without a
 score), `eval.evaluator` and `eval.revision` (who scored it by which definition, so a
-judge or rubric change starts new series), `service.name` (the agent's) and `gen_ai.agent.name` when known; each
-label takes at most `max_label_values` values per metric, later ones are `other`
+judge or rubric change starts new series), `service.name` (the agent's) and
+`gen_ai.agent.name` when known, and for a span-level result (one about a span other
+than the root) `eval.span.kind`, the kind of its span: `llm`, `tool`, `retrieval`,
+`agent` or `span` (a handful of values, not one per span; the root's roll-up of the
+metric is a trace result, without it); each label takes at most `max_label_values`
+values per metric, later ones are `other`
 (`label_limit`). Each finding about one span (a failure_localization blame) is one
 increment of `gen_ai.evaluation.failures`, by `eval.failure.category`,
 `eval.failure.group`, `service.name` and `gen_ai.agent.name`. They leave

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from spanscore.core.evaluation_event import EVALUATION_NAME, SCORE_LABEL
 from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.result import MetricResult
-from spanscore.core.score_encoding import EVALUATOR, FAILURE_CATEGORY, FAILURE_GROUP, REVISION
+from spanscore.core.score_encoding import EVALUATOR, FAILURE_CATEGORY, FAILURE_GROUP, REVISION, SPAN_KIND
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.usage import EvaluatorUsage
@@ -45,6 +45,13 @@ def _common(service_name: str | None, agent_name: str | None) -> dict[str, str]:
     return common
 
 
+def _by_kind(results: Iterable[MetricResult], kinds: Mapping[str, str]) -> dict[str, list[MetricResult]]:
+    grouped: dict[str, list[MetricResult]] = {}
+    for result in results:
+        grouped.setdefault(kinds.get(result.span_id or "", "span"), []).append(result)
+    return grouped
+
+
 @dataclass
 class ScoreObservations:
     """Score histogram buckets and counter increments of some traces and sessions, by series."""
@@ -67,11 +74,15 @@ class ScoreObservations:
         span_attributes: Iterable[SpanAttribute] = (),
         copied_attributes: frozenset[str] = frozenset(),
         provenance: Mapping[str, Provenance] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         """One score and one result counted per result; `copied_attributes` names the
-        processors' attributes that become labels (`span_attributes` in the config)."""
+        processors' attributes that become labels (`span_attributes` in the config);
+        `labels`, more of them."""
         common = {a.key: a.value for a in span_attributes if a.key in copied_attributes}
         common.update(_common(service_name, agent_name))
+        if labels:
+            common.update(labels)
         provenance = provenance or {}
         for result in results:
             source = provenance.get(result.name, CODE_PROVENANCE)
@@ -90,6 +101,19 @@ class ScoreObservations:
                 buckets.add(result.score)
             key = (RESULTS, None, series)
             self.counts[key] = self.counts.get(key, 0) + 1
+
+    def add_span_results(
+        self,
+        results: Iterable[MetricResult],
+        kinds: Mapping[str, str],
+        service_name: str | None,
+        agent_name: str | None,
+        provenance: Mapping[str, Provenance] | None = None,
+    ) -> None:
+        """Span-level results, each counted as `add_results` does, with the kind of its
+        span (`kinds`, by span id) as one more label: a handful of values, not one per span."""
+        for kind, of_kind in _by_kind(results, kinds).items():
+            self.add_results(of_kind, service_name, agent_name, (), frozenset(), provenance, {SPAN_KIND: kind})
 
     def add_findings(self, findings: Iterable[SpanFinding], service_name: str | None, agent_name: str | None) -> None:
         """One failure counted per finding that names a category."""

@@ -13,7 +13,9 @@ rejected), the session id is its `session_id_of` with the configured `session_ke
 "would be scored" is the pipeline's `ScoreScope`, from `--config` when given, else the
 defaults. Nothing is scored and nothing is sent.
 
-A scored file may hold failure_localization's findings: each blamed span is marked
+A scored file may hold results on spans other than the root (a span-level metric's):
+they are shown under the step whose span they are on, the metric's roll-up with the
+root's scores. It may hold failure_localization's findings: each blamed span is marked
 under the step it belongs to (the step's own span, or the nearest step span above it,
 such as the tool call above a failed HTTP request), so the error shows where the agent
 view shows the work; a blamed span under no step is listed with the trace.
@@ -110,6 +112,7 @@ def describe(trace: Trace, scope: ScoreScope) -> dict[str, Any]:
             final_output=agent.final_output,
             steps=[_step(step) for step in agent.steps],
         )
+        _add_step_scores(record, trace, agent.steps)
         _add_blames(record, trace, agent.steps)
     record["scores"] = _scores(anchor)
     return record
@@ -174,6 +177,17 @@ def _document(document: Document) -> dict[str, Any]:
         "content_chars": document.content_chars,
         "metadata": document.metadata,
     }
+
+
+def _add_step_scores(record: dict[str, Any], trace: Trace, steps: Sequence[Step]) -> None:
+    """A span-level metric's results, under the step whose span they are on (`scores`,
+    only on a step whose own span has some)."""
+    wanted = {step.span_id for step in steps if step.from_span}
+    spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
+    for step, described in zip(steps, record["steps"]):
+        span = spans.get(step.span_id) if step.from_span else None
+        if span is not None and (scores := _scores(span)):
+            described["scores"] = scores
 
 
 def _add_blames(record: dict[str, Any], trace: Trace, steps: Sequence[Step]) -> None:
@@ -269,6 +283,8 @@ def human_lines(record: dict[str, Any]) -> list[str]:
                 lines.append(f"    {i}. {_step_line(step)}")
                 if step["kind"] == "retrieval":
                     lines.extend(f"       {line}" for line in _document_lines(step))
+                if step.get("scores"):
+                    lines.append(f"       scores on the span: {_scores_text(step['scores'])}")
                 lines.extend(f"       {_blame_line(blame, True)}" for blame in step.get("blamed", ()))
         elif record["session_id"]:
             lines.append(f"  session: {excerpt(record['session_id'])}")
@@ -276,10 +292,12 @@ def human_lines(record: dict[str, Any]) -> list[str]:
         if record.get("failure_localization"):
             lines.append(f"  {_localization_line(record['failure_localization'])}")
     if record["scores"]:
-        lines.append(
-            "  scores on the span: " + ", ".join(_score_text(name, score) for name, score in record["scores"].items())
-        )
+        lines.append(f"  scores on the span: {_scores_text(record['scores'])}")
     return lines
+
+
+def _scores_text(scores: dict[str, dict[str, Any]]) -> str:
+    return ", ".join(_score_text(name, score) for name, score in scores.items())
 
 
 def _step_line(step: dict[str, Any]) -> str:

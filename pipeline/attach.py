@@ -26,7 +26,7 @@ from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_attributes import carry_over
-from spanscore.pipeline.score_writer import ScoreWriter
+from spanscore.pipeline.score_writer import ScoreWriter, results_by_span
 from spanscore.pipeline.scoring import Scored
 
 
@@ -62,6 +62,7 @@ class ScoreAttacher:
         (the caller records a batch's at once), else recorded now."""
         self._count(scored.usages)
         trace.results = scored.results
+        trace.span_results = scored.span_results
         prepared = scored.prepared
         # A worker's observations of what it prepared arrive per round (observe).
         batch = None
@@ -92,12 +93,12 @@ class ScoreAttacher:
         if anchor is not None:
             if prepared.anchor_span_id == anchor.span_id:
                 anchor.MergeFromString(prepared.anchor)
-            else:  # prepared for another anchor: written here, and the findings merged
-                self.writer.write_in_place(trace, scored, findings=False)
-        if prepared.findings:
-            wanted = {span_id for span_id, _ in prepared.findings}
+            else:  # prepared for another anchor: written here, and the other spans' merged
+                self.writer.write_in_place(trace, scored, other_spans=False)
+        if prepared.span_fields:
+            wanted = {span_id for span_id, _ in prepared.span_fields}
             spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
-            for span_id, fields in prepared.findings:
+            for span_id, fields in prepared.span_fields:
                 span = spans.get(span_id)
                 if span is not None:
                     span.MergeFromString(fields)
@@ -108,6 +109,8 @@ class ScoreAttacher:
             return
         if anchor is not None and scored.results:
             logs.emit(anchor, scored.results, self.provenance)
+        for span, results in results_by_span(trace, scored.span_results):
+            logs.emit(span, results, self.provenance)
         if not scored.findings:
             return
         wanted = {finding.span_id for finding in scored.findings}

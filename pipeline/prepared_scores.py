@@ -20,10 +20,12 @@ class PreparedScores:
     # merges them only onto its own anchor of that id, and encodes them itself otherwise.
     anchor_span_id: bytes | None = None
     anchor: bytes = b""  # span field bytes appending the scores, usage and attributes
-    findings: tuple[tuple[bytes, bytes], ...] = ()  # (span id, span field bytes) per span a finding is about
+    # (span id, span field bytes) per other span written: its span-level results, or a
+    # finding about it (a span may have both, one entry each).
+    span_fields: tuple[tuple[bytes, bytes], ...] = ()
     carrier: bytes | None = None  # a session's carrier trace as ResourceSpans bytes; None: nothing to carry
     # The whole trace with the scores merged, as export request bytes (encoded_trace),
-    # instead of `anchor` and `findings` when every exporter sends protobuf.
+    # instead of `anchor` and `span_fields` when every exporter sends protobuf.
     encoded: bytes | None = None
     # Metric name -> score, instead of the results themselves when the collector reads
     # none of them (WorkerSetup.send_results).

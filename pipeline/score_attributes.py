@@ -154,6 +154,15 @@ def clear_findings(trace: Trace, span_ids: Collection[str], names: Collection[st
             clear_events(span, names)
 
 
+def clear_other_spans(trace: Trace, anchor: Span | None, names: Collection[str]) -> None:
+    """Remove the results of the span-level metrics `names` from every span of `trace`
+    but its `anchor` (whose roll-up `attach_results` replaces): scored again, a metric's
+    spans are those it names now."""
+    for span, _ in trace.spans():
+        if span is not anchor and _has_eval_keys(span):
+            clear_results(span, names)
+
+
 def clear_events(span: Span, names: Collection[str]) -> None:
     """Remove `span`'s `gen_ai.evaluation.result` events of the metrics `names`."""
     events = span.events

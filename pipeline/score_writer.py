@@ -37,11 +37,13 @@ from spanscore.pipeline.score_attributes import (
     attach_usage,
     carrier_spans,
     clear_findings,
+    clear_other_spans,
     finding_fields,
     prepared_anchor,
 )
 from spanscore.pipeline.scoring import Scored
 from spanscore.processors.agent_trace import agent_name_of
+from spanscore.processors.span_target import span_kinds
 
 # A trace of the session: its id and its anchor span's (None when it had no span).
 Link = tuple[bytes, bytes | None]
@@ -61,8 +63,9 @@ class ScoreWriter:
         self, trace: Trace, scored: Scored, observations: ScoreObservations | None = None
     ) -> PreparedScores | None:
         """The trace's scores as span field bytes, its score metrics observed into
-        `observations`; None (nothing observed) when it has no anchor, or its anchor has
-        some of the keys already: `write_in_place` then writes them."""
+        `observations`; None (nothing observed) when it has no anchor, or its anchor or a
+        span a span-level result names has some of the keys already: `write_in_place`
+        then writes them."""
         anchor = trace.anchor
         if anchor is None:
             return None
@@ -71,29 +74,35 @@ class ScoreWriter:
         )
         if fields is None:
             return None
+        span_fields = []
+        for span, results in results_by_span(trace, scored.span_results):
+            one = prepared_anchor(span, results, (), (), self.provenance, self.span_events)
+            if one is None:
+                return None
+            span_fields.append((span.span_id, one))
         if observations is not None:
             self.observe_trace(observations, trace, scored)
-        return PreparedScores(anchor.span_id, fields, self._finding_fields(trace, anchor, scored.findings))
+        span_fields += self._finding_fields(trace, anchor, scored.findings)
+        return PreparedScores(anchor.span_id, fields, tuple(span_fields))
 
-    def _finding_fields(
-        self, trace: Trace, anchor: Span, findings: Sequence[SpanFinding]
-    ) -> tuple[tuple[bytes, bytes], ...]:
+    def _finding_fields(self, trace: Trace, anchor: Span, findings: Sequence[SpanFinding]) -> list[tuple[bytes, bytes]]:
         if not findings or not self.span_events:
-            return ()
+            return []
         present = {span.span_id for span, _ in trace.spans()}
-        return tuple(
+        return [
             (
                 finding.span_id if finding.span_id in present else anchor.span_id,
                 finding_fields(finding, self.provenance.get(finding.name, CODE_PROVENANCE)),
             )
             for finding in findings
-        )
+        ]
 
-    def write_in_place(self, trace: Trace, scored: Scored, findings: bool = True) -> None:
+    def write_in_place(self, trace: Trace, scored: Scored, other_spans: bool = True) -> None:
         """The scores written on the trace's spans themselves, for a trace `prepare_trace`
         declined: the anchor's earlier results of these metrics (and the findings they
-        had blamed) replaced, any key it has overwritten; with `findings`, the findings
-        on their spans."""
+        had blamed) replaced, any key it has overwritten; with `other_spans`, span-level
+        results on their spans (every other span's earlier results of their metrics
+        removed first, so a span not scored now keeps none) and the findings on theirs."""
         anchor = trace.anchor
         if anchor is not None:
             if scored.results:
@@ -105,7 +114,13 @@ class ScoreWriter:
             for usage in per_evaluator(scored.usages):  # two processors may pay the same judge
                 attach_usage(anchor, usage)
             attach_attributes(anchor, scored.attributes)
-        if not findings or not scored.findings or not self.span_events:
+        if not other_spans:
+            return
+        if scored.span_results:
+            clear_other_spans(trace, anchor, {result.name for result in scored.span_results})
+            for span, results in results_by_span(trace, scored.span_results):
+                attach_results(span, results, provenance=self.provenance, span_events=self.span_events)
+        if not scored.findings or not self.span_events:
             return
         wanted = {finding.span_id for finding in scored.findings}
         spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
@@ -118,6 +133,9 @@ class ScoreWriter:
         """The trace's results, usage and findings into the score metrics' `observations`."""
         service, agent = trace.service_name, agent_name_of(trace)
         self._observe(observations, scored.results, scored.usages, scored.attributes, service, agent)
+        if scored.span_results:
+            kinds = span_kinds(trace, {result.span_id for result in scored.span_results if result.span_id})
+            observations.add_span_results(scored.span_results, kinds, service, agent, self.provenance)
         observations.add_findings(scored.findings, service, agent)
 
     def carrier(
@@ -165,3 +183,16 @@ class ScoreWriter:
         observations.add_results(results, service, agent, attributes, labels, self.provenance)
         for usage in usages:
             observations.add_usage(usage, service, agent)
+
+
+def results_by_span(trace: Trace, results: Sequence[MetricResult]) -> list[tuple[Span, list[MetricResult]]]:
+    """Span-level `results` grouped by the span they name (every one names a span of the
+    trace: `Scored.sort_spans` kept only those; of a repeated id, the last span, where
+    the attach stage merges)."""
+    if not results:
+        return []
+    wanted: dict[str, list[MetricResult]] = {}
+    for result in results:
+        wanted.setdefault(result.span_id or "", []).append(result)
+    spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
+    return [(spans[hex_id], found) for hex_id, found in wanted.items() if hex_id in spans]

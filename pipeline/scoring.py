@@ -23,6 +23,7 @@ from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
+from spanscore.core.span_rollup import sort_results
 from spanscore.core.telemetry import Readout
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
@@ -39,7 +40,8 @@ log = logging.getLogger("spanscore.pipeline")
 class Scored:
     """The processors' outputs for one trace or session, sorted by kind."""
 
-    results: list[MetricResult] = field(default_factory=list)
+    results: list[MetricResult] = field(default_factory=list)  # for the anchor (or a session's carrier)
+    span_results: list[MetricResult] = field(default_factory=list)  # each on the span it names (sort_spans)
     usages: list[EvaluatorUsage] = field(default_factory=list)
     attributes: list[SpanAttribute] = field(default_factory=list)
     findings: list[SpanFinding] = field(default_factory=list)  # each about one span of the trace
@@ -57,6 +59,18 @@ class Scored:
             self.findings.append(output)
         else:
             self.results.append(output)
+
+    def sort_spans(self, trace: Trace | None) -> None:
+        """Span-level results moved to `span_results` (those naming a span of `trace`; a
+        session has none), the roll-up of each span-level metric into `results`, its
+        fields into `attributes` (core.span_rollup). In place: `trace.results` is this list."""
+        if not any(result.span_id is not None for result in self.results):
+            return
+        span_ids = {span.span_id.hex() for span, _ in trace.spans()} if trace is not None else set()
+        sorted_results = sort_results(self.results, span_ids)
+        self.results[:] = sorted_results.trace
+        self.span_results += sorted_results.spans
+        self.attributes += sorted_results.rollup_fields
 
     @classmethod
     def failed(cls, metric_names: tuple[str, ...], exc: BaseException) -> Scored:
@@ -188,6 +202,8 @@ class LocalScoring:
                 else:
                     for item in output:
                         one.add(item)
+        for (trace, _), one in zip(items, scored):
+            one.sort_spans(trace)
         return scored
 
     async def score_session(self, session: Session) -> Scored:
@@ -201,4 +217,5 @@ class LocalScoring:
             except Exception as exc:
                 log.warning("processor %s failed on session %s: %s", processor_id, excerpt(session.session_id), exc)
                 scored.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
+        scored.sort_spans(None)  # a session's carrier is its only span: a result naming another is an error
         return scored

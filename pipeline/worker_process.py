@@ -88,16 +88,17 @@ def _share_budgets(processor: object, window: BudgetWindow | None) -> None:
 
 
 def _encoded(
-    origins: Origins, trace: Trace, anchor: Span, fields: bytes, findings: tuple[tuple[bytes, bytes], ...]
+    origins: Origins, trace: Trace, anchor: Span, fields: bytes, span_fields: tuple[tuple[bytes, bytes], ...]
 ) -> bytes:
     """The trace with its scores, as the collector's attach stage would merge them: the
-    anchor's fields, then each finding's on the last span of its id."""
+    anchor's fields, then each other span's (span-level results, findings) on the last
+    span of its id."""
     appended = {id(anchor): fields}
-    if findings:
+    if span_fields:
         spans = {span.span_id: span for span, _ in trace.spans()}
-        for span_id, finding in findings:
+        for span_id, more in span_fields:
             span = spans[span_id]  # the writer named a span of the trace, or the anchor
-            appended[id(span)] = appended.get(id(span), b"") + finding
+            appended[id(span)] = appended.get(id(span), b"") + more
     return encoded_trace(origins, trace, appended)
 
 
@@ -239,14 +240,15 @@ class Worker:
             scored.prepared = prepared
             return
         anchor = trace.anchor
-        encoded = _encoded(origins, trace, anchor, prepared.anchor, prepared.findings)
+        encoded = _encoded(origins, trace, anchor, prepared.anchor, prepared.span_fields)
         scored.attributes = []  # encoded with the trace; the collector reads them nowhere else
         if self.setup.send_results:
             scored.prepared = PreparedScores(anchor.span_id, encoded=encoded)
             return
         scores = {result.name: result.score for result in scored.results if result.score is not None}
         scored.prepared = PreparedScores(anchor.span_id, encoded=encoded, scores=scores)
-        scored.results, scored.findings = [], []  # unpickling them was most of reading an answer
+        # Unpickling them was most of reading an answer.
+        scored.results, scored.span_results, scored.findings = [], [], []
 
     def _session_of(self, trace: Trace) -> Session | None:
         """The worker's own copy of the trace's session, where its processors keep state."""

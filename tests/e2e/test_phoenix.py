@@ -48,6 +48,7 @@ from tests.support.otlp_client import post
 from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, phoenix_python, wait_for
 from tests.support.ports import free_port
 from tests.support.running import wait_until
+from tests.support.span_metric import agent_run, scored_run
 from tests.support.spans import request_of
 
 SESSION = "phoenix-session-1"
@@ -442,3 +443,45 @@ def test_a_blamed_span_is_annotated_in_phoenix_where_the_error_shows(phoenix, st
     assert by_span[root]["result"]["label"] == "rate_limiting"  # the root's result, as every metric's
     found = phoenix.span_filter(project, "annotations['failure_localization'].label == 'rate_limiting'")
     assert sorted(found) == sorted([blamed, root])
+
+
+def test_a_span_level_result_is_annotated_on_its_span_and_the_roll_up_on_the_root():
+    trace, ids = scored_run()
+    config = phoenix_exporter.PhoenixExporterConfig(endpoint="http://127.0.0.1:6006")
+    spans, sessions = phoenix_exporter.PhoenixExporter("phoenix", config).annotations([trace])
+    by_span = {(a["span_id"], a["name"]): a["result"] for a in spans}
+    assert sessions == [] and len(spans) == 3
+    assert by_span[(ids["plan"].hex(), "span_ok")] == {"label": "fail", "score": 0.2, "explanation": "span chat plan"}
+    assert by_span[(ids["answer"].hex(), "span_ok")]["label"] == "pass"
+    root = by_span[(ids["root"].hex(), "span_ok")]
+    assert (root["label"], root["score"]) == ("fail", 0.2)
+
+
+def test_span_level_results_are_annotated_in_phoenix_on_the_spans_they_name(phoenix, start_collector):
+    project = "spanscore-span-targets"
+    collector = start_collector(
+        collector_config(
+            processors={"span_metric": "{on: llm, where: {span_names: [chat plan, chat answer]}}"},
+            exporters={
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
+            },
+        )
+    )
+    _, ids, spans = agent_run()
+    status, _, _ = post(collector.http_port, request_of(spans).SerializeToString(), "application/x-protobuf")
+    assert status == 200
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces == 1, timeout_s=15)
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 5, timeout_s=20)
+    assert len(stored) == 5
+    wanted = [ids[name].hex() for name in ("root", "plan", "answer", "tool", "summary")]
+    annotations = wait_for(
+        lambda: phoenix.span_annotations(project, wanted), lambda found: len(found) >= 3, timeout_s=30
+    )
+    by_span = {a["span_id"]: a["result"] for a in annotations if a["name"] == "span_ok"}
+    assert set(by_span) == {ids["root"].hex(), ids["plan"].hex(), ids["answer"].hex()}  # none on tool, summary
+    assert (by_span[ids["plan"].hex()]["label"], by_span[ids["plan"].hex()]["score"]) == ("fail", 0.2)
+    assert by_span[ids["answer"].hex()]["label"] == "pass"
+    assert by_span[ids["root"].hex()]["label"] == "fail"  # the roll-up: a span failed
+    found = phoenix.span_filter(project, "annotations['span_ok'].label == 'fail'")
+    assert sorted(found) == sorted([ids["root"].hex(), ids["plan"].hex()])

@@ -8,11 +8,14 @@ import math
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from spanscore.cli import main
+from spanscore.core.otlp_json import encode_request
 from spanscore.offline.human_labels import Scale, read_labels_file
 from spanscore.offline.trail_labels import BUILT_IN_MAPPING, read_mapping, read_trail_labels
 from tests.support.agreement_files import scored_root, trace_id, write_labels, write_scored
+from tests.support.span_metric import scored_run
 
 ROOT = Path(__file__).resolve().parents[2]
 METRIC = "task_completion"
@@ -405,3 +408,27 @@ def test_a_half_point_makes_the_scale_classes(tmp_path, capsys):
     assert result["kappa_kind"] == "Cohen's κ on the labels"
     assert result["kappa"]["estimate"] == pytest.approx(1.0)  # fail fail pass pass on both sides
     assert result["spearman"]["estimate"] == pytest.approx(1.0)
+
+
+def test_labels_on_spans_meet_a_span_level_metric_s_results_and_one_without_its_roll_up(tmp_path, capsys):
+    trace, ids = scored_run()  # span_ok: the plan call 0.2 fail, the answer call 1.0 pass, the root 0.2 fail
+    origin = next(iter(trace.spans_by_origin))
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text(encode_request(ExportTraceServiceRequest(resource_spans=[origin.resource_spans])) + "\n")
+    trace_hex = trace.trace_id.hex()
+    labels = write_labels(
+        tmp_path / "l.jsonl",
+        [
+            {"trace_id": trace_hex, "span_id": ids["plan"].hex(), "metric": "span_ok", "label": "fail"},
+            {"trace_id": trace_hex, "span_id": ids["answer"].hex(), "metric": "span_ok", "label": "fail"},
+            {"trace_id": trace_hex, "metric": "span_ok", "label": "fail"},  # the trace's: the root's roll-up
+            {"trace_id": trace_hex, "span_id": ids["summary"].hex(), "metric": "span_ok", "label": "pass"},
+        ],
+    )
+    out_json = tmp_path / "a.json"
+    code, _, err = agree(str(scored), "--labels", str(labels), "--json", str(out_json), capsys=capsys)
+    assert code == 0
+    [result] = results_of(out_json)
+    assert result["confusion"]["fail"] == {"fail": 2, "pass": 1}  # people's fail: judged fail twice, pass once
+    assert [d["span_id"] for d in result["disagreements"]] == [ids["answer"].hex()]
+    assert "1 label(s) are about traces or spans not in the scored files" in err  # the summary call, not scored

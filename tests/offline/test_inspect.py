@@ -17,6 +17,7 @@ from spanscore.core.session import Session, TraceSummary
 from spanscore.pipeline.score_attributes import session_carrier
 from tests.support.agent_fixtures import AGENT_NAME, FINAL_ANSWER, QUESTION, SESSION_ID, SPANS_DIR, WEATHER_REPORT
 from tests.support.otlp_json import read_requests
+from tests.support.span_metric import scored_run
 from tests.support.spans import AGENT_ROOT, request_of, span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -453,3 +454,28 @@ def test_a_retrieval_of_many_long_documents_shows_the_first_three_cut_with_count
 def test_steps_of_a_trace_without_retrieval_have_only_the_keys_they_had():
     [record] = json_records(inspect("--json", SPANS_DIR / "openinference.jsonl"))
     assert {tuple(step) for step in record["steps"]} == {("kind", "name", "arguments", "result", "error")}
+
+
+def test_span_level_scores_are_shown_under_their_steps_and_the_roll_up_with_the_root(tmp_path):
+    trace, ids = scored_run()
+    origin = next(iter(trace.spans_by_origin))
+    request = ExportTraceServiceRequest(resource_spans=[origin.resource_spans])
+    scored = write_lines(tmp_path / "scored.jsonl", encode_request(request))
+
+    text = inspect(scored)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    plan = next(i for i, line in enumerate(lines) if line.startswith("    1. llm chat plan"))
+    assert lines[plan + 1] == "       scores on the span: span_ok=0.20 fail"
+    answer = next(i for i, line in enumerate(lines) if line.startswith("    3. llm chat answer"))
+    assert lines[answer + 1] == "       scores on the span: span_ok=1.00 pass"
+    summary = next(i for i, line in enumerate(lines) if line.startswith("    4. llm chat summary"))
+    assert lines[summary + 1] == "  scores on the span: span_ok=0.20 fail"  # none under it; the root's roll-up
+
+    [record] = json_records(inspect("--json", scored))
+    steps = record["steps"]
+    assert [step["kind"] for step in steps] == ["llm", "tool", "llm", "llm"]
+    assert steps[0]["scores"] == {"span_ok": {"score": 0.2, "label": "fail"}}
+    assert steps[2]["scores"] == {"span_ok": {"score": 1.0, "label": "pass"}}
+    assert "scores" not in steps[1] and "scores" not in steps[3]
+    assert record["scores"]["span_ok"] == {"score": 0.2, "label": "fail"}

@@ -65,7 +65,7 @@ def merged(trace: Trace, scored: Scored, observations: ScoreObservations | None 
     assert prepared is not None and prepared.anchor_span_id == ROOT_ID
     spans = {one.span_id: one for one, _ in trace.spans()}
     spans[prepared.anchor_span_id].MergeFromString(prepared.anchor)
-    for span_id, fields in prepared.findings:
+    for span_id, fields in prepared.span_fields:
         spans[span_id].MergeFromString(fields)
     return trace
 
@@ -88,7 +88,7 @@ def test_without_span_events_only_attributes_are_written():
     writer = ScoreWriter(PROVENANCE, span_events=False)
     trace = trace_of(SPANS)
     prepared = writer.prepare_trace(trace, everything())
-    assert prepared.findings == ()
+    assert prepared.span_fields == ()
     trace.anchor.MergeFromString(prepared.anchor)
     assert not trace.anchor.events and attributes_to_dict(trace.anchor.attributes)["eval.toy.score"] == 0.5
 
@@ -138,3 +138,83 @@ def test_a_session_without_results_or_attributes_has_no_carrier():
     assert not observations
     skipped = Scored(attributes=[SpanAttribute("eval.toy.skipped", "cut off")])
     assert WRITER.carrier("session-1", Resource(), [], [], skipped, 0) is not None
+
+
+LLM_ID = new_span_id()
+THREE = [*SPANS, span(TRACE_ID, "chat", parent=ROOT_ID, span_id=LLM_ID)]
+
+
+def on_spans(trace: Trace, *scores: tuple[bytes, float]) -> Scored:
+    """`loops` scored on the given spans, beside the trace-level `toy`, sorted as scoring sorts them."""
+    scored = Scored(
+        results=[
+            MetricResult(name="toy", score=0.5),
+            *(MetricResult(name="loops", score=score, span_id=span_id.hex()) for span_id, score in scores),
+        ]
+    )
+    scored.sort_spans(trace)
+    return scored
+
+
+def test_span_level_results_go_on_their_spans_and_roll_up_on_the_root_both_ways():
+    in_place = trace_of(THREE)
+    WRITER.write_in_place(in_place, on_spans(in_place, (TOOL_ID, 0.25), (LLM_ID, 0.75)))
+    prepared = trace_of(THREE)
+    assert written(merged(prepared, on_spans(prepared, (TOOL_ID, 0.25), (LLM_ID, 0.75)))) == written(in_place)
+    root, tool, llm = written(in_place)
+    on_tool = attributes_to_dict(tool.attributes)
+    assert on_tool["eval.loops.score"] == 0.25 and on_tool["eval.loops.label"] == "fail"
+    assert attributes_to_dict(llm.attributes)["eval.loops.label"] == "pass"
+    assert attributes_to_dict(llm.attributes)["eval.loops.evaluator"] == "spanscore/loops"
+    assert [e["gen_ai.evaluation.score.value"] for e in evaluation_events(tool)] == [0.25]
+    assert [e["gen_ai.evaluation.score.value"] for e in evaluation_events(llm)] == [0.75]
+    on_root = attributes_to_dict(root.attributes)
+    assert on_root["eval.loops.spans"] == 2 and on_root["eval.loops.failing"] == 1
+    assert on_root["eval.loops.min"] == 0.25 and on_root["eval.loops.mean"] == 0.5
+    assert on_root["eval.loops.score"] == 0.25 and on_root["eval.loops.label"] == "fail"
+    assert on_root["eval.toy.score"] == 0.5
+    assert [e["gen_ai.evaluation.name"] for e in evaluation_events(root)] == ["toy", "loops"]
+
+
+def test_scored_again_a_metric_is_on_the_spans_it_names_now_and_nowhere_else():
+    trace = trace_of(THREE)
+    WRITER.write_in_place(trace, on_spans(trace, (TOOL_ID, 0.25), (LLM_ID, 0.75)))
+    again = on_spans(trace, (LLM_ID, 1.0))
+    assert WRITER.prepare_trace(trace, again) is None  # its root has the roll-up already
+    WRITER.write_in_place(trace, again)
+    root, tool, llm = written(trace)
+    assert not any(kv.key.startswith("eval.loops.") for kv in tool.attributes) and not evaluation_events(tool)
+    assert attributes_to_dict(llm.attributes)["eval.loops.score"] == 1.0
+    assert [e["gen_ai.evaluation.score.value"] for e in evaluation_events(llm)] == [1.0]
+    on_root = attributes_to_dict(root.attributes)
+    assert on_root["eval.loops.spans"] == 1 and on_root["eval.loops.failing"] == 0
+    assert on_root["eval.loops.label"] == "pass"
+    assert [e["gen_ai.evaluation.name"] for e in evaluation_events(root)] == ["toy", "loops"]
+
+
+def test_a_span_scored_before_is_left_to_writing_in_place():
+    trace = trace_of(THREE)
+    WRITER.write_in_place(trace, on_spans(trace, (TOOL_ID, 0.25)))
+    trace.anchor.ClearField("attributes")  # only the tool span says it was scored
+    trace.anchor.ClearField("events")
+    assert WRITER.prepare_trace(trace, on_spans(trace, (TOOL_ID, 0.5))) is None
+
+
+def test_a_result_naming_a_span_the_trace_lacks_is_an_error_on_the_root():
+    trace = trace_of(THREE)
+    WRITER.write_in_place(trace, on_spans(trace, (TOOL_ID, 0.25), (b"\x07" * 8, 0.5)))
+    root, tool, llm = written(trace)
+    on_root = attributes_to_dict(root.attributes)
+    assert on_root["eval.loops.error"] == (
+        "1 of its 2 span-level results name spans not in the trace: 0707070707070707"
+    )
+    assert "eval.loops.score" not in on_root
+    assert attributes_to_dict(tool.attributes)["eval.loops.score"] == 0.25  # the one it has is written
+
+
+def test_span_level_results_are_observed_with_their_span_kind():
+    observations = ScoreObservations()
+    trace = trace_of(THREE)
+    merged(trace, on_spans(trace, (TOOL_ID, 0.25), (LLM_ID, 0.75)), observations)
+    series = {dict(key[2]).get("eval.span.kind") for key in observations.counts if key[0] == "results"}
+    assert series == {None, "span"}  # the trace's (toy, the roll-up) unlabelled; these spans are read as no kind
