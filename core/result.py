@@ -1,7 +1,5 @@
 """The outcome of one metric on one trace or session, or on one span of a trace."""
 
-# ruff: noqa: E501  # span_id's line is the plugin API's, kept whole with what None means
-
 from __future__ import annotations
 
 import math
@@ -34,9 +32,8 @@ class MetricResult(BaseModel):
     # its result with the class; every other result's label is pass or fail.
     class_label: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
     metadata: dict[str, Any] = Field(default_factory=dict)
-    # fmt: off
-    span_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")  # the span it is about; None: the trace or session
-    # fmt: on
+    # The span it is about (16 lowercase hex digits); None: the trace (its root) or the session.
+    span_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")
 
     @field_validator("score")
     @classmethod
