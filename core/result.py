@@ -28,6 +28,7 @@ class MetricResult(BaseModel):
     # its result with the class; every other result's label is pass or fail.
     class_label: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    span_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")  # the span it is about; None: the trace or session
 
     @field_validator("score")
     @classmethod
