@@ -44,7 +44,7 @@ from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
 from spanscore.processors.localization.evidence import EVIDENCE_CHARS, span_failure
 from spanscore.processors.metrics import faithfulness as faithfulness_metric
-from spanscore.processors.metrics.faithfulness import Context, faithfulness_from_vectors, read_context, read_document
+from spanscore.processors.metrics.faithfulness import Context, faithfulness_from_vectors, read_context
 from spanscore.processors.metrics.text import sentences
 
 log = logging.getLogger("spanscore.rag_metrics")
@@ -60,26 +60,40 @@ ANSWER_RELEVANCE_THRESHOLD = 0.4
 TOOL_ERROR_THRESHOLD = 0.5  # the score is 0 or 1
 MAX_QUERY_CHARS = 2_000
 MAX_ANSWER_SENTENCES = faithfulness_metric.MAX_CLAIMS
+# Spans scored per trace and metric: the first this many LLM spans with context, and
+# retrieval steps; the rest of a very long run is left unscored.
+MAX_SPANS = 100
 
 
 class MetricSettings(ComponentConfig):
     enabled: bool = True
-    threshold: float = Field(ge=0.0, le=1.0)
+
+
+class FaithfulnessSettings(MetricSettings):
+    threshold: float = Field(default=faithfulness_metric.DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+
+
+class ContextRelevanceSettings(MetricSettings):
+    threshold: float = Field(default=CONTEXT_RELEVANCE_THRESHOLD, ge=0.0, le=1.0)
+
+
+class AnswerRelevanceSettings(MetricSettings):
+    threshold: float = Field(default=ANSWER_RELEVANCE_THRESHOLD, ge=0.0, le=1.0)
+
+
+class ToolErrorSettings(MetricSettings):
+    threshold: float = Field(default=TOOL_ERROR_THRESHOLD, ge=0.0, le=1.0)
 
 
 class RagMetricsConfig(ComponentConfig):
     # Static by default: the thresholds were chosen on its cosines, which run lower than MiniLM's.
     embedder: EmbedderConfig = Field(default_factory=StaticEmbedderConfig)
-    faithfulness: MetricSettings = Field(
-        default_factory=lambda: MetricSettings(threshold=faithfulness_metric.DEFAULT_THRESHOLD)
-    )
-    context_relevance: MetricSettings = Field(
-        default_factory=lambda: MetricSettings(threshold=CONTEXT_RELEVANCE_THRESHOLD)
-    )
-    answer_relevance: MetricSettings = Field(default_factory=lambda: MetricSettings(threshold=ANSWER_RELEVANCE_THRESHOLD))
-    tool_error: MetricSettings = Field(default_factory=lambda: MetricSettings(threshold=TOOL_ERROR_THRESHOLD))
+    faithfulness: FaithfulnessSettings = Field(default_factory=FaithfulnessSettings)
+    context_relevance: ContextRelevanceSettings = Field(default_factory=ContextRelevanceSettings)
+    answer_relevance: AnswerRelevanceSettings = Field(default_factory=AnswerRelevanceSettings)
+    tool_error: ToolErrorSettings = Field(default_factory=ToolErrorSettings)
 
-    def settings(self, name: str) -> MetricSettings:
+    def settings(self, name: str) -> FaithfulnessSettings:
         return getattr(self, name)
 
 
@@ -196,12 +210,11 @@ class RagMetrics(Processor):
             return plan
         question = run.user_input[:MAX_QUERY_CHARS]
         if config.faithfulness.enabled:
-            for step, documents in llm_steps_with_context(run):
+            for step, documents in llm_steps_with_context(run)[:MAX_SPANS]:
                 plan.faithfulness.append((step, read_context(step.result or "", documents, question)))
         if config.context_relevance.enabled:
-            for step in run.retrieval_steps:
-                passages = [read_document(d.content[: faithfulness_metric.MAX_DOCUMENT_CHARS])[0] for d in step.documents]
-                passages = [p for p in passages if p]
+            for step in run.retrieval_steps[:MAX_SPANS]:
+                passages = passages_by_document([d.content for d in step.documents])
                 if not passages:
                     continue
                 query = (step.query or "")[:MAX_QUERY_CHARS]
@@ -314,6 +327,17 @@ def llm_steps_with_context(run: AgentTrace) -> list[tuple[Step, list[str]]]:
         if documents:
             found.append((step, list(dict.fromkeys(documents))))
     return found
+
+
+def passages_by_document(documents: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each document's passages, as faithfulness reads them (at most
+    `faithfulness.MAX_PASSAGES` over all, taken from each document in turn); documents
+    without text are left out."""
+    context = read_context("", documents)
+    grouped: dict[int, list[str]] = {}
+    for passage, owner in zip(context.passages, context.passage_documents):
+        grouped.setdefault(owner, []).append(passage)
+    return [tuple(grouped[owner]) for owner in sorted(grouped)]
 
 
 def final_answer_step(run: AgentTrace) -> Step | None:
