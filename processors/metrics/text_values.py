@@ -62,12 +62,20 @@ class Word:
 Value = Number | Phrase | Word
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _without_combining(run: re.Match[str]) -> str:
+    return "".join(c for c in run.group() if not unicodedata.combining(c))
+
+
 def normalize(text: str) -> str:
     """Accents dropped, compatibility forms folded, dashes read as minus, casefolded, whitespace collapsed."""
     if text.isascii():  # nothing to decompose, fold or translate: the per-character pass is skipped
         return " ".join(text.casefold().split())
     decomposed = unicodedata.normalize("NFKD", text.translate(_DASHES))
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    # Only non-ASCII characters can be combining marks: read those runs, not every character.
+    stripped = _NON_ASCII.sub(_without_combining, decomposed)
     return " ".join(stripped.casefold().split())
 
 
