@@ -285,7 +285,9 @@ def test_bounds_1000_documents_of_10_mb():
     named = by_name(results)
     [faithful] = named[FAITHFULNESS]
     assert faithful.metadata["documents"] == 1_000 and faithful.metadata["claims"] == MAX_CLAIMS
-    assert faithful.score == pytest.approx(1.0, abs=1e-5)  # each claim is a passage    assert len(named[CONTEXT_RELEVANCE]) == 20 and all(r.metadata["documents"] == 50 for r in named[CONTEXT_RELEVANCE])
+    assert faithful.score == pytest.approx(1.0, abs=1e-5)  # each claim is a passage
+    relevance = named[CONTEXT_RELEVANCE]
+    assert len(relevance) == 20 and all(r.metadata["documents"] == MAX_DOCUMENTS for r in relevance)
     # The claims, the question, and per retrieval (and for the model call's context) at
     # most MAX_PASSAGES passages: not the 200,000 sentences of the documents.
     assert embedder.texts <= MAX_CLAIMS + 1 + 21 * MAX_PASSAGES
