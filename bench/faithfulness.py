@@ -1,7 +1,7 @@
 """The no-judge faithfulness metric: how it agrees with people, and what it costs per LLM span.
 
     python bench/faithfulness.py [--triples FILE] [--list] [--repeat N] [--profile]
-                                 [--halueval FILE [--halueval-items N]]
+                                 [--halueval FILE [--halueval-items N]] [--traces N]
 
 Agreement: the labelled triples (tests/fixtures/faithfulness/triples.jsonl, described in
 its README) are questions with their context documents (this project's docs, Python's
@@ -34,17 +34,32 @@ before (kept read by `read_document`, their passages' vectors from the embedding
 the default config puts in front of the embedder, `CachedEmbedder`; only the answer's
 sentences embedded). `--profile` prints where one round of the first goes (cProfile,
 top 15 by own time).
+
+Per LLM span, through the `rag_metrics` processor as the collector runs it: `--traces`
+RAG traces (OpenInference: a chain, a retriever of 5 documents of 1,000 characters, an
+LLM span answering), each with documents never seen (a marker of its own in each), in
+the pipeline's batches (`scoring_batch` traces, one embedding call per batch), static
+embedder behind the default config's embedding cache; ms per LLM span with faithfulness
+alone, and with all four metrics. Then the default config (otel-config.yaml, no judge)
+scoring files as `spanscore score` does (its embedder static, as the base install has
+it, unless SPANSCORE_EMBEDDER says otherwise), in traces/s and spans/s: the bench's agent
+traffic (no retrieval) and the same number of RAG traces, each with and without
+`rag_metrics` in the pipeline.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
+import dataclasses
 import io
 import json
+import os
 import pstats
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -52,11 +67,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+
+from bench.agent_spans import AgentRequests  # noqa: E402
+from spanscore.config.loader import load_config  # noqa: E402
+from spanscore.core.otlp_json import encode_request  # noqa: E402
+from spanscore.offline.score_files import score_files  # noqa: E402
+from spanscore.pipeline.assembler import Assembler  # noqa: E402
+from spanscore.pipeline.settings import DEFAULT_SCORING_BATCH, PipelineSettings  # noqa: E402
 from spanscore.processors.embedders.base import Embedder  # noqa: E402
 from spanscore.processors.embedders.cache import CachedEmbedder  # noqa: E402
 from spanscore.processors.embedders.static import StaticEmbedder  # noqa: E402
 from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, faithfulness, read_document  # noqa: E402
 from spanscore.processors.metrics.text import sentences  # noqa: E402
+from spanscore.processors.rag_metrics import RagMetrics, RagMetricsConfig  # noqa: E402
+from tests.support.agent_spans import make_span  # noqa: E402
 from tests.support.faithfulness_triples import (  # noqa: E402
     FAITHFUL_KINDS,
     SPLITS,
@@ -68,6 +93,7 @@ from tests.support.faithfulness_triples import (  # noqa: E402
     roc_area,
     scores,
 )
+from tests.support.spans import request_of  # noqa: E402
 
 DOCUMENTS = 5
 DOCUMENT_CHARS = 1_000
@@ -179,6 +205,97 @@ def speed(embedder: StaticEmbedder, repeat: int, profile: bool) -> None:
         print(out.getvalue())
 
 
+def rag_requests(count: int) -> list[ExportTraceServiceRequest]:
+    """`count` RAG traces, one request each, their documents marked as never seen."""
+    inputs = speed_inputs()
+    requests = []
+    for t in range(count):
+        answer, documents = inputs[t % len(inputs)]
+        documents = [f"Doc{t}x{d}. {text}" for d, text in enumerate(documents)]
+        trace_id = (t + 1).to_bytes(16, "big")
+        question = f"What does the documentation say, case {t}?"
+        kind = "openinference.span.kind"
+        root = make_span(
+            "qa", {kind: "CHAIN", "input.value": question, "output.value": answer}, start=1, end=900, trace_id=trace_id
+        )
+        retrieved = {f"retrieval.documents.{d}.document.content": text for d, text in enumerate(documents)}
+        retriever = make_span(
+            "retrieve",
+            {kind: "RETRIEVER", "input.value": question, **retrieved},
+            parent=root,
+            start=10,
+            end=60,
+            trace_id=trace_id,
+        )
+        model = make_span(
+            "chat",
+            {
+                kind: "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": question,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": answer,
+            },
+            parent=root,
+            start=70,
+            end=880,
+            trace_id=trace_id,
+        )
+        requests.append(request_of([root, retriever, model], service="rag-bench"))
+    return requests
+
+
+def per_llm_span(traces: int) -> None:
+    assembler = Assembler(PipelineSettings())
+    for request in rag_requests(traces):
+        assembler.add(request, now=0.0)
+    ready = assembler.pop_all()
+    print(f"\nthrough rag_metrics: {len(ready)} RAG traces, one LLM span each, batches of {DEFAULT_SCORING_BATCH}")
+    for label, settings in (
+        ("faithfulness alone", {"context_relevance": {"enabled": False}, "answer_relevance": {"enabled": False}}),
+        ("all four metrics", {}),
+    ):
+
+        async def run(settings: dict = settings) -> float:
+            processor = RagMetrics("rag_metrics", RagMetricsConfig.model_validate(settings))
+            await processor.start()
+            started = time.perf_counter()
+            for at in range(0, len(ready), DEFAULT_SCORING_BATCH):
+                batch = ready[at : at + DEFAULT_SCORING_BATCH]
+                outputs = await processor.process_batch([(trace, None) for trace in batch])
+                assert not any(isinstance(output, BaseException) for output in outputs)
+            elapsed = time.perf_counter() - started
+            await processor.shutdown(0.0)
+            return elapsed
+
+        read_document.cache_clear()
+        print(f"  {label}: {asyncio.run(run()) / len(ready) * 1e3:.3f} ms per LLM span")
+
+
+def throughput(traces: int) -> None:
+    """The default config scoring the bench's agent traffic and RAG traffic, with and without rag_metrics."""
+    os.environ.pop("OPENAI_API_KEY", None)
+    os.environ.setdefault("SPANSCORE_EMBEDDER", "static")  # the base install's; auto picks MiniLM when installed
+    config = load_config(ROOT / "otel-config.yaml")
+    without = dataclasses.replace(config, processors=[c for c in config.processors if c.id != "rag_metrics"])
+    generator = AgentRequests(seed=1)
+    agent = []
+    while sum(len(s.spans) for r in agent for rs in r.resource_spans for s in rs.scope_spans) < traces * 8:
+        agent.append(ExportTraceServiceRequest.FromString(generator.make()[0]))
+    print(f"\nthe default config ({', '.join(c.id for c in config.processors)}), no judge, as `spanscore score`")
+    with tempfile.TemporaryDirectory() as tmp:
+        for traffic, requests in (("agent traffic, no retrieval", agent), ("RAG traffic", rag_requests(traces))):
+            source = Path(tmp) / "recorded.jsonl"
+            source.write_text("".join(encode_request(request) + "\n" for request in requests))
+            for label, scoring in (("default config", config), ("without rag_metrics", without)):
+                read_document.cache_clear()
+                summary = asyncio.run(score_files([source], scoring, Path(tmp) / "scored.jsonl"))
+                print(
+                    f"  {traffic}, {label}: {summary.traces / summary.seconds:,.0f} traces/s, "
+                    f"{summary.spans / summary.seconds:,.0f} spans/s ({summary.traces} traces)"
+                )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--triples", type=Path, default=TRIPLES)
@@ -187,12 +304,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="print where one round's time goes")
     parser.add_argument("--halueval", type=Path, help="HaluEval's dataset_halueval_qa.jsonl, also measured on")
     parser.add_argument("--halueval-items", type=int, default=500, help="its first N items")
+    parser.add_argument("--traces", type=int, default=1_000, help="RAG traces through the processor and the config")
     args = parser.parse_args(argv)
     embedder = StaticEmbedder()
     quality(read_triples(args.triples), embedder, args.list)
     if args.halueval:
         halueval(args.halueval, args.halueval_items, embedder)
     speed(embedder, args.repeat, args.profile)
+    per_llm_span(args.traces)
+    throughput(args.traces)
 
 
 if __name__ == "__main__":
