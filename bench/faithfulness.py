@@ -23,6 +23,11 @@ no licence, so it is not a fixture here; it was never used to tune the metric. I
 answers are mostly a few words ("Delhi"), its made-up ones a sentence, which is not what
 an LLM span's answer looks like.
 
+Relevance: `context_relevance` per document and `answer_relevance`, as `rag_metrics`
+computes them, of each triple's question against its own documents and answer (relevant)
+and against another triple's (another subject: not relevant); their ROC area and
+accuracy at the default thresholds. A proxy: nobody labelled relevance.
+
 Speed: one call as an LLM span would make it, an answer of three sentences (~300
 characters) against 5 documents of 1,000 characters each (stretches of this project's
 docs, the answer three of their sentences a little reworded, made new for every call),
@@ -64,6 +69,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -80,7 +87,13 @@ from spanscore.processors.embedders.cache import CachedEmbedder  # noqa: E402
 from spanscore.processors.embedders.static import StaticEmbedder  # noqa: E402
 from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, faithfulness, read_document  # noqa: E402
 from spanscore.processors.metrics.text import sentences  # noqa: E402
-from spanscore.processors.rag_metrics import RagMetrics, RagMetricsConfig  # noqa: E402
+from spanscore.processors.rag_metrics import (  # noqa: E402
+    ANSWER_RELEVANCE_THRESHOLD,
+    CONTEXT_RELEVANCE_THRESHOLD,
+    RagMetrics,
+    RagMetricsConfig,
+    passages_by_document,
+)
 from tests.support.agent_spans import make_span  # noqa: E402
 from tests.support.faithfulness_triples import (  # noqa: E402
     FAITHFUL_KINDS,
@@ -129,6 +142,41 @@ def quality(triples: list[Triple], embedder: StaticEmbedder, listing: bool) -> N
             counts = Counter(t.kind for t in half if t.label == label)
             cells = ", ".join(f"{kind} {wrong[kind]}/{counts[kind]}" for kind in kinds)
             print(f"  {name:<9} {what:<13} {cells}")
+
+
+def relevance(triples: list[Triple], embedder: StaticEmbedder) -> None:
+    """context_relevance and answer_relevance as rag_metrics computes them, each triple's
+    question against its own documents and answer (relevant) and against those of the
+    triple 37 places on (another subject: not relevant)."""
+    by_question = []
+    for i, triple in enumerate(triples):
+        other = triples[(i + 37) % len(triples)]
+        question = embedder.embed_sync([triple.question])[0]
+        per_document = [
+            [
+                float(np.clip(embedder.embed_sync(list(p)) @ question, 0, 1).max())
+                for p in passages_by_document(t.context)
+            ]
+            for t in (triple, other)
+        ]
+        answers = [
+            float(np.clip(embedder.embed_sync(sentences(t.answer)) @ question, 0, 1).mean()) for t in (triple, other)
+        ]
+        by_question.append((per_document, answers))
+    print("\nrelevance: each triple's question against its own documents and answer, and another triple's")
+    for name, threshold, pairs in (
+        ("context_relevance, per document", CONTEXT_RELEVANCE_THRESHOLD, [d for d, _ in by_question]),
+        ("answer_relevance", ANSWER_RELEVANCE_THRESHOLD, [[[own], [other]] for _, (own, other) in by_question]),
+    ):
+        own = [v for own, _ in pairs for v in own]
+        other = [v for _, other in pairs for v in other]
+        area = sum((o > x) + 0.5 * (o == x) for o in own for x in other) / (len(own) * len(other))
+        correct = sum(v >= threshold for v in own) + sum(v < threshold for v in other)
+        print(
+            f"  {name}: ROC area {area:.3f}, accuracy at {threshold} {correct / (len(own) + len(other)):.3f}, "
+            f"own below it {sum(v < threshold for v in own)}/{len(own)}, "
+            f"another's at or above it {sum(v >= threshold for v in other)}/{len(other)}"
+        )
 
 
 def halueval(path: Path, count: int, embedder: StaticEmbedder) -> None:
@@ -307,7 +355,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--traces", type=int, default=1_000, help="RAG traces through the processor and the config")
     args = parser.parse_args(argv)
     embedder = StaticEmbedder()
-    quality(read_triples(args.triples), embedder, args.list)
+    triples = read_triples(args.triples)
+    quality(triples, embedder, args.list)
+    relevance(triples, embedder)
     if args.halueval:
         halueval(args.halueval, args.halueval_items, embedder)
     speed(embedder, args.repeat, args.profile)

@@ -142,7 +142,7 @@ def test_hand_computed_scores_each_on_its_span():
     # Per answer sentence its cosine with the question: 0.6 and 0, mean 0.3.
     [relevant] = named[ANSWER_RELEVANCE]
     assert relevant.span_id == model.span_id.hex() and relevant.score == pytest.approx(0.3)
-    assert relevant.threshold == ANSWER_RELEVANCE_THRESHOLD and not relevant.passed
+    assert relevant.threshold == ANSWER_RELEVANCE_THRESHOLD
     assert f'not about it: "{S_SHIPPING}"' in relevant.explanation
     # One embedding call for the trace, each text once; the later document is no context
     # of the model call (its faithfulness counted 2 documents) but is scored for relevance.
