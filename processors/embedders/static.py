@@ -5,8 +5,8 @@ row (128 dimensions, float16, 7 MB, shipped in `static_minilm/`; float32 in memo
 made from the full model's output for that token by `scripts/distill_static_embedder.py`
 (principal components with the top 4 dropped, frequency weights applied). A text is
 embedded by encoding it with MiniLM's own tokenizer (lowercasing, no special tokens, at
-most 254 pieces as the model reads; ASCII text by the same WordPiece in Python,
-`wordpiece`, other text by `tokenizers`) and summing its tokens' rows in numpy, then
+most 254 pieces as the model reads; ASCII words by the same WordPiece in Python,
+`wordpiece`, words with other characters by `tokenizers`) and summing its tokens' rows in numpy, then
 scaling to unit length. No context between words, so it ranks similarity close to
 MiniLM but not equal: on the 421 agent-like text pairs of
 `tests/fixtures/embedder_pairs.jsonl`, Spearman 0.90 between its cosines and MiniLM's

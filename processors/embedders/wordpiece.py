@@ -13,8 +13,9 @@ library costs (~20 us per text there, ~3 us here with warm words):
   piece matches, is the single unknown token.
 What a whitespace-separated chunk ("morning;") yields depends on the chunk alone, so
 its ids are cached per chunk (the table starts over when full) and most chunks cost one
-dict lookup. Text with any non-ASCII character goes to the library, which handles
-the Unicode rules (accents, CJK, Unicode punctuation and whitespace) this does not.
+dict lookup. A chunk with any non-ASCII character goes to the library (the static
+embedder cuts such text at ASCII whitespace), which handles the Unicode rules (accents,
+CJK, Unicode punctuation and whitespace) this does not.
 `tests/processors/embedders/test_wordpiece.py` checks the two agree, on random text too.
 """
 
