@@ -39,6 +39,7 @@ from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, Step, agent_trace_of, span_views_of
+from spanscore.processors.agent_trace.spans import RETRIEVAL, TOOL
 from spanscore.processors.base import Processor
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
@@ -199,13 +200,19 @@ class RagMetrics(Processor):
         return outputs
 
     def _plan(self, trace: Trace) -> _Plan:
-        run = agent_trace_of(trace)
         plan = _Plan()
         config = self.config
+        views = span_views_of(trace)
+        if views is None:
+            return plan
+        # The span views are read already (the summary is made from them); the steps are
+        # built only for a trace with something to score here.
+        wanted = {RETRIEVAL, TOOL} if config.tool_error.enabled else {RETRIEVAL}
+        if not any(view.role in wanted for view in views.views):
+            return plan
+        run = agent_trace_of(trace)
         if config.tool_error.enabled and run.tool_steps:
-            views = span_views_of(trace)
-            if views is not None:
-                plan.tool_results = tool_errors(run, views, config.tool_error.threshold)
+            plan.tool_results = tool_errors(run, views, config.tool_error.threshold)
         if not run.retrieval_steps:
             return plan
         question = run.user_input[:MAX_QUERY_CHARS]
