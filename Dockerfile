@@ -59,6 +59,9 @@ processors:
   embedding_metrics:
     embedder:
       type: ${env:SPANSCORE_EMBEDDER:-auto}
+  rag_metrics:            # faithfulness, context and answer relevance on traces that retrieved, per span
+    tool_error:
+      enabled: false      # a tool_error score per tool span; off: it would add one per tool call to every trace
   judge_metrics:          # on when OPENAI_API_KEY is set
     mode: per_metric
     judge:
@@ -89,7 +92,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [assembler, embedding_metrics, judge_metrics, failure_localization, session_metrics]
+      processors: [assembler, embedding_metrics, rag_metrics, judge_metrics, failure_localization, session_metrics]
       exporters: [file, debug]
     metrics:
       exporters: [prometheus]

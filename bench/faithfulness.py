@@ -1,7 +1,7 @@
 """The no-judge faithfulness metric: how it agrees with people, and what it costs per LLM span.
 
     python bench/faithfulness.py [--triples FILE] [--list] [--repeat N] [--profile]
-                                 [--halueval FILE [--halueval-items N]]
+                                 [--halueval FILE [--halueval-items N]] [--traces N]
 
 Agreement: the labelled triples (tests/fixtures/faithfulness/triples.jsonl, described in
 its README) are questions with their context documents (this project's docs, Python's
@@ -23,6 +23,11 @@ no licence, so it is not a fixture here; it was never used to tune the metric. I
 answers are mostly a few words ("Delhi"), its made-up ones a sentence, which is not what
 an LLM span's answer looks like.
 
+Relevance: `context_relevance` per document and `answer_relevance`, as `rag_metrics`
+computes them, of each triple's question against its own documents and answer (relevant)
+and against another triple's (another subject: not relevant); their ROC area and
+accuracy at the default thresholds. A proxy: nobody labelled relevance.
+
 Speed: one call as an LLM span would make it, an answer of three sentences (~300
 characters) against 5 documents of 1,000 characters each (stretches of this project's
 docs, the answer three of their sentences a little reworded, made new for every call),
@@ -34,29 +39,62 @@ before (kept read by `read_document`, their passages' vectors from the embedding
 the default config puts in front of the embedder, `CachedEmbedder`; only the answer's
 sentences embedded). `--profile` prints where one round of the first goes (cProfile,
 top 15 by own time).
+
+Per LLM span, through the `rag_metrics` processor as the collector runs it: `--traces`
+RAG traces (OpenInference: a chain, a retriever of 5 documents of 1,000 characters, an
+LLM span answering), each with documents never seen (a marker of its own in each), in
+the pipeline's batches (`scoring_batch` traces, one embedding call per batch), static
+embedder behind the default config's embedding cache; ms per LLM span with faithfulness
+alone, and with all four metrics. Then the default config (otel-config.yaml, no judge)
+scoring files as `spanscore score` does (its embedder static, as the base install has
+it, unless SPANSCORE_EMBEDDER says otherwise), in traces/s and spans/s: the bench's agent
+traffic (no retrieval) and the same number of RAG traces, each with and without
+`rag_metrics` in the pipeline.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
+import dataclasses
 import io
 import json
+import os
 import pstats
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+
+from bench.agent_spans import AgentRequests  # noqa: E402
+from spanscore.config.loader import load_config  # noqa: E402
+from spanscore.core.otlp_json import encode_request  # noqa: E402
+from spanscore.offline.score_files import score_files  # noqa: E402
+from spanscore.pipeline.assembler import Assembler  # noqa: E402
+from spanscore.pipeline.settings import DEFAULT_SCORING_BATCH, PipelineSettings  # noqa: E402
 from spanscore.processors.embedders.base import Embedder  # noqa: E402
 from spanscore.processors.embedders.cache import CachedEmbedder  # noqa: E402
 from spanscore.processors.embedders.static import StaticEmbedder  # noqa: E402
 from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, faithfulness, read_document  # noqa: E402
 from spanscore.processors.metrics.text import sentences  # noqa: E402
+from spanscore.processors.rag_metrics import (  # noqa: E402
+    ANSWER_RELEVANCE_THRESHOLD,
+    CONTEXT_RELEVANCE_THRESHOLD,
+    RagMetrics,
+    RagMetricsConfig,
+    passages_by_document,
+)
+from tests.support.agent_spans import make_span  # noqa: E402
 from tests.support.faithfulness_triples import (  # noqa: E402
     FAITHFUL_KINDS,
     SPLITS,
@@ -68,6 +106,7 @@ from tests.support.faithfulness_triples import (  # noqa: E402
     roc_area,
     scores,
 )
+from tests.support.spans import request_of  # noqa: E402
 
 DOCUMENTS = 5
 DOCUMENT_CHARS = 1_000
@@ -103,6 +142,41 @@ def quality(triples: list[Triple], embedder: StaticEmbedder, listing: bool) -> N
             counts = Counter(t.kind for t in half if t.label == label)
             cells = ", ".join(f"{kind} {wrong[kind]}/{counts[kind]}" for kind in kinds)
             print(f"  {name:<9} {what:<13} {cells}")
+
+
+def relevance(triples: list[Triple], embedder: StaticEmbedder) -> None:
+    """context_relevance and answer_relevance as rag_metrics computes them, each triple's
+    question against its own documents and answer (relevant) and against those of the
+    triple 37 places on (another subject: not relevant)."""
+    by_question = []
+    for i, triple in enumerate(triples):
+        other = triples[(i + 37) % len(triples)]
+        question = embedder.embed_sync([triple.question])[0]
+        per_document = [
+            [
+                float(np.clip(embedder.embed_sync(list(p)) @ question, 0, 1).max())
+                for p in passages_by_document(t.context)
+            ]
+            for t in (triple, other)
+        ]
+        answers = [
+            float(np.clip(embedder.embed_sync(sentences(t.answer)) @ question, 0, 1).mean()) for t in (triple, other)
+        ]
+        by_question.append((per_document, answers))
+    print("\nrelevance: each triple's question against its own documents and answer, and another triple's")
+    for name, threshold, pairs in (
+        ("context_relevance, per document", CONTEXT_RELEVANCE_THRESHOLD, [d for d, _ in by_question]),
+        ("answer_relevance", ANSWER_RELEVANCE_THRESHOLD, [[[own], [other]] for _, (own, other) in by_question]),
+    ):
+        own = [v for own, _ in pairs for v in own]
+        other = [v for _, other in pairs for v in other]
+        area = sum((o > x) + 0.5 * (o == x) for o in own for x in other) / (len(own) * len(other))
+        correct = sum(v >= threshold for v in own) + sum(v < threshold for v in other)
+        print(
+            f"  {name}: ROC area {area:.3f}, accuracy at {threshold} {correct / (len(own) + len(other)):.3f}, "
+            f"own below it {sum(v < threshold for v in own)}/{len(own)}, "
+            f"another's at or above it {sum(v >= threshold for v in other)}/{len(other)}"
+        )
 
 
 def halueval(path: Path, count: int, embedder: StaticEmbedder) -> None:
@@ -179,6 +253,97 @@ def speed(embedder: StaticEmbedder, repeat: int, profile: bool) -> None:
         print(out.getvalue())
 
 
+def rag_requests(count: int) -> list[ExportTraceServiceRequest]:
+    """`count` RAG traces, one request each, their documents marked as never seen."""
+    inputs = speed_inputs()
+    requests = []
+    for t in range(count):
+        answer, documents = inputs[t % len(inputs)]
+        documents = [f"Doc{t}x{d}. {text}" for d, text in enumerate(documents)]
+        trace_id = (t + 1).to_bytes(16, "big")
+        question = f"What does the documentation say, case {t}?"
+        kind = "openinference.span.kind"
+        root = make_span(
+            "qa", {kind: "CHAIN", "input.value": question, "output.value": answer}, start=1, end=900, trace_id=trace_id
+        )
+        retrieved = {f"retrieval.documents.{d}.document.content": text for d, text in enumerate(documents)}
+        retriever = make_span(
+            "retrieve",
+            {kind: "RETRIEVER", "input.value": question, **retrieved},
+            parent=root,
+            start=10,
+            end=60,
+            trace_id=trace_id,
+        )
+        model = make_span(
+            "chat",
+            {
+                kind: "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": question,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": answer,
+            },
+            parent=root,
+            start=70,
+            end=880,
+            trace_id=trace_id,
+        )
+        requests.append(request_of([root, retriever, model], service="rag-bench"))
+    return requests
+
+
+def per_llm_span(traces: int) -> None:
+    assembler = Assembler(PipelineSettings())
+    for request in rag_requests(traces):
+        assembler.add(request, now=0.0)
+    ready = assembler.pop_all()
+    print(f"\nthrough rag_metrics: {len(ready)} RAG traces, one LLM span each, batches of {DEFAULT_SCORING_BATCH}")
+    for label, settings in (
+        ("faithfulness alone", {"context_relevance": {"enabled": False}, "answer_relevance": {"enabled": False}}),
+        ("all four metrics", {}),
+    ):
+
+        async def run(settings: dict = settings) -> float:
+            processor = RagMetrics("rag_metrics", RagMetricsConfig.model_validate(settings))
+            await processor.start()
+            started = time.perf_counter()
+            for at in range(0, len(ready), DEFAULT_SCORING_BATCH):
+                batch = ready[at : at + DEFAULT_SCORING_BATCH]
+                outputs = await processor.process_batch([(trace, None) for trace in batch])
+                assert not any(isinstance(output, BaseException) for output in outputs)
+            elapsed = time.perf_counter() - started
+            await processor.shutdown(0.0)
+            return elapsed
+
+        read_document.cache_clear()
+        print(f"  {label}: {asyncio.run(run()) / len(ready) * 1e3:.3f} ms per LLM span")
+
+
+def throughput(traces: int) -> None:
+    """The default config scoring the bench's agent traffic and RAG traffic, with and without rag_metrics."""
+    os.environ.pop("OPENAI_API_KEY", None)
+    os.environ.setdefault("SPANSCORE_EMBEDDER", "static")  # the base install's; auto picks MiniLM when installed
+    config = load_config(ROOT / "otel-config.yaml")
+    without = dataclasses.replace(config, processors=[c for c in config.processors if c.id != "rag_metrics"])
+    generator = AgentRequests(seed=1)
+    agent = []
+    while sum(len(s.spans) for r in agent for rs in r.resource_spans for s in rs.scope_spans) < traces * 8:
+        agent.append(ExportTraceServiceRequest.FromString(generator.make()[0]))
+    print(f"\nthe default config ({', '.join(c.id for c in config.processors)}), no judge, as `spanscore score`")
+    with tempfile.TemporaryDirectory() as tmp:
+        for traffic, requests in (("agent traffic, no retrieval", agent), ("RAG traffic", rag_requests(traces))):
+            source = Path(tmp) / "recorded.jsonl"
+            source.write_text("".join(encode_request(request) + "\n" for request in requests))
+            for label, scoring in (("default config", config), ("without rag_metrics", without)):
+                read_document.cache_clear()
+                summary = asyncio.run(score_files([source], scoring, Path(tmp) / "scored.jsonl"))
+                print(
+                    f"  {traffic}, {label}: {summary.traces / summary.seconds:,.0f} traces/s, "
+                    f"{summary.spans / summary.seconds:,.0f} spans/s ({summary.traces} traces)"
+                )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--triples", type=Path, default=TRIPLES)
@@ -187,12 +352,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="print where one round's time goes")
     parser.add_argument("--halueval", type=Path, help="HaluEval's dataset_halueval_qa.jsonl, also measured on")
     parser.add_argument("--halueval-items", type=int, default=500, help="its first N items")
+    parser.add_argument("--traces", type=int, default=1_000, help="RAG traces through the processor and the config")
     args = parser.parse_args(argv)
     embedder = StaticEmbedder()
-    quality(read_triples(args.triples), embedder, args.list)
+    triples = read_triples(args.triples)
+    quality(triples, embedder, args.list)
+    relevance(triples, embedder)
     if args.halueval:
         halueval(args.halueval, args.halueval_items, embedder)
     speed(embedder, args.repeat, args.profile)
+    per_llm_span(args.traces)
+    throughput(args.traces)
 
 
 if __name__ == "__main__":

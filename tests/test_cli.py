@@ -23,8 +23,8 @@ def test_validate_prints_a_summary_for_a_good_config():
     result = subprocess.run([*SPANSCORE, "validate", "otel-config.yaml"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines() == [
-        "otel-config.yaml: valid; receivers: otlp; processors: assembler, embedding_metrics, judge_metrics, "
-        "failure_localization, session_metrics; "
+        "otel-config.yaml: valid; receivers: otlp; processors: assembler, embedding_metrics, rag_metrics, "
+        "judge_metrics, failure_localization, session_metrics; "
         "exporters: file, debug; extensions: none; score metrics: prometheus"
     ]
 

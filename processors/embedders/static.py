@@ -5,8 +5,8 @@ row (128 dimensions, float16, 7 MB, shipped in `static_minilm/`; float32 in memo
 made from the full model's output for that token by `scripts/distill_static_embedder.py`
 (principal components with the top 4 dropped, frequency weights applied). A text is
 embedded by encoding it with MiniLM's own tokenizer (lowercasing, no special tokens, at
-most 254 pieces as the model reads; ASCII text by the same WordPiece in Python,
-`wordpiece`, other text by `tokenizers`) and summing its tokens' rows in numpy, then
+most 254 pieces as the model reads; ASCII words by the same WordPiece in Python,
+`wordpiece`, words with other characters by `tokenizers`) and summing its tokens' rows in numpy, then
 scaling to unit length. No context between words, so it ranks similarity close to
 MiniLM but not equal: on the 421 agent-like text pairs of
 `tests/fixtures/embedder_pairs.jsonl`, Spearman 0.90 between its cosines and MiniLM's
@@ -22,7 +22,9 @@ thread may call `embed_sync`; `embed` runs large inputs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +42,9 @@ NAME_VERSION = 1  # bump when the table is remade: the name keys caches
 # that is milliseconds, less than a hop to a worker thread costs the loop in a busy
 # collector (and tokenizing in Python, the thread would not run alongside it anyway).
 INLINE_TEXTS = 1024
+# BERT's whitespace in ASCII (its other controls it drops, which joins what they separate).
+_ASCII_WHITESPACE = re.compile(r"[ \t\n\r]+")
+MAX_CACHED_CHUNKS = 50_000  # non-ASCII chunks whose ids are kept; the table starts over when full
 
 
 class StaticEmbedder(Embedder):
@@ -66,6 +71,7 @@ class StaticEmbedder(Embedder):
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(self.max_tokens)
         self._lock = threading.Lock()
+        self._unicode_chunks: dict[str, tuple[int, ...]] = {}
         self.dimension = int(self.table.shape[1])
         self.name = f"static-minilm-v{NAME_VERSION}-d{self.dimension}"
 
@@ -88,24 +94,54 @@ class StaticEmbedder(Embedder):
         return out
 
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Each text's token ids, cut at the model's length; ASCII text is tokenized in
-        Python (the same ids, faster), the rest by the library in one call."""
+        """Each text's token ids, cut at the model's length. ASCII text is tokenized in
+        Python (the same ids, faster). Other text is cut at ASCII whitespace, which BERT's
+        tokenizer always splits at and never keeps: its ASCII chunks go the Python way,
+        the others to the library, in one call for the chunks of all texts not seen
+        before (kept, as `wordpiece` keeps ASCII chunks: a document's few accented words
+        or dashes no longer send all its text through the library)."""
         ids: list[list[int]] = []
-        others: list[int] = []
+        others: dict[int, list[str]] = {}
         for i, text in enumerate(texts):
             if text.isascii():
                 ids.append(self._ascii.ids(text)[: self.max_tokens])
             else:
                 ids.append([])
-                others.append(i)
-        if others:
-            encodings = self._tokenizer.encode_batch([texts[i] for i in others], add_special_tokens=False)
-            for i, encoding in zip(others, encodings):
-                ids[i] = encoding.ids
+                others[i] = _ASCII_WHITESPACE.split(text)
+        if not others:
+            return ids
+        known = self._unicode_chunks
+        new = list(
+            dict.fromkeys(
+                chunk for chunks in others.values() for chunk in chunks if not chunk.isascii() and chunk not in known
+            )
+        )
+        if new:
+            if len(known) + len(new) > MAX_CACHED_CHUNKS:
+                known.clear()
+            for chunk, encoding in zip(new, self._tokenizer.encode_batch(new, add_special_tokens=False)):
+                known[chunk] = tuple(encoding.ids)
+        for i, chunks in others.items():
+            text_ids: list[int] = []
+            ascii_run: list[str] = []
+            for chunk in chunks:
+                if chunk.isascii():
+                    ascii_run.append(chunk)
+                    continue
+                if ascii_run:
+                    text_ids.extend(self._ascii.ids(" ".join(ascii_run)))
+                    ascii_run.clear()
+                text_ids.extend(known[chunk])
+            if ascii_run:
+                text_ids.extend(self._ascii.ids(" ".join(ascii_run)))
+            ids[i] = text_ids[: self.max_tokens]
         return ids
 
 
-POOL_GROUP = 64  # texts pooled per numpy call: a group's rows are padded to its longest
+POOL_GROUP = 64  # texts pooled per numpy call at most: a group's rows are padded to its longest
+# A group ends before the text that would make its padded block this many times its tokens:
+# claims and passages of a few tokens beside a long one waste less than another call costs.
+MAX_PADDING = 1.5
 
 
 def _pooled(table: np.ndarray, ids: list[list[int]], zero_row: int) -> np.ndarray:
@@ -113,19 +149,37 @@ def _pooled(table: np.ndarray, ids: list[list[int]], zero_row: int) -> np.ndarra
 
     Texts are taken in order of length, a group at a time, padded with a row of zeros to
     the group's longest, so that numpy sums a dense [texts, tokens, dims] block: several
-    times faster than a segmented sum over the concatenated rows.
+    times faster than a segmented sum over the concatenated rows. The zero rows, added
+    last, leave each sum as it is, whatever the groups.
     """
     sums = np.zeros((len(ids), table.shape[1]), dtype=np.float32)
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     order = np.argsort(lengths, kind="stable")
     order = order[lengths[order] > 0]
-    for start in range(0, len(order), POOL_GROUP):
-        group = order[start : start + POOL_GROUP]
+    for group in _groups(lengths[order].tolist()):
+        group = order[group]
         group_lengths = lengths[group]
         width = int(group_lengths[-1])
         padded = np.full((len(group), width), zero_row, dtype=np.int64)
         padded[np.arange(width) < group_lengths[:, None]] = np.fromiter(
-            (token for i in group for token in ids[i]), dtype=np.int64, count=int(group_lengths.sum())
+            itertools.chain.from_iterable(ids[i] for i in group.tolist()),
+            dtype=np.int64,
+            count=int(group_lengths.sum()),
         )
         sums[group] = table[padded].sum(axis=1)
     return sums
+
+
+def _groups(lengths: list[int]) -> list[slice]:
+    """Slices of the ascending `lengths`: at most `POOL_GROUP` long, each padded to its last
+    length within `MAX_PADDING` times its total (a group of one always is)."""
+    groups, start, total = [], 0, 0
+    for at, length in enumerate(lengths):
+        count = at - start
+        if count and (count == POOL_GROUP or length * (count + 1) > MAX_PADDING * (total + length)):
+            groups.append(slice(start, at))
+            start, total = at, 0
+        total += length
+    if start < len(lengths):
+        groups.append(slice(start, len(lengths)))
+    return groups

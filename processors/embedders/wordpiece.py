@@ -13,13 +13,15 @@ library costs (~20 us per text there, ~3 us here with warm words):
   piece matches, is the single unknown token.
 What a whitespace-separated chunk ("morning;") yields depends on the chunk alone, so
 its ids are cached per chunk (the table starts over when full) and most chunks cost one
-dict lookup. Text with any non-ASCII character goes to the library, which handles
-the Unicode rules (accents, CJK, Unicode punctuation and whitespace) this does not.
+dict lookup. A chunk with any non-ASCII character goes to the library (the static
+embedder cuts such text at ASCII whitespace), which handles the Unicode rules (accents,
+CJK, Unicode punctuation and whitespace) this does not.
 `tests/processors/embedders/test_wordpiece.py` checks the two agree, on random text too.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -56,16 +58,16 @@ class AsciiWordPiece:
     def ids(self, text: str) -> list[int]:
         """Token ids of `text`, which must be ASCII."""
         chunks = self._chunks
-        ids: list[int] = []
         # After the controls are dropped, str.split's whitespace is BERT's (ASCII only).
-        for chunk in text.encode("ascii").translate(None, _DROPPED).decode("ascii").lower().split():
-            found = chunks.get(chunk)
-            if found is None:
-                if len(chunks) >= MAX_CACHED_CHUNKS:
-                    chunks.clear()
-                found = chunks[chunk] = tuple(i for word in _WORDS.findall(chunk) for i in self._pieces(word))
-            ids.extend(found)
-        return ids
+        words = text.encode("ascii").translate(None, _DROPPED).decode("ascii").lower().split()
+        found = list(map(chunks.get, words))  # most chunks were seen: one C-level pass
+        if None in found:
+            for at, chunk in enumerate(words):
+                if found[at] is None:
+                    if len(chunks) >= MAX_CACHED_CHUNKS:
+                        chunks.clear()
+                    found[at] = chunks[chunk] = tuple(i for word in _WORDS.findall(chunk) for i in self._pieces(word))
+        return list(itertools.chain.from_iterable(found))
 
     def _pieces(self, word: str) -> tuple[int, ...]:
         if len(word) > self.max_word_chars:

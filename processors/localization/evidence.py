@@ -116,6 +116,10 @@ class _Failure:
     text: str  # the error as the span states it
     status_code: int | None
 
+    @property
+    def category(self) -> str | None:
+        return category_of_error(self.text, self.status_code)
+
 
 def find_evidence(views: SpanViews, run: AgentTrace) -> list[Blame]:
     """The errors the spans state, in the order they happened (start time)."""
@@ -135,11 +139,20 @@ def find_evidence(views: SpanViews, run: AgentTrace) -> list[Blame]:
 def _failures(views: SpanViews) -> dict[str, _Failure]:
     failures = {}
     for view in views.views:
-        code = _http_status(view)
-        if view.error is not None or (code is not None and code >= 400):
-            text = view.error if view.error not in (None, "error") else f"HTTP {code}" if code else "error"
-            failures[view.span_id] = _Failure(view, text, code)
+        failure = span_failure(view)
+        if failure is not None:
+            failures[view.span_id] = failure
     return failures
+
+
+def span_failure(view: SpanView) -> _Failure | None:
+    """How the span itself says it failed (error status, exception, HTTP status of 400 or
+    more), or None: `error_status`'s reading of one span, before any blame."""
+    code = _http_status(view)
+    if view.error is None and (code is None or code < 400):
+        return None
+    text = view.error if view.error not in (None, "error") else f"HTTP {code}" if code else "error"
+    return _Failure(view, text, code)
 
 
 def _http_status(view: SpanView) -> int | None:

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]+))?"
-# A number in normalized text: not glued to a word or a longer number before it.
-_IN_TEXT = re.compile(r"(?<![\w.])([-+]?)" + NUMBER + r"(?![0-9])")
+# A number in normalized text: not glued to a word or a longer number before it. The
+# lookahead only says what a match starts with, so that the lookbehind is tried at signs
+# and digits rather than at every character (five times faster on prose).
+_IN_TEXT = re.compile(r"(?=[-+0-9])(?<![\w.])([-+]?)" + NUMBER + r"(?![0-9])")
 LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: the words of a text
 _DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus, en and figure dashes
 
@@ -62,12 +64,20 @@ class Word:
 Value = Number | Phrase | Word
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _without_combining(run: re.Match[str]) -> str:
+    return "".join(c for c in run.group() if not unicodedata.combining(c))
+
+
 def normalize(text: str) -> str:
     """Accents dropped, compatibility forms folded, dashes read as minus, casefolded, whitespace collapsed."""
     if text.isascii():  # nothing to decompose, fold or translate: the per-character pass is skipped
         return " ".join(text.casefold().split())
     decomposed = unicodedata.normalize("NFKD", text.translate(_DASHES))
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
+    # Only non-ASCII characters can be combining marks: read those runs, not every character.
+    stripped = _NON_ASCII.sub(_without_combining, decomposed)
     return " ".join(stripped.casefold().split())
 
 

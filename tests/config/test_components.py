@@ -21,6 +21,7 @@ def test_builtins_are_known_by_kind():
         "failure_localization",
         "ground_truth",
         "judge_metrics",
+        "rag_metrics",
         "session_metrics",
     ]
     assert factories.known("stage") == ["assembler", "memory_limiter", "score_router"]
