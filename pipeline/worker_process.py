@@ -116,7 +116,7 @@ class Worker:
         processors = []
         try:
             for component_id, factory, config in self.setup.processors:
-                processor = factory.create(component_id, config)
+                processor = factory.build(component_id, config)
                 processors.append((component_id, processor))
                 await processor.start()
                 _share_budgets(processor, self.setup.budget_windows.get(component_id))
