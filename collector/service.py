@@ -19,11 +19,12 @@ import time
 from collections.abc import Iterable
 
 from spanscore.collector.self_telemetry import self_telemetry
-from spanscore.config.loader import FILE_STORAGE_TYPE, Config
+from spanscore.config.loader import Config
 from spanscore.core.component import Component, Host, PipelineWatcher
 from spanscore.core.durations import format_duration
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.extensions.file_storage import FileStorage
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.gc_tuning import tune_for_collector
 from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
@@ -40,29 +41,30 @@ class Service:
     def __init__(self, config: Config):
         self.config = config
         # Extensions first: every other component finds them through the host at start.
-        self.extensions = [c.factory.create(c.id, c.config) for c in config.extensions]
+        self.extensions = [c.factory.build(c.id, c.config) for c in config.extensions]
         self.host = Host(dict(zip((c.id for c in config.extensions), self.extensions)))
         # Listed in service.extensions, file_storage turns on the write-ahead log.
-        self.storage = next(
-            (e for c, e in zip(config.extensions, self.extensions) if c.type == FILE_STORAGE_TYPE), None
-        )
+        self.storage = next((e for e in self.extensions if isinstance(e, FileStorage)), None)
         self.assembler = Assembler(config.pipeline_settings)
-        processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
-        exporters = [c.factory.create(c.id, c.config) for c in config.exporters]
+        processors = [(c.id, c.factory.build(c.id, c.config)) for c in config.processors]
+        exporters = [c.factory.build(c.id, c.config) for c in config.exporters]
         # Workers encode the traces they score when every exporter sends those bytes as
         # they are (the score router writes `eval.route` on the spans at fan-out).
         encode_traces = config.router is None and all(getattr(e, "sends_protobuf", False) for e in exporters)
         self.workers = _workers(config, processors, encode_traces)
         if self.workers is not None:  # they run in the workers
             processors = []
-        self.router = config.router.factory.create(config.router.id, config.router.config) if config.router else None
+        self.router = config.router.factory.build(config.router.id, config.router.config) if config.router else None
         self.score_metrics: ScoreMetrics | None = None
-        if config.metric_exporters:
-            interval_s = config.service.pipelines.metrics.export_interval
+        metrics = config.service.pipelines.metrics  # the metric exporters are what it lists
+        if metrics is not None and config.metric_exporters:
             self.score_metrics = ScoreMetrics(
-                [_reader(c.factory.create_metric_reader, c.id, c.config, interval_s) for c in config.metric_exporters],
-                config.service.pipelines.metrics.span_attributes,
-                config.service.pipelines.metrics.max_label_values,
+                [
+                    _reader(c.factory.create_metric_reader, c.id, c.config, metrics.export_interval)
+                    for c in config.metric_exporters
+                ],
+                metrics.span_attributes,
+                metrics.max_label_values,
             )
         self.evaluation_logs: EvaluationLogs | None = None
         if config.log_exporters:
@@ -81,15 +83,15 @@ class Service:
         self.memory_limiter = None  # between the receivers and the pipeline, when configured
         if config.memory_limiter is not None:
             limiter = config.memory_limiter
-            self.memory_limiter = limiter.factory.create(limiter.id, limiter.config, self.pipeline.intake)
+            self.memory_limiter = limiter.factory.build(limiter.id, limiter.config, self.pipeline.intake)
         intake = self.memory_limiter or self.pipeline.intake
-        self.receivers = [c.factory.create(c.id, c.config, intake) for c in config.receivers]
+        self.receivers = [c.factory.build(c.id, c.config, intake) for c in config.receivers]
         if self.score_metrics is not None:
             self.score_metrics.observe(self_telemetry(self._components()))
 
     @property
     def processors(self) -> list[Component]:
-        local = [processor for _, processor in self.pipeline.processors]
+        local: list[Component] = [processor for _, processor in self.pipeline.processors]
         scoring = local if self.workers is None else [*local, self.workers]
         return scoring if self.router is None else [*scoring, self.router]
 
@@ -196,7 +198,7 @@ def _workers(config: Config, processors: list, encode_traces: bool) -> WorkerSco
         logging.getLogger("spanscore").getEffectiveLevel(),
         windows,
         span_events=config.service.pipelines.traces.span_events,
-        score_labels=frozenset(metrics.span_attributes) if config.metric_exporters else None,
+        score_labels=frozenset(metrics.span_attributes) if metrics is not None and config.metric_exporters else None,
         encode_traces=encode_traces,
         # Evaluation logs, the router and exporters that build requests read the results.
         send_results=not encode_traces or bool(config.log_exporters),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
-from spanscore.core.component import ComponentFactory, Kind
+from spanscore.core.component import ComponentConfig, ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
 from spanscore.pipeline import assembler, memory_limiter, score_router
@@ -67,18 +67,19 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
 )
 
 
-_Settings = TypeVar("_Settings")
+_Settings = TypeVar("_Settings", bound=ComponentConfig)
+_Built = TypeVar("_Built", covariant=True)
 
 
 @dataclass(frozen=True)
-class ConfiguredComponent(Generic[_Settings]):
+class ConfiguredComponent(Generic[_Settings, _Built]):
     """A component as the config defines it: its id, type, validated settings and factory.
     The service builds the running component from it."""
 
     id: str
     type: str
     config: _Settings
-    factory: ComponentFactory
+    factory: ComponentFactory[_Settings, _Built]
 
 
 @dataclass

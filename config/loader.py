@@ -29,16 +29,18 @@ from spanscore.config.pipelines import (
     traces_stages,
 )
 from spanscore.core.auth import ClientAuthenticator, ServerAuthenticator, ServerAuthSettings, auth_references
-from spanscore.core.component import component_type
+from spanscore.core.component import Component, ComponentConfig, component_type
 from spanscore.core.durations import Duration, format_duration
 from spanscore.core.key_path import KEY_ITSELF, key_path
 from spanscore.core.problem_list import ProblemListError
 from spanscore.core.quoting import excerpt
 from spanscore.core.score_encoding import PREFIX, is_result_field
+from spanscore.core.trace_exporter import TraceExporter
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES
-from spanscore.pipeline.memory_limiter import MemoryLimiterConfig
-from spanscore.pipeline.score_router import ScoreRouterConfig
+from spanscore.pipeline.memory_limiter import MemoryLimiter, MemoryLimiterConfig
+from spanscore.pipeline.score_router import ScoreRouter, ScoreRouterConfig
 from spanscore.pipeline.settings import PipelineSettings
+from spanscore.processors.base import Processor
 
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 # Unless set, the exporters' share of a stop: a third of shutdown_timeout (10s of the default 30s).
@@ -171,19 +173,20 @@ class Config:
     """A validated config: only the components the service uses, in pipeline order."""
 
     service: ServiceConfig
-    receivers: list[ConfiguredComponent]
+    receivers: list[ConfiguredComponent[ComponentConfig, Component]]
     # The traces pipeline's processors list, split (config.pipelines): the assembler stage
     # (always present; its settings are the pipeline's), the processors that score, the
     # score router stage, which acts at fan-out, and the memory limiter stage, which
     # guards the receivers.
-    assembler: ConfiguredComponent[PipelineSettings]
-    processors: list[ConfiguredComponent]  # those that score, in pipeline order
-    exporters: list[ConfiguredComponent]
-    extensions: list[ConfiguredComponent]
-    router: ConfiguredComponent[ScoreRouterConfig] | None = None
-    metric_exporters: list[ConfiguredComponent] = field(default_factory=list)
-    log_exporters: list[ConfiguredComponent] = field(default_factory=list)
-    memory_limiter: ConfiguredComponent[MemoryLimiterConfig] | None = None
+    assembler: ConfiguredComponent[PipelineSettings, None]
+    processors: list[ConfiguredComponent[ComponentConfig, Processor]]  # those that score, in pipeline order
+    exporters: list[ConfiguredComponent[ComponentConfig, TraceExporter]]
+    extensions: list[ConfiguredComponent[ComponentConfig, Component]]
+    router: ConfiguredComponent[ScoreRouterConfig, ScoreRouter] | None = None
+    # Their factories' create_metric_reader and create_log_exporter build what these pipelines use.
+    metric_exporters: list[ConfiguredComponent[ComponentConfig, object]] = field(default_factory=list)
+    log_exporters: list[ConfiguredComponent[ComponentConfig, object]] = field(default_factory=list)
+    memory_limiter: ConfiguredComponent[MemoryLimiterConfig, MemoryLimiter] | None = None
     source: str = "<memory>"
     unused: list[str] = field(default_factory=list)
     processor_ids: tuple[str, ...] = ()  # the pipeline's processors as listed, the assembler first
@@ -462,7 +465,7 @@ def _described(prefix: str, errors: list[ErrorDetails]) -> list[tuple[str, str]]
     for error in errors:
         path = key_path(prefix, error["loc"])
         message = error["msg"]
-        if error["type"] == "value_error":
+        if error["type"] == "value_error" and "ctx" in error:
             message = str(error["ctx"]["error"])  # without pydantic's "Value error, " prefix
         if error["type"] == "extra_forbidden":
             message = "unknown key"

@@ -27,8 +27,8 @@ from spanscore.config.components import ConfiguredComponent, Factories
 from spanscore.core.component import ComponentFactory, component_type
 from spanscore.core.quoting import excerpt
 from spanscore.pipeline import assembler, memory_limiter, score_router
-from spanscore.pipeline.memory_limiter import MemoryLimiterConfig
-from spanscore.pipeline.score_router import ScoreRouterConfig
+from spanscore.pipeline.memory_limiter import MemoryLimiter, MemoryLimiterConfig
+from spanscore.pipeline.score_router import ScoreRouter, ScoreRouterConfig
 from spanscore.pipeline.settings import PipelineSettings
 
 ASSEMBLER_TYPE = assembler.FACTORY.type
@@ -77,10 +77,10 @@ class ListedComponents:
 class TracesStages:
     """The traces pipeline's processors list, split into the stages and those that score."""
 
-    assembler: ConfiguredComponent[PipelineSettings]
+    assembler: ConfiguredComponent[PipelineSettings, None]  # the service builds it itself
     processors: list[ConfiguredComponent]  # those that score, in pipeline order
-    router: ConfiguredComponent[ScoreRouterConfig] | None
-    memory_limiter: ConfiguredComponent[MemoryLimiterConfig] | None
+    router: ConfiguredComponent[ScoreRouterConfig, ScoreRouter] | None
+    memory_limiter: ConfiguredComponent[MemoryLimiterConfig, MemoryLimiter] | None
     processor_ids: tuple[str, ...]  # as listed, the assembler first, the memory limiter left out
 
 
@@ -167,10 +167,10 @@ def traces_stages(listed: ListedComponents, processors: dict[str, ConfiguredComp
     limiters = [c for c in listed.components["processors"] if c.type == MEMORY_LIMITER_TYPE]
     routers = [c for c in in_order if c.type == SCORE_ROUTER_TYPE]
     return TracesStages(
-        assembler=cast(ConfiguredComponent[PipelineSettings], in_order[0]),
+        assembler=cast(ConfiguredComponent[PipelineSettings, None], in_order[0]),
         processors=[c for c in in_order[1:] if c.factory.kind == "processor"],
-        router=cast(ConfiguredComponent[ScoreRouterConfig], routers[0]) if routers else None,
-        memory_limiter=cast(ConfiguredComponent[MemoryLimiterConfig], limiters[0]) if limiters else None,
+        router=cast(ConfiguredComponent[ScoreRouterConfig, ScoreRouter], routers[0]) if routers else None,
+        memory_limiter=cast(ConfiguredComponent[MemoryLimiterConfig, MemoryLimiter], limiters[0]) if limiters else None,
         processor_ids=tuple(c.id for c in in_order),
     )
 

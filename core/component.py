@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -93,9 +93,8 @@ class PipelineWatcher(Protocol):
     def pipeline_not_ready(self) -> None: ...
 
 
-# How each kind is built; the service calls `create` with these arguments.
-ReceiverCreate = Callable[[str, Any, "TracesConsumer"], Component]  # (id, config, next consumer)
-ComponentCreate = Callable[[str, Any], Component]  # (id, config): processors, exporters, extensions
+Settings = TypeVar("Settings", bound=ComponentConfig)  # a component type's config model
+Built = TypeVar("Built", covariant=True)  # what its `create` builds
 # (id, config, export interval in seconds, host) -> a reader for the score metrics.
 MetricReaderCreate = Callable[[str, Any, float, Host], "MetricReader"]
 # (id, config, host) -> an exporter of the evaluation events as log records.
@@ -103,7 +102,7 @@ LogExporterCreate = Callable[[str, Any, Host], "LogRecordExporter"]
 
 
 @dataclass(frozen=True)
-class ComponentFactory:
+class ComponentFactory(Generic[Settings, Built]):
     """One component type: what the config may say about it and how to build it.
 
     `create` is None for a type with no traces role (an exporter of metrics only, or
@@ -115,10 +114,17 @@ class ComponentFactory:
 
     kind: Kind
     type: str
-    config_model: type[ComponentConfig]
-    create: ReceiverCreate | ComponentCreate | None
+    config_model: type[Settings]
+    # Called with (id, config); a receiver's and the memory limiter's also with the next consumer.
+    create: Callable[..., Built] | None
     create_metric_reader: MetricReaderCreate | None = None
     create_log_exporter: LogExporterCreate | None = None
+
+    def build(self, component_id: str, config: Settings, *consumer: TracesConsumer) -> Built:
+        """A new instance for the traces pipeline; the config lists no type without a traces role there."""
+        if self.create is None:
+            raise TypeError(f"{self.kind} type {self.type!r} has no traces role: it is not built from the config")
+        return self.create(component_id, config, *consumer)
 
 
 def component_type(component_id: str) -> str:

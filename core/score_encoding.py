@@ -145,9 +145,10 @@ def result_attributes(result: MetricResult, source: Provenance) -> list[tuple[st
     """The attributes of `result`, scored by `source`, in the order they are written."""
     keys = result_keys(result.name)
     pairs: list[tuple[str, str | float]] = [(keys.evaluator, source.evaluator), (keys.revision, source.revision)]
-    if result.score is not None:
+    label = result.label  # there is one exactly when there is a score
+    if result.score is not None and label is not None:
         pairs.append((keys.score, float(result.score)))
-        pairs.append((keys.label, result.label))
+        pairs.append((keys.label, label))
     if result.explanation:
         pairs.append((keys.explanation, result.explanation))
     if result.error is not None:

@@ -39,7 +39,9 @@ class TraceExporter(Component, Protocol):
     sent_spans: int
     dropped_spans: int
     kept_spans: int  # given up on undelivered, kept by the write-ahead log for the next start
-    dropped_by_reason: Mapping[str, int]  # the same spans by why: DROP_REASONS
+
+    @property  # read-only, so an exporter may count in a Counter
+    def dropped_by_reason(self) -> Mapping[str, int]: ...  # the same spans by why: DROP_REASONS
 
     def enqueue(self, trace: Trace) -> None: ...
 

@@ -142,6 +142,8 @@ class ScoreMetrics:
                 instrument, name = self._results, RESULT_COUNTER
             elif counter == FAILURES:
                 instrument, name = self._failures, FAILURE_COUNTER
+            elif evaluator is None:  # usage is counted by the evaluator that was paid
+                raise ValueError(f"{counter} counted without an evaluator")
             elif counter == CALLS:
                 instrument = self._usage_counters_for(evaluator)[0]
                 name = USAGE_CALLS_COUNTER.format(evaluator=evaluator)

@@ -118,6 +118,16 @@ def ordinal_scale(labels: Iterable[HumanLabel]) -> Scale | None:
     return scale
 
 
+def _points(labels: Iterable[HumanLabel], scale: Scale) -> np.ndarray:
+    """Each label's point on `scale`, 0 its lowest: of labels ordinal_scale found on it."""
+    points = []
+    for label in labels:
+        if label.score is None:
+            raise ValueError("a label without a score has no point on a scale")
+        points.append(int(label.score - scale.low))
+    return np.array(points)
+
+
 def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED) -> dict[str, Any]:
     """The result of one group, as `agree --json` writes it."""
     rows = group.rows
@@ -134,7 +144,7 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
 
     scale = ordinal_scale(row.human for row in rows)
     if scale is not None:
-        human_points = np.array([int(r.human.score - scale.low) for r in rows])
+        human_points = _points((r.human for r in rows), scale)
         judge_points = np.array([scale.point_of_unit(r.judge.score) for r in rows])
         point_weights = stats.quadratic_weights(scale.points)
 
@@ -255,8 +265,8 @@ def _human_kappa(rows: Sequence[Compared], resamples: int, seed: int) -> dict[st
     bootstrap = stats.Bootstrap(np.array([traces[trace] for trace, _, _ in pairs]), resamples, seed)
     scale = ordinal_scale(label for _, a, b in pairs for label in (a, b))
     if scale is not None:
-        first = np.array([int(a.score - scale.low) for _, a, _ in pairs])
-        second = np.array([int(b.score - scale.low) for _, _, b in pairs])
+        first = _points((a for _, a, _ in pairs), scale)
+        second = _points((b for _, _, b in pairs), scale)
         k, disagreement = scale.points, stats.quadratic_weights(scale.points)
     else:
         verdicts = [(a.verdict(threshold), b.verdict(threshold)) for _, a, b in pairs]

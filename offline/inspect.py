@@ -101,7 +101,7 @@ def describe(trace: Trace, scope: ScoreScope) -> dict[str, Any]:
     }
     if skip is SESSION_CARRIER:
         # A report spanscore wrote, not an agent's work: its links and results, no agent view.
-        record["linked_traces"] = [link.trace_id.hex() for link in anchor.links]
+        record["linked_traces"] = [link.trace_id.hex() for link in anchor.links] if anchor is not None else []
     else:
         agent = agent_trace_of(trace)
         record.update(
@@ -126,25 +126,25 @@ def run(
     err: TextIO | None = None,
 ) -> int:
     """The `inspect` command: traces to `out`, problems to `err`; 0, or 2 on any problem."""
-    out = out or sys.stdout
+    stdout: TextIO = out or sys.stdout  # declared: typeshed types sys.stdout partly as Any
     err = err or sys.stderr
     inspection = inspect_files(paths, assembler_config)
     for line in shown_problems(inspection.problems):
         print(f"spanscore inspect: {line}", file=err)
     for record in inspection.traces:
         if as_json:
-            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         else:
-            out.write("\n".join(human_lines(record)) + "\n\n")
+            stdout.write("\n".join(human_lines(record)) + "\n\n")
     # Nothing read for want of a readable file: the problems say it all, no "0 traces".
     if not as_json and (inspection.traces or not inspection.problems):
         scored = sum(1 for record in inspection.traces if record["scored"])
         formats = f" ({formats_text(inspection.formats)})" if inspection.formats else ""
-        out.write(
+        stdout.write(
             f"{counted(len(inspection.traces), 'trace')} in {counted(inspection.files, 'file')}{formats}; "
             f"{scored} would be scored\n"
         )
-    out.flush()
+    stdout.flush()
     return EXIT_PROBLEMS if inspection.problems else 0
 
 

@@ -19,9 +19,10 @@ import asyncio
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TextIO
 
 from tqdm import tqdm
@@ -37,6 +38,7 @@ from spanscore.offline.otlp_files import formats_text, read_requests
 from spanscore.offline.reading_bounds import shown_problems
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.wiring import Pipeline
+from spanscore.processors.judge_metrics.processor import JudgeMetricsConfig
 from spanscore.receivers.ingest import InvalidRequest
 from spanscore.receivers.memory import MemoryReceiver
 
@@ -85,7 +87,8 @@ class ResultTally:
     """A trace exporter that only counts the results of what passes (for the summary)."""
 
     id = "tally"
-    dropped_spans = 0
+    sent_spans = dropped_spans = kept_spans = 0
+    dropped_by_reason: Mapping[str, int] = MappingProxyType({})
 
     def __init__(self, summary: ScoreSummary):
         self.summary = summary
@@ -117,7 +120,7 @@ async def score_files(
     started = time.monotonic()
     clock = LogicalClock()
     step = config.pipeline_settings.trace_wait / REQUESTS_PER_TRACE_WAIT
-    processors = [(c.id, c.factory.create(c.id, c.config)) for c in config.processors]
+    processors = [(c.id, c.factory.build(c.id, c.config)) for c in config.processors]
     writer = FileExporter("file/score", FileExporterConfig(path=str(output), append=False))
     pipeline = Pipeline(
         Assembler(config.pipeline_settings),
@@ -282,8 +285,11 @@ def with_dataset(config: Config, dataset: Path) -> Config:
             component.id, GROUND_TRUTH, factory.config_model.model_validate(settings), factory
         )
     else:
-        judge = next((c.config.judge for c in processors if c.type == "judge_metrics" and c.config.configured), None)
-        settings = {"dataset": str(dataset)}
+        judge = next(
+            (c.config.judge for c in processors if isinstance(c.config, JudgeMetricsConfig) and c.config.configured),
+            None,
+        )
+        settings: dict[str, object] = {"dataset": str(dataset)}
         if judge is not None:
             settings["judge"] = judge.model_dump()
         # Before failure_localization, which reads the verdicts of the processors before it.

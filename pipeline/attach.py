@@ -79,7 +79,7 @@ class ScoreAttacher:
         if prepared is not None and prepared.encoded is None:
             self._merge(trace, scored, prepared)
         self._emit_logs(trace, scored)
-        if batch and observations is None:
+        if batch and observations is None and self.score_metrics is not None:
             self.score_metrics.record_observations(batch)
 
     def observe(self, observations: ScoreObservations) -> None:
@@ -157,7 +157,7 @@ class ScoreAttacher:
         carrier = self.writer.carrier(
             session.session_id, session.resource, links, session.results, scored, start_ns, observations
         )
-        if observations:
+        if observations and self.score_metrics is not None:
             self.score_metrics.record_observations(observations)
         return carrier
 

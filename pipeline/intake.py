@@ -92,7 +92,10 @@ class Intake:
 
     def replay(self, requests: list[Replayed]) -> None:
         """Take back what the write-ahead log held at start, without the traces already exported."""
-        wal = self.book.log
+        book = self.book
+        if book is None:
+            raise RuntimeError("replay takes back the write-ahead log's requests, and this pipeline keeps no log")
+        wal = book.log
         now = self.clock()
         for replayed in requests:
             request = ExportTraceServiceRequest.FromString(replayed.data)
@@ -103,7 +106,7 @@ class Intake:
                         if len(keep) < len(scope_spans.spans):
                             del scope_spans.spans[:]
                             scope_spans.spans.extend(keep)
-            self.book.rescore_only(replayed.rescore_traces)
+            book.rescore_only(replayed.rescore_traces)
             outcome = self.assembler.add(request, now, replayed.sequence)
             wal.adopt(replayed.sequence, outcome.accepted)
             self.counts.held_spans += outcome.accepted

@@ -224,7 +224,7 @@ def attach_attributes(span: Span, attributes: Iterable[SpanAttribute]) -> None:
         span.MergeFromString(_new_attributes(span, pairs))
 
 
-def _new_attributes(span: Span, pairs: list[tuple[str, str | bool | int | float]], look: bool = True) -> bytes:
+def _new_attributes(span: Span, pairs: Sequence[tuple[str, str | bool | int | float]], look: bool = True) -> bytes:
     """Wire bytes appending the pairs whose key `span` lacks; those it has get the new value
     in place (the last of a repeated key wins). `look=False`: the caller knows `span` has
     none of the (`eval.*`) keys."""

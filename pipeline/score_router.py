@@ -80,7 +80,7 @@ class Condition(ComponentConfig):
 
 
 class RouteConfig(ComponentConfig):
-    name: str | None = None
+    name: str = ""  # unnamed: the table names it by its position
     when: Condition
     exporters: list[str] = Field(min_length=1)
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -95,9 +95,10 @@ class ScoreRouterConfig(ComponentConfig):
     def _named(cls, table):
         # An unnamed route is called by its position, as it is marked on the spans.
         if isinstance(table, list):
+            routes = (dict(route) if isinstance(route, RouteConfig) else route for route in table)
             return [
                 {**route, "name": route.get("name") or f"route{i}"} if isinstance(route, dict) else route
-                for i, route in enumerate(table)
+                for i, route in enumerate(routes)
             ]
         return table
 

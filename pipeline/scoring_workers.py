@@ -102,7 +102,7 @@ class WorkerScoring:
         problems = [str(r) for r in ready if isinstance(r, BaseException)]
         if problems:
             raise RuntimeError(f"scoring workers failed to start: {problems[0]}")
-        self._provenance = ready[0]
+        self._provenance = next(r for r in ready if not isinstance(r, BaseException))
         log.info("scoring in %d worker processes (pids %s)", self.count, ", ".join(str(w.pid) for w in self._workers))
 
     def provenance(self) -> dict[str, Provenance]:
@@ -147,7 +147,7 @@ class WorkerScoring:
             # A trace outside the sessions (none opened for it) goes without its session id.
             sent = [sent_trace(traces[p], traces[p].session_id if sessions[p] is not None else None) for p in at]
             asked.append(self._workers[index].score_traces(sent))
-        answers: list[Scored] = [None] * len(traces)  # type: ignore[list-item]  # each set below
+        answers: list[Scored | None] = [None] * len(traces)  # each set below
         for at, answer in zip(positions.values(), await asyncio.gather(*asked, return_exceptions=True)):
             if isinstance(answer, WorkerLost):
                 answer = [Scored.failed(self.metric_names, answer) for _ in at]
@@ -155,12 +155,15 @@ class WorkerScoring:
                 raise answer
             for position, scored in zip(at, answer):
                 answers[position] = scored
-        for trace, session, scored in zip(traces, sessions, answers):
+        scored_traces = [scored for scored in answers if scored is not None]
+        if len(scored_traces) < len(traces):
+            raise RuntimeError(f"the scoring workers answered {len(scored_traces)} of {len(traces)} traces")
+        for trace, session, scored in zip(traces, sessions, scored_traces):
             if session is not None and scored.skip_reason is None:
                 trace.results = scored.results
                 prepared = scored.prepared
                 session.traces.append(TraceSummary.of(trace, prepared.scores if prepared is not None else None))
-        return answers
+        return scored_traces
 
     def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
         skip = scope_skip_reason(self._scope, trace)

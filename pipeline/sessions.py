@@ -153,16 +153,19 @@ class Sessions:
             await asyncio.wait(list(self._closing), timeout=remaining)
 
     async def _close(self, session: Session) -> None:
+        scoring = self.scoring
+        if scoring is None:
+            raise RuntimeError("sessions are opened by scoring their traces, and this pipeline scores none")
         scored: Scored | None = None
         start_ns = time.time_ns()
         try:
             if session.cut_off:  # its metrics would read traces the shutdown left unscored
-                scored = Scored.skipped(self.scoring.session_metric_names, self._why)
+                scored = Scored.skipped(scoring.session_metric_names, self._why)
             elif session.traces:  # else none of its traces was scored: nothing to close on
                 try:
-                    scored = await self.scoring.score_session(session)
+                    scored = await scoring.score_session(session)
                 except asyncio.CancelledError:  # cut off at shutdown
-                    scored = Scored.skipped(self.scoring.session_metric_names, self._why)
+                    scored = Scored.skipped(scoring.session_metric_names, self._why)
                     raise
         finally:
             earlier = self._earlier_carriers.pop(session.session_id, ())

@@ -46,7 +46,8 @@ class WorkerLost(RuntimeError):
 class WorkerProcess(Protocol):
     """What the handle needs of the process (a `multiprocessing` process, or a test's)."""
 
-    pid: int | None
+    @property
+    def pid(self) -> int | None: ...  # None until started
 
     @property
     def exitcode(self) -> int | None: ...
@@ -73,6 +74,8 @@ class WorkerHandle:
         self.index = index
         self._conn = conn
         self._process = process
+        if process.pid is None:
+            raise ValueError(f"scoring worker {index}'s process was not started")
         self.pid = process.pid
         self._loop = loop
         self._on_lost = on_lost

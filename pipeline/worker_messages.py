@@ -23,6 +23,7 @@ from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.encoded_trace import Origins
 from spanscore.pipeline.score_scope import ScoreScopeConfig
 from spanscore.pipeline.scoring import Scored
+from spanscore.processors.base import Processor
 from spanscore.processors.judge_metrics.budget import BudgetWindow
 from spanscore.processors.judge_metrics.telemetry import JudgeTelemetry
 
@@ -31,7 +32,7 @@ from spanscore.processors.judge_metrics.telemetry import JudgeTelemetry
 class WorkerSetup:
     """What a worker process needs to build the same processors as the collector."""
 
-    processors: list[tuple[str, ComponentFactory, ComponentConfig]]
+    processors: list[tuple[str, ComponentFactory[ComponentConfig, Processor], ComponentConfig]]
     scope: ScoreScopeConfig
     log_level: int
     # Per processor that calls judges: the hourly budget window its judges share with the

@@ -117,7 +117,7 @@ class Worker:
         processors = []
         try:
             for component_id, factory, config in self.setup.processors:
-                processor = factory.create(component_id, config)
+                processor = factory.build(component_id, config)
                 processors.append((component_id, processor))
                 await processor.start()
                 _share_budgets(processor, self.setup.budget_windows.get(component_id))
@@ -234,12 +234,12 @@ class Worker:
         """Its scores as the bytes the collector merges (or the whole trace encoded with
         them), its score metrics observed; left to the collector when the writer declines."""
         prepared = self.writer.prepare_trace(trace, scored, self._observing)
-        if prepared is None:
+        anchor = trace.anchor  # there is one when the writer prepared scores
+        if prepared is None or anchor is None:
             return
         if not self.setup.encode_traces:
             scored.prepared = prepared
             return
-        anchor = trace.anchor
         encoded = _encoded(origins, trace, anchor, prepared.anchor, prepared.span_fields)
         scored.attributes = []  # encoded with the trace; the collector reads them nowhere else
         if self.setup.send_results:

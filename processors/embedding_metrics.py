@@ -22,7 +22,7 @@ from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_summary_of
-from spanscore.processors.base import Processor
+from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
 from spanscore.processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
@@ -57,7 +57,7 @@ class EmbeddingMetrics(Processor):
             for name, settings in ((COHERENCE, config.coherence), (LOOP_DETECTION, config.loop_detection))
             if settings.enabled
         )
-        self.embedder = None
+        self.embedder: Embedder | None = None  # from start to shutdown
         self._warm_up: asyncio.Task | None = None
 
     @property
@@ -81,6 +81,11 @@ class EmbeddingMetrics(Processor):
         settings = self.config.coherence if metric_name == COHERENCE else self.config.loop_detection
         return Provenance(name, revision_of(metric_name, name, settings.model_dump()))
 
+    def _started_embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise RuntimeError(f"{self.id} embeds between its start and its shutdown")
+        return self.embedder
+
     async def shutdown(self, deadline: float) -> None:
         if self._warm_up is not None:
             self._warm_up.cancel()
@@ -88,7 +93,7 @@ class EmbeddingMetrics(Processor):
         if embedder is not None:
             await embedder.close()
 
-    async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
+    async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         [outputs] = await self.process_batch([(trace, session)])
         if isinstance(outputs, BaseException):
             raise outputs
@@ -97,7 +102,7 @@ class EmbeddingMetrics(Processor):
     async def process_batch(
         self,
         items: Sequence[tuple[Trace, Session | None]],
-    ) -> list[list[MetricResult] | BaseException]:
+    ) -> list[Sequence[TraceOutput] | BaseException]:
         """The batch's inputs and outputs embedded in one call, then each trace scored."""
         coherence_on = self.config.coherence.enabled
         loop_on = self.config.loop_detection.enabled
@@ -107,13 +112,13 @@ class EmbeddingMetrics(Processor):
             text for summary in summaries if summary is not None for text in (summary.user_input, summary.final_output)
         ]
         try:
-            vectors = await self.embedder.embed(texts) if texts else None
+            vectors = await self._started_embedder().embed(texts) if texts else None
         except Exception as exc:  # each trace fails as it would have alone
             return [exc if want else [] for want in wanted]
-        outputs: list[list[MetricResult] | BaseException] = []
+        outputs: list[Sequence[TraceOutput] | BaseException] = []
         row = 0
         for (_, session), summary in zip(items, summaries):
-            if summary is None:
+            if summary is None or vectors is None:  # vectors are there when a summary is
                 outputs.append([])
                 continue
             try:

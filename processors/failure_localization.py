@@ -194,13 +194,14 @@ class FailureLocalization(Processor):
 
     def _source(self, judged: Judged | None, steps: int) -> str:
         """What looked for the errors, for the explanation."""
-        if self.localizer is None:
+        judge = self.config.judge  # the localizer's, set when there is one
+        if self.localizer is None or judge is None:
             return NO_JUDGE
         if judged is None:
             return "no steps for the judge to read; evidence only"
         requests = f"{judged.requests} request{'s' if judged.requests != 1 else ''}"
         how = f"{requests}, {judged.steps_read} of {steps} steps read"
-        text = f"judged by {self.config.judge.model} ({self.config.long_runs} when long; {how})"
+        text = f"judged by {judge.model} ({self.config.long_runs} when long; {how})"
         if judged.stopped is not None:
             if judged.stopped.error_type == BUDGET_EXHAUSTED:
                 text += "; the judge's budget is spent, the rest is evidence only"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import cast
 
 from aiohttp import web
 
@@ -46,7 +47,7 @@ class Connections:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
-        connection = self.open.get(request.transport)
+        connection = self.open.get(request.transport) if request.transport is not None else None
         loop = asyncio.get_running_loop()
         began = loop.time() if connection is None else connection.request_started()
         request[_DEADLINE] = began + self.limits.read_timeout
@@ -71,7 +72,8 @@ class Connections:
         return False
 
     def _closed(self, connection: _Connection) -> None:
-        self.open.pop(connection.transport, None)
+        if connection.transport is not None:
+            self.open.pop(connection.transport, None)
         if self._full and len(self.open) < self.limits.max_connections:
             self._full = False
             log.info("OTLP/HTTP receiver is below max_connections again; taking connections")
@@ -95,12 +97,16 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         connections = self._connections
-        if not connections._admit(transport):
+        if connections.handler_factory is None:
+            raise RuntimeError("a connection arrived before the site started")
+        # A stream protocol's transport is a Transport; typeshed types it as the base class.
+        stream = cast(asyncio.Transport, transport)
+        if not connections._admit(stream):
             return
-        self.transport = transport
-        connections.open[transport] = self
+        self.transport = stream
+        connections.open[stream] = self
         self._inner = connections.handler_factory()
-        self._inner.connection_made(transport)
+        self._inner.connection_made(stream)
         self._start_headers()
 
     def data_received(self, data: bytes) -> None:
@@ -172,6 +178,7 @@ class LimitedSite(web.BaseSite):
         self._connections = connections
         self._host = host
         self._port = port
+        self._listening: asyncio.Server | None = None  # the site's _server, typed as what create_server returns
 
     @property
     def name(self) -> str:
@@ -181,13 +188,13 @@ class LimitedSite(web.BaseSite):
     @property
     def port(self) -> int:
         """The port listened on (the real one when 0 was asked for)."""
-        return self._server.sockets[0].getsockname()[1] if self._server is not None else self._port
+        return self._listening.sockets[0].getsockname()[1] if self._listening is not None else self._port
 
     async def start(self) -> None:
         await super().start()
         self._connections.handler_factory = self._runner.server
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
+        self._server = self._listening = await loop.create_server(
             self._connections,
             self._host,
             self._port,

@@ -195,7 +195,8 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
     if isinstance(data, str):
         return Message(role=default_role, content=data)
     if isinstance(data, list) and len(data) == 2 and all(isinstance(item, str) for item in data):
-        return Message(role=ROLE_ALIASES.get(data[0], data[0]), content=data[1])  # LangChain ("user", text)
+        speaker: str = data[0]
+        return Message(role=ROLE_ALIASES.get(speaker, speaker), content=data[1])  # LangChain ("user", text)
     if not isinstance(data, MAPPING):
         return None
     if "data" in data and data.get("type") in _LANGCHAIN_TYPES and isinstance(data["data"], MAPPING):

@@ -133,11 +133,11 @@ def _index_fact(prefix: str) -> Callable[[KeyShape], tuple[int, ...]]:
     if fact is None:
         size = len(prefix)
 
-        def fact(shape: KeyShape) -> tuple[int, ...]:
+        def indices(shape: KeyShape) -> tuple[int, ...]:
             found = {key[size:].partition(".")[0] for key in shape.under(prefix)}
             return tuple(sorted(int(head) for head in found if head.isdigit()))
 
-        _INDEX_FACTS[prefix] = fact
+        fact = _INDEX_FACTS[prefix] = indices
     return fact
 
 

@@ -354,7 +354,7 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[str]:
     out = []
     for error in exc.errors(include_url=False):
         path = key_path(prefix, error["loc"])
-        if error["type"] == _PROBLEMS:
+        if error["type"] == _PROBLEMS and "ctx" in error:
             for subpath, message in error["ctx"]["problems"]:
                 out.append(f"{_join(path, subpath)}: {message}")
             continue

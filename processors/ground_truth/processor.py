@@ -256,7 +256,7 @@ class GroundTruth(Processor):
         if usage is not None:
             results.append(usage)
             attempt.tool_usage.append((turn, bool(usage.passed)))
-        if verdict is not None:
+        if verdict is not None and expected is not None:  # a verdict is given on what was expected
             results.append(self._answer(attempt, turn, expected, verdict, usage))
         elif answer is not None:
             results.append(answer)
@@ -333,7 +333,9 @@ class GroundTruth(Processor):
         tools_ok = usage is None or not self.config.require_tools or (usage.score or 0.0) >= self.config.tool_threshold
         correct = verdict.score >= threshold and tools_ok
         attempt.answers.append((turn, correct))
-        why = "" if tools_ok else f"; tool usage {usage.score:.2f} is below {self.config.tool_threshold}"
+        why = (
+            "" if tools_ok or usage is None else f"; tool usage {usage.score:.2f} is below {self.config.tool_threshold}"
+        )
         return MetricResult(
             name="answer_correctness",
             score=verdict.score,
@@ -353,7 +355,7 @@ class GroundTruth(Processor):
         ]
         if pending and self.judging is None:
             attempt.progress_error = attempt.progress_error or f"subgoals not judged: {NO_JUDGE}"
-        elif pending:
+        elif pending and self.judging is not None:
             try:
                 verdicts = await self.judging.subgoal_verdicts(case, attempt.turns, pending)
             except JudgeError as exc:

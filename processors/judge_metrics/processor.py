@@ -254,8 +254,11 @@ class JudgeMetrics(Processor):
     def provenance(self, metric_name: str) -> Provenance:
         # The rubric's wording and code, and every setting that changes how it is asked.
         rubric = RUBRICS[metric_name]
+        judge = self.config.judge
+        if judge is None:  # then it has no metric_names
+            raise ValueError(f"{self.id} has no judge, so no {metric_name} to say the provenance of")
         return Provenance(
-            self.config.judge.model,
+            judge.model,
             revision_of(
                 metric_name,
                 inspect.getsource(type(rubric)),
@@ -333,7 +336,7 @@ def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
 
 
 def _skipped_when_over_budget(result: MetricResult) -> TraceOutput:
-    if result.error_type == BUDGET_EXHAUSTED:
+    if result.error_type == BUDGET_EXHAUSTED and result.error is not None:  # it says why
         return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result
 

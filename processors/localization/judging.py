@@ -140,6 +140,11 @@ class Localizer:
         self.max_input_tokens = max_input_tokens
         self.max_field_chars = max_field_chars
 
+    def _asked(self) -> Judge:
+        if self.judge is None:
+            raise ValueError("a Localizer without a judge only measures the room in its prompts")
+        return self.judge
+
     async def localize(self, run: AgentTrace, evidence: Sequence[Blame]) -> Judged:
         steps = run_steps(run)
         judged = Judged()
@@ -216,7 +221,7 @@ class Localizer:
     ) -> str:
         first, last = steps[0].number, steps[-1].number
         messages = self._errors_messages(run, shown, evidence, summary, (first, last, total))
-        reply = await self.judge.complete(messages, errors_schema(first, last), ERRORS_SCHEMA_NAME)
+        reply = await self._asked().complete(messages, errors_schema(first, last), ERRORS_SCHEMA_NAME)
         judged.add_usage(reply)
         judged.steps_read += len(steps)
         by_number = {step.number: step for step in steps}
@@ -231,7 +236,7 @@ class Localizer:
                     impact=error["impact"],
                     evidence=excerpt(error["evidence"], 300),
                     explanation=excerpt(error["explanation"], 200),
-                    source=self.judge.model,
+                    source=self._asked().model,
                 )
             )
         return reply.data.get("summary", "").encode("utf-8")[:SUMMARY_BYTES].decode("utf-8", "ignore")
@@ -274,7 +279,7 @@ class Localizer:
         if prompt_tokens(messages, HALF_SCHEMA) > self.max_input_tokens:
             # Headers alone do not fit: the judge cannot choose; read the earlier half first.
             return "earlier"
-        reply = await self.judge.complete(messages, HALF_SCHEMA, HALF_SCHEMA_NAME)
+        reply = await self._asked().complete(messages, HALF_SCHEMA, HALF_SCHEMA_NAME)
         judged.add_usage(reply)
         return reply.data["first_error_in"]
 

@@ -62,6 +62,8 @@ def _key(text: str) -> str:
 
 @cache
 def taxonomy() -> Taxonomy:
-    raw = yaml.safe_load(resources.files(__package__).joinpath("taxonomy.yaml").read_text(encoding="utf-8"))
+    raw = yaml.safe_load(
+        resources.files(__name__.rpartition(".")[0]).joinpath("taxonomy.yaml").read_text(encoding="utf-8")
+    )
     categories = {entry["id"]: Category(**entry) for entry in raw["categories"]}
     return Taxonomy(groups=dict(raw["groups"]), categories=categories)

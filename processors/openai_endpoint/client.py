@@ -46,6 +46,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import enum
 import json
 import logging
 import math
@@ -54,7 +55,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import openai
 from pydantic import Field
@@ -77,7 +78,13 @@ DEFAULT_MAX_CONCURRENCY = 16
 SHOWN_BODY_CHARS = 120  # of a body that is not JSON, in an error
 
 T = TypeVar("T")
-_AGAIN = object()  # the exchange changed its request: send it again at once
+
+
+class _Again(enum.Enum):
+    AGAIN = enum.auto()  # the exchange changed its request: send it again at once
+
+
+_AGAIN: Final = _Again.AGAIN
 
 
 class EndpointSettings(RetrySettings):
@@ -173,7 +180,7 @@ def read_json_answer_sync(response: Any, max_bytes: int, deadline: float) -> Any
         body.take(chunk)
         if time.monotonic() > deadline:
             # The SDK's own error for a timeout, so that every client reads it as one; it has no request to name.
-            raise openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+            raise openai.APITimeoutError(request=None)  # pyright: ignore[reportArgumentType]  # openai's stub wants one
     return body.json(response)
 
 
@@ -241,7 +248,7 @@ class Endpoint:
         self._what = what
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(EndpointStats.__dataclass_fields__, 0)
+        self._counts: dict[str, float] = dict.fromkeys(EndpointStats.__dataclass_fields__, 0)
         self._sync_client: openai.OpenAI | None = None
         self._async: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore]
@@ -249,7 +256,8 @@ class Endpoint:
 
     def stats(self) -> EndpointStats:
         with self._lock:
-            return EndpointStats(**self._counts)
+            counts = self._counts  # the counts of requests are whole: only ints are added to them
+            return EndpointStats(int(counts["requests"]), int(counts["retries"]), counts["request_seconds"])
 
     def _count(self, **amounts: float) -> None:
         with self._lock:
@@ -329,7 +337,9 @@ class Endpoint:
             retry += 1
             self._count(retries=1)
 
-    async def _attempt(self, exchange: Exchange[T], io: _Awaiting | _Blocking, probe: bool) -> T | Failure | object:
+    async def _attempt(
+        self, exchange: Exchange[T], io: _Awaiting | _Blocking, probe: bool
+    ) -> T | Failure | Literal[_Again.AGAIN]:
         """One request, its outcome reported to the breaker: any answer means the server is up."""
         exchange.requests += 1
         self._count(requests=1)

@@ -10,7 +10,7 @@ from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.sampling import trace_id_sampled
-from spanscore.pipeline.score_router import Condition, ScoreRouter, ScoreRouterConfig
+from spanscore.pipeline.score_router import Condition, RouteConfig, ScoreRouter, ScoreRouterConfig
 from tests.support.factories import TEST_FACTORIES
 from tests.support.otlp_client import send
 from tests.support.otlp_sink import OtlpSink
@@ -134,3 +134,12 @@ def test_a_trace_sampled_out_of_its_route_is_not_sent_to_the_default():
     route = router.route([result("a", 0.9)], bytes(16))
     assert route.exporters == frozenset() and route.matched == ()
     assert router.route([result("a", 0.1)], bytes(16)).exporters == frozenset({"all"})
+
+
+def test_routes_built_in_python_are_named_by_their_position_as_written_ones_are():
+    when = Condition(label=["fail"])
+    config = ScoreRouterConfig(
+        table=[RouteConfig(when=when, exporters=["review"]), RouteConfig(when=when, exporters=["main"])]
+    )
+    assert [route.name for route in config.table] == ["route0", "route1"]
+    assert ScoreRouter("score_router", config).route([result("a", 0.1)], bytes(16)).matched == ("route0", "route1")
