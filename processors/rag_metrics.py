@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -40,7 +41,7 @@ from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, Step, agent_trace_of, span_views_of
 from spanscore.processors.agent_trace.spans import RETRIEVAL, TOOL
-from spanscore.processors.base import Processor
+from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
 from spanscore.processors.localization.evidence import EVIDENCE_CHARS, span_failure
@@ -108,7 +109,9 @@ class _Texts:
         for text in texts:
             self.rows.setdefault(text, len(self.rows))
 
-    def vectors(self, embedded: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    def vectors(self, embedded: np.ndarray | None, texts: Sequence[str]) -> np.ndarray:
+        if embedded is None:  # texts are embedded whenever a plan added some
+            raise RuntimeError("rag_metrics planned texts that were not embedded")
         return embedded[[self.rows[text] for text in texts]]
 
 
@@ -158,7 +161,7 @@ class RagMetrics(Processor):
         if embedder is not None:
             await embedder.close()
 
-    async def process_trace(self, trace: Trace, session: Session | None) -> list[MetricResult]:
+    async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         [outputs] = await self.process_batch([(trace, session)])
         if isinstance(outputs, BaseException):
             raise outputs
@@ -166,8 +169,11 @@ class RagMetrics(Processor):
 
     async def process_batch(
         self, items: Sequence[tuple[Trace, Session | None]]
-    ) -> list[list[MetricResult] | BaseException]:
+    ) -> list[Sequence[TraceOutput] | BaseException]:
         """Each trace's plan, the batch's texts embedded in one call, then each trace scored."""
+        if self.embedder is None:
+            raise RuntimeError("rag_metrics scored before start()")
+        embedder = self.embedder
         plans: list[_Plan | BaseException] = []
         texts = _Texts()
         for trace, _ in items:
@@ -185,10 +191,10 @@ class RagMetrics(Processor):
             if plan.answer is not None:
                 texts.add([plan.answer[1], *plan.answer[2]])
         try:
-            embedded = await self.embedder.embed(list(texts.rows)) if texts.rows else None
+            embedded = await embedder.embed(list(texts.rows)) if texts.rows else None
         except Exception as exc:  # each trace that needed it fails as it would have alone
             return [p if isinstance(p, BaseException) else exc if _embeds(p) else p.tool_results for p in plans]
-        outputs: list[list[MetricResult] | BaseException] = []
+        outputs: list[Sequence[TraceOutput] | BaseException] = []
         for plan in plans:
             if isinstance(plan, BaseException):
                 outputs.append(plan)
@@ -268,7 +274,7 @@ class RagMetrics(Processor):
         recorded: bool,
         passages: list[tuple[str, ...]],
         texts: _Texts,
-        embedded: np.ndarray,
+        embedded: np.ndarray | None,
     ) -> MetricResult:
         query_vector = texts.vectors(embedded, [query])[0]
         relevance = [
@@ -291,7 +297,7 @@ class RagMetrics(Processor):
         )
 
     def _answer_relevance(
-        self, step: Step, question: str, claims: tuple[str, ...], texts: _Texts, embedded: np.ndarray
+        self, step: Step, question: str, claims: tuple[str, ...], texts: _Texts, embedded: np.ndarray | None
     ) -> MetricResult:
         question_vector = texts.vectors(embedded, [question])[0]
         relevance = np.clip(texts.vectors(embedded, claims) @ question_vector, 0.0, 1.0)
@@ -371,7 +377,7 @@ def tool_errors(run: AgentTrace, views: SpanViews, threshold: float = TOOL_ERROR
             category = failure.category or "service_error"
             explanation = f"{step.name} failed (error_status, {category}): {excerpt(failure.text, EVIDENCE_CHARS)}"
             score = 0.0
-        metadata = {"tool": step.name}
+        metadata: dict[str, Any] = {"tool": step.name}
         if category is not None:
             metadata["category"] = category
         if failure is not None and failure.status_code is not None:

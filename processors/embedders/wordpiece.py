@@ -32,6 +32,8 @@ _DROPPED = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 _WORDS = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 MAX_CACHED_CHUNKS = 200_000
 
+_UNSEEN: tuple[int, ...] = (-1,)  # a chunk not cached yet: no piece id is negative
+
 
 class AsciiWordPiece:
     """Token ids of ASCII text exactly as the tokenizer in `tokenizer.json` gives them
@@ -60,10 +62,10 @@ class AsciiWordPiece:
         chunks = self._chunks
         # After the controls are dropped, str.split's whitespace is BERT's (ASCII only).
         words = text.encode("ascii").translate(None, _DROPPED).decode("ascii").lower().split()
-        found = list(map(chunks.get, words))  # most chunks were seen: one C-level pass
-        if None in found:
+        found = list(map(chunks.get, words, itertools.repeat(_UNSEEN)))  # most chunks were seen: one C-level pass
+        if _UNSEEN in found:
             for at, chunk in enumerate(words):
-                if found[at] is None:
+                if found[at] is _UNSEEN:
                     if len(chunks) >= MAX_CACHED_CHUNKS:
                         chunks.clear()
                     found[at] = chunks[chunk] = tuple(i for word in _WORDS.findall(chunk) for i in self._pieces(word))
