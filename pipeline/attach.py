@@ -26,7 +26,7 @@ from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_attributes import carry_over
-from spanscore.pipeline.score_writer import ScoreWriter, results_by_span
+from spanscore.pipeline.score_writer import ScoreWriter, findings_by_span, results_by_span
 from spanscore.pipeline.scoring import Scored
 
 
@@ -111,14 +111,8 @@ class ScoreAttacher:
             logs.emit(anchor, scored.results, self.provenance)
         for span, results in results_by_span(trace, scored.span_results):
             logs.emit(span, results, self.provenance)
-        if not scored.findings:
-            return
-        wanted = {finding.span_id for finding in scored.findings}
-        spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
-        for finding in scored.findings:
-            span = spans.get(finding.span_id, anchor)
-            if span is not None:
-                logs.emit_finding(span, finding, self.provenance.get(finding.name, CODE_PROVENANCE))
+        for span, finding in findings_by_span(trace, scored.findings):
+            logs.emit_finding(span, finding, self.provenance.get(finding.name, CODE_PROVENANCE))
 
     def carrier(
         self, session: Session, scored: Scored | None, start_ns: int, earlier: Sequence[ResourceSpans] = ()

@@ -82,19 +82,15 @@ class ScoreWriter:
             span_fields.append((span.span_id, one))
         if observations is not None:
             self.observe_trace(observations, trace, scored)
-        span_fields += self._finding_fields(trace, anchor, scored.findings)
+        span_fields += self._finding_fields(trace, scored.findings)
         return PreparedScores(anchor.span_id, fields, tuple(span_fields))
 
-    def _finding_fields(self, trace: Trace, anchor: Span, findings: Sequence[SpanFinding]) -> list[tuple[bytes, bytes]]:
+    def _finding_fields(self, trace: Trace, findings: Sequence[SpanFinding]) -> list[tuple[bytes, bytes]]:
         if not findings or not self.span_events:
             return []
-        present = {span.span_id for span, _ in trace.spans()}
         return [
-            (
-                finding.span_id if finding.span_id in present else anchor.span_id,
-                finding_fields(finding, self.provenance.get(finding.name, CODE_PROVENANCE)),
-            )
-            for finding in findings
+            (span.span_id, finding_fields(finding, self.provenance.get(finding.name, CODE_PROVENANCE)))
+            for span, finding in findings_by_span(trace, findings)
         ]
 
     def write_in_place(self, trace: Trace, scored: Scored, other_spans: bool = True) -> None:
@@ -122,12 +118,8 @@ class ScoreWriter:
                 attach_results(span, results, provenance=self.provenance, span_events=self.span_events)
         if not scored.findings or not self.span_events:
             return
-        wanted = {finding.span_id for finding in scored.findings}
-        spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted}
-        for finding in scored.findings:
-            span = spans.get(finding.span_id, anchor)
-            if span is not None:
-                attach_finding(span, finding, self.provenance.get(finding.name, CODE_PROVENANCE))
+        for span, finding in findings_by_span(trace, scored.findings):
+            attach_finding(span, finding, self.provenance.get(finding.name, CODE_PROVENANCE))
 
     def observe_trace(self, observations: ScoreObservations, trace: Trace, scored: Scored) -> None:
         """The trace's results, usage and findings into the score metrics' `observations`."""
@@ -196,3 +188,12 @@ def results_by_span(trace: Trace, results: Sequence[MetricResult]) -> list[tuple
         wanted.setdefault(result.span_id or "", []).append(result)
     spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
     return [(spans[hex_id], found) for hex_id, found in wanted.items() if hex_id in spans]
+
+
+def findings_by_span(trace: Trace, findings: Sequence[SpanFinding]) -> list[tuple[Span, SpanFinding]]:
+    """Each finding with the span it is about, or the trace's anchor when that span is not
+    in the trace (a finding is never dropped); none when the trace has no anchor."""
+    wanted = {finding.span_id for finding in findings}
+    spans = {span.span_id: span for span, _ in trace.spans() if span.span_id in wanted} if findings else {}
+    pairs = [(spans.get(finding.span_id, trace.anchor), finding) for finding in findings]
+    return [(span, finding) for span, finding in pairs if span is not None]
