@@ -103,17 +103,22 @@ def evidence(pair: LabelledPair) -> float:
 def frontier(pairs: list[LabelledPair]) -> None:
     scores = {pair.id: evidence(pair) for pair in pairs}
     print("\nevidence = values found (+1 for a reaction); used when evidence >= k")
+    _print_roc_areas(pairs, scores)
+    print(f"{'k':<9} {'pairs':<9} {'false fails':>20} {'false passes':>20}")
+    for k in (0, 1, 2, 3, 4, 6):
+        for name in (*SPLITS, "all"):
+            errors = rule_errors((p for p in pairs if name in ("all", p.split)), lambda p, k=k: scores[p.id] >= k)
+            print(f"{k:<9} {name:<9} {_error_columns(errors)}")
+
+
+def _print_roc_areas(pairs: list[LabelledPair], scores: dict[int, float]) -> None:
+    """Per half: how often a `uses` pair scores above a `does not use` pair (ties count half)."""
     for name in (*SPLITS, "all"):
         half = [p for p in pairs if name in ("all", p.split)]
         uses = [scores[p.id] for p in half if p.uses]
         unused = [scores[p.id] for p in half if not p.uses]
         area = sum((u > n) + 0.5 * (u == n) for u in uses for n in unused) / (len(uses) * len(unused))
         print(f"{name:<9} ROC area {area:.2f}")
-    print(f"{'k':<9} {'pairs':<9} {'false fails':>20} {'false passes':>20}")
-    for k in (0, 1, 2, 3, 4, 6):
-        for name in (*SPLITS, "all"):
-            errors = rule_errors((p for p in pairs if name in ("all", p.split)), lambda p, k=k: scores[p.id] >= k)
-            print(f"{k:<9} {name:<9} {_error_columns(errors)}")
 
 
 def _sentences(text: str) -> list[str]:
@@ -142,12 +147,7 @@ def meaning(pairs: list[LabelledPair], embedder_name: str) -> None:
         margins[pair.id] = float(((a @ r.T).max(axis=1) - (a @ k.T).max(axis=1)).max())
     per_pair = (time.perf_counter() - started) / len(pairs)
     print(f"\nembedding margin ({embedder_name} embedder, {per_pair * 1e6:,.0f} us per pair)")
-    for name in (*SPLITS, "all"):
-        half = [p for p in pairs if name in ("all", p.split)]
-        uses = [margins[p.id] for p in half if p.uses]
-        unused = [margins[p.id] for p in half if not p.uses]
-        area = sum((u > n) + 0.5 * (u == n) for u in uses for n in unused) / (len(uses) * len(unused))
-        print(f"{name:<9} ROC area {area:.2f}")
+    _print_roc_areas(pairs, margins)
     print(f"{'rule or margin > t':<20} {'pairs':<9} {'false fails':>20} {'false passes':>20}")
     for threshold in (0.1, 0.2, 0.25, 0.3):
         for name in SPLITS:
