@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans  # noqa: E402
 
+from bench.attach_scores import best_us  # noqa: E402
 from spanscore.core.provenance import Provenance  # noqa: E402
 from spanscore.core.result import MetricResult  # noqa: E402
 from spanscore.core.trace import ScopeOrigin, Trace  # noqa: E402
@@ -74,23 +74,6 @@ def trace_of(resource_spans: ResourceSpans) -> Trace:
     for position, span in enumerate(origin.scope_spans.spans):
         trace.add(position, span, origin)
     return trace
-
-
-def best_us(make: Callable[[], object], run: Callable[[object], object], rounds: int) -> float:
-    """Per-call time of `run` on what `make` built beforehand: the best batch of 20 calls
-    over `rounds` rounds of ~0.3 s each."""
-    batch, best = 20, float("inf")
-    for _ in range(rounds):
-        spent = 0.0
-        while spent < 0.3:
-            made = [make() for _ in range(batch)]
-            started = time.perf_counter()
-            for one in made:
-                run(one)
-            took = time.perf_counter() - started
-            spent += took
-            best = min(best, took / batch)
-    return best * 1e6
 
 
 def main() -> None:
