@@ -17,8 +17,9 @@ a span that has no key under its prefixes. The views are then combined:
   step whose result is the matching tool message (by tool_call_id) of a later LLM call,
   and a tool span that did not record its arguments takes the call's;
 - an LLM span nested inside another LLM span is the same call seen twice: the outer one
-  is kept when it has the answer (the Agents SDK response span around an instrumented
-  client call), else the inner ones that have it (LlamaIndex's wrapper spans); LLM spans
+  is kept when it has the prompt and the answer (the Agents SDK response span around an
+  instrumented client call), else the inner ones that have the answer (LlamaIndex's
+  wrapper spans, its `predict` holding only a template and the answer); LLM spans
   with no content and no sign of a completed call are dropped when others have some;
 - retrieval steps come from retriever, reranker and vector-store query spans (see
   `retrieval` for their bounds); one inside another retrieval span that has documents
@@ -298,15 +299,16 @@ def _inside_retrieval_with_documents(view: SpanView, by_id: dict[str, SpanView])
 
 
 def _innermost_with_output(outer: list[SpanView], nested: list[SpanView], by_id: dict[str, SpanView]) -> list[SpanView]:
-    """An LLM span without output that wraps LLM spans with some: the wrapped ones are the calls.
+    """An LLM span without prompt or output that wraps LLM spans with output: the wrapped ones are the calls.
 
     LlamaIndex records `astream_chat` twice, the outer span with neither messages nor
-    answer; the OpenAI Agents SDK's response span around an instrumented client call
-    has both, and stays the one step.
+    answer, and a query engine's `predict` around its `chat` with the answer but only a
+    prompt template; the OpenAI Agents SDK's response span around an instrumented client
+    call has both, and stays the one step.
     """
     chosen: list[SpanView] = []
     for view in outer:
-        if view.output_messages:
+        if view.output_messages and view.input_messages:
             chosen.append(view)
             continue
         inner = [n for n in nested if n.output_messages and _outermost_with_output_below(n, view, by_id)]

@@ -7,22 +7,26 @@ collector sees it — assembled into traces, the session id found as the assembl
 it — each turn's normalized view must show the whole run: the question, the final
 answer, the one `get_weather` call with its arguments and result, the LLM steps (the
 first asking for the tool, the last shown its result and answering), the session and
-the agent's name. The docs_qa captures (the retrieval-augmented app of examples/agents)
-are checked on their raw spans: each run's RETRIEVER span with the passages it
-returned, and the LLM span after it, shown those passages.
+the agent's name. In the docs_qa captures (the retrieval-augmented app of examples/agents
+on several frameworks and instrumentations) each question's run must read as a retrieval
+step (its query and the passages it returned, where the instrumentation records them)
+followed by the model call shown those passages, whose answer rag_metrics scores for
+faithfulness on the model call's span: the first answer faithful, the second not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
-from spanscore.core.attributes import attributes_to_dict
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
+from spanscore.processors.embedders.static import StaticEmbedder
+from spanscore.processors.rag_metrics import FAITHFULNESS, RagMetrics, RagMetricsConfig
 from tests.fixtures.frameworks import docs_qa
 from tests.fixtures.frameworks.capture import FIXTURES, discover
 from tests.fixtures.frameworks.weather import (
@@ -45,12 +49,16 @@ VERSIONS = json.loads((FIXTURES / "versions.json").read_text())
 def replay(path: Path) -> list[AgentTrace]:
     """The normalized views of the file's agent traces (those the collector scores), in
     the order their roots started."""
+    views = [agent_trace_of(trace) for trace in traces_of(path)]
+    return [view for view in views if view.recognized]
+
+
+def traces_of(path: Path) -> list:
+    """The file's spans assembled into traces as the collector assembles them, in the order their roots started."""
     assembler = Assembler(PipelineSettings())
     for request in read_requests(path):
         assembler.add(request, now=0.0)
-    traces = sorted(assembler.pop_all(), key=lambda trace: trace.start_time_unix_nano)
-    views = [agent_trace_of(trace) for trace in traces]
-    return [view for view in views if view.recognized]
+    return sorted(assembler.pop_all(), key=lambda trace: trace.start_time_unix_nano)
 
 
 def test_every_capture_has_a_fixture_and_its_versions():
@@ -83,27 +91,55 @@ def test_each_turn_reads_as_the_agent_ran_it(name):
             assert (llm[-1].result or "").strip() == answer_for(city)
 
 
+def docs_qa_runs(name: str) -> list[AgentTrace]:
+    """The app's question runs, without the traces its index building made (LlamaIndex's)."""
+    return [view for view in replay(FIXTURES / f"{name}.jsonl") if view.retrieval_steps]
+
+
 @pytest.mark.parametrize("name", DOCS_QA)
-def test_each_docs_qa_run_recorded_its_retrieval_before_its_model_call(name):
-    spans = [
-        span
-        for request in read_requests(FIXTURES / f"{name}.jsonl")
-        for resource_spans in request.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    ]
-    roots = sorted((s for s in spans if not s.parent_span_id), key=lambda s: s.start_time_unix_nano)
-    assert len(roots) == len(docs_qa.TURNS)
-    for root, turn in zip(roots, docs_qa.TURNS):
-        run = {s.span_id: attributes_to_dict(s.attributes) for s in spans if s.trace_id == root.trace_id}
-        assert run[root.span_id]["input.value"] == turn.question
-        assert run[root.span_id]["output.value"] == turn.answer
-        [retriever] = [s for s in spans if run.get(s.span_id, {}).get("openinference.span.kind") == "RETRIEVER"]
-        [llm] = [s for s in spans if run.get(s.span_id, {}).get("openinference.span.kind") == "LLM"]
-        passages = [value for key, value in run[retriever.span_id].items() if key.endswith(".document.content")]
-        assert len(passages) == 2
-        assert sum(turn.evidence in passage for passage in passages) == 1
-        prompt = run[llm.span_id]["llm.input_messages.0.message.content"]
-        assert all(passage in prompt for passage in passages)
-        assert run[llm.span_id]["llm.output_messages.0.message.content"] == turn.answer
-        assert llm.start_time_unix_nano >= retriever.end_time_unix_nano
+def test_each_docs_qa_run_reads_as_retrieval_then_the_model_shown_its_passages(name):
+    expect = CAPTURES[name].expect
+    passages = {text for _, _, text in docs_qa.example_passages()}
+    runs = docs_qa_runs(name)
+    assert [run.user_input for run in runs] == [turn.question for turn in docs_qa.TURNS]
+    assert len({run.session_id for run in runs}) == 1 and runs[0].session_id
+    if "session_id" in expect:
+        assert runs[0].session_id == expect["session_id"]
+    for run, turn in zip(runs, docs_qa.TURNS):
+        assert run.final_output == turn.answer
+        assert [step.kind for step in run.steps] == ["retrieval", "llm"]
+        [retrieval] = run.retrieval_steps
+        [llm] = run.llm_steps
+        assert retrieval.end_time_unix_nano <= llm.start_time_unix_nano
+        assert retrieval.query == expect.get("query", turn.question)
+        assert (retrieval.document_count, len(retrieval.documents)) == (expect.get("documents", 2),) * 2
+        assert all(d.content in passages and d.content_chars == len(d.content) for d in retrieval.documents)
+        if retrieval.documents:
+            assert sum(turn.evidence in d.content for d in retrieval.documents) == 1
+        prompt = " ".join([run.system_prompt or "", *(m.content for m in llm.input_messages)])
+        assert turn.evidence in prompt and all(d.content in prompt for d in retrieval.documents)
+        assert (llm.result or "").strip() == turn.answer
+
+
+@pytest.mark.parametrize("name", DOCS_QA)
+def test_each_docs_qa_answer_is_scored_for_faithfulness_on_its_model_span(name):
+    runs = {run.trace_id: run for run in docs_qa_runs(name)}
+    traces = [trace for trace in traces_of(FIXTURES / f"{name}.jsonl") if trace.trace_id.hex() in runs]
+    processor = RagMetrics("rag_metrics", RagMetricsConfig())
+    processor.embedder = StaticEmbedder()
+    outputs = asyncio.run(processor.process_batch([(trace, None) for trace in traces]))
+    verdicts = []
+    for trace, results in zip(traces, outputs):
+        assert not isinstance(results, BaseException), results
+        run = runs[trace.trace_id.hex()]
+        faithfulness = [r for r in results if r.name == FAITHFULNESS]
+        if not run.retrieval_steps[0].documents:  # the instrumentation records none: nothing to hold the answer to
+            assert faithfulness == []
+            continue
+        [result] = faithfulness
+        assert result.span_id == run.llm_steps[0].span_id
+        verdicts.append((result.passed, result.score))
+    if CAPTURES[name].expect.get("documents", 2):
+        # docs_qa's first answer says what its passage says, the second does not.
+        (first_passed, first), (second_passed, second) = verdicts
+        assert first_passed and not second_passed and first > second

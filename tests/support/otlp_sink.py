@@ -92,6 +92,8 @@ class OtlpSink:
         await self._grpc.start()
         app = web.Application(client_max_size=256 * 2**20)
         app.router.add_post("/v1/traces", self._http_export)
+        # Where the Langfuse SDK posts its OTLP traces, under its host.
+        app.router.add_post("/api/public/otel/v1/traces", self._http_export)
         app.router.add_post("/v1/metrics", self._http_export_metrics)
         app.router.add_post("/v1/logs", self._http_export_logs)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_GRACE_S)
