@@ -7,11 +7,12 @@ collector sees it — assembled into traces, the session id found as the assembl
 it — each turn's normalized view must show the whole run: the question, the final
 answer, the one `get_weather` call with its arguments and result, the LLM steps (the
 first asking for the tool, the last shown its result and answering), the session and
-the agent's name. In the docs_qa captures (the retrieval-augmented app of examples/agents
-on several frameworks and instrumentations) each question's run must read as a retrieval
-step (its query and the passages it returned, where the instrumentation records them)
-followed by the model call shown those passages, whose answer rag_metrics scores for
-faithfulness on the model call's span: the first answer faithful, the second not.
+the agent's name. In the retrieval-augmented captures (docs_qa: the app of examples/agents
+on several frameworks and instrumentations; rag_chatbot: the shop assistant of
+examples/rag-chatbot.json) each question's run must read as a retrieval step (its query
+and the passages it returned, as far as the instrumentation records them) followed by
+the model call shown those passages, whose answer rag_metrics scores for faithfulness on
+the model call's span: pass for the scenario's faithful answer, fail for the other.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.embedders.static import StaticEmbedder
 from spanscore.processors.rag_metrics import FAITHFULNESS, RagMetrics, RagMetricsConfig
-from tests.fixtures.frameworks import docs_qa
-from tests.fixtures.frameworks.capture import FIXTURES, discover
+from tests.fixtures.frameworks import docs_qa, rag_chatbot
+from tests.fixtures.frameworks.capture import FIXTURES, ROOT, discover, example_text
 from tests.fixtures.frameworks.weather import (
     AGENT_NAME,
     CITIES,
@@ -42,7 +43,12 @@ from tests.support.otlp_json import read_requests
 
 CAPTURES = discover()
 WEATHER = sorted(name for name, capture in CAPTURES.items() if capture.scenario == "weather")
-DOCS_QA = sorted(name for name, capture in CAPTURES.items() if capture.scenario == "docs_qa")
+# scenario -> its turns and its passages (id, source, text)
+RAG_SCENARIOS = {
+    "docs_qa": (docs_qa.TURNS, docs_qa.example_passages()),
+    "rag_chatbot": (rag_chatbot.TURNS, rag_chatbot.PASSAGES),
+}
+RAG = sorted(name for name, capture in CAPTURES.items() if capture.scenario in RAG_SCENARIOS)
 VERSIONS = json.loads((FIXTURES / "versions.json").read_text())
 
 
@@ -91,21 +97,22 @@ def test_each_turn_reads_as_the_agent_ran_it(name):
             assert (llm[-1].result or "").strip() == answer_for(city)
 
 
-def docs_qa_runs(name: str) -> list[AgentTrace]:
+def rag_runs(name: str) -> list[AgentTrace]:
     """The app's question runs, without the traces its index building made (LlamaIndex's)."""
     return [view for view in replay(FIXTURES / f"{name}.jsonl") if view.retrieval_steps]
 
 
-@pytest.mark.parametrize("name", DOCS_QA)
-def test_each_docs_qa_run_reads_as_retrieval_then_the_model_shown_its_passages(name):
+@pytest.mark.parametrize("name", RAG)
+def test_each_rag_run_reads_as_retrieval_then_the_model_shown_its_passages(name):
     expect = CAPTURES[name].expect
-    passages = {text for _, _, text in docs_qa.example_passages()}
-    runs = docs_qa_runs(name)
-    assert [run.user_input for run in runs] == [turn.question for turn in docs_qa.TURNS]
+    turns, passages = RAG_SCENARIOS[CAPTURES[name].scenario]
+    texts, ids = {text for _, _, text in passages}, {i for i, _, _ in passages}
+    runs = rag_runs(name)
+    assert [run.user_input for run in runs] == [turn.question for turn in turns]
     assert len({run.session_id for run in runs}) == 1 and runs[0].session_id
     if "session_id" in expect:
         assert runs[0].session_id == expect["session_id"]
-    for run, turn in zip(runs, docs_qa.TURNS):
+    for run, turn in zip(runs, turns):
         assert run.final_output == turn.answer
         assert [step.kind for step in run.steps] == ["retrieval", "llm"]
         [retrieval] = run.retrieval_steps
@@ -113,33 +120,43 @@ def test_each_docs_qa_run_reads_as_retrieval_then_the_model_shown_its_passages(n
         assert retrieval.end_time_unix_nano <= llm.start_time_unix_nano
         assert retrieval.query == expect.get("query", turn.question)
         assert (retrieval.document_count, len(retrieval.documents)) == (expect.get("documents", 2),) * 2
-        assert all(d.content in passages and d.content_chars == len(d.content) for d in retrieval.documents)
-        if retrieval.documents:
-            assert sum(turn.evidence in d.content for d in retrieval.documents) == 1
+        if expect.get("contents", True):
+            assert all(d.content in texts and d.content_chars == len(d.content) for d in retrieval.documents)
+            assert sum(turn.evidence in d.content for d in retrieval.documents) == (1 if retrieval.documents else 0)
+        else:  # ids and scores only
+            assert all(d.id in ids and d.score is not None and not d.content for d in retrieval.documents)
         prompt = " ".join([run.system_prompt or "", *(m.content for m in llm.input_messages)])
         assert turn.evidence in prompt and all(d.content in prompt for d in retrieval.documents)
         assert (llm.result or "").strip() == turn.answer
 
 
-@pytest.mark.parametrize("name", DOCS_QA)
-def test_each_docs_qa_answer_is_scored_for_faithfulness_on_its_model_span(name):
-    runs = {run.trace_id: run for run in docs_qa_runs(name)}
+@pytest.mark.parametrize("name", RAG)
+def test_each_rag_answer_is_scored_for_faithfulness_on_its_model_span(name):
+    turns, _ = RAG_SCENARIOS[CAPTURES[name].scenario]
+    runs = {run.trace_id: run for run in rag_runs(name)}
     traces = [trace for trace in traces_of(FIXTURES / f"{name}.jsonl") if trace.trace_id.hex() in runs]
     processor = RagMetrics("rag_metrics", RagMetricsConfig())
     processor.embedder = StaticEmbedder()
     outputs = asyncio.run(processor.process_batch([(trace, None) for trace in traces]))
-    verdicts = []
-    for trace, results in zip(traces, outputs):
+    scores = {}
+    for trace, results, turn in zip(traces, outputs, turns):
         assert not isinstance(results, BaseException), results
         run = runs[trace.trace_id.hex()]
+        assert run.user_input == turn.question
         faithfulness = [r for r in results if r.name == FAITHFULNESS]
-        if not run.retrieval_steps[0].documents:  # the instrumentation records none: nothing to hold the answer to
-            assert faithfulness == []
+        if not any(d.content for d in run.retrieval_steps[0].documents):
+            assert faithfulness == []  # no document text recorded: nothing to hold the answer to
             continue
         [result] = faithfulness
         assert result.span_id == run.llm_steps[0].span_id
-        verdicts.append((result.passed, result.score))
-    if CAPTURES[name].expect.get("documents", 2):
-        # docs_qa's first answer says what its passage says, the second does not.
-        (first_passed, first), (second_passed, second) = verdicts
-        assert first_passed and not second_passed and first > second
+        assert result.passed == turn.faithful
+        scores[turn.faithful] = result.score
+    expect = CAPTURES[name].expect
+    if expect.get("documents", 2) and expect.get("contents", True):
+        assert sorted(scores) == [False, True] and scores[True] > scores[False]
+
+
+def test_the_rag_chatbot_example_is_its_recorded_capture():
+    capture = CAPTURES["rag_chatbot"]
+    assert capture.example == ROOT / "examples" / "rag-chatbot.json"
+    assert capture.example.read_text(encoding="utf-8") == example_text(read_requests(FIXTURES / "rag_chatbot.jsonl"))
