@@ -181,6 +181,34 @@ def _inspect_retrieval_json(runs: Runs) -> str:
     return printed.partition("\n")[0] + "\n" + json.dumps(retrieval, indent=2, ensure_ascii=False) + "\n"
 
 
+def _score_rag(runs: Runs) -> str:
+    """examples/rag-chatbot.json scored, and its two question runs as inspect shows them."""
+    scored = runs.command("score", "examples/rag-chatbot.json", "-o", "rag-scored.jsonl", "--quiet")
+    printed = runs.command("inspect", "rag-scored.jsonl")
+    command, _, traces = printed.partition("\n")
+    questions = [part.strip("\n") for part in traces.split("\n\n") if ".workflow' " in part]
+    return scored + command + "\n" + "\n\n".join(questions) + "\n"
+
+
+def _score_rag_explanation(runs: Runs) -> str:
+    """The faithfulness explanation on the model span of examples/rag-chatbot.json's unfaithful answer."""
+    runs.command("score", "examples/rag-chatbot.json", "-o", "rag-scored.jsonl", "--quiet")
+    spans = [
+        span
+        for line in (runs.checkout / "rag-scored.jsonl").read_text().splitlines()
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+    ]
+    failing = next(
+        span
+        for span in spans
+        if span["name"] == "openai.chat"
+        and {"key": "eval.faithfulness.label", "value": {"stringValue": "fail"}} in span["attributes"]
+    )
+    return _attributes(failing, lambda key: key == "eval.faithfulness.explanation")
+
+
 def _inspect_carrier(runs: Runs) -> str:
     runs.collector  # noqa: B018 - the run writes the scored file
     printed = runs.command("inspect", "scored.jsonl", cwd=runs.workdir / "run")
@@ -246,6 +274,8 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "inspect-retrieval": _inspect_retrieval,
     "inspect-retrieval-json": _inspect_retrieval_json,
     "inspect-carrier": _inspect_carrier,
+    "score-rag": _score_rag,
+    "score-rag-explanation": _score_rag_explanation,
     "inspect-blamed": _inspect_blamed,
     "report": _report,
     "compare": _compare,
