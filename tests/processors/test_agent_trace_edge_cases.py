@@ -281,6 +281,38 @@ def test_llm_span_nested_in_an_llm_span_is_one_call():
     assert [step.span_id for step in trace.steps] == [outer.span_id.hex()]
 
 
+def test_an_llm_span_with_only_a_template_and_the_answer_yields_to_the_call_inside():
+    # LlamaIndex's query engine: `predict` (template and answer) around `chat` (messages, usage).
+    predict = make_span(
+        "OpenAILike.predict",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.prompt_template.template": "Context: {context_str}\nQuery: {query_str}",
+            "output.value": "30 days.",
+        },
+        start=1,
+        end=100,
+    )
+    chat = make_span(
+        "OpenAILike.chat",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "Context: Returns within 30 days.\nQuery: How long?",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "30 days.",
+            "llm.token_count.prompt": 12,
+        },
+        parent=predict,
+        start=2,
+        end=90,
+    )
+    [step] = build(predict, chat).steps
+    assert step.span_id == chat.span_id.hex()
+    assert [m.content for m in step.input_messages] == ["Context: Returns within 30 days.\nQuery: How long?"]
+    assert step.result == "30 days."
+
+
 def test_failed_tool_span_records_the_exception():
     tool = make_span(
         "execute_tool f",

@@ -163,6 +163,58 @@ def test_vector_store_writes_and_other_databases_are_not_retrievals():
     assert trace.steps == [] and trace.conventions == set()
 
 
+def _langchain_retriever_task(output: str) -> dict:
+    # As opentelemetry-instrumentation-langchain 0.62.4 records a LangChain retriever.
+    return {
+        "traceloop.span.kind": "task",
+        "traceloop.entity.name": "VectorStoreRetriever",
+        "gen_ai.operation.name": "vector_db_retrieve",
+        "traceloop.entity.input": json.dumps({"query": "return window", "tags": ["seq:step:1"], "metadata": {}}),
+        "traceloop.entity.output": output,
+    }
+
+
+def test_openllmetry_s_langchain_retriever_task_is_a_retrieval_with_its_query_and_documents():
+    output = json.dumps(
+        {
+            "documents": [
+                {"page_content": "Returns within 30 days.", "metadata": {"source": "returns.md"}, "type": "Document"},
+                {"page_content": "Shipping takes 5 days.", "metadata": {"source": "shipping.md"}, "type": "Document"},
+            ]
+        }
+    )
+    [step] = build(make_span("VectorStoreRetriever.task", _langchain_retriever_task(output))).steps
+    assert (step.kind, step.query, step.document_count, step.convention) == (
+        "retrieval",
+        "return window",
+        2,
+        "openllmetry",
+    )
+    assert [(d.content, d.metadata) for d in step.documents] == [
+        ("Returns within 30 days.", {"source": "returns.md"}),
+        ("Shipping takes 5 days.", {"source": "shipping.md"}),
+    ]
+
+
+@pytest.mark.parametrize("output", ["not json", json.dumps({"documents": "none"}), json.dumps([1, None]), ""])
+def test_a_langchain_retriever_task_with_odd_output_keeps_its_query_and_no_documents(output):
+    [step] = build(make_span("VectorStoreRetriever.task", _langchain_retriever_task(output))).steps
+    assert (step.kind, step.query, step.documents) == ("retrieval", "return window", [])
+
+
+def test_a_qdrant_query_named_after_its_method_is_a_retrieval_without_documents():
+    # opentelemetry-instrumentation-qdrant 0.62.4: no db.operation, no results recorded.
+    attributes = {"db.system": "Qdrant", "qdrant.search.collection_name": "docs", "db.vector.query.top_k": 2}
+    for name in ("qdrant.query_points", "qdrant.search", "qdrant.search_batch"):
+        [step] = build(make_span(name, attributes)).steps
+        assert (step.kind, step.query, step.documents, step.document_count) == ("retrieval", None, [], 0), name
+    upsert = make_span("qdrant.upsert", {"db.system": "Qdrant", "qdrant.upsert.points_count": 4})
+    assert build(upsert).steps == []
+    # db.operation, when recorded, names the call rather than the span name.
+    add = make_span("chroma.query_like_name", {"db.system": "chroma", "db.operation": "add"})
+    assert build(add).steps == []
+
+
 def test_a_failed_retrieval_step_carries_the_error():
     span = make_span(
         "VectorStoreRetriever", {"openinference.span.kind": "RETRIEVER", "input.value": "q"}, error="index down"
