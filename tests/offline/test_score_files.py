@@ -96,8 +96,10 @@ def test_every_framework_capture_is_scored_in_one_run(tmp_path):
         )
         for p in FRAMEWORKS
     )
-    assert len(traces) == agent_traces - 1  # AutoGen's lone create_agent trace is not an agent trace
-    assert "1 not agent trace, forwarded unscored" in result.stderr
+    # Not agent traces: AutoGen's lone create_agent, LlamaIndex's embedding of its index,
+    # and the vector-store writes of the RAG apps (a Qdrant upsert, two Chroma adds).
+    assert len(traces) == agent_traces - 5
+    assert "5 not agent traces, forwarded unscored" in result.stderr
     assert "coherence" in result.stderr and "loop_detection" in result.stderr  # the summary table
 
 
