@@ -29,6 +29,7 @@ from spanscore.processors.rag_judge import (
     faithfulness_verdict,
     relevance_schema,
     relevance_verdict,
+    room_problem,
 )
 from spanscore.processors.rag_metrics import (
     ANSWER_RELEVANCE,
@@ -208,6 +209,8 @@ def test_more_documents_than_the_bound_show_the_first_ones():
 
 
 def test_max_input_tokens_too_small_for_the_calls_is_a_config_error():
+    # docs/metrics.md gives the least that is taken: 3,424.
+    assert room_problem(3_424) is None and room_problem(3_423) is not None
     with pytest.raises(ValidationError) as raised:
         RagMetricsConfig.model_validate({"max_input_tokens": 800})
     assert "leaves the texts too little room" in str(raised.value)
