@@ -279,7 +279,7 @@ class RagMetrics(Processor):
         batch's texts embedded in one call, then each trace scored."""
         if self.rag_judge is not None:
             judging = self.rag_judge
-            return list(await asyncio.gather(*(self._judged(trace, judging) for trace, _ in items)))
+            return list(await asyncio.gather(*(self._judged_or_error(trace, judging) for trace, _ in items)))
         if self.embedder is None:
             raise RuntimeError("rag_metrics scored before start()")
         embedder = self.embedder
@@ -344,12 +344,15 @@ class RagMetrics(Processor):
             targets.answer = final_answer_step(run)
         return targets
 
-    async def _judged(self, trace: Trace, judging: RagJudge) -> Sequence[TraceOutput] | BaseException:
-        """The trace's results from the judge, its calls at once; its spend."""
+    async def _judged_or_error(self, trace: Trace, judging: RagJudge) -> Sequence[TraceOutput] | BaseException:
+        """A trace's outputs, or what failed it: a trace of the batch fails alone."""
         try:
-            targets = self._targets(trace)
+            return await self._judged(self._targets(trace), judging)
         except Exception as exc:
             return exc
+
+    async def _judged(self, targets: _Targets, judging: RagJudge) -> list[TraceOutput]:
+        """The trace's results from the judge, its calls at once, and their spend."""
         usage = Usage()
         asks: list[tuple[str, Step, Awaitable[Verdict]]] = []
         for step, documents in targets.contexts:

@@ -374,3 +374,21 @@ async def _started_and_stopped(processor: RagMetrics):
     held = processor.embedder, processor.judges()
     await processor.shutdown(0.0)
     return held
+
+
+def test_a_trace_failing_for_another_reason_fails_alone_in_its_batch():
+    first_fails = iter([True, False])  # of the two traces' faithfulness calls, the first asked fails
+
+    def faithfulness(request):
+        if next(first_fails):
+            raise RuntimeError("judge client bug")
+        return SCRIPT[FAITHFULNESS_SCHEMA_NAME]
+
+    processor, _ = judged_processor(dict(SCRIPT, **{FAITHFULNESS_SCHEMA_NAME: faithfulness}))
+    other_trace = bytes.fromhex("1af7651916cd43dd8448eb211c80319c")
+    traces = traces_of(request_of(list(rag_spans())), request_of(list(rag_spans(other_trace))))
+    outputs = asyncio.run(processor.process_batch([(trace, None) for trace in traces]))
+    failed = [o for o in outputs if isinstance(o, BaseException)]
+    assert [str(e) for e in failed] == ["judge client bug"]
+    [scored] = [o for o in outputs if not isinstance(o, BaseException)]
+    assert sum(isinstance(o, MetricResult) and o.score is not None for o in scored) == 4
