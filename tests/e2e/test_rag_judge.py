@@ -123,3 +123,23 @@ def test_a_judge_failure_is_an_error_on_each_span_with_its_type(answer, error_ty
         assert spans[span]["events"][metric]["error.type"] == error_type
     # Every request spent, retries and the failed ones included, is counted.
     assert requests >= 4 and spans["root"]["attributes"]["eval.judge.calls"] == requests
+
+
+def test_past_the_judge_s_budget_the_spans_left_are_skipped_not_failed(sink, start_collector):
+    with OpenAIServer(handler=schema_judge(overrides=SCRIPT)) as server:
+        collector = start_collector(config(sink, server, judge=", budget: {requests_per_hour: 2}"))
+        spans = scored(sink, collector)
+        requests = len(server.requests_to("/chat/completions"))
+    # 4 calls wanted, 2 allowed: 2 spans' metrics scored, the other 2 skipped, none failed.
+    scored_results = [
+        (span, metric)
+        for span in ("model", "first", "later")
+        for metric in ("faithfulness", "context_relevance", "answer_relevance")
+        if f"eval.{metric}.score" in spans[span]["attributes"]
+    ]
+    root = spans["root"]["attributes"]
+    skips = {key: value for key, value in root.items() if key.endswith(".skipped")}
+    not_judged = sum(int(value.split(" span")[0]) for value in skips.values())
+    assert requests == root["eval.judge.calls"] == 2 and len(scored_results) == 2 and not_judged == 2
+    assert all("budget" in value for value in skips.values()), skips
+    assert not any(key.endswith(".error") for span in spans.values() for key in span["attributes"])
