@@ -156,7 +156,7 @@ def faithfulness_verdict(answer: Any, documents: int, seen: str = "") -> Verdict
     return Verdict(supported / len(claims), explanation + seen, metadata)
 
 
-def relevance_verdict(answer: Any, numbers: Sequence[int], recorded: bool, left_out: str = "") -> Verdict:
+def relevance_verdict(answer: Any, numbers: Sequence[int], recorded: bool, seen: str = "") -> Verdict:
     """Relevant documents / documents judged (`numbers`: those shown), the others named."""
     verdicts = _checked(answer, relevance_schema(numbers))
     judged = [(number, verdicts[DOCUMENT_KEY.format(number=number)]) for number in numbers]
@@ -168,7 +168,7 @@ def relevance_verdict(answer: Any, numbers: Sequence[int], recorded: bool, left_
         named = [_quoted(f"document {number}", reason, quote=False) for number, reason in irrelevant[:QUOTED]]
         explanation += "; not relevant: " + "; ".join(named) + ("; ..." if len(irrelevant) > QUOTED else "")
     metadata = {"documents": len(judged), "relevant": relevant}
-    return Verdict(relevant / len(judged), explanation + left_out, metadata)
+    return Verdict(relevant / len(judged), explanation + seen, metadata)
 
 
 def answer_verdict(answer: Any, seen: str = "") -> Verdict:
@@ -188,12 +188,15 @@ def _seen(coverage: Coverage, documents: int, bounded: int) -> str:
     """What the judge was not shown, for the explanation: "" when it saw everything."""
     parts = []
     if bounded > documents:
-        parts.append(f"the first {documents} of {bounded} documents")
+        parts.append(f"the first {documents} of {bounded} documents (at most {MAX_JUDGED_DOCUMENTS} a call)")
+    cut = []
     if coverage.steps_shown < coverage.steps_total:
-        parts.append(f"{coverage.steps_shown} of {coverage.steps_total} documents")
+        cut.append(f"{coverage.steps_shown} of {coverage.steps_total} documents")
     if coverage.chars_shown < coverage.chars_total:
-        parts.append(f"{coverage.share:.0%} of the text")
-    return f"; the judge was shown {', '.join(parts)} (max_field_chars, max_input_tokens)" if parts else ""
+        cut.append(f"{coverage.share:.0%} of the text")
+    if cut:
+        parts.append(f"{', '.join(cut)} (max_field_chars, max_input_tokens)")
+    return f"; the judge was shown {', '.join(parts)}" if parts else ""
 
 
 # --- the calls ----------------------------------------------------------------------------

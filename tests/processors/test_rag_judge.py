@@ -203,9 +203,11 @@ def test_more_documents_than_the_bound_show_the_first_ones():
     )
     verdict = ask(RagJudge(judge).context_relevance(QUESTION, True, documents, Usage()))
     assert verdict.metadata == {"documents": MAX_JUDGED_DOCUMENTS, "relevant": 0}
-    assert f"the judge was shown the first {MAX_JUDGED_DOCUMENTS} of {MAX_JUDGED_DOCUMENTS + 8} documents" in (
-        verdict.explanation
+    assert verdict.explanation == (
+        "0 of 32 documents relevant to the query; not relevant: document 1; document 2; document 3; ...; "
+        "the judge was shown the first 32 of 40 documents (at most 32 a call)"
     )
+    assert MAX_JUDGED_DOCUMENTS == 32
 
 
 def test_max_input_tokens_too_small_for_the_calls_is_a_config_error():
