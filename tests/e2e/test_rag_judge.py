@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
-from tests.processors.test_rag_metrics import D_RETURNS, D_SHIPPING, LATER_DOCUMENT, rag_spans
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import ErrorReply, OpenAIServer, Reply
 from tests.support.otlp_client import send
+from tests.support.rag_trace import D_RETURNS, D_SHIPPING, LATER_DOCUMENT, rag_spans
 from tests.support.running import sink_config, wait_until
 from tests.support.spans import request_of
 

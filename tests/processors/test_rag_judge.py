@@ -38,7 +38,7 @@ from spanscore.processors.rag_metrics import (
     RagMetrics,
     RagMetricsConfig,
 )
-from tests.processors.test_rag_metrics import (
+from tests.support.rag_trace import (
     ANSWER,
     D_RETURNS,
     D_SHIPPING,
