@@ -233,6 +233,8 @@ class RagJudge:
         return faithfulness_verdict(reply, len(shown), _seen(view.coverage, len(shown), len(documents)))
 
     async def context_relevance(self, query: str, recorded: bool, documents: Sequence[str], usage: Usage) -> Verdict:
+        if not documents:
+            raise ValueError("context_relevance needs documents to judge")
         shown = list(documents[:MAX_JUDGED_DOCUMENTS])
         every = range(1, len(shown) + 1)
         # The room is reserved for every document's key; those left out to fit ask less.

@@ -394,3 +394,10 @@ def test_a_trace_failing_for_another_reason_fails_alone_in_its_batch():
     assert [str(e) for e in failed] == ["judge client bug"]
     [scored] = [o for o in outputs if not isinstance(o, BaseException)]
     assert sum(isinstance(o, MetricResult) and o.score is not None for o in scored) == 4
+
+
+def test_context_relevance_of_no_documents_is_refused_without_asking():
+    judge = ScriptedJudge({})
+    with pytest.raises(ValueError, match="needs documents"):
+        ask(RagJudge(judge).context_relevance(QUESTION, True, [], Usage()))
+    assert judge.requests == []
