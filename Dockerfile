@@ -62,6 +62,10 @@ processors:
   rag_metrics:            # faithfulness, context and answer relevance on traces that retrieved, per span
     tool_error:
       enabled: false      # a tool_error score per tool span; off: it would add one per tool call to every trace
+    judge:                # judges faithfulness and the relevances when OPENAI_API_KEY is set, else the embedder
+      api_key: ${env:OPENAI_API_KEY:-}
+      base_url: ${env:OPENAI_BASE_URL:-}
+      model: ${env:SPANSCORE_JUDGE_MODEL:-gpt-4.1-mini}
   judge_metrics:          # on when OPENAI_API_KEY is set
     mode: per_metric
     judge:

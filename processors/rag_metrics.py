@@ -1,7 +1,7 @@
 """`rag_metrics` processor: retrieval-augmented answers and tool calls, each scored on its own span.
 
-No judge: an embedder and rules. Per trace (see docs/metrics.md for definitions and
-worked examples):
+Without a judge: an embedder and rules. Per trace (see docs/metrics.md for definitions
+and worked examples):
 
 - `faithfulness` on each LLM span with context and a text answer: the documents of the
   retrieval steps of the same trace that ended before the call started (no convention
@@ -20,34 +20,54 @@ worked examples):
 A trace without retrieval gets no faithfulness, context or answer relevance result:
 there is nothing to hold its answers against. All texts of a batch of traces (claims,
 passages, queries, questions) are embedded in one call.
+
+With a `judge` section that has an api_key or a base_url, faithfulness, context and
+answer relevance are asked of the judge instead (`rag_judge`), one call per span, the
+calls of a trace at once, on at most `max_judged_spans` LLM spans with context and as
+many retrieval spans per trace; the embedder is then not loaded. Its spend is counted
+as every judge metric's (`eval.judge.*`, the judge's `budget`); a judge failure is an
+error result on its span; past the budget a metric is skipped (`eval.<metric>.skipped`
+on the trace's root, saying how many spans). The startup log says which scores them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.provenance import Provenance, revision_of
 from spanscore.core.quoting import excerpt
+from spanscore.core.redaction import RedactConfig
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
+from spanscore.core.usage import EvaluatorUsage
+from spanscore.processors import rag_judge
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, Step, agent_trace_of, span_views_of
 from spanscore.processors.agent_trace.spans import RETRIEVAL, TOOL
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
+from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
+from spanscore.processors.judge_metrics.config import JudgeSection, build_judge, judge_configured
+from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, Usage
+from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS
 from spanscore.processors.localization.evidence import EVIDENCE_CHARS, span_failure
 from spanscore.processors.metrics import faithfulness as faithfulness_metric
 from spanscore.processors.metrics.faithfulness import Context, faithfulness_from_vectors, read_context
 from spanscore.processors.metrics.text import sentences
+from spanscore.processors.rag_judge import RagJudge, Verdict, room_problem
 
 log = logging.getLogger("spanscore.rag_metrics")
 
@@ -65,6 +85,11 @@ MAX_ANSWER_SENTENCES = faithfulness_metric.MAX_CLAIMS
 # Spans scored per trace and metric: the first this many LLM spans with context, and
 # retrieval steps; the rest of a very long run is left unscored.
 MAX_SPANS = 100
+# With a judge, spans judged per trace and metric (a call each): at most 2 x this + 1
+# calls per trace. A run retrieving more often than this is rare; its first spans are judged.
+DEFAULT_MAX_JUDGED_SPANS = 10
+JUDGED = (FAITHFULNESS, CONTEXT_RELEVANCE, ANSWER_RELEVANCE)
+JUDGE_EVALUATOR = "judge"  # its spend is counted with the judge metrics': eval.judge.*
 
 
 class MetricSettings(ComponentConfig):
@@ -94,9 +119,30 @@ class RagMetricsConfig(ComponentConfig):
     context_relevance: ContextRelevanceSettings = Field(default_factory=ContextRelevanceSettings)
     answer_relevance: AnswerRelevanceSettings = Field(default_factory=AnswerRelevanceSettings)
     tool_error: ToolErrorSettings = Field(default_factory=ToolErrorSettings)
+    # With a judge (a section with an api_key or a base_url) the three RAG metrics are judged.
+    judge: JudgeSection = None
+    max_judged_spans: int = Field(default=DEFAULT_MAX_JUDGED_SPANS, ge=1, le=MAX_SPANS)
+    redact: RedactConfig = Field(default_factory=RedactConfig)
+    max_field_chars: int = Field(default=DEFAULT_MAX_FIELD_CHARS, ge=100)
+    max_input_tokens: int = Field(default=DEFAULT_MAX_INPUT_TOKENS, ge=1)
+
+    @field_validator("max_input_tokens")
+    @classmethod
+    def _room_for_the_texts(cls, value: int) -> int:
+        problem = room_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     def settings(self, name: str) -> FaithfulnessSettings:
         return getattr(self, name)
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The metrics the judge scores: the enabled RAG metrics, when a judge is configured."""
+        if not judge_configured(self.judge):
+            return ()
+        return tuple(name for name in JUDGED if self.settings(name).enabled)
 
 
 @dataclass
@@ -116,8 +162,21 @@ class _Texts:
 
 
 @dataclass
+class _Targets:
+    """What one trace's metrics are about, read once whoever scores them: the LLM steps
+    with their context documents, the retrieval steps with their query (whether the span
+    recorded it) and documents, the final answer's step; and the tool results, scored already."""
+
+    question: str = ""
+    contexts: list[tuple[Step, list[str]]] = field(default_factory=list)
+    retrievals: list[tuple[Step, str, bool, list[str]]] = field(default_factory=list)
+    answer: Step | None = None
+    tool_results: list[MetricResult] = field(default_factory=list)
+
+
+@dataclass
 class _Plan:
-    """What one trace scores, read before the batch is embedded."""
+    """What one trace's embedder scores, read before the batch is embedded."""
 
     faithfulness: list[tuple[Step, Context]] = field(default_factory=list)
     relevance: list[tuple[Step, str, bool, list[tuple[str, ...]]]] = field(default_factory=list)
@@ -136,10 +195,42 @@ class RagMetrics(Processor):
         )
         self.embedder: Embedder | None = None
         self._warm_up: asyncio.Task | None = None
+        self.judge: Judge | None = None
+        self.rag_judge: RagJudge | None = None
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
-        self.embedder = build_embedder(self.config.embedder)
+        config = self.config
+        if config.judge is not None and config.judged:  # judge_configured, as `judged` says
+            self.judge = build_judge(config.judge)
+            self.rag_judge = RagJudge(
+                self.judge, config.redact.redaction(), config.max_field_chars, config.max_input_tokens
+            )
+            log.info(
+                "%s: %s judged by %s (at most %d judge calls per trace); no embedder loaded",
+                self.id,
+                ", ".join(config.judged),
+                config.judge.model,
+                self._max_calls(),
+            )
+            return
+        self.embedder = build_embedder(config.embedder)
         self._warm_up = asyncio.create_task(self._warm_up_embedder(self.embedder))
+        scored = [name for name in JUDGED if name in self.metric_names]
+        if scored:
+            log.info(
+                "%s: %s scored by the embedder %s: no judge configured (set OPENAI_API_KEY, or give %s "
+                "a judge with api_key or base_url, to have them judged)",
+                self.id,
+                ", ".join(scored),
+                self.embedder.name,
+                self.id,
+            )
+
+    def _max_calls(self) -> int:
+        """Judge calls per trace at most, retries aside: a call per span judged."""
+        judged = self.config.judged
+        per_span = sum(name in judged for name in (FAITHFULNESS, CONTEXT_RELEVANCE))
+        return per_span * self.config.max_judged_spans + (ANSWER_RELEVANCE in judged)
 
     async def _warm_up_embedder(self, embedder: Embedder) -> None:
         try:
@@ -147,10 +238,21 @@ class RagMetrics(Processor):
         except Exception as exc:  # the first embed raises it again, per trace, as an error result
             log.error("embedder %s failed to load: %s", embedder.name, exc)
 
+    def judges(self) -> tuple[Judge, ...]:
+        return () if self.judge is None else (self.judge,)
+
     def provenance(self, metric_name: str) -> Provenance:
         settings = self.config.settings(metric_name).model_dump()
         if metric_name == TOOL_ERROR:
             return Provenance("rules", revision_of(metric_name, "rules", settings))
+        judge = self.config.judge
+        if judge is not None and metric_name in self.config.judged:
+            # The prompts' wording and code, and every setting that changes what is asked.
+            asked = self.config.model_dump(
+                include={"max_judged_spans", "redact", "max_field_chars", "max_input_tokens"}
+            )
+            prompts = inspect.getsource(rag_judge)
+            return Provenance(judge.model, revision_of(metric_name, judge.model, settings, asked, prompts))
         name = self.embedder.name if self.embedder is not None else "none"
         return Provenance(name, revision_of(metric_name, name, settings))
 
@@ -160,6 +262,9 @@ class RagMetrics(Processor):
         embedder, self.embedder = self.embedder, None
         if embedder is not None:
             await embedder.close()
+        judge, self.judge, self.rag_judge = self.judge, None, None
+        if judge is not None:
+            await judge.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         [outputs] = await self.process_batch([(trace, session)])
@@ -170,7 +275,11 @@ class RagMetrics(Processor):
     async def process_batch(
         self, items: Sequence[tuple[Trace, Session | None]]
     ) -> list[Sequence[TraceOutput] | BaseException]:
-        """Each trace's plan, the batch's texts embedded in one call, then each trace scored."""
+        """Judged: each trace's calls, every trace at once. Else each trace's plan, the
+        batch's texts embedded in one call, then each trace scored."""
+        if self.rag_judge is not None:
+            judging = self.rag_judge
+            return list(await asyncio.gather(*(self._judged_or_error(trace, judging) for trace, _ in items)))
         if self.embedder is None:
             raise RuntimeError("rag_metrics scored before start()")
         embedder = self.embedder
@@ -178,7 +287,7 @@ class RagMetrics(Processor):
         texts = _Texts()
         for trace, _ in items:
             try:
-                plan = self._plan(trace)
+                plan = _embedder_plan(self._targets(trace))
             except Exception as exc:
                 plans.append(exc)
                 continue
@@ -205,40 +314,91 @@ class RagMetrics(Processor):
                 outputs.append(exc)
         return outputs
 
-    def _plan(self, trace: Trace) -> _Plan:
-        plan = _Plan()
+    def _targets(self, trace: Trace) -> _Targets:
+        targets = _Targets()
         config = self.config
         views = span_views_of(trace)
         if views is None:
-            return plan
+            return targets
         # The span views are read already (the summary is made from them); the steps are
         # built only for a trace with something to score here.
         wanted = {RETRIEVAL, TOOL} if config.tool_error.enabled else {RETRIEVAL}
         if not any(view.role in wanted for view in views.views):
-            return plan
+            return targets
         run = agent_trace_of(trace)
         if config.tool_error.enabled and run.tool_steps:
-            plan.tool_results = tool_errors(run, views, config.tool_error.threshold)
+            targets.tool_results = tool_errors(run, views, config.tool_error.threshold)
         if not run.retrieval_steps:
-            return plan
-        question = run.user_input[:MAX_QUERY_CHARS]
+            return targets
+        limit = config.max_judged_spans if self.rag_judge is not None else MAX_SPANS
+        question = targets.question = run.user_input[:MAX_QUERY_CHARS]
         if config.faithfulness.enabled:
-            for step, documents in llm_steps_with_context(run)[:MAX_SPANS]:
-                plan.faithfulness.append((step, read_context(step.result or "", documents, question)))
+            targets.contexts = llm_steps_with_context(run)[:limit]
         if config.context_relevance.enabled:
-            for step in run.retrieval_steps[:MAX_SPANS]:
-                passages = passages_by_document([d.content for d in step.documents])
-                if not passages:
-                    continue
-                query = (step.query or "")[:MAX_QUERY_CHARS]
-                plan.relevance.append((step, query or question, bool(query), passages))
+            for step in run.retrieval_steps:
+                documents = [d.content for d in step.documents if d.content.strip()]
+                if documents and len(targets.retrievals) < limit:
+                    query = (step.query or "")[:MAX_QUERY_CHARS]
+                    targets.retrievals.append((step, query or question, bool(query), documents))
         if config.answer_relevance.enabled and question.strip():
-            step = final_answer_step(run)
-            if step is not None:
-                claims = tuple(sentences(step.result or "", MAX_ANSWER_SENTENCES))
-                if claims:
-                    plan.answer = (step, question, claims)
-        return plan
+            targets.answer = final_answer_step(run)
+        return targets
+
+    async def _judged_or_error(self, trace: Trace, judging: RagJudge) -> Sequence[TraceOutput] | BaseException:
+        """A trace's outputs, or what failed it: a trace of the batch fails alone."""
+        try:
+            return await self._judged(self._targets(trace), judging)
+        except Exception as exc:
+            return exc
+
+    async def _judged(self, targets: _Targets, judging: RagJudge) -> list[TraceOutput]:
+        """The trace's results from the judge, its calls at once, and their spend."""
+        usage = Usage()
+        asks: list[tuple[str, Step, Awaitable[Verdict]]] = []
+        for step, documents in targets.contexts:
+            asks.append(
+                (FAITHFULNESS, step, judging.faithfulness(targets.question, documents, step.result or "", usage))
+            )
+        for step, query, recorded, documents in targets.retrievals:
+            asks.append((CONTEXT_RELEVANCE, step, judging.context_relevance(query, recorded, documents, usage)))
+        if targets.answer is not None:
+            answer = targets.answer.result or ""
+            asks.append((ANSWER_RELEVANCE, targets.answer, judging.answer_relevance(targets.question, answer, usage)))
+        verdicts = await asyncio.gather(*(_verdict_or_error(ask) for _, _, ask in asks))
+        outputs: list[TraceOutput] = []
+        skipped: dict[str, list[JudgeError]] = {}
+        for (name, step, _), verdict in zip(asks, verdicts):
+            threshold = self.config.settings(name).threshold
+            if isinstance(verdict, Verdict):
+                outputs.append(
+                    MetricResult(
+                        name=name,
+                        score=min(1.0, verdict.score),
+                        threshold=threshold,
+                        explanation=verdict.explanation,
+                        span_id=step.span_id,
+                        metadata=verdict.metadata,
+                    )
+                )
+            elif verdict.error_type == BUDGET_EXHAUSTED:
+                skipped.setdefault(name, []).append(verdict)
+            else:
+                outputs.append(
+                    MetricResult(
+                        name=name,
+                        threshold=threshold,
+                        error=str(verdict) or verdict.error_type,
+                        error_type=verdict.error_type,
+                        span_id=step.span_id,
+                    )
+                )
+        for name, errors in skipped.items():
+            spans = f"{len(errors)} span{'s' if len(errors) != 1 else ''} not judged"
+            outputs.append(SpanAttribute(result_keys(name).skipped, f"{spans}: {errors[0]}"))
+        outputs.extend(targets.tool_results)
+        if usage.calls or usage.cached:
+            outputs.append(EvaluatorUsage(JUDGE_EVALUATOR, usage.calls, usage.input_tokens, usage.output_tokens))
+        return outputs
 
     def _score(self, plan: _Plan, texts: _Texts, embedded: np.ndarray | None) -> list[MetricResult]:
         results: list[MetricResult] = []
@@ -318,8 +478,34 @@ class RagMetrics(Processor):
         )
 
 
+def _embedder_plan(targets: _Targets) -> _Plan:
+    """The claims, passages and sentences the embedder scores the targets by."""
+    question = targets.question
+    plan = _Plan(tool_results=targets.tool_results)
+    plan.faithfulness = [
+        (step, read_context(step.result or "", documents, question)) for step, documents in targets.contexts
+    ]
+    for step, query, recorded, documents in targets.retrievals:
+        passages = passages_by_document(documents)
+        if passages:
+            plan.relevance.append((step, query, recorded, passages))
+    if targets.answer is not None:
+        claims = tuple(sentences(targets.answer.result or "", MAX_ANSWER_SENTENCES))
+        if claims:
+            plan.answer = (targets.answer, question, claims)
+    return plan
+
+
 def _embeds(plan: _Plan) -> bool:
     return bool(plan.faithfulness or plan.relevance or plan.answer)
+
+
+async def _verdict_or_error(ask: Awaitable[Verdict]) -> Verdict | JudgeError:
+    """A judge failure (budget spent included) fails its span alone."""
+    try:
+        return await ask
+    except JudgeError as exc:
+        return exc
 
 
 def llm_steps_with_context(run: AgentTrace) -> list[tuple[Step, list[str]]]:

@@ -19,7 +19,7 @@ of the trace's text and steps the block shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spanscore.processors.judge_metrics.prompts import Layout, Rendered, elision_marker, render, render_entry
@@ -67,6 +67,7 @@ class Coverage:
 class View:
     text: str
     coverage: Coverage
+    kept: tuple[int, ...] = ()  # the indexes of the entries shown, ascending
 
 
 def fit(layout: Layout, max_field_chars: int, max_tokens: int | None) -> View:
@@ -74,14 +75,16 @@ def fit(layout: Layout, max_field_chars: int, max_tokens: int | None) -> View:
     total = layout.chars_total()
     count = len(layout.entries)
 
-    def view(rendered: Rendered, limit: int, shown: int, uncut_tokens: int) -> View:
+    def view(rendered: Rendered, limit: int, kept: Sequence[int], uncut_tokens: int) -> View:
         tokens = estimate_tokens(rendered.text)
-        return View(rendered.text, Coverage(rendered.chars_shown, total, shown, count, limit, tokens, uncut_tokens))
+        coverage = Coverage(rendered.chars_shown, total, len(kept), count, limit, tokens, uncut_tokens)
+        return View(rendered.text, coverage, tuple(kept))
 
+    every = range(count)
     uncut = render(layout, max_field_chars)
     uncut_tokens = estimate_tokens(uncut.text)
     if max_tokens is None or uncut_tokens <= max_tokens:
-        return view(uncut, max_field_chars, count, uncut_tokens)
+        return view(uncut, max_field_chars, every, uncut_tokens)
 
     def fits(rendered: Rendered) -> bool:
         return estimate_tokens(rendered.text) <= max_tokens
@@ -91,11 +94,11 @@ def fit(layout: Layout, max_field_chars: int, max_tokens: int | None) -> View:
     at_floor = render(layout, floor)
     if fits(at_floor):
         limit = _largest_fitting(floor, max_field_chars, lambda n: fits(render(layout, n)))
-        return view(render(layout, limit), limit, count, uncut_tokens)
+        return view(render(layout, limit), limit, every, uncut_tokens)
     # 2. Entries left out from the middle, fields at the floor.
     kept = _ends_that_fit(layout, floor, max_tokens)
     if kept is not None:
-        return view(render(layout, floor, kept), floor, len(kept), uncut_tokens)
+        return view(render(layout, floor, kept), floor, kept, uncut_tokens)
     # 3. The first and last entries only, fields below the floor.
     ends = sorted({0, count - 1}) if count else []
     if not fits(render(layout, 1, ends)):
@@ -104,7 +107,7 @@ def fit(layout: Layout, max_field_chars: int, max_tokens: int | None) -> View:
             f"and only the first and last {layout.noun}; {max_tokens:,} are left for it"
         )
     limit = _largest_fitting(1, floor, lambda n: fits(render(layout, n, ends)))
-    return view(render(layout, limit, ends), limit, len(ends), uncut_tokens)
+    return view(render(layout, limit, ends), limit, ends, uncut_tokens)
 
 
 def _largest_fitting(low: int, high: int, fits: Callable[[int], bool]) -> int:

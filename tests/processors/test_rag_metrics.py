@@ -13,8 +13,6 @@ import pytest
 
 from spanscore.config.loader import load_config
 from spanscore.core.otlp_json import decode_request
-from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace.retrieval import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS
 from spanscore.processors.embedders.static import StaticEmbedder
 from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, MAX_CLAIMS, MAX_PASSAGES
@@ -33,17 +31,29 @@ from tests.fixtures.spans.rag import make_rag_fixtures as rag
 from tests.support.agent_fixtures import SPANS_DIR
 from tests.support.agent_spans import make_span
 from tests.support.otlp_json import read_requests
+from tests.support.rag_trace import (
+    ANSWER,
+    CHAIN,
+    D_RETURNS,
+    D_SHIPPING,
+    LATER_DOCUMENT,
+    LATER_QUERY,
+    LLM,
+    QUESTION,
+    RETRIEVER,
+    S_RETURNS,
+    S_SHIPPING,
+    TOOL,
+    answer,
+    documents,
+    kind,
+    rag_spans,
+    traces_of,
+)
 from tests.support.spans import request_of
 from tests.support.table_embedder import TableEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
-QUESTION = "How long can I return items?"
-D_RETURNS = "Items can be returned within 30 days."
-D_SHIPPING = "Shipping takes 5 days."
-S_RETURNS = "Returns are accepted for 30 days."
-S_SHIPPING = "Shipping is fast."
-ANSWER = f"{S_RETURNS} {S_SHIPPING}"
-LATER_QUERY, LATER_DOCUMENT = "Where is the store?", "The store is in Oslo."
 # The question along x; each cosine below is a dot product of these unit vectors.
 TABLE = {
     QUESTION: [1.0, 0.0, 0.0],
@@ -54,56 +64,6 @@ TABLE = {
     LATER_QUERY: [0.0, 0.0, 1.0],
     LATER_DOCUMENT: [0.0, 0.0, 1.0],
 }
-CHAIN, RETRIEVER, LLM, TOOL = "CHAIN", "RETRIEVER", "LLM", "TOOL"
-
-
-def kind(name: str, **attributes) -> dict:
-    return {"openinference.span.kind": name, **attributes}
-
-
-def documents(*texts: str) -> dict:
-    return {f"retrieval.documents.{i}.document.content": text for i, text in enumerate(texts)}
-
-
-def answer(text: str) -> dict:
-    return {
-        "llm.input_messages.0.message.role": "user",
-        "llm.input_messages.0.message.content": QUESTION,
-        "llm.output_messages.0.message.role": "assistant",
-        "llm.output_messages.0.message.content": text,
-    }
-
-
-def rag_spans(trace_id: bytes = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")):
-    root = make_span(
-        "qa", kind(CHAIN, **{"input.value": QUESTION, "output.value": ANSWER}), start=0, end=1_000, trace_id=trace_id
-    )
-    first = make_span(
-        "retrieve",
-        kind(RETRIEVER, **{"input.value": QUESTION}, **documents(D_RETURNS, D_SHIPPING)),
-        parent=root,
-        start=10,
-        end=60,
-        trace_id=trace_id,
-    )
-    model = make_span("chat", kind(LLM, **answer(ANSWER)), parent=root, start=70, end=880, trace_id=trace_id)
-    # Ends after the model call started: not its context.
-    later = make_span(
-        "retrieve_more",
-        kind(RETRIEVER, **{"input.value": LATER_QUERY}, **documents(LATER_DOCUMENT)),
-        parent=root,
-        start=65,
-        end=900,
-        trace_id=trace_id,
-    )
-    return root, first, model, later
-
-
-def traces_of(*requests):
-    assembler = Assembler(PipelineSettings())
-    for request in requests:
-        assembler.add(request, now=0.0)
-    return sorted(assembler.pop_all(), key=lambda trace: trace.start_time_unix_nano)
 
 
 def score(traces, embedder=None, config: RagMetricsConfig | None = None):
