@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
-from spanscore.core.provenance import Provenance, revision_of
+from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import RedactConfig
 from spanscore.core.result import MetricResult
@@ -244,7 +244,7 @@ class RagMetrics(Processor):
     def provenance(self, metric_name: str) -> Provenance:
         settings = self.config.settings(metric_name).model_dump()
         if metric_name == TOOL_ERROR:
-            return Provenance("rules", revision_of(metric_name, "rules", settings))
+            return Provenance(CODE, revision_of(metric_name, CODE, settings))
         judge = self.config.judge
         if judge is not None and metric_name in self.config.judged:
             # The prompts' wording and code, and every setting that changes what is asked.
