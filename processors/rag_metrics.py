@@ -40,7 +40,7 @@ from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, Step, agent_trace_of, span_views_of
-from spanscore.processors.agent_trace.spans import RETRIEVAL, TOOL
+from spanscore.processors.agent_trace.spans import LLM, RETRIEVAL, TOOL
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
@@ -48,6 +48,7 @@ from spanscore.processors.localization.evidence import EVIDENCE_CHARS, span_fail
 from spanscore.processors.metrics import faithfulness as faithfulness_metric
 from spanscore.processors.metrics.faithfulness import Context, faithfulness_from_vectors, read_context
 from spanscore.processors.metrics.text import sentences
+from spanscore.processors.span_target import SpanTarget, Target
 
 log = logging.getLogger("spanscore.rag_metrics")
 
@@ -67,23 +68,35 @@ MAX_ANSWER_SENTENCES = faithfulness_metric.MAX_CLAIMS
 MAX_SPANS = 100
 
 
-class MetricSettings(ComponentConfig):
+class MetricSettings(SpanTarget):
+    """A metric's settings: its spans are of the kind its `on` defaults to, narrowed by
+    `where` and `sample_ratio` (processors/span_target.py)."""
+
+    fixed_on = True
     enabled: bool = True
+
+    def chosen(self, trace: Trace) -> set[str]:
+        """The ids (hex) of the spans of `trace` that `where` and `sample_ratio` choose."""
+        return {step.span_id for step in self.select(trace)}
 
 
 class FaithfulnessSettings(MetricSettings):
+    on: Target = LLM
     threshold: float = Field(default=faithfulness_metric.DEFAULT_THRESHOLD, ge=0.0, le=1.0)
 
 
 class ContextRelevanceSettings(MetricSettings):
+    on: Target = RETRIEVAL
     threshold: float = Field(default=CONTEXT_RELEVANCE_THRESHOLD, ge=0.0, le=1.0)
 
 
 class AnswerRelevanceSettings(MetricSettings):
+    on: Target = LLM  # the final answer's span, when `where` and `sample_ratio` choose it
     threshold: float = Field(default=ANSWER_RELEVANCE_THRESHOLD, ge=0.0, le=1.0)
 
 
 class ToolErrorSettings(MetricSettings):
+    on: Target = TOOL
     threshold: float = Field(default=TOOL_ERROR_THRESHOLD, ge=0.0, le=1.0)
 
 
@@ -95,7 +108,7 @@ class RagMetricsConfig(ComponentConfig):
     answer_relevance: AnswerRelevanceSettings = Field(default_factory=AnswerRelevanceSettings)
     tool_error: ToolErrorSettings = Field(default_factory=ToolErrorSettings)
 
-    def settings(self, name: str) -> FaithfulnessSettings:
+    def settings(self, name: str) -> MetricSettings:
         return getattr(self, name)
 
 
@@ -218,15 +231,21 @@ class RagMetrics(Processor):
             return plan
         run = agent_trace_of(trace)
         if config.tool_error.enabled and run.tool_steps:
-            plan.tool_results = tool_errors(run, views, config.tool_error.threshold)
+            chosen = config.tool_error.chosen(trace)
+            results = tool_errors(run, views, config.tool_error.threshold)
+            plan.tool_results = [result for result in results if result.span_id in chosen]
         if not run.retrieval_steps:
             return plan
         question = run.user_input[:MAX_QUERY_CHARS]
         if config.faithfulness.enabled:
-            for step, documents in llm_steps_with_context(run)[:MAX_SPANS]:
+            chosen = config.faithfulness.chosen(trace)
+            with_context = [
+                (step, documents) for step, documents in llm_steps_with_context(run) if step.span_id in chosen
+            ]
+            for step, documents in with_context[:MAX_SPANS]:
                 plan.faithfulness.append((step, read_context(step.result or "", documents, question)))
         if config.context_relevance.enabled:
-            for step in run.retrieval_steps[:MAX_SPANS]:
+            for step in config.context_relevance.select(trace)[:MAX_SPANS]:
                 passages = passages_by_document([d.content for d in step.documents])
                 if not passages:
                     continue
@@ -234,7 +253,7 @@ class RagMetrics(Processor):
                 plan.relevance.append((step, query or question, bool(query), passages))
         if config.answer_relevance.enabled and question.strip():
             step = final_answer_step(run)
-            if step is not None:
+            if step is not None and step.span_id in config.answer_relevance.chosen(trace):
                 claims = tuple(sentences(step.result or "", MAX_ANSWER_SENTENCES))
                 if claims:
                     plan.answer = (step, question, claims)
