@@ -281,3 +281,9 @@ def test_agree_meets_a_label_on_a_model_call_with_the_score_on_that_span(rag, tm
     [disagreement] = agreement["disagreements"]
     assert (disagreement["trace_id"], disagreement["span_id"]) == (passing_trace, passing)
     assert roots[failing_trace]["eval.faithfulness.label"] == "fail"
+
+
+def test_with_by_each_trace_names_its_group(rag, tmp_path):
+    printout, summary, _ = report(rag[0], tmp_path, "--by", "service.name")
+    assert {trace["group"] for trace in summary["span_metrics"]} == {"docs-qa-langchain"}
+    assert sum(line.endswith(" docs_qa [docs-qa-langchain]") for line in printout.splitlines()) == 2
