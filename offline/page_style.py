@@ -1,5 +1,16 @@
 """The look shared by spanscore's HTML pages (`report -o`, `agree -o`): one inline style
-sheet, so every page is a single file that opens offline."""
+sheet, so every page is a single file that opens offline, and how long names wrap."""
+
+import re
+from html import escape
+
+
+def breakable(text: str) -> str:
+    """`text` escaped, with a line-break opportunity after each / _ - . : so a long id wraps at its parts."""
+    return "".join(
+        escape(part) + ("<wbr>" if re.fullmatch(r"[/_\-.:]", part) else "") for part in re.split(r"([/_\-.:])", text)
+    )
+
 
 STYLE = """
 :root{--fg:#111827;--muted:#6b7280;--line:#e5e7eb;--pass:#059669;--fail:#dc2626}

@@ -13,7 +13,8 @@ group (`--by`: any span or resource attribute, looked up on the attempt's own sp
 resource first, then on its traces) and the failed or errored results shown beside a
 failed attempt, with, where failure_localization ran on them, the spans it blamed and
 their categories: why the attempt failed, not only that it did. Every score of every
-scored span also goes into the per-metric score distributions of its group.
+scored span also goes into the per-metric score distributions of its group, and every
+trace's span-level metrics (`offline.span_level`: roll-up and worst spans) are kept.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from spanscore.core.score_encoding import CASE_ID, EncodedResult, read_results
 from spanscore.core.trace import Trace
 from spanscore.offline.blamed_spans import Blamed, blamed_in, localization_of
 from spanscore.offline.otlp_files import read_requests
+from spanscore.offline.span_level import SpanMetric, span_metrics_of
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.agent_trace import agent_trace_of
@@ -87,6 +89,7 @@ class ScoredRun:
     attempts: list[Attempt] = field(default_factory=list)
     ungraded: list[Ungraded] = field(default_factory=list)
     scores: dict[str | None, dict[str, list[float]]] = field(default_factory=dict)  # group -> metric -> scores
+    span_metrics: list[SpanMetric] = field(default_factory=list)  # per trace, each span-level metric
     problems: list[str] = field(default_factory=list)
     requests: int = 0  # export requests read, whatever they held
 
@@ -105,6 +108,7 @@ class ScoredRun:
             attempts=[a for a in self.attempts if a.group == group],
             ungraded=[u for u in self.ungraded if u.group == group],
             scores={None: self.scores.get(group, {})},
+            span_metrics=[m for m in self.span_metrics if m.group == group],
             problems=self.problems,
         )
 
@@ -134,6 +138,7 @@ def read_scored(paths: Sequence[Path], outcome: str = DEFAULT_OUTCOME, by: str |
             continue
         linked = [traces[link.trace_id] for link in anchor.links if link.trace_id in traces] or [trace]
         group = _group_of(by, trace, linked)
+        run.span_metrics += span_metrics_of(trace, group)
         distributions = run.scores.setdefault(group, defaultdict(list))
         for metric, score in scored.items():
             distributions[metric].append(float(score))

@@ -14,12 +14,15 @@ Where failure_localization ran on failed attempts, "Why runs fail" charts the fa
 categories found in them and lists each category's attempts, each linked to the span it
 blamed, shown in the case's details (a link opens the case's row). Without such results
 the page is what it was before: no section, style or script is added.
+
+Span-level results (`offline.span_level_html`) close the page: per trace, each
+span-level metric's roll-up and worst spans. Scored files with span-level results but no
+graded attempt give a page of those alone, saying why there are no suite rates.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from functools import lru_cache
 from html import escape
@@ -27,8 +30,9 @@ from typing import Any
 
 from spanscore.core.version import VERSION
 from spanscore.core.wording import counted, plural
+from spanscore.offline import span_level_html
 from spanscore.offline.blamed_spans import group_words
-from spanscore.offline.page_style import STYLE
+from spanscore.offline.page_style import STYLE, breakable
 from spanscore.offline.suite_attempts import ScoredRun
 from spanscore.offline.suite_report import MAX_CURVE_K, UNGRADED_REASONS_SHOWN, rate_parts, ungraded_reasons
 from spanscore.offline.svg_charts import Bar, Marker, Series, bar_chart, histogram, interval_bar, line_chart
@@ -56,10 +60,15 @@ CATEGORY_CHARS = 40  # of a category's label in the chart
 
 def render(summary: dict[str, Any], run: ScoredRun, sources: list[str]) -> str:
     """The whole page for `summary` (grouped or not) computed from `run`."""
-    grouped = "groups" in summary
-    localized = any(_localized(part) for part in (summary["groups"].values() if grouped else [summary]))
-    parts = [_head(BLAME_STYLE if localized else ""), "<body><main>", _header(summary, sources)]
-    if grouped:
+    grouped, graded = "groups" in summary, "not_graded" not in summary
+    parts_of = summary["groups"].values() if grouped else [summary] if graded else []
+    localized = any(_localized(part) for part in parts_of)
+    spans = span_level_html.section(summary.get("span_metrics", []))
+    style = (BLAME_STYLE if localized else "") + (span_level_html.STYLE if spans else "")
+    parts = [_head(style), "<body><main>", _header(summary, sources)]
+    if not graded:
+        parts.append(f"<p class=note>No suite rates: {escape(summary['not_graded'])}</p>")
+    elif grouped:
         parts.append(_group_table(summary))
         for index, (group, part) in enumerate(summary["groups"].items()):
             parts.append(
@@ -69,6 +78,7 @@ def render(summary: dict[str, Any], run: ScoredRun, sources: list[str]) -> str:
             parts.append("</section>")
     else:
         parts.append(_body(summary, run.scores.get(None, {}), "g0"))
+    parts.append(spans)
     parts.append(f"</main><script>{SCRIPT}{BLAME_SCRIPT if localized else ''}</script></body></html>")
     return "".join(parts)
 
@@ -89,11 +99,12 @@ def _localized(summary: dict[str, Any]) -> bool:
 def _header(summary: dict[str, Any], sources: list[str]) -> str:
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     outcome = summary.get("outcome", "success")
-    what = (
-        "an attempt succeeds when every ground-truth check of its case passed (eval.success)"
-        if outcome == "success"
-        else f"an attempt is a span scored by {outcome}; it succeeds on a pass label"
-    )
+    if "not_graded" in summary:
+        what = "span-level results only: no graded attempts"
+    elif outcome == "success":
+        what = "an attempt succeeds when every ground-truth check of its case passed (eval.success)"
+    else:
+        what = f"an attempt is a span scored by {outcome}; it succeeds on a pass label"
     return (
         f"<header><h1>Suite report</h1><p class=meta>{escape(', '.join(sources))} · {escape(what)} · "
         f"generated {generated} by spanscore {escape(VERSION)}</p></header>"
@@ -325,7 +336,7 @@ def _category_entry(summary: dict[str, Any], key: str, entry: dict[str, Any], an
             if category not in failure["categories"]:
                 continue
             blamed = [(j, b) for j, b in enumerate(failure["blamed"]) if b["category"] == category]
-            what = f"{_breakable(case['case_id'])}, failed attempt {number}"
+            what = f"{breakable(case['case_id'])}, failed attempt {number}"
             where = ""
             if blamed:
                 _, first = blamed[0]
@@ -383,7 +394,7 @@ def _cases(summary: dict[str, Any], key: str) -> str:
             (
                 case["case_id"],
                 "<td class=case-id><button class=open aria-expanded=false>▸</button> "
-                f"{_breakable(case['case_id'])}</td>",
+                f"{breakable(case['case_id'])}</td>",
             ),
             (n, f"<td class=num>{n}</td>"),
             (c, f"<td class=num>{c}</td>"),
@@ -508,13 +519,6 @@ def _interval(function, n: int, c: int, k: int) -> tuple[float, float]:
 
 def _true_range(low: float, high: float) -> str:
     return f"true value 95% credible {low:.3f}–{high:.3f}"
-
-
-def _breakable(text: str) -> str:
-    """`text` escaped, with a line-break opportunity after each / _ - . : so a long id wraps at its parts."""
-    return "".join(
-        escape(part) + ("<wbr>" if re.fullmatch(r"[/_\-.:]", part) else "") for part in re.split(r"([/_\-.:])", text)
-    )
 
 
 def _rate_cell(successes: float, total: int, rate: dict[str, float]) -> str:

@@ -19,6 +19,9 @@ Over the attempts of `suite_attempts` (one group of them with `--by`):
 - the suite's pass@k and pass^k: the mean over cases of each case's, for k up to the
   fewest attempts of any case (at most 20), with `mean_rate_interval` over the cases'
   estimates.
+
+`report_summary` adds each trace's span-level metrics (`offline.span_level`), and gives
+them alone for scored files that hold span-level results but no graded attempt.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from spanscore.core.quoting import excerpt
 from spanscore.core.wording import counted
+from spanscore.offline import span_level
 from spanscore.offline.blamed_spans import group_of, group_words
 from spanscore.offline.suite_attempts import Attempt, ScoredRun
 from spanscore.processors.ground_truth.dataset import Dataset
@@ -51,6 +55,21 @@ REASON_CHARS = 160
 # What SSR counts as a correct step, with and without the dataset's expected calls.
 CORRECT_STEP_EXPECTED = "it did not fail and, where the case lists expected tools, is one of them"
 CORRECT_STEP_ANY = "it did not fail (--dataset also requires it to be an expected tool)"
+
+
+def report_summary(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
+    """What `report` prints and writes: the suite's summary (`summarize_groups`) with each
+    trace's span-level metrics under `span_metrics`. Without a graded attempt but with
+    span-level results, those alone, `not_graded` saying why; without either, ValueError."""
+    traces = span_level.summary(run.span_metrics)
+    try:
+        summary = summarize_groups(run, ks, dataset)
+    except ValueError as exc:
+        if not traces:
+            raise
+        return {"outcome": run.outcome, "not_graded": str(exc), "span_metrics": traces}
+    summary["span_metrics"] = traces
+    return summary
 
 
 def summarize_groups(run: ScoredRun, ks: Sequence[int] = DEFAULT_K, dataset: Dataset | None = None) -> dict[str, Any]:
@@ -219,9 +238,18 @@ def _with_interval(estimate: float, interval) -> dict[str, float]:
 
 
 def text(summary: dict[str, Any]) -> str:
-    """The summary (or each group's) as a few readable lines."""
+    """The summary (or each group's) as a few readable lines, then the span-level metrics
+    of a `report_summary`."""
+    span_lines = span_level.text_lines(summary.get("span_metrics", []))
+    if "not_graded" in summary:
+        return "\n".join([f"no suite rates: {summary['not_graded']}", *span_lines])
     if "groups" in summary:
-        return "\n\n".join(f"{summary['by']} = {group}\n{text(part)}" for group, part in summary["groups"].items())
+        parts = [f"{summary['by']} = {group}\n{_suite_text(part)}" for group, part in summary["groups"].items()]
+        return "\n\n".join(parts + (["\n".join(span_lines)] if span_lines else []))
+    return "\n".join([_suite_text(summary), *span_lines])
+
+
+def _suite_text(summary: dict[str, Any]) -> str:
     outcome = "" if summary["outcome"] == "success" else f" (outcome: {summary['outcome']})"
     lines = [
         f"TSR {counted_rate(summary['successes'], summary['attempts'], summary['tsr'])}{outcome}"

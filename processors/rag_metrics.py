@@ -54,7 +54,7 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors import rag_judge
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, Step, agent_trace_of, span_views_of
-from spanscore.processors.agent_trace.spans import RETRIEVAL, TOOL
+from spanscore.processors.agent_trace.spans import LLM, RETRIEVAL, TOOL
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.embedders.base import Embedder
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
@@ -68,6 +68,7 @@ from spanscore.processors.metrics import faithfulness as faithfulness_metric
 from spanscore.processors.metrics.faithfulness import Context, faithfulness_from_vectors, read_context
 from spanscore.processors.metrics.text import sentences
 from spanscore.processors.rag_judge import RagJudge, Verdict, room_problem
+from spanscore.processors.span_target import SpanTarget, Target
 
 log = logging.getLogger("spanscore.rag_metrics")
 
@@ -92,23 +93,35 @@ JUDGED = (FAITHFULNESS, CONTEXT_RELEVANCE, ANSWER_RELEVANCE)
 JUDGE_EVALUATOR = "judge"  # its spend is counted with the judge metrics': eval.judge.*
 
 
-class MetricSettings(ComponentConfig):
+class MetricSettings(SpanTarget):
+    """A metric's settings: its spans are of the kind its `on` defaults to, narrowed by
+    `where` and `sample_ratio` (processors/span_target.py)."""
+
+    fixed_on = True
     enabled: bool = True
+
+    def chosen(self, trace: Trace) -> set[str]:
+        """The ids (hex) of the spans of `trace` that `where` and `sample_ratio` choose."""
+        return {step.span_id for step in self.select(trace)}
 
 
 class FaithfulnessSettings(MetricSettings):
+    on: Target = LLM
     threshold: float = Field(default=faithfulness_metric.DEFAULT_THRESHOLD, ge=0.0, le=1.0)
 
 
 class ContextRelevanceSettings(MetricSettings):
+    on: Target = RETRIEVAL
     threshold: float = Field(default=CONTEXT_RELEVANCE_THRESHOLD, ge=0.0, le=1.0)
 
 
 class AnswerRelevanceSettings(MetricSettings):
+    on: Target = LLM  # the final answer's span, when `where` and `sample_ratio` choose it
     threshold: float = Field(default=ANSWER_RELEVANCE_THRESHOLD, ge=0.0, le=1.0)
 
 
 class ToolErrorSettings(MetricSettings):
+    on: Target = TOOL
     threshold: float = Field(default=TOOL_ERROR_THRESHOLD, ge=0.0, le=1.0)
 
 
@@ -134,7 +147,7 @@ class RagMetricsConfig(ComponentConfig):
             raise ValueError(problem)
         return value
 
-    def settings(self, name: str) -> FaithfulnessSettings:
+    def settings(self, name: str) -> MetricSettings:
         return getattr(self, name)
 
     @property
@@ -242,7 +255,8 @@ class RagMetrics(Processor):
         return () if self.judge is None else (self.judge,)
 
     def provenance(self, metric_name: str) -> Provenance:
-        settings = self.config.settings(metric_name).model_dump()
+        # Which spans are scored (on, where, sample_ratio) is no part of how each is scored.
+        settings = self.config.settings(metric_name).model_dump(exclude=set(SpanTarget.model_fields))
         if metric_name == TOOL_ERROR:
             return Provenance(CODE, revision_of(metric_name, CODE, settings))
         judge = self.config.judge
@@ -327,21 +341,29 @@ class RagMetrics(Processor):
             return targets
         run = agent_trace_of(trace)
         if config.tool_error.enabled and run.tool_steps:
-            targets.tool_results = tool_errors(run, views, config.tool_error.threshold)
+            chosen = config.tool_error.chosen(trace)
+            results = tool_errors(run, views, config.tool_error.threshold)
+            targets.tool_results = [result for result in results if result.span_id in chosen]
         if not run.retrieval_steps:
             return targets
         limit = config.max_judged_spans if self.rag_judge is not None else MAX_SPANS
         question = targets.question = run.user_input[:MAX_QUERY_CHARS]
         if config.faithfulness.enabled:
-            targets.contexts = llm_steps_with_context(run)[:limit]
+            chosen = config.faithfulness.chosen(trace)
+            with_context = [
+                (step, documents) for step, documents in llm_steps_with_context(run) if step.span_id in chosen
+            ]
+            targets.contexts = with_context[:limit]
         if config.context_relevance.enabled:
-            for step in run.retrieval_steps:
+            for step in config.context_relevance.select(trace):
                 documents = [d.content for d in step.documents if d.content.strip()]
                 if documents and len(targets.retrievals) < limit:
                     query = (step.query or "")[:MAX_QUERY_CHARS]
                     targets.retrievals.append((step, query or question, bool(query), documents))
         if config.answer_relevance.enabled and question.strip():
-            targets.answer = final_answer_step(run)
+            step = final_answer_step(run)
+            if step is not None and step.span_id in config.answer_relevance.chosen(trace):
+                targets.answer = step
         return targets
 
     async def _judged_or_error(self, trace: Trace, judging: RagJudge) -> Sequence[TraceOutput] | BaseException:

@@ -10,17 +10,19 @@ per span, its `span_id` set: the score writer puts each on its span and rolls th
 metric up on the root (docs/score-encoding.md).
 
 `SpanTarget` is a config model: a metric's settings inherit it to take the three keys
-at their own level (`metrics.faithfulness.on: llm`).
+at their own level (`metrics.faithfulness.on: llm`). A metric that can score one kind
+only (rag_metrics' `faithfulness`: LLM spans) sets `fixed_on` and defaults `on` to that
+kind: `where` and `sample_ratio` still narrow its spans, another `on` is an error.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentConfig
@@ -41,6 +43,7 @@ class SpanTarget(ComponentConfig):
     on: Target = "trace"
     where: MatchProperties | None = None  # which spans of the kind: all when not given
     sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)  # the share of them scored
+    fixed_on: ClassVar[bool] = False  # True: `on` takes its default only
 
     @model_validator(mode="before")
     @classmethod
@@ -50,6 +53,16 @@ class SpanTarget(ComponentConfig):
             data = dict(data)
             data["on"] = data.pop(True)
         return data
+
+    @field_validator("on")
+    @classmethod
+    def _on_fixed(cls, on: str) -> str:
+        kind = cls.model_fields["on"].default
+        if cls.fixed_on and on != kind:
+            raise ValueError(
+                f"this metric scores {kind} spans only: leave on out, narrow them with where and sample_ratio"
+            )
+        return on
 
     @model_validator(mode="after")
     def _spans_only(self) -> SpanTarget:

@@ -37,6 +37,7 @@ from spanscore.processors.judge_metrics.base import Judge, JudgeError
 from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, prompt_tokens
 from spanscore.processors.judge_metrics.rubrics import (
     METRIC_NAMES,
+    NOT_APPLICABLE,
     RUBRICS,
     Extraction,
     Judgment,
@@ -291,14 +292,17 @@ class _TraceJob:
         await self._score_combined(sorted(independent + ready, key=lambda r: order[r.name]), facts)
 
     def _settled_without_judge(self, rubric: Rubric, facts: TraceFacts) -> bool:
-        """Records the result of a metric the trace leaves nothing to judge for."""
+        """Records a metric the trace gives nothing to judge as skipped: a result with no
+        score whose error says why, `error_type` NOT_APPLICABLE."""
         if rubric.needs and not facts.extracted:
             return False
-        skipped = rubric.skip(facts)
-        if skipped is None:
+        why = rubric.skip(facts)
+        if why is None:
             return False
-        score, explanation = skipped
-        self.results[rubric.name] = rubric.skipped_result(facts, score, explanation, self.plan.threshold(rubric.name))
+        threshold = self.plan.threshold(rubric.name)
+        self.results[rubric.name] = MetricResult(
+            name=rubric.name, threshold=threshold, error=why, error_type=NOT_APPLICABLE
+        )
         return True
 
     async def _ask(

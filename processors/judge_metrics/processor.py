@@ -22,8 +22,10 @@ did not), and the ones used are part of the metric's revision.
 
 Past the judge's `budget`, a metric is skipped, not failed: it gets no result (no score,
 no error, nothing counted in the score metrics), only `eval.<metric>.skipped` on the
-span saying why. A judge outage longer than `max_judge_wait` is a failure: the metric's
-error says how long the judge was unreachable and why.
+span saying why. So is a metric the trace gives nothing to judge (`Rubric.skip`:
+tool_correctness on a run with no tools offered or called), without a judge call. A
+judge outage longer than `max_judge_wait` is a failure: the metric's error says how long
+the judge was unreachable and why.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from spanscore.processors.judge_metrics.config import (
 from spanscore.processors.judge_metrics.examples import ExamplesError, WorkedExamples, load_examples
 from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom
 from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, examples_section
-from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, RUBRICS
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NOT_APPLICABLE, RUBRICS
 
 log = logging.getLogger("spanscore.judge_metrics")
 
@@ -287,7 +289,7 @@ class JudgeMetrics(Processor):
         judged = await self.plan.judge_trace(agent, self.judge)
         usage = judged.usage
         outputs = [
-            *map(_skipped_when_over_budget, judged.results),
+            *map(_skipped_when_not_judged, judged.results),
             *(attribute for result in judged.results for attribute in _verdict_context(result)),
             EvaluatorUsage(JUDGE_EVALUATOR, usage["calls"], usage["input_tokens"], usage["output_tokens"]),
         ]
@@ -335,8 +337,12 @@ def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
     return context
 
 
-def _skipped_when_over_budget(result: MetricResult) -> TraceOutput:
-    if result.error_type == BUDGET_EXHAUSTED and result.error is not None:  # it says why
+# A result with one of these error types was not judged rather than failed.
+SKIPPED_ERROR_TYPES = frozenset({BUDGET_EXHAUSTED, NOT_APPLICABLE})
+
+
+def _skipped_when_not_judged(result: MetricResult) -> TraceOutput:
+    if result.error_type in SKIPPED_ERROR_TYPES and result.error is not None:  # it says why
         return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result
 

@@ -9,8 +9,11 @@ every metric that reads it. A rubric then only scores.
 Readings of the definitions written down here (and in docs/metrics.md, Judge calls):
 - argument_correctness: the verdicts and the overall reason come from one call (the
   definition's stages 2 and 3); the score is still yes / total, computed here.
-- plan_adherence and plan_quality share one extracted plan; an empty plan scores 1.0
-  with "No plan found in trace" and no scoring call.
+- plan_adherence and plan_quality share one extracted plan.
+- A metric the trace gives nothing to judge (`Rubric.skip`: tool_correctness without
+  tools offered or called, argument_correctness without tool calls, the plan metrics
+  without a plan) is skipped, not scored: no judge call, no score; a score there would
+  be made up, and would lift the averages of runs that never faced the question.
 - Metadata is as docs/metrics.md lists it, `threshold` and `success` included.
 """
 
@@ -35,8 +38,10 @@ from spanscore.processors.judge_metrics.trials import (
 )
 
 MALFORMED = "malformed_answer"
-NO_PLAN = "No plan found in trace"
-NO_TOOL_CALLS = "No tool calls to evaluate"
+NOT_APPLICABLE = "not_applicable"  # the error_type of a metric skipped by `Rubric.skip`
+NO_PLAN = "no plan found in the trace"
+NO_TOOL_CALLS = "no tool calls to judge"
+NO_TOOLS = "no tools offered or called"
 
 # Extraction fields in the order prompts and schemas list them.
 EXTRACT_FIELDS = ("task", "outcome", "plan")
@@ -156,8 +161,9 @@ class Rubric:
     needs: frozenset[str] = frozenset()  # extraction fields
     metadata_fields: tuple[str, ...] = ()
 
-    def skip(self, facts: TraceFacts) -> tuple[float, str] | None:
-        """(score, explanation) when the trace leaves nothing to judge."""
+    def skip(self, facts: TraceFacts) -> str | None:
+        """Why the metric does not apply to the trace (it is then not judged and gets no
+        score), or None when it does."""
         return None
 
     def instructions(self, facts: TraceFacts) -> str:
@@ -201,15 +207,6 @@ class Rubric:
             metadata=metadata,
         )
 
-    def skipped_result(self, facts: TraceFacts, score: float, explanation: str, threshold: float) -> MetricResult:
-        return MetricResult(
-            name=self.name,
-            score=score,
-            threshold=threshold,
-            explanation=explanation,
-            metadata=self.metadata(facts, score, threshold, self.extra_metadata(None)),
-        )
-
     def metadata(
         self, facts: TraceFacts, score: float, threshold: float, extra: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
@@ -230,10 +227,13 @@ class ScaleRubric(Rubric):
     needs: frozenset[str] = frozenset()
     metadata_fields: tuple[str, ...] = ()
     skip_without_plan: bool = False
+    skip_without_tools: bool = False
 
-    def skip(self, facts: TraceFacts) -> tuple[float, str] | None:
+    def skip(self, facts: TraceFacts) -> str | None:
         if self.skip_without_plan and not facts.extracted.get("plan"):
-            return 1.0, NO_PLAN
+            return NO_PLAN
+        if self.skip_without_tools and not facts.tools_called and not facts.available_tools:
+            return NO_TOOLS
         return None
 
     def instructions(self, facts: TraceFacts) -> str:
@@ -262,8 +262,8 @@ class ArgumentRubric(Rubric):
     name: str = "argument_correctness"
     metadata_fields: tuple[str, ...] = ("user_input",)
 
-    def skip(self, facts: TraceFacts) -> tuple[float, str] | None:
-        return None if facts.tools_called else (1.0, NO_TOOL_CALLS)
+    def skip(self, facts: TraceFacts) -> str | None:
+        return None if facts.tools_called else NO_TOOL_CALLS
 
     def instructions(self, facts: TraceFacts) -> str:
         n = len(facts.tools_called)
@@ -352,6 +352,7 @@ RUBRICS: dict[str, Rubric] = {
         ScaleRubric(
             name="tool_correctness",
             metadata_fields=("user_input", "tools_called", "available_tools"),
+            skip_without_tools=True,  # with tools offered and none called, not calling is judged
             criteria=(
                 "Judge the agent's choice of tools for the user input. The tools it called are "
                 "the tool call steps (name and arguments); the tools it could call are under "

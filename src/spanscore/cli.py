@@ -370,7 +370,7 @@ def _report_suite(args: argparse.Namespace) -> int:
     if not run.requests and run.problems:
         return EXIT_CONFIG  # nothing could be read: the problems above are the whole story
     try:
-        summary = suite_report.summarize_groups(run, k_values, dataset)
+        summary = suite_report.report_summary(run, k_values, dataset)
     except ValueError as exc:
         print(f"spanscore report: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.core.attributes import attributes_to_dict
-from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_TOOL_CALLS, NO_TOOLS
 from tests.support.agent_session import messages
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply
@@ -25,7 +25,9 @@ from tests.support.ports import free_port
 from tests.support.running import scraped_samples, sink_config, wait_until
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
-JUDGED = [m for m in METRIC_NAMES if m != "argument_correctness"]  # no tool calls: 1.0 without the judge
+# No tools offered or called: these are skipped without the judge, `.skipped` saying why.
+SKIPPED = {"tool_correctness": NO_TOOLS, "argument_correctness": NO_TOOL_CALLS}
+JUDGED = [m for m in METRIC_NAMES if m not in SKIPPED]
 FAST = "max_retries: 1, initial_backoff: 50ms, max_backoff: 200ms"
 
 
@@ -99,7 +101,7 @@ def test_a_judge_down_then_loading_then_back_judges_every_trace(sink, start_coll
     for name, attributes in roots(sink).items():
         assert not [k for k in attributes if k.endswith(".error")], (name, attributes)
         assert {attributes[f"eval.{m}.score"] for m in JUDGED} == {0.8}
-        assert attributes["eval.argument_correctness.score"] == 1.0
+        assert {m: attributes[f"eval.{m}.skipped"] for m in SKIPPED} == SKIPPED
     [processor] = collector.service.processors
     assert processor.judge.breaker.opened == 1 and processor.judge.breaker.held == 0
 
@@ -123,7 +125,7 @@ def test_past_max_judge_wait_the_trace_leaves_with_errors_saying_the_judge_was_u
     attributes = attributes_to_dict(root.attributes)
     message = f"judge 'judge-test' at {base_url} unreachable for 1s (max_judge_wait): connection refused"
     assert {attributes[f"eval.{m}.error"] for m in JUDGED} == {message}
-    assert attributes["eval.argument_correctness.score"] == 1.0
+    assert {m: attributes[f"eval.{m}.skipped"] for m in SKIPPED} == SKIPPED
     events = [attributes_to_dict(e.attributes) for e in root.events]
     assert {e.get("error.type") for e in events if e["gen_ai.evaluation.name"] in JUDGED} == {"judge_unavailable"}
 
@@ -327,19 +329,20 @@ service:
     found = roots(sink)
     assert sorted(found) == sorted(names)
     for name, attributes in found.items():
-        assert not [k for k in attributes if k.endswith((".error", ".skipped"))], (name, attributes)
+        assert not [k for k in attributes if k.endswith(".error")], (name, attributes)
+        assert [k for k in attributes if k.endswith(".skipped")] == [f"eval.{m}.skipped" for m in SKIPPED]
         assert {attributes[f"eval.{m}.score"] for m in JUDGED} == {0.8}
-    # At t=59 s the breaker is open and holds the first calls of every trace: extraction,
-    # tool_correctness and confidence (the other metrics wait for the extraction).
-    assert during["spanscore_judge_breaker_state"] == 1.0 and during["spanscore_judge_held_calls"] == 3 * 30
+    # At t=59 s the breaker is open and holds the first calls of every trace: extraction
+    # and confidence (the other metrics wait for the extraction; the tool metrics are skipped).
+    assert during["spanscore_judge_breaker_state"] == 1.0 and during["spanscore_judge_held_calls"] == 2 * 30
     # By hand: the first trace's refusals open the breaker within its first second (t0); it
     # probes 0.5, 1, 2, 4, 8, 16, then 20 s (max_backoff) apart: at t0 + 0.5, 1.5, 3.5, 7.5,
     # 15.5 (refused), 31.5 and 51.5 (503), 71.5 (answered). So two requests met the loading
     # judge, it was seen back 11.5 s (+ t0) after it came back, not a probe later (+20 s), and
-    # then each trace took its 7 calls (extraction, six metrics; no tool call for
-    # argument_correctness): 2 + 7 x 30 requests reached it.
+    # then each trace took its 6 calls (extraction, five metrics; no tools offered or called
+    # for tool_correctness and argument_correctness): 2 + 6 x 30 requests reached it.
     assert handler.refused == 2 and 10 < recovered_after < 20
-    assert len(judge.requests_to("/chat/completions")) == 2 + 7 * 30
+    assert len(judge.requests_to("/chat/completions")) == 2 + 6 * 30
     log = stderr_path.read_text()
     assert log.count("is unreachable (5 failures in a row") == 1 and log.count("answers again after") == 1
     assert "HTTP Request" not in log and api_key not in log

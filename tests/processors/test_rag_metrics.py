@@ -10,8 +10,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import yaml
 
-from spanscore.config.loader import load_config
+from spanscore.config.loader import ConfigError, load_config, parse_config
 from spanscore.core.otlp_json import decode_request
 from spanscore.processors.agent_trace.retrieval import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS
 from spanscore.processors.embedders.static import StaticEmbedder
@@ -259,3 +260,51 @@ class Counting(StaticEmbedder):
     def embed_sync(self, texts):
         self.texts += len(texts)
         return super().embed_sync(texts)
+
+
+def rag_config(text: str) -> RagMetricsConfig:
+    return RagMetricsConfig.model_validate(yaml.safe_load(text))
+
+
+def test_each_metric_s_spans_are_of_its_own_kind_and_another_on_is_an_error_at_its_key():
+    config = RagMetricsConfig()
+    kinds = [config.settings(name).on for name in (FAITHFULNESS, CONTEXT_RELEVANCE, ANSWER_RELEVANCE, TOOL_ERROR)]
+    assert kinds == ["llm", "retrieval", "llm", "tool"]
+    assert rag_config("faithfulness: {on: llm}").faithfulness.on == "llm"  # its own kind, written out
+    text = """
+receivers: {otlp: {protocols: {grpc: {endpoint: 127.0.0.1:0}}}}
+processors:
+  rag_metrics: {faithfulness: {on: tool, sample_ratio: 0.5}, tool_error: {on: session}}
+exporters: {debug: {}}
+service: {pipelines: {traces: {receivers: [otlp], processors: [rag_metrics], exporters: [debug]}}}
+"""
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text)
+    assert raised.value.problems == [
+        "processors.rag_metrics.faithfulness.on: this metric scores llm spans only: leave on out, "
+        "narrow them with where and sample_ratio (got 'tool')",
+        "processors.rag_metrics.tool_error.on: this metric scores tool spans only: leave on out, "
+        "narrow them with where and sample_ratio (got 'session')",
+    ]
+
+
+def test_where_and_sample_ratio_narrow_each_metric_to_the_spans_they_choose():
+    root, first, model, later = rag_spans()
+    [trace] = traces_of(request_of([root, first, model, later]))
+    chosen = rag_config("{context_relevance: {where: {span_names: [retrieve_more]}}, faithfulness: {sample_ratio: 0}}")
+    [results] = score([trace], TableEmbedder(TABLE), chosen)
+    named = by_name(results)
+    assert [r.span_id for r in named[CONTEXT_RELEVANCE]] == [later.span_id.hex()]
+    assert FAITHFULNESS not in named
+    assert [r.span_id for r in named[ANSWER_RELEVANCE]] == [model.span_id.hex()]
+    # answer_relevance scores the final answer's span only when where chooses it
+    [results] = score([trace], TableEmbedder(TABLE), rag_config("answer_relevance: {where: {span_names: [other]}}"))
+    assert ANSWER_RELEVANCE not in by_name(results)
+
+
+def test_where_narrows_tool_error_to_the_tools_it_names():
+    traces = traces_of(decode_request((ROOT / "examples" / "weather-agent.json").read_bytes()))
+    kept = score(traces, TableEmbedder({}), rag_config("tool_error: {where: {span_names: [execute_tool get_weather]}}"))
+    assert all([r.name for r in results] == [TOOL_ERROR] for results in kept)
+    dropped = score(traces, TableEmbedder({}), rag_config("tool_error: {where: {span_names: [other]}}"))
+    assert all(results == [] for results in dropped)

@@ -241,6 +241,13 @@ def _report(runs: Runs) -> str:
     )
 
 
+def _report_span_level(runs: Runs) -> str:
+    fixture = Path("tests/fixtures/spans/frameworks/langchain_rag.jsonl")  # typed from a checkout, as it is
+    (runs.checkout / fixture).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / fixture, runs.checkout / fixture)
+    return runs.command("score", str(fixture), "-o", "rag.jsonl", "--quiet") + runs.command("report", "rag.jsonl")
+
+
 def _compare(runs: Runs) -> str:
     runs.scored_candidate  # noqa: B018 - the report sample's first command writes candidate.jsonl
     scored = runs.command(
@@ -278,6 +285,7 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "score-rag-explanation": _score_rag_explanation,
     "inspect-blamed": _inspect_blamed,
     "report": _report,
+    "report-span-level": _report_span_level,
     "compare": _compare,
     "agree": _agree,
 }

@@ -6,7 +6,14 @@ import pytest
 
 from spanscore.processors.judge_metrics.planner import JudgePlan
 from spanscore.processors.judge_metrics.prompts import Redaction
-from spanscore.processors.judge_metrics.rubrics import NO_PLAN, NO_TOOL_CALLS, RUBRICS, TraceFacts
+from spanscore.processors.judge_metrics.rubrics import (
+    NO_PLAN,
+    NO_TOOL_CALLS,
+    NO_TOOLS,
+    NOT_APPLICABLE,
+    RUBRICS,
+    TraceFacts,
+)
 from tests.support.scripted_judge import (
     EXTRACTED,
     ScriptedJudge,
@@ -88,12 +95,29 @@ async def test_argument_correctness_scores_yes_over_total_from_one_call():
     }
 
 
-async def test_argument_correctness_without_tool_calls_is_perfect_without_a_call():
+async def test_argument_correctness_without_tool_calls_is_skipped_without_a_call():
     trace = flight_trace(steps=[llm_step(result="Hello")])
     result, judge = await run_one("argument_correctness", {}, trace)
     assert judge.requests == []
-    assert result.score == 1.0 and result.explanation == NO_TOOL_CALLS
-    assert result.metadata["verdicts"] == [] and result.metadata["success"] is True
+    assert (result.score, result.error, result.error_type) == (None, NO_TOOL_CALLS, NOT_APPLICABLE)
+    assert result.label is None
+
+
+async def test_tool_correctness_without_tools_offered_or_called_is_skipped_without_a_call():
+    trace = flight_trace(steps=[llm_step(result="Hello")], available_tools=[])
+    assert trace.available_tools == [] and trace.tool_steps == []
+    result, judge = await run_one("tool_correctness", {}, trace)
+    assert judge.requests == []
+    assert (result.score, result.error, result.error_type) == (None, NO_TOOLS, NOT_APPLICABLE)
+
+
+async def test_tool_correctness_with_tools_offered_and_none_called_is_judged():
+    # Not calling an offered tool is what the metric judges (under-selection).
+    trace = flight_trace(steps=[llm_step(result="Hello")])
+    assert trace.available_tools and not trace.tool_steps
+    result, judge = await run_one("tool_correctness", trace=trace)
+    assert [r.schema_name for r in judge.requests] == ["tool_correctness"]
+    assert result.score is not None and result.error is None
 
 
 async def test_argument_correctness_with_a_wrong_verdict_count_fails():
@@ -131,11 +155,10 @@ async def test_plan_metrics_score_the_extracted_plan(metric):
 
 
 @pytest.mark.parametrize("metric", ["plan_adherence", "plan_quality"])
-async def test_plan_metrics_without_a_plan_are_perfect_without_a_scoring_call(metric):
+async def test_plan_metrics_without_a_plan_are_skipped_without_a_scoring_call(metric):
     result, judge = await run_one(metric, full_script({**EXTRACTED, "plan": ["  "]}))
     assert [r.schema_name for r in judge.requests] == ["extract"]
-    assert result.score == 1.0 and result.explanation == NO_PLAN
-    assert result.metadata["plan"] == []
+    assert (result.score, result.error, result.error_type) == (None, NO_PLAN, NOT_APPLICABLE)
 
 
 async def test_threshold_decides_the_label():

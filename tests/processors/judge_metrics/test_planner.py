@@ -6,7 +6,7 @@ import pytest
 
 from spanscore.processors.judge_metrics.base import JudgeError
 from spanscore.processors.judge_metrics.planner import JudgePlan
-from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_PLAN, NO_TOOL_CALLS, NOT_APPLICABLE
 from tests.support.scripted_judge import (
     EXTRACTED,
     PER_METRIC_ANSWERS,
@@ -84,7 +84,11 @@ async def test_nothing_to_judge_costs_only_the_extraction(mode):
     metrics = ["argument_correctness", "plan_adherence", "plan_quality"]
     results, _, judge = await run(full_script({**EXTRACTED, "plan": []}), trace, metrics=metrics, mode=mode)
     assert [r.schema_name for r in judge.requests] == ["extract"]
-    assert [(r.score, r.explanation) for r in results] == [(1.0, NO_TOOL_CALLS), (1.0, NO_PLAN), (1.0, NO_PLAN)]
+    assert [(r.score, r.error, r.error_type) for r in results] == [
+        (None, NO_TOOL_CALLS, NOT_APPLICABLE),
+        (None, NO_PLAN, NOT_APPLICABLE),
+        (None, NO_PLAN, NOT_APPLICABLE),
+    ]
 
 
 async def test_combined_leaves_planless_plan_metrics_out_of_the_scoring_call():
@@ -93,7 +97,7 @@ async def test_combined_leaves_planless_plan_metrics_out_of_the_scoring_call():
     assert "plan_adherence" not in combined.schema["properties"]
     assert "## plan_quality" not in combined.user
     assert "plan:" not in combined.user.split("</trace_data>")[1]
-    assert {r.name: r.explanation for r in results}["plan_quality"] == NO_PLAN
+    assert {r.name: r.error for r in results}["plan_quality"] == NO_PLAN
 
 
 @pytest.mark.parametrize("mode", ["per_metric", "combined"])
@@ -137,7 +141,8 @@ async def test_a_combined_call_failure_fails_the_metrics_it_scored():
     script = {**full_script({**EXTRACTED, "plan": []}), "combined": JudgeError("rate limited", "rate_limited")}
     results, _, _ = await run(script, mode="combined")
     by_name = {r.name: r for r in results}
-    assert by_name["plan_adherence"].score == 1.0  # settled by the extraction, never in the failed call
+    # skipped after the extraction found no plan, never in the failed call
+    assert by_name["plan_adherence"].error_type == NOT_APPLICABLE
     assert {r.error_type for n, r in by_name.items() if n not in ("plan_adherence", "plan_quality")} == {"rate_limited"}
 
 
