@@ -308,3 +308,17 @@ def test_where_narrows_tool_error_to_the_tools_it_names():
     assert all([r.name for r in results] == [TOOL_ERROR] for results in kept)
     dropped = score(traces, TableEmbedder({}), rag_config("tool_error: {where: {span_names: [other]}}"))
     assert all(results == [] for results in dropped)
+
+
+def test_which_spans_are_scored_is_no_part_of_a_metric_s_revision():
+    plain = RagMetrics("rag_metrics", rag_config("{}"))
+    narrowed = RagMetrics(
+        "rag_metrics",
+        rag_config(
+            "{faithfulness: {where: {span_names: [x]}, sample_ratio: 0.5}, tool_error: {where: {span_names: [y]}}}"
+        ),
+    )
+    stricter = RagMetrics("rag_metrics", rag_config("{faithfulness: {threshold: 0.9}}"))
+    for name in (FAITHFULNESS, TOOL_ERROR):
+        assert narrowed.provenance(name) == plain.provenance(name)
+    assert stricter.provenance(FAITHFULNESS).revision != plain.provenance(FAITHFULNESS).revision
