@@ -30,7 +30,7 @@ NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]+))?"
 # and digits rather than at every character (five times faster on prose).
 _IN_TEXT = re.compile(r"(?=[-+0-9])(?<![\w.])([-+]?)" + NUMBER + r"(?![0-9])")
 LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: the words of a text
-_DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus, en and figure dashes
+_DASHES = ("\u2212", "\u2013", "\u2012")  # minus, en and figure dashes
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,9 @@ def normalize(text: str) -> str:
     """Accents dropped, compatibility forms folded, dashes read as minus, casefolded, whitespace collapsed."""
     if text.isascii():  # nothing to decompose, fold or translate: the per-character pass is skipped
         return " ".join(text.casefold().split())
-    decomposed = unicodedata.normalize("NFKD", text.translate(_DASHES))
+    for dash in _DASHES:  # str.replace, not str.translate: that reads non-ASCII text a character at a time
+        text = text.replace(dash, "-")
+    decomposed = unicodedata.normalize("NFKD", text)
     # Only non-ASCII characters can be combining marks: read those runs, not every character.
     stripped = _NON_ASCII.sub(_without_combining, decomposed)
     return " ".join(stripped.casefold().split())
@@ -119,7 +121,12 @@ class Searchable:
 
     def __init__(self, text: str):
         self.text = normalize(text)
-        self.numbers = [
+
+    @functools.cached_property
+    def numbers(self) -> list[tuple[Decimal, int]]:
+        """The text's numbers, read when first asked for: a document is often searched
+        for names only, or its number found in a document before it."""
+        return [
             (number_of(sign, whole, fraction), len(fraction or ""))
             for sign, whole, fraction in _IN_TEXT.findall(self.text)
         ]
