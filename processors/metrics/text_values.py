@@ -25,10 +25,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]+))?"
-# A number in normalized text: not glued to a word or a longer number before it. The
-# lookahead only says what a match starts with, so that the lookbehind is tried at signs
-# and digits rather than at every character (five times faster on prose).
-_IN_TEXT = re.compile(r"(?=[-+0-9])(?<![\w.])([-+]?)" + NUMBER + r"(?![0-9])")
+# A number in normalized text: `[-+]?` NUMBER not glued to a word or a longer number
+# before it. Written to start with one class, its first character, so that the regex
+# engine skips to signs and digits (as fast as a scan) and tries the lookbehind only
+# there: the sign, or NUMBER's first digit, then the rest of what NUMBER matches.
+_IN_TEXT = re.compile(
+    r"([-+0-9])(?<![\w.].)"
+    r"(?:(?<=[-+])([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)|(?<=[0-9])([0-9]{0,2}(?:,[0-9]{3})+|[0-9]*))"
+    r"(?:\.([0-9]+))?(?![0-9])"
+)
 LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: the words of a text
 _DASHES = ("\u2212", "\u2013", "\u2012")  # minus, en and figure dashes
 
@@ -127,8 +132,10 @@ class Searchable:
         """The text's numbers, read when first asked for: a document is often searched
         for names only, or its number found in a document before it."""
         return [
-            (number_of(sign, whole, fraction), len(fraction or ""))
-            for sign, whole, fraction in _IN_TEXT.findall(self.text)
+            (number_of(first, signed, fraction), len(fraction))
+            if first in "+-"
+            else (number_of("", first + rest, fraction), len(fraction))
+            for first, signed, rest, fraction in _IN_TEXT.findall(self.text)
         ]
 
     @functools.cached_property
