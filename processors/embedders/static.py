@@ -111,12 +111,13 @@ class StaticEmbedder(Embedder):
         to the library, in one call for the chunks of all texts not seen before (kept, as
         `wordpiece` keeps ASCII chunks: a document's few accented words or dashes no
         longer send all its text through the library)."""
-        chunks: list[str] = []  # every text's chunks, in order
+        chunks: list[str] = []  # every text's ASCII chunks, in order
+        unicode_chunks: list[str] = []  # and the others
+        unicode_at: list[int] = []  # where those are among all chunks
         per_text: list[int] = []
-        unicode_at: list[int] = []  # where in `chunks` the non-ASCII ones are
         split_ascii = self._ascii.chunks
         for text in texts:
-            before = len(chunks)
+            before = len(chunks) + len(unicode_chunks)
             if text.isascii():
                 chunks += split_ascii(text)
             else:
@@ -125,17 +126,17 @@ class StaticEmbedder(Embedder):
                         chunks += split_ascii(" ".join(run))
                         continue
                     for chunk in run:
-                        unicode_at.append(len(chunks))
-                        chunks.append(chunk)
-            per_text.append(len(chunks) - before)
-        if not unicode_at:
+                        unicode_at.append(len(chunks) + len(unicode_chunks))
+                        unicode_chunks.append(chunk)
+            per_text.append(len(chunks) + len(unicode_chunks) - before)
+        if not unicode_chunks:
             ids, counts = self._ascii.chunk_ids(chunks)
         else:
-            is_unicode = np.zeros(len(chunks), dtype=bool)
+            is_unicode = np.zeros(len(chunks) + len(unicode_chunks), dtype=bool)
             is_unicode[unicode_at] = True
-            ascii_ids, ascii_counts = self._ascii.chunk_ids([c for c, u in zip(chunks, is_unicode.tolist()) if not u])
-            unicode_ids, unicode_counts = self._unicode_chunks.ids([chunks[at] for at in unicode_at], self._encode)
-            counts = np.zeros(len(chunks), dtype=np.int64)
+            ascii_ids, ascii_counts = self._ascii.chunk_ids(chunks)
+            unicode_ids, unicode_counts = self._unicode_chunks.ids(unicode_chunks, self._encode)
+            counts = np.zeros(len(is_unicode), dtype=np.int64)
             counts[~is_unicode], counts[is_unicode] = ascii_counts, unicode_counts
             chunk_starts = np.cumsum(counts) - counts
             ids = np.zeros(int(counts.sum()), dtype=np.int32)
