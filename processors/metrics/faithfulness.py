@@ -95,7 +95,7 @@ _EDGE_PUNCTUATION = "\"'.,;:!?()[]{}<>«»“”‘’`*"
 # A code: `_`, `=` or `/`, or a dot between letters with a word of two on one side
 # (`example.com`, `error.type`; not the abbreviations `e.g.`, `U.S.`).
 _CODE = re.compile(r"[_=/]|[^\W\d_]{2}\.[^\W\d_]|[^\W\d_]\.[^\W\d_]{2}")
-_CODE_SIGNS = frozenset("_=/.")
+_CODE_SIGN = re.compile(r"[_=/.]")
 # A token or a claim without a letter is only numbers and signs, checked as numbers.
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 
@@ -314,7 +314,7 @@ def _missing(sentence: str, context: Context) -> tuple[str, ...]:
             missing.append(f"{value:.{places}f}")
     for token in sentence.split()[1:]:  # a sentence's first word is capitalized anyway
         token = token.strip(_EDGE_PUNCTUATION)
-        if token.islower() and not _CODE_SIGNS.intersection(token):
+        if token.islower() and not _CODE_SIGN.search(token):
             continue  # most words: no capital, no code (a cheap test before the regexes)
         if not _HAS_LETTER.search(token):
             continue
