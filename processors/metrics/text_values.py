@@ -18,9 +18,7 @@ the text has the same stem (`stem`).
 
 from __future__ import annotations
 
-import bisect
 import functools
-import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -169,26 +167,7 @@ class Searchable:
         """A number of the text rounds to `value` at `places` decimal places: "about 21"
         (places 0) is held by a text saying 21.37; 21.4 (places 1) is not."""
         tolerance = _tolerance(places)
-        line, centre = self._number_line, float(value)
-        if line is None or not math.isfinite(centre):
-            return any(abs(value - number) <= tolerance for number, _ in self.numbers)
-        approximate, exact = line
-        # Only the numbers whose floats are near: a float is within a relative 2**-53 of
-        # its number, far inside this margin; those few are compared exactly.
-        margin = float(tolerance) + 1e-9 * (abs(centre) + 1.0)
-        low = bisect.bisect_left(approximate, centre - margin)
-        high = bisect.bisect_right(approximate, centre + margin, lo=low)
-        return any(abs(value - number) <= tolerance for number in exact[low:high])
-
-    @functools.cached_property
-    def _number_line(self) -> tuple[list[float], list[Decimal]] | None:
-        """The numbers in ascending order, as floats (searched by bisection) and exactly;
-        None when one is beyond a float's range."""
-        exact = sorted(number for number, _ in self.numbers)
-        approximate = [float(number) for number in exact]
-        if approximate and not (math.isfinite(approximate[0]) and math.isfinite(approximate[-1])):
-            return None
-        return approximate, exact
+        return any(abs(value - number) <= tolerance for number, _ in self.numbers)
 
     def had(self, value: Value) -> bool:
         """What an agent had before a call (this text) covers the value: a number only at the

@@ -54,7 +54,7 @@ def _numbers_plainly(text: str) -> list[tuple[Decimal, int]]:
     return [(number_of(*found), len(found[2])) for found in _PLAIN_NUMBER.findall(normalize(text))]
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(st.text(alphabet="0123456789,.-+ a_é\n", max_size=40))
 def test_a_text_s_numbers_are_read_as_plainly_written(text):
     assert Searchable(text).numbers == _numbers_plainly(text)
@@ -67,30 +67,3 @@ def test_numbers_signs_and_thousands_in_prose():
     # after a letter or a dot starts none ("v1.2", ".5").
     found = [float(value) for value, _ in Searchable(text).numbers]
     assert found == [2024, 5, 1, -3.5, 7, 1_000_000, 12, 34, 4, 4]
-
-
-def _holds_number_plainly(text: Searchable, value: Decimal, places: int) -> bool:
-    tolerance = Decimal(5).scaleb(-places - 1)
-    return any(abs(value - number) <= tolerance for number, _ in text.numbers)
-
-
-numerals = st.from_regex(r"-?[0-9]{1,30}(\.[0-9]{1,12})?", fullmatch=True)
-
-
-@settings(max_examples=1000, deadline=None)
-@given(st.lists(numerals, max_size=8), numerals, st.integers(0, 12))
-def test_a_number_is_found_as_a_plain_scan_finds_it(written, asked, places):
-    text = Searchable(" ".join(written))
-    value = Decimal(asked)
-    assert text.holds_number(value, places) == _holds_number_plainly(text, value, places)
-    for number, _ in text.numbers:  # each number it holds, and just beside it
-        for near in (number, number + Decimal(5).scaleb(-places - 1), number - Decimal(6).scaleb(-places - 1)):
-            assert text.holds_number(near, places) == _holds_number_plainly(text, near, places)
-
-
-def test_numbers_beyond_a_float_s_range_are_compared_exactly():
-    huge = "9" * 400
-    text = Searchable(f"{huge} and 2.5")
-    assert text.holds_number(Decimal(huge), 0) and text.holds_number(Decimal("2.5"), 1)
-    assert not text.holds_number(Decimal(huge[1:]), 0) and not text.holds_number(Decimal("2.6"), 1)
-    assert Searchable("21.37").holds_number(Decimal("1e400"), 0) is False
