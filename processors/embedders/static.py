@@ -10,10 +10,10 @@ most 254 pieces as the model reads; ASCII words by the same WordPiece in Python,
 scaling to unit length. No context between words, so it ranks similarity close to
 MiniLM but not equal: on the 421 agent-like text pairs of
 `tests/fixtures/embedder_pairs.jsonl`, Spearman 0.90 between its cosines and MiniLM's
-(`bench/embedder_quality.py`), at about 48,700 60-word texts/s in batches on one core
-here (`bench/embedders.py`; MiniLM: ~65). Its cosines of related texts run lower than
-MiniLM's (a question and its answer: 0.68 on average against 0.74), so thresholds tuned
-on MiniLM may need lowering.
+(`bench/embedder_quality.py`), at about 84,000 60-word texts/s in batches of 64 on one
+core here, 30,000 in calls of two texts (`bench/embedders.py`; MiniLM: ~65). Its cosines
+of related texts run lower than MiniLM's (a question and its answer: 0.68 on average
+against 0.74), so thresholds tuned on MiniLM may need lowering.
 
 Threading: the table is read-only and the tokenizers are guarded by a lock, so any
 thread may call `embed_sync`; `embed` runs large inputs in a worker thread.
