@@ -82,12 +82,13 @@ MAX_ANSWER_CHARS = 20_000
 MAX_CLAIMS = 64
 MAX_DOCUMENT_CHARS = 50_000
 MAX_PASSAGES = 512
-# Documents whose reading is kept, at most this many and this many characters of them: a
-# reading holds about three times its document's characters (the text, its passages, its
-# normalized text), so at worst ~12 MB of ASCII prose; of 1,000-character documents the count
-# binds, ~5 MB. A batch of 64 traces with 5 documents each is 320 documents.
+# Documents whose reading is kept, at most this many and this many characters of them. A
+# batch of 64 traces with 5 documents each is 320 documents. Measured, a kept reading (the
+# text, its passages, its normalized text and, once a claim asked, its numbers) takes about
+# 5 bytes a character of prose, so ~10 MB at the bound, and up to 26 for text that is all
+# numbers, ~52 MB at worst.
 READ_DOCUMENTS = 1024
-READ_CHARS = 4_000_000
+READ_CHARS = 2_000_000
 # A name found by a longer or shorter form: the shorter this long at least, and this share of the longer.
 MIN_FORM_LETTERS = 3
 MIN_FORM_SHARE = 0.6
