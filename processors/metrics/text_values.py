@@ -111,7 +111,6 @@ def stem(word: str) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=4096)  # prose repeats its numbers (1, 2, 2024); a Decimal is immutable
 def number_of(sign: str, whole: str, fraction: str | None) -> Decimal:
     """The value of a number matched by `NUMBER` (and a sign before it)."""
     return Decimal(f"{'-' if sign == '-' else ''}{whole.replace(',', '')}.{fraction or '0'}")
