@@ -5,9 +5,10 @@ wherever it occurs, so the static embedder keeps them per chunk. Kept as one tup
 chunk, a batch's ids would be chained in Python, one object per id; here each chunk is a
 row, its ids a run of one int32 array, and a batch's ids are one numpy gather.
 
-Size: at most `max_chunks` rows are kept past a call (a call that leaves more starts the
-table over). Beyond the chunk strings, 200,000 chunks of two ids take about 18 MB, most
-of it the dict (as a dict of tuples: 25 MB). Not thread-safe: callers hold a lock.
+Size: at most `max_chunks` rows and `max_chars` characters of chunks are kept past a call
+(a call that leaves more starts the table over). Beyond the chunk strings, 200,000 chunks
+of two ids take about 18 MB, most of it the dict (as a dict of tuples: 25 MB). Not
+thread-safe: callers hold a lock.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ INITIAL_ROWS = 4096
 
 
 class PieceTable:
-    def __init__(self, max_chunks: int):
-        self.max_chunks = max_chunks
+    def __init__(self, max_chunks: int, max_chars: int):
+        self.max_chunks, self.max_chars = max_chunks, max_chars
         self._rows: dict[str, int] = {}
+        self._chars = 0
         self._ids = np.zeros(4 * INITIAL_ROWS, dtype=np.int32)
         self._bounds = np.zeros(INITIAL_ROWS + 1, dtype=np.int64)  # row r's ids: _ids[_bounds[r] : _bounds[r + 1]]
 
@@ -32,6 +34,7 @@ class PieceTable:
 
     def clear(self) -> None:
         self._rows.clear()
+        self._chars = 0
 
     def ids(
         self, chunks: Sequence[str], pieces: Callable[[list[str]], Sequence[Sequence[int]]]
@@ -46,11 +49,12 @@ class PieceTable:
             new = list(dict.fromkeys(missing))
             for chunk, ids in zip(new, pieces(new), strict=True):
                 rows[chunk] = self._append(ids)
+                self._chars += len(chunk)
             found[unseen] = np.fromiter(map(rows.__getitem__, missing), dtype=np.int64, count=len(missing))
         starts = self._bounds[found]
         counts = self._bounds[found + 1] - starts
         gathered = self._ids[runs(starts, counts)]
-        if len(rows) > self.max_chunks:
+        if len(rows) > self.max_chunks or self._chars > self.max_chars:
             self.clear()
         return gathered, counts
 

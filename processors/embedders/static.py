@@ -46,6 +46,7 @@ INLINE_TEXTS = 1024
 # BERT's whitespace in ASCII (its other controls it drops, which joins what they separate).
 _ASCII_WHITESPACE = re.compile(r"[ \t\n\r]+")
 MAX_CACHED_CHUNKS = 50_000  # non-ASCII chunks whose ids are kept (`piece_table`); the table starts over when full
+MAX_CACHED_CHARS = 500_000  # characters of those chunks, at most
 
 
 class StaticEmbedder(Embedder):
@@ -72,7 +73,7 @@ class StaticEmbedder(Embedder):
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(self.max_tokens)
         self._lock = threading.Lock()
-        self._unicode_chunks = PieceTable(MAX_CACHED_CHUNKS)
+        self._unicode_chunks = PieceTable(MAX_CACHED_CHUNKS, MAX_CACHED_CHARS)
         self.dimension = int(self.table.shape[1])
         self.name = f"static-minilm-v{NAME_VERSION}-d{self.dimension}"
 

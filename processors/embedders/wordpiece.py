@@ -34,6 +34,7 @@ from spanscore.processors.embedders.piece_table import PieceTable
 _DROPPED = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 _WORDS = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 MAX_CACHED_CHUNKS = 200_000
+MAX_CACHED_CHARS = 2_000_000  # of those chunks: prose's average 6 or so, a long one (a URL, a blob) counts whole
 
 
 class AsciiWordPiece:
@@ -56,7 +57,7 @@ class AsciiWordPiece:
         self.unknown = self.vocab[model["unk_token"]]
         self.prefix = model.get("continuing_subword_prefix", "##")
         self.max_word_chars = int(model.get("max_input_chars_per_word", 100))
-        self._chunks = PieceTable(MAX_CACHED_CHUNKS)
+        self._chunks = PieceTable(MAX_CACHED_CHUNKS, MAX_CACHED_CHARS)
 
     def ids(self, text: str) -> list[int]:
         """Token ids of `text`, which must be ASCII."""
