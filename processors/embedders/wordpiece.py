@@ -12,8 +12,8 @@ library costs (~20 us per text there, ~3 us here with warm words):
   pieces prefixed `##`; a word longer than `max_input_chars_per_word`, or with a part no
   piece matches, is the single unknown token.
 What a whitespace-separated chunk ("morning;") yields depends on the chunk alone, so
-its ids are cached per chunk (the table starts over when full) and most chunks cost one
-dict lookup. A chunk with any non-ASCII character goes to the library (the static
+its ids are kept per chunk (`piece_table`; the table starts over when full) and most
+chunks cost one dict lookup. A chunk with any non-ASCII character goes to the library (the static
 embedder cuts such text at ASCII whitespace), which handles the Unicode rules (accents,
 CJK, Unicode punctuation and whitespace) this does not.
 `tests/processors/embedders/test_wordpiece.py` checks the two agree, on random text too.
@@ -21,18 +21,20 @@ CJK, Unicode punctuation and whitespace) this does not.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from pathlib import Path
+
+import numpy as np
+
+from spanscore.processors.embedders.piece_table import PieceTable
 
 # Characters BertNormalizer's clean_text drops: C0 controls and DEL, except the three
 # it reads as whitespace.
 _DROPPED = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 _WORDS = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 MAX_CACHED_CHUNKS = 200_000
-
-_UNSEEN: tuple[int, ...] = (-1,)  # a chunk not cached yet: no piece id is negative
+MAX_CACHED_CHARS = 2_000_000  # of those chunks: prose's average 6 or so, a long one (a URL, a blob) counts whole
 
 
 class AsciiWordPiece:
@@ -55,21 +57,25 @@ class AsciiWordPiece:
         self.unknown = self.vocab[model["unk_token"]]
         self.prefix = model.get("continuing_subword_prefix", "##")
         self.max_word_chars = int(model.get("max_input_chars_per_word", 100))
-        self._chunks: dict[str, tuple[int, ...]] = {}
+        self._chunks = PieceTable(MAX_CACHED_CHUNKS, MAX_CACHED_CHARS)
 
     def ids(self, text: str) -> list[int]:
         """Token ids of `text`, which must be ASCII."""
-        chunks = self._chunks
+        return self.chunk_ids(self.chunks(text))[0].tolist()
+
+    @staticmethod
+    def chunks(text: str) -> list[str]:
+        """The whitespace-separated chunks of the ASCII `text`, controls dropped, lowercased."""
         # After the controls are dropped, str.split's whitespace is BERT's (ASCII only).
-        words = text.encode("ascii").translate(None, _DROPPED).decode("ascii").lower().split()
-        found = list(map(chunks.get, words, itertools.repeat(_UNSEEN)))  # most chunks were seen: one C-level pass
-        if _UNSEEN in found:
-            for at, chunk in enumerate(words):
-                if found[at] is _UNSEEN:
-                    if len(chunks) >= MAX_CACHED_CHUNKS:
-                        chunks.clear()
-                    found[at] = chunks[chunk] = tuple(i for word in _WORDS.findall(chunk) for i in self._pieces(word))
-        return list(itertools.chain.from_iterable(found))
+        return text.encode("ascii").translate(None, _DROPPED).decode("ascii").lower().split()
+
+    def chunk_ids(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of `chunks` (as `chunks()` gives them, of any number of texts: one lookup
+        for them all), concatenated, and how many each has."""
+        return self._chunks.ids(chunks, self._chunk_pieces)
+
+    def _chunk_pieces(self, chunks: list[str]) -> list[tuple[int, ...]]:
+        return [tuple(i for word in _WORDS.findall(chunk) for i in self._pieces(word)) for chunk in chunks]
 
     def _pieces(self, word: str) -> tuple[int, ...]:
         if len(word) > self.max_word_chars:

@@ -18,6 +18,8 @@ from spanscore.processors.metrics.faithfulness import (
     MAX_DOCUMENT_CHARS,
     MAX_PASSAGES,
     NEGATION_FACTOR,
+    KeptReadings,
+    ReadingsInfo,
     faithfulness,
     faithfulness_from_vectors,
     read_context,
@@ -235,3 +237,16 @@ def test_a_document_read_once_is_kept_read():
     assert first.documents[0] is again.documents[1] and first.documents[1] is again.documents[0]
     assert read_document.cache_info().hits == 2
     assert again.passages == (HOURS, P_WINDOW, P_CARD)
+
+
+def test_kept_readings_are_bounded_by_count_and_characters():
+    kept = KeptReadings(max_documents=2, max_chars=25)
+    first = kept("One fact. Two facts.")  # 20 characters
+    assert kept("One fact. Two facts.") is first
+    kept("Short.")  # 26 characters kept: over the bound, the least recently used goes
+    assert kept.cache_info() == ReadingsInfo(hits=1, misses=2, documents=1, chars=6)
+    kept("A.")
+    kept("B.")  # three documents: over the count
+    assert kept.cache_info().documents == 2 and kept.cache_info().chars == 4
+    assert kept("Short.") is not None and kept.cache_info().misses == 5
+    assert kept("B.")[0] == ("B.",) and kept("B.")[1].text == "b."
