@@ -127,8 +127,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="a suite's results from scored files: TSR, SSR, pass@k per case, an HTML report",
         description="Group the graded attempts of scored OTLP/JSON files (from `spanscore score --dataset` or a "
         "live file exporter with the ground_truth processor) by eval.case.id and print the suite's "
-        "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity. "
-        "-o writes the same as one self-contained HTML page with charts.",
+        "TSR and SSR with 95% intervals and, per case, pass@k and pass^k and trajectory similarity; "
+        "for metrics scored on spans (faithfulness, ...), each trace's spans scored and its worst "
+        "failing spans. -o writes the same as one self-contained HTML page with charts.",
     )
     _scored_files(report)
     report.add_argument(
