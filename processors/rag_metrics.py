@@ -507,8 +507,10 @@ def _embedder_plan(targets: _Targets) -> _Plan:
     plan.faithfulness = [
         (step, read_context(step.result or "", documents, question)) for step, documents in targets.contexts
     ]
+    # A retrieval's documents are most often the very ones an LLM step was given: read once.
+    read = {tuple(documents): context for (_, documents), (_, context) in zip(targets.contexts, plan.faithfulness)}
     for step, query, recorded, documents in targets.retrievals:
-        passages = passages_by_document(documents)
+        passages = passages_by_document(documents, read.get(tuple(documents)))
         if passages:
             plan.relevance.append((step, query, recorded, passages))
     if targets.answer is not None:
@@ -550,11 +552,11 @@ def llm_steps_with_context(run: AgentTrace) -> list[tuple[Step, list[str]]]:
     return found
 
 
-def passages_by_document(documents: Sequence[str]) -> list[tuple[str, ...]]:
+def passages_by_document(documents: Sequence[str], context: Context | None = None) -> list[tuple[str, ...]]:
     """Each document's passages, as faithfulness reads them (at most
     `faithfulness.MAX_PASSAGES` over all, taken from each document in turn); documents
-    without text are left out."""
-    context = read_context("", documents)
+    without text are left out. `context`, when given, is these documents read already."""
+    context = context or read_context("", documents)
     grouped: dict[int, list[str]] = {}
     for passage, owner in zip(context.passages, context.passage_documents):
         grouped.setdefault(owner, []).append(passage)

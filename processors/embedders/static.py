@@ -162,8 +162,10 @@ def _pooled(table: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.
     """Per text, the sum of the rows of its `lengths[i]` tokens from `ids[starts[i]]` on.
 
     Texts are taken in order of length, a group at a time, padded with a row of zeros to
-    the group's longest, so that numpy sums a dense [texts, tokens, dims] block: several
-    times faster than a segmented sum over the concatenated rows. Each text's rows are
+    the group's longest, so that numpy sums a dense [texts, tokens, dims] block: faster
+    than a segmented sum over the concatenated rows (`np.add.reduceat` over one batch's
+    gathered rows measured 1.8 times slower on 51 LLM spans' texts, 1.4 on one span's,
+    stretches of any size; gathering the rows alone takes most of this). Each text's rows are
     added in its tokens' order and the zero rows last, so each sum is the same whatever
     the batch and its groups.
     """

@@ -16,7 +16,7 @@ from spanscore.config.loader import ConfigError, load_config, parse_config
 from spanscore.core.otlp_json import decode_request
 from spanscore.processors.agent_trace.retrieval import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS
 from spanscore.processors.embedders.static import StaticEmbedder
-from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, MAX_CLAIMS, MAX_PASSAGES
+from spanscore.processors.metrics.faithfulness import DEFAULT_THRESHOLD, MAX_CLAIMS, MAX_PASSAGES, read_context
 from spanscore.processors.rag_metrics import (
     ANSWER_RELEVANCE,
     ANSWER_RELEVANCE_THRESHOLD,
@@ -26,6 +26,7 @@ from spanscore.processors.rag_metrics import (
     TOOL_ERROR,
     RagMetrics,
     RagMetricsConfig,
+    passages_by_document,
 )
 from tests.fixtures.frameworks import docs_qa
 from tests.fixtures.spans.rag import make_rag_fixtures as rag
@@ -322,3 +323,13 @@ def test_which_spans_are_scored_is_no_part_of_a_metric_s_revision():
     for name in (FAITHFULNESS, TOOL_ERROR):
         assert narrowed.provenance(name) == plain.provenance(name)
     assert stricter.provenance(FAITHFULNESS).revision != plain.provenance(FAITHFULNESS).revision
+
+
+def test_passages_by_document_from_a_context_read_already_are_those_read_anew():
+    documents = ["Oslo had rain. It was 14 degrees.", "", "Bergen stayed dry; wind from the west.\nNo snow."]
+    context = read_context("An answer. With claims.", documents, question="Where did it rain?")
+    assert passages_by_document(documents, context) == passages_by_document(documents)
+    assert passages_by_document(documents) == [
+        ("Oslo had rain.", "It was 14 degrees."),
+        ("Bergen stayed dry;", "wind from the west.", "No snow."),
+    ]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from spanscore.processors.embedders.base import Embedder
-from spanscore.processors.embedders.cache import CachedEmbedder
+from spanscore.processors.embedders.cache import INITIAL_ROWS, KEY_CHARS, CachedEmbedder
 from spanscore.processors.embedders.hashing import HashingEmbedder
 from spanscore.processors.embedders.openai_embedder import OpenAIEmbedder
 
@@ -117,10 +117,47 @@ def test_embed_sync_from_many_threads_agrees_with_the_inner_embedder():
     assert cached.stats().entries <= 50
 
 
-def test_the_key_includes_the_embedder_name():
-    small, large = CachedEmbedder(HashingEmbedder(dimension=32)), CachedEmbedder(HashingEmbedder(dimension=64))
-    assert small._key("x") != large._key("x")
-    assert small.name == HashingEmbedder(dimension=32).name
+def test_one_cache_serves_one_embedder_under_its_name():
+    cached = CachedEmbedder(HashingEmbedder(dimension=32))
+    assert cached.name == HashingEmbedder(dimension=32).name != HashingEmbedder(dimension=64).name
+
+
+def test_long_texts_are_keyed_whole_by_their_digest():
+    inner = RecordingEmbedder()
+    cached = CachedEmbedder(inner)
+    prefix = "x" * KEY_CHARS
+    texts = [prefix + " alpha", prefix + " beta", prefix + " \ud800 lone surrogate", "short"]
+    first = cached.embed_sync(texts)
+    assert np.array_equal(first, inner._inner.embed_sync(texts))
+    assert not np.array_equal(first[0], first[1])  # same first KEY_CHARS characters, two entries
+    assert np.array_equal(cached.embed_sync(texts[::-1]), first[::-1])
+    assert len(inner.calls) == 1 and cached.stats().entries == 4
+
+
+def test_hits_keep_their_rows_when_the_same_call_evicts_them():
+    inner = RecordingEmbedder()
+    cached = CachedEmbedder(inner, max_entries=2)
+    cached.embed_sync(["a", "b"])
+    # a and b are found, then c and d take their rows: the call still returns a's and b's.
+    texts = ["a", "c", "b", "d", "c"]
+    assert np.array_equal(cached.embed_sync(texts), inner._inner.embed_sync(texts))
+    assert inner.calls[-1] == ["c", "d"]
+    stats = cached.stats()
+    assert (stats.hits, stats.misses, stats.evictions, stats.entries) == (2, 4, 2, 2)
+
+
+def test_the_rows_grow_with_the_entries_up_to_max_entries():
+    inner = RecordingEmbedder()
+    cached = CachedEmbedder(inner, max_entries=3 * INITIAL_ROWS)
+    texts = [f"text {i}" for i in range(2 * INITIAL_ROWS + 7)]
+    for start in range(0, len(texts), 500):
+        cached.embed_sync(texts[start : start + 500])
+    calls = len(inner.calls)
+    assert np.array_equal(cached.embed_sync(texts), inner._inner.embed_sync(texts))
+    assert len(inner.calls) == calls  # all found
+    cached.clear()
+    assert cached.stats().entries == 0
+    assert np.array_equal(cached.embed_sync(texts[:3]), inner._inner.embed_sync(texts[:3]))
 
 
 async def test_cached_remote_embedder_makes_no_request_for_known_texts(openai_server):
