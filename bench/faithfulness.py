@@ -344,7 +344,7 @@ def per_llm_span(repeat: int) -> None:
         async def run(settings: dict = settings) -> tuple[float, float, float]:
             processor = RagMetrics("rag_metrics", RagMetricsConfig.model_validate(settings))
             await processor.start()
-            cache = processor.embedder
+            cache = processor.held.embedder
             assert isinstance(cache, CachedEmbedder), "the default config caches embeddings"
             best = {False: float("inf"), True: float("inf")}
             views = float("inf")

@@ -103,7 +103,7 @@ async def run(embedder: str, traces: list, batch_size: int) -> dict[str, float]:
             "embedding_metrics", EmbeddingMetricsConfig.model_validate({"embedder": {"type": embedder}})
         )
         await processor.start()
-        await processor._warm_up
+        await processor.held.loaded()
         for trace in traces:  # what the scope built before the processors run: not timed
             trace.release_derived()
             agent_summary_of(trace)

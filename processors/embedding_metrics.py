@@ -9,7 +9,6 @@ loop_detection result: there is nothing to compare it with.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import deque
 from collections.abc import Sequence
@@ -23,8 +22,8 @@ from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import agent_summary_of
 from spanscore.processors.base import Processor, TraceOutput
-from spanscore.processors.embedders.base import Embedder
-from spanscore.processors.embedders.config import AutoEmbedderConfig, EmbedderConfig, build_embedder
+from spanscore.processors.embedders.config import AutoEmbedderConfig, EmbedderConfig
+from spanscore.processors.embedders.held import HeldEmbedder
 from spanscore.processors.metrics import PreviousOutput, coherence_from_vectors, loop_detection_from_vectors, word_set
 from spanscore.processors.metrics.coherence import NAME as COHERENCE
 from spanscore.processors.metrics.loop_detection import DEFAULT_WINDOW
@@ -57,41 +56,22 @@ class EmbeddingMetrics(Processor):
             for name, settings in ((COHERENCE, config.coherence), (LOOP_DETECTION, config.loop_detection))
             if settings.enabled
         )
-        self.embedder: Embedder | None = None  # from start to shutdown
-        self._warm_up: asyncio.Task | None = None
+        self.held = HeldEmbedder()
 
     @property
     def uses_sessions(self) -> bool:
         return self.config.loop_detection.enabled
 
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
-        self.embedder = build_embedder(self.config.embedder)
-        # Loading a model takes seconds: start it now, in the background, so receivers
-        # open at once and the first traces wait only for what is left of the load.
-        self._warm_up = asyncio.create_task(self._warm_up_embedder(self.embedder))
-
-    async def _warm_up_embedder(self, embedder: Embedder) -> None:
-        try:
-            await embedder.warm_up()
-        except Exception as exc:  # the first embed will raise it again, per trace, as an error result
-            log.error("embedder %s failed to load: %s", embedder.name, exc)
+        self.held.start(self.config.embedder)
 
     def provenance(self, metric_name: str) -> Provenance:
-        name = self.embedder.name if self.embedder is not None else "none"
+        name = self.held.name
         settings = self.config.coherence if metric_name == COHERENCE else self.config.loop_detection
         return Provenance(name, revision_of(metric_name, name, settings.model_dump()))
 
-    def _started_embedder(self) -> Embedder:
-        if self.embedder is None:
-            raise RuntimeError(f"{self.id} embeds between its start and its shutdown")
-        return self.embedder
-
     async def shutdown(self, deadline: float) -> None:
-        if self._warm_up is not None:
-            self._warm_up.cancel()
-        embedder, self.embedder = self.embedder, None
-        if embedder is not None:
-            await embedder.close()
+        await self.held.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         [outputs] = await self.process_batch([(trace, session)])
@@ -112,7 +92,7 @@ class EmbeddingMetrics(Processor):
             text for summary in summaries if summary is not None for text in (summary.user_input, summary.final_output)
         ]
         try:
-            vectors = await self._started_embedder().embed(texts) if texts else None
+            vectors = await self.held.started(self.id).embed(texts) if texts else None
         except Exception as exc:  # each trace fails as it would have alone
             return [exc if want else [] for want in wanted]
         outputs: list[Sequence[TraceOutput] | BaseException] = []

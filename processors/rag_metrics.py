@@ -56,8 +56,8 @@ from spanscore.processors import rag_judge
 from spanscore.processors.agent_trace import AgentTrace, SpanViews, Step, agent_trace_of, span_views_of
 from spanscore.processors.agent_trace.spans import LLM, RETRIEVAL, TOOL
 from spanscore.processors.base import Processor, TraceOutput
-from spanscore.processors.embedders.base import Embedder
-from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig, build_embedder
+from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig
+from spanscore.processors.embedders.held import HeldEmbedder
 from spanscore.processors.judge_metrics.base import Judge, JudgeError
 from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge_metrics.config import JudgeSection, build_judge, judge_configured
@@ -99,6 +99,7 @@ class MetricSettings(SpanTarget):
 
     fixed_on = True
     enabled: bool = True
+    threshold: float = Field(default=TOOL_ERROR_THRESHOLD, ge=0.0, le=1.0)  # each metric sets its own
 
     def chosen(self, trace: Trace) -> set[str]:
         """The ids (hex) of the spans of `trace` that `where` and `sample_ratio` choose."""
@@ -206,8 +207,7 @@ class RagMetrics(Processor):
             for name in (FAITHFULNESS, CONTEXT_RELEVANCE, ANSWER_RELEVANCE, TOOL_ERROR)
             if config.settings(name).enabled
         )
-        self.embedder: Embedder | None = None
-        self._warm_up: asyncio.Task | None = None
+        self.held = HeldEmbedder()
         self.judge: Judge | None = None
         self.rag_judge: RagJudge | None = None
 
@@ -226,8 +226,7 @@ class RagMetrics(Processor):
                 self._max_calls(),
             )
             return
-        self.embedder = build_embedder(config.embedder)
-        self._warm_up = asyncio.create_task(self._warm_up_embedder(self.embedder))
+        embedder = self.held.start(config.embedder)
         scored = [name for name in JUDGED if name in self.metric_names]
         if scored:
             log.info(
@@ -235,7 +234,7 @@ class RagMetrics(Processor):
                 "a judge with api_key or base_url, to have them judged)",
                 self.id,
                 ", ".join(scored),
-                self.embedder.name,
+                embedder.name,
                 self.id,
             )
 
@@ -244,12 +243,6 @@ class RagMetrics(Processor):
         judged = self.config.judged
         per_span = sum(name in judged for name in (FAITHFULNESS, CONTEXT_RELEVANCE))
         return per_span * self.config.max_judged_spans + (ANSWER_RELEVANCE in judged)
-
-    async def _warm_up_embedder(self, embedder: Embedder) -> None:
-        try:
-            await embedder.warm_up()
-        except Exception as exc:  # the first embed raises it again, per trace, as an error result
-            log.error("embedder %s failed to load: %s", embedder.name, exc)
 
     def judges(self) -> tuple[Judge, ...]:
         return () if self.judge is None else (self.judge,)
@@ -267,15 +260,11 @@ class RagMetrics(Processor):
             )
             prompts = inspect.getsource(rag_judge)
             return Provenance(judge.model, revision_of(metric_name, judge.model, settings, asked, prompts))
-        name = self.embedder.name if self.embedder is not None else "none"
+        name = self.held.name
         return Provenance(name, revision_of(metric_name, name, settings))
 
     async def shutdown(self, deadline: float) -> None:
-        if self._warm_up is not None:
-            self._warm_up.cancel()
-        embedder, self.embedder = self.embedder, None
-        if embedder is not None:
-            await embedder.close()
+        await self.held.close()
         judge, self.judge, self.rag_judge = self.judge, None, None
         if judge is not None:
             await judge.close()
@@ -294,9 +283,7 @@ class RagMetrics(Processor):
         if self.rag_judge is not None:
             judging = self.rag_judge
             return list(await asyncio.gather(*(self._judged_or_error(trace, judging) for trace, _ in items)))
-        if self.embedder is None:
-            raise RuntimeError("rag_metrics scored before start()")
-        embedder = self.embedder
+        embedder = self.held.started(self.id)
         plans: list[_Plan | BaseException] = []
         texts = _Texts()
         for trace, _ in items:

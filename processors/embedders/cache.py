@@ -124,6 +124,8 @@ class CachedEmbedder(Embedder):
                 lookup.miss_at.append(at)
                 lookup.miss_index.append(index)
             if hit_slots:  # copied out now: a later insert may reuse an evicted entry's row
+                if self._rows is None:  # the first insert allocates them before any slot exists
+                    raise RuntimeError("the embedding cache has slots but no rows")
                 lookup.hit_rows = self._rows[hit_slots]
             self._hits += len(hit_slots)
             self._misses += len(missing)

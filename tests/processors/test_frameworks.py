@@ -136,7 +136,7 @@ def test_each_rag_answer_is_scored_for_faithfulness_on_its_model_span(name):
     runs = {run.trace_id: run for run in rag_runs(name)}
     traces = [trace for trace in traces_of(FIXTURES / f"{name}.jsonl") if trace.trace_id.hex() in runs]
     processor = RagMetrics("rag_metrics", RagMetricsConfig())
-    processor.embedder = StaticEmbedder()
+    processor.held.embedder = StaticEmbedder()
     outputs = asyncio.run(processor.process_batch([(trace, None) for trace in traces]))
     scores = {}
     for trace, results, turn in zip(traces, outputs, turns):

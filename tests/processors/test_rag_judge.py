@@ -373,7 +373,7 @@ def test_with_a_judge_the_log_says_who_judges_and_no_embedder_is_loaded(caplog):
 async def _started_and_stopped(processor: RagMetrics):
     """What the processor holds once started: its embedder and judges; then it is shut down."""
     await processor.start()
-    held = processor.embedder, processor.judges()
+    held = processor.held.embedder, processor.judges()
     await processor.shutdown(0.0)
     return held
 

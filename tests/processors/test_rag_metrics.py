@@ -70,7 +70,7 @@ TABLE = {
 
 def score(traces, embedder=None, config: RagMetricsConfig | None = None):
     processor = RagMetrics("rag_metrics", config or RagMetricsConfig())
-    processor.embedder = embedder or StaticEmbedder()
+    processor.held.embedder = embedder or StaticEmbedder()
     outputs = asyncio.run(processor.process_batch([(trace, None) for trace in traces]))
     for output in outputs:
         assert not isinstance(output, BaseException), output
