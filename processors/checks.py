@@ -129,7 +129,7 @@ class CheckSettings(SpanTarget):
     def _known_field(cls, value: str | None) -> str | None:
         if value is None or value in FIELDS or (value.startswith(ATTRIBUTES) and len(value) > len(ATTRIBUTES)):
             return value
-        raise ValueError(f"{excerpt(value)} is no field; use input, output, context or attributes.KEY")
+        raise ValueError("not a field: use input, output, context or attributes.KEY")
 
     @field_validator("regex", "not_regex")
     @classmethod
