@@ -99,11 +99,11 @@ TOKEN_PAIRS = (
 
 # What the redaction's built-in detectors put in place of what they found, by kind.
 PII_MARKERS = (
-    (EMAIL, "e-mail address"),
-    (API_KEY, "API key"),
-    (TOKEN, "token"),
-    (PRIVATE_KEY, "private key"),
-    (SECRET, "secret-named value"),
+    (EMAIL, "e-mail address", "e-mail addresses"),
+    (API_KEY, "API key", "API keys"),
+    (TOKEN, "token", "tokens"),
+    (PRIVATE_KEY, "private key", "private keys"),
+    (SECRET, "secret-named value", "secret-named values"),
 )
 _DETECTORS = Redaction()
 
@@ -390,6 +390,8 @@ def _json_schema(settings: CheckSettings, field: str, text: str) -> Verdict:
         value = json.loads(text)
     except ValueError as exc:
         return False, f"{field} is not JSON: {excerpt(str(exc), QUOTE_CHARS)}"
+    except RecursionError:
+        return False, f"{field} is not JSON this parser reads: nested too deeply"
     try:
         validate(value, settings.json_schema or {})
     except MalformedAnswer as exc:
@@ -402,10 +404,10 @@ def _no_pii(settings: CheckSettings, field: str, text: str) -> Verdict:
     if redacted == text:  # text holding no secret shape comes back as it came
         return True, f"{field} ({len(text):,} characters) holds no e-mail address, API key, token or secret"
     found = []
-    for marker, kind in PII_MARKERS:
+    for marker, one, many in PII_MARKERS:
         count = redacted.count(marker) - text.count(marker)
         if count > 0:
-            found.append(f"{count} {kind}{'es' if count > 1 and kind.endswith('ss') else 's' if count > 1 else ''}")
+            found.append(f"{count} {one if count == 1 else many}")
     if not found:  # the detectors changed the text without a marker of theirs: say so rather than guess
         found.append("a secret")
     return False, f"{field} holds {', '.join(found)}"

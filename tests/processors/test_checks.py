@@ -136,6 +136,14 @@ def test_json_schema_passes_valid_json_and_says_why_the_rest_fails():
     ]
 
 
+def test_json_nested_past_the_parser_s_depth_fails_with_a_reason_not_an_error():
+    deep = "[" * 50_000 + "]" * 50_000
+    [result] = check({"field": "output", "json_schema": {"type": "array"}}, run_spans(output=deep))
+    assert (result.score, result.error, result.explanation) == (
+        0.0, None, "output is not JSON this parser reads: nested too deeply"
+    )  # fmt: skip
+
+
 def test_no_pii_says_which_kinds_it_found_and_never_the_secret():
     key = "sk-" + "a1B2" * 8
     output = f"Mail ann@example.com or bob@exämple.de; the key is {key}"
@@ -290,3 +298,23 @@ def test_a_schema_s_json_survives_yaml_and_the_config_round_trip():
         yaml.safe_load("metrics: {shape: {on: llm, field: output, json_schema: {type: object, required: [answer]}}}")
     )
     assert json.loads(json.dumps(config.metrics["shape"].json_schema)) == {"type": "object", "required": ["answer"]}
+
+
+def test_a_check_that_raises_is_an_error_result_of_its_own_metric_only(monkeypatch):
+    from spanscore.processors import checks
+
+    def broken(settings, field, text):
+        raise RuntimeError("broken rule")
+
+    monkeypatch.setitem(checks._TEXT_CHECKS, "regex", broken)
+    [trace] = traces_of(request_of(run_spans()))
+    config = ChecksConfig.model_validate(
+        {"metrics": {"broken": {"field": "output", "regex": "a"}, "fine": {"max_duration": "5s"}}}
+    )
+    broken_result, fine = asyncio.run(Checks("checks", config).process_trace(trace, None))
+    assert (broken_result.name, broken_result.error, broken_result.error_type) == (
+        "broken",
+        "broken rule",
+        "RuntimeError",
+    )
+    assert (fine.name, fine.score) == ("fine", 1.0)
