@@ -26,7 +26,7 @@ from spanscore.core.component import ComponentConfig, ComponentFactory, Kind
 from spanscore.exporters import debug, file, otlp_grpc, otlp_http, phoenix, prometheus
 from spanscore.extensions import bearer_token_auth, file_storage, health_check
 from spanscore.pipeline import assembler, memory_limiter, score_router
-from spanscore.processors import embedding_metrics, failure_localization, rag_metrics, session_metrics
+from spanscore.processors import checks, embedding_metrics, failure_localization, rag_metrics, session_metrics
 from spanscore.processors.ground_truth import processor as ground_truth
 from spanscore.processors.judge_metrics import processor as judge_metrics
 from spanscore.receivers import otlp
@@ -54,6 +54,7 @@ BUILTIN_FACTORIES: tuple[ComponentFactory, ...] = (
     failure_localization.FACTORY,
     session_metrics.FACTORY,
     ground_truth.FACTORY,
+    checks.FACTORY,
     score_router.FACTORY,
     otlp_grpc.FACTORY,
     otlp_http.FACTORY,

@@ -123,7 +123,11 @@ def _listify(node: Any) -> Any:
 
 def content_text(content: Any) -> str:
     """Text of a message content: a string, or a list of parts in any common shape."""
-    content = parse_json(content)
+    return _parsed_content_text(parse_json(content), content)
+
+
+def _parsed_content_text(content: Any, recorded: Any) -> str:
+    """`content_text` of `recorded`, given `content`, its `parse_json`."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -132,6 +136,8 @@ def content_text(content: Any) -> str:
         content = [content]
     if not isinstance(content, list):
         return to_text(content) or ""
+    if isinstance(recorded, str) and not any(map(_is_part, content)):
+        return recorded  # a JSON answer (structured output), not a list of parts
     pieces = []
     for part in content:
         if isinstance(part, str):
@@ -146,6 +152,13 @@ def content_text(content: Any) -> str:
             if isinstance(text, str):
                 pieces.append(text)
     return "".join(pieces)
+
+
+_PART_KEYS = ("type", "text", "content", "message_content")
+
+
+def _is_part(item: Any) -> bool:
+    return isinstance(item, str) or (isinstance(item, MAPPING) and any(key in item for key in _PART_KEYS))
 
 
 def _tool_call(data: Any) -> ToolCall | None:
@@ -235,8 +248,9 @@ def normalize_message(data: Any, default_role: str = "user") -> Message | None:
         message = new_message(dict(role=role, name=name, tool_call_id=call_id, content=content, finish_reason=finish))
         message.tool_calls.extend(calls)
     else:
-        contents = parse_json(data.get("content", data.get("contents")))
-        content = content_text(contents)
+        recorded = data.get("content", data.get("contents"))
+        contents = parse_json(recorded)
+        content = _parsed_content_text(contents, recorded)
         reasoning = _part_reasoning(contents) if isinstance(contents, list) else []
         calls = _tool_calls(data.get("tool_calls"))
         if isinstance(contents, list) and any(_is_tool_block(b) for b in contents):

@@ -17,6 +17,7 @@ def test_builtins_are_known_by_kind():
     factories = build_factories(plugins=False)
     assert factories.known("receiver") == ["otlp"]
     assert factories.known("processor") == [
+        "checks",
         "embedding_metrics",
         "failure_localization",
         "ground_truth",

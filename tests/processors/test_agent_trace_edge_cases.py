@@ -454,3 +454,33 @@ def test_odd_input_values_never_raise(value):
         },
     )
     build(span)
+
+
+@pytest.mark.parametrize("answer", ['{"answer": "yes", "sources": [1]}', "[1, 2]"])
+def test_a_json_answer_is_the_step_s_text_not_an_empty_list_of_parts(answer):
+    # Structured output: the model's text is a JSON value whose keys are no content parts.
+    llm = make_span(
+        "chat",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "Answer in JSON",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": answer,
+        },
+    )
+    [step] = build(llm).llm_steps
+    assert step.result == answer
+
+
+def test_content_parts_in_json_still_read_as_their_text():
+    llm = make_span(
+        "chat",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": json.dumps([{"type": "text", "text": "hello"}]),
+        },
+    )
+    [step] = build(llm).llm_steps
+    assert step.result == "hello"

@@ -1,0 +1,98 @@
+"""Cost of the `checks` processor: microseconds per check per span, on captured traces.
+
+    python bench/checks.py [--rounds 7]
+
+Workload: the traces of captured agent frameworks (tests/fixtures/spans/frameworks:
+LangChain RAG, LangGraph, OpenAI Agents SDK, Vercel AI), each checked by the config of
+docs/metrics.md ("Checks without a model") plus a context regex: a not_regex and a no_pii
+on the trace's output, a json_schema and a max_tokens on each model call, a max_duration
+on each tool call, a tool_error_rate on the trace. The traces are normalized once before
+timing: the normalized view is built once per trace and shared by every processor
+(`bench/agent_trace.py` times it), so what is timed is what `checks` adds. Printed per
+check: the checks made (results; a span without the field makes none), and microseconds
+per check; then the whole config per trace. A figure is the best of `--rounds` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spanscore.processors.agent_trace import agent_trace_of, span_views_of  # noqa: E402
+from spanscore.processors.checks import Checks, ChecksConfig, check_trace  # noqa: E402
+from tests.support.agent_fixtures import SPANS_DIR  # noqa: E402
+from tests.support.otlp_json import read_requests  # noqa: E402
+from tests.support.rag_trace import traces_of  # noqa: E402
+
+CAPTURES = ("langchain_rag", "langgraph", "openai_agents_sdk", "vercel_ai")
+METRICS = {
+    "no_refund": {"field": "output", "not_regex": "(?i)refund"},
+    "no_secrets": {"field": "output", "no_pii": True},
+    "cited_policy": {"field": "context", "regex": r"(?i)\b(policy|days?)\b"},
+    "json_answers": {"on": "llm", "field": "output", "json_schema": {"type": "object", "required": ["answer"]}},
+    "short_calls": {"on": "llm", "max_tokens": 800},
+    "fast_tools": {"on": "tool", "max_duration": "2s"},
+    "tool_errors": {"tool_error_rate": {"max": 0.2}},
+}
+
+
+def best_seconds(run, rounds: int, min_round_s: float = 0.2) -> tuple[float, int]:
+    """The best time per call of `run` over `rounds` rounds of at least `min_round_s`."""
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        if time.perf_counter() - start >= min_round_s:
+            break
+        calls *= 2
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best, calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    traces = [t for name in CAPTURES for t in traces_of(*read_requests(SPANS_DIR / "frameworks" / f"{name}.jsonl"))]
+    for trace in traces:  # built once, as every processor of the pipeline shares them
+        agent_trace_of(trace)
+        span_views_of(trace)
+    config = ChecksConfig.model_validate({"metrics": METRICS})
+    spans = sum(1 for trace in traces for _ in trace.spans())
+    print(f"{len(traces)} captured traces ({', '.join(CAPTURES)}), {spans} spans\n")
+    print(f"{'check':<14} {'kind':<16} {'checks':>6} {'µs/check':>9}")
+    for name, settings in config.metrics.items():
+        made = sum(len(check_trace(name, settings, trace)) for trace in traces)
+
+        def run(name=name, settings=settings) -> None:
+            for trace in traces:
+                check_trace(name, settings, trace)
+
+        seconds, _ = best_seconds(run, args.rounds)
+        per_check = seconds / made * 1e6 if made else float("nan")
+        print(f"{name:<14} {settings.check:<16} {made:>6} {per_check:>9.1f}")
+    processor = Checks("checks", config)
+    loop = asyncio.new_event_loop()
+
+    def whole() -> None:
+        for trace in traces:
+            loop.run_until_complete(processor.process_trace(trace, None))
+
+    seconds, _ = best_seconds(whole, args.rounds)
+    print(f"\nthe {len(METRICS)} checks, per trace: {seconds / len(traces) * 1e6:.0f} µs (an event-loop call each)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,497 @@
+"""`checks` processor: the user's own rules, scored without a model.
+
+Each check is a named metric under `metrics:`, with a target (`on`, `where`,
+`sample_ratio`: processors/span_target.py; `on: trace` by default) and exactly one check
+key. The text checks read a `field` of the scored span:
+
+- `input` / `output`: on `trace`, the run's user input and final output; on `llm`, the
+  prompt (its messages' text) and the answer; on `tool`, the arguments and the result;
+  on `retrieval`, the query and the documents; on `agent`, the agent span's input and output;
+- `context`: the retrieved documents, joined: on `trace`, every retrieval's; on `llm`,
+  those of the retrievals that ended before the call started (as rag_metrics' faithfulness
+  reads them); on `retrieval`, its own;
+- `attributes.KEY`: the span's attribute KEY (on `trace`, the root span's).
+
+The checks: `regex` (the field matches), `not_regex` (it does not), `json_schema` (it
+parses as JSON and satisfies the schema), `no_pii` (the redaction's built-in detectors
+find no e-mail address, API key, token, private key or secret-named value), and, on the
+span itself rather than a field: `max_duration`, `max_tokens` (the usage the span
+records; on `trace` the sum over its model calls), `tool_error_rate` (on `trace`: the
+share of its tool spans that failed, by failure_localization's `error_status` reading).
+
+A result scores 1 (pass) or 0 (fail), threshold 0.5, and says what was checked and what
+was found. A span without the field (or the usage, or a trace without tool spans) gets
+no result: there is nothing to check. Text is cut to `MAX_CHECKED_CHARS` before a check
+reads it; the cut is stated in the explanation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from spanscore.core.component import ComponentConfig, ComponentFactory
+from spanscore.core.durations import Duration, format_duration
+from spanscore.core.provenance import CODE, Provenance, revision_of
+from spanscore.core.quoting import excerpt
+from spanscore.core.redaction import API_KEY, EMAIL, PRIVATE_KEY, SECRET, TOKEN, Redaction
+from spanscore.core.result import MetricResult
+from spanscore.core.session import Session
+from spanscore.core.trace import Trace
+from spanscore.processors.agent_trace import AgentTrace, SpanView, SpanViews, Step, agent_trace_of, span_views_of
+from spanscore.processors.agent_trace.spans import AGENT, LLM, RETRIEVAL, TOOL
+from spanscore.processors.base import Processor, TraceOutput
+from spanscore.processors.judge_metrics.answers import MalformedAnswer, validate
+from spanscore.processors.localization.evidence import span_failure
+from spanscore.processors.span_target import SpanTarget
+
+THRESHOLD = 0.5  # a check scores 0 or 1
+MAX_CHECKED_CHARS = 100_000  # of a field's text, read by a regex, the JSON parser or the detectors
+QUOTE_CHARS = 120  # of a match or an error, quoted in an explanation
+MAX_FAILED_TOOLS_NAMED = 5
+
+TEXT_CHECKS = ("regex", "not_regex", "json_schema", "no_pii")
+SPAN_CHECKS = ("max_duration", "max_tokens", "tool_error_rate")
+CHECKS = TEXT_CHECKS + SPAN_CHECKS
+FIELDS = ("input", "output", "context")
+ATTRIBUTES = "attributes."
+
+# The JSON Schema keywords `judge_metrics.answers.validate` checks, and those that only
+# describe. Any other is refused at config time rather than silently not checked.
+SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "items",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+    }
+)
+SCHEMA_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples"})
+SCHEMA_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+
+# Token usage as the conventions record it on a model call's span: a total, else the
+# first pair (input, output) of which either is present.
+TOTAL_TOKEN_KEYS = ("llm.token_count.total", "gen_ai.usage.total_tokens")
+TOKEN_PAIRS = (
+    ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),  # OpenTelemetry GenAI
+    ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),  # GenAI before 1.27, OpenLLMetry
+    ("llm.token_count.prompt", "llm.token_count.completion"),  # OpenInference
+    ("ai.usage.inputTokens", "ai.usage.outputTokens"),  # Vercel AI SDK 5
+    ("ai.usage.promptTokens", "ai.usage.completionTokens"),  # Vercel AI SDK 4
+)
+
+# What the redaction's built-in detectors put in place of what they found, by kind.
+PII_MARKERS = (
+    (EMAIL, "e-mail address", "e-mail addresses"),
+    (API_KEY, "API key", "API keys"),
+    (TOKEN, "token", "tokens"),
+    (PRIVATE_KEY, "private key", "private keys"),
+    (SECRET, "secret-named value", "secret-named values"),
+)
+_DETECTORS = Redaction()
+
+
+class ToolErrorRate(ComponentConfig):
+    max: float = Field(ge=0.0, le=1.0)  # the share of failed tool spans that still passes
+
+
+class CheckSettings(SpanTarget):
+    """One check: its target, the field it reads, and exactly one check key."""
+
+    field: str | None = None
+    regex: str | None = None
+    not_regex: str | None = None
+    json_schema: dict[str, Any] | None = None
+    no_pii: bool | None = None
+    max_duration: Duration | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    tool_error_rate: ToolErrorRate | None = None
+
+    @field_validator("field")
+    @classmethod
+    def _known_field(cls, value: str | None) -> str | None:
+        if value is None or value in FIELDS or (value.startswith(ATTRIBUTES) and len(value) > len(ATTRIBUTES)):
+            return value
+        raise ValueError("not a field: use input, output, context or attributes.KEY")
+
+    @field_validator("regex", "not_regex")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {excerpt(pattern)}: {exc}") from None
+        return pattern
+
+    @field_validator("json_schema")
+    @classmethod
+    def _readable_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            problem = schema_problem(schema, "$")
+            if problem:
+                raise ValueError(problem)
+        return schema
+
+    @field_validator("no_pii")
+    @classmethod
+    def _no_pii_true(cls, value: bool | None) -> bool | None:
+        if value is False:
+            raise ValueError("no_pii: true is the check; leave the metric out to not check")
+        return value
+
+    @model_validator(mode="after")
+    def _one_check(self) -> CheckSettings:
+        given = [name for name in CHECKS if getattr(self, name) is not None]
+        if len(given) != 1:
+            found = f"got {', '.join(given)}" if given else "got none"
+            raise ValueError(f"give exactly one check of {', '.join(CHECKS)}; {found}")
+        check = given[0]
+        if self.on == "session":
+            raise ValueError("on: session is not supported for checks yet; use trace or a span kind")
+        if check in TEXT_CHECKS:
+            self._field_readable(check)
+        elif self.field is not None:
+            raise ValueError(f"{check} reads the span itself: leave field out")
+        if check == "tool_error_rate" and self.on != "trace":
+            raise ValueError("tool_error_rate is a share of a trace's tool spans: it takes on: trace")
+        if check == "max_tokens" and self.on not in ("trace", LLM):
+            raise ValueError("max_tokens reads model calls' usage: it takes on: trace or on: llm")
+        return self
+
+    def _field_readable(self, check: str) -> None:
+        if self.field is None:
+            raise ValueError(f"{check} checks a field: give field: input, output, context or attributes.KEY")
+        if self.field == "context" and self.on not in ("trace", LLM, RETRIEVAL):
+            raise ValueError(f"on: {self.on} has no context: field context takes on: trace, llm or retrieval")
+
+    @property
+    def check(self) -> str:
+        return next(name for name in CHECKS if getattr(self, name) is not None)
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.regex if self.regex is not None else self.not_regex or "")
+
+
+def schema_problem(schema: Any, path: str) -> str | None:
+    """Why `validate` could not check `schema` as written (a keyword it does not know, a
+    malformed value), or None."""
+    if not isinstance(schema, dict):
+        return f"json_schema at {path}: expected an object, got {type(schema).__name__}"
+    unknown = sorted(set(schema) - SCHEMA_KEYWORDS - SCHEMA_ANNOTATIONS)
+    if unknown:
+        return (
+            f"json_schema at {path}: {', '.join(map(repr, unknown))} not supported "
+            f"(checked: {', '.join(sorted(SCHEMA_KEYWORDS))})"
+        )
+    kinds = schema.get("type")
+    for kind in [kinds] if isinstance(kinds, str) or kinds is None else kinds:
+        if kind is not None and kind not in SCHEMA_TYPES:
+            return f"json_schema at {path}: unknown type {excerpt(str(kind))}"
+    if schema.get("additionalProperties") is False:
+        # validate() drops the extra keys of a judge's answer; a check must not let them pass.
+        return f"json_schema at {path}: additionalProperties: false is not supported (extra keys would pass)"
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(key, str) for key in required):
+        return f"json_schema at {path}: required must be a list of names"
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        return f"json_schema at {path}: properties must be an object"
+    inner = [(f"{path}.{key}", value) for key, value in properties.items()]
+    for keyword in ("items", "additionalProperties"):
+        if isinstance(schema.get(keyword), dict) or (keyword == "items" and keyword in schema):
+            inner.append((f"{path}.{keyword}", schema[keyword]))
+    for inner_path, inner_schema in inner:
+        problem = schema_problem(inner_schema, inner_path)
+        if problem:
+            return problem
+    return None
+
+
+MetricName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]  # as MetricResult.name
+
+
+class ChecksConfig(ComponentConfig):
+    metrics: dict[MetricName, CheckSettings] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What one check reads: the scored span's id (None: the trace, scored on its root),
+    its view (None when the conventions did not read it) and its step (for llm, tool and
+    retrieval targets)."""
+
+    span_id: str | None
+    view: SpanView | None
+    step: Step | None
+
+
+class Checks(Processor):
+    def __init__(self, component_id: str, config: ChecksConfig):
+        self.id = component_id
+        self.config = config
+        self.metric_names = tuple(config.metrics)
+
+    def provenance(self, metric_name: str) -> Provenance:
+        # Which spans are checked (on, where, sample_ratio) is no part of how each is checked.
+        settings = self.config.metrics[metric_name].model_dump(exclude=set(SpanTarget.model_fields))
+        return Provenance(CODE, revision_of(metric_name, CODE, settings))
+
+    async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
+        outputs: list[TraceOutput] = []
+        for name, settings in self.config.metrics.items():
+            try:
+                outputs.extend(check_trace(name, settings, trace))
+            except Exception as exc:  # one check's bug must not cost the others their results
+                outputs.append(MetricResult.failure(name, exc, THRESHOLD))
+        return outputs
+
+
+def check_trace(name: str, settings: CheckSettings, trace: Trace) -> list[MetricResult]:
+    """The results of check `name` on `trace`: one per span it targets, or one on the root."""
+    views = span_views_of(trace)
+    by_id = {} if views is None else views.by_id
+    run = agent_trace_of(trace)
+    if settings.on == "trace":
+        anchor = trace.anchor
+        view = None if anchor is None else by_id.get(anchor.span_id.hex())
+        subjects = [Subject(None, view, None)]
+    elif settings.on == AGENT:
+        subjects = [Subject(span_id, by_id.get(span_id), None) for span_id in settings.span_ids(trace)]
+    else:
+        subjects = [Subject(step.span_id, by_id.get(step.span_id), step) for step in settings.select(trace)]
+    results = []
+    for subject in subjects:
+        result = _check(name, settings, subject, run, views)
+        if result is not None:
+            results.append(result)
+    return results
+
+
+def _check(
+    name: str, settings: CheckSettings, subject: Subject, run: AgentTrace, views: SpanViews | None
+) -> MetricResult | None:
+    check = settings.check
+    if check in TEXT_CHECKS:
+        field = settings.field or ""
+        text = field_text(field, settings.on, subject, run)
+        if text is None:
+            return None
+        cut = len(text) > MAX_CHECKED_CHARS
+        checked = text[:MAX_CHECKED_CHARS] if cut else text
+        verdict = _TEXT_CHECKS[check](settings, field, checked)
+        if verdict is None:
+            return None
+        passed, explanation = verdict
+        if cut:
+            explanation += f" (its first {MAX_CHECKED_CHARS:,} of {len(text):,} characters checked)"
+    elif check == "max_duration":
+        verdict = _duration(settings, subject)
+        if verdict is None:
+            return None
+        passed, explanation = verdict
+    elif check == "max_tokens":
+        verdict = _tokens(settings, subject, run, views)
+        if verdict is None:
+            return None
+        passed, explanation = verdict
+    else:
+        verdict = _tool_error_rate(settings, run, views)
+        if verdict is None:
+            return None
+        passed, explanation = verdict
+    return MetricResult(
+        name=name,
+        score=1.0 if passed else 0.0,
+        threshold=THRESHOLD,
+        explanation=explanation,
+        span_id=subject.span_id,
+        metadata={"check": check},
+    )
+
+
+# -- fields ----------------------------------------------------------------------------
+def field_text(field: str, on: str, subject: Subject, run: AgentTrace) -> str | None:
+    """The text of `field` on the subject, or None when the span does not record it."""
+    if field.startswith(ATTRIBUTES):
+        if subject.view is None:
+            return None
+        return _as_text(subject.view.attrs.get(field[len(ATTRIBUTES) :]))
+    step = subject.step
+    if on == "trace":
+        if field == "context":
+            return _documents([d.content for s in run.retrieval_steps for d in s.documents])
+        return (run.user_input if field == "input" else run.final_output) or None
+    if on == AGENT:
+        view = subject.view
+        return None if view is None else _as_text(view.input if field == "input" else view.output)
+    if step is None:
+        return None
+    if step.kind == LLM:
+        if field == "input":
+            return "\n".join(m.content for m in step.input_messages if m.content) or None
+        if field == "output":
+            return step.result or None
+        before = [s for s in run.retrieval_steps if s.end_time_unix_nano <= step.start_time_unix_nano]
+        return _documents([d.content for s in before for d in s.documents])
+    if step.kind == TOOL:
+        return _as_text(step.arguments if field == "input" else step.result)
+    if field == "input":
+        return step.query or None
+    return _documents([d.content for d in step.documents])
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _documents(contents: list[str]) -> str | None:
+    return "\n\n".join(content for content in contents if content) or None
+
+
+# -- the checks ------------------------------------------------------------------------
+Verdict = tuple[bool, str] | None
+
+
+def _regex(settings: CheckSettings, field: str, text: str) -> Verdict:
+    pattern = settings.pattern
+    match = pattern.search(text)
+    wanted = settings.regex is not None
+    shown = excerpt(pattern.pattern, QUOTE_CHARS)
+    if match is None:
+        return not wanted, f"{field} ({len(text):,} characters) has no match of /{shown}/"
+    return wanted, f"{field} matches /{shown}/ at character {match.start():,}: {excerpt(match.group(), QUOTE_CHARS)}"
+
+
+def _json_schema(settings: CheckSettings, field: str, text: str) -> Verdict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return False, f"{field} is not JSON: {excerpt(str(exc), QUOTE_CHARS)}"
+    except RecursionError:
+        return False, f"{field} is not JSON this parser reads: nested too deeply"
+    try:
+        validate(value, settings.json_schema or {})
+    except MalformedAnswer as exc:
+        return False, f"{field} does not satisfy the schema: {excerpt(str(exc), QUOTE_CHARS)}"
+    return True, f"{field} is JSON satisfying the schema"
+
+
+def _no_pii(settings: CheckSettings, field: str, text: str) -> Verdict:
+    redacted = _DETECTORS.text(text)
+    if redacted == text:  # text holding no secret shape comes back as it came
+        return True, f"{field} ({len(text):,} characters) holds no e-mail address, API key, token or secret"
+    found = []
+    for marker, one, many in PII_MARKERS:
+        count = redacted.count(marker) - text.count(marker)
+        if count > 0:
+            found.append(f"{count} {one if count == 1 else many}")
+    if not found:  # the detectors changed the text without a marker of theirs: say so rather than guess
+        found.append("a secret")
+    return False, f"{field} holds {', '.join(found)}"
+
+
+_TEXT_CHECKS: dict[str, Callable[[CheckSettings, str, str], Verdict]] = {
+    "regex": _regex,
+    "not_regex": _regex,
+    "json_schema": _json_schema,
+    "no_pii": _no_pii,
+}
+
+
+def _duration(settings: CheckSettings, subject: Subject) -> Verdict:
+    view = subject.view
+    if view is None or view.end <= 0 or view.end < view.start:
+        return None
+    seconds = (view.end - view.start) / 1e9
+    limit = settings.max_duration or 0.0
+    what = "the span" if subject.span_id else "the root span"
+    verdict = "within" if seconds <= limit else "over"
+    return seconds <= limit, f"{what} took {format_duration(seconds)}, {verdict} the max {format_duration(limit)}"
+
+
+def span_tokens(view: SpanView) -> int | None:
+    """The tokens a model call's span records it used (input and output), or None."""
+    attrs = view.attrs
+    for key in TOTAL_TOKEN_KEYS:
+        total = _count(attrs.get(key))
+        if total is not None:
+            return total
+    for input_key, output_key in TOKEN_PAIRS:
+        used = [_count(attrs.get(input_key)), _count(attrs.get(output_key))]
+        if used != [None, None]:
+            return sum(n for n in used if n is not None)
+    return None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        count = int(value)
+    except (ValueError, OverflowError):
+        return None
+    return count if count >= 0 else None
+
+
+def _tokens(settings: CheckSettings, subject: Subject, run: AgentTrace, views: SpanViews | None) -> Verdict:
+    limit = settings.max_tokens or 0
+    if subject.span_id is not None:
+        used = None if subject.view is None else span_tokens(subject.view)
+        if used is None:
+            return None
+        what = "the model call"
+    else:
+        by_id = {} if views is None else views.by_id
+        counts = [
+            span_tokens(by_id[step.span_id]) for step in run.llm_steps if step.from_span and step.span_id in by_id
+        ]
+        recorded = [n for n in counts if n is not None]
+        if not recorded:
+            return None
+        used = sum(recorded)
+        what = f"the run's {len(recorded)} model call{'s' if len(recorded) > 1 else ''}"
+    verdict = "within" if used <= limit else "over"
+    return used <= limit, f"{what} used {used:,} tokens, {verdict} the max {limit:,}"
+
+
+def _tool_error_rate(settings: CheckSettings, run: AgentTrace, views: SpanViews | None) -> Verdict:
+    by_id = {} if views is None else views.by_id
+    calls = [(step, by_id[step.span_id]) for step in run.tool_steps if step.from_span and step.span_id in by_id]
+    if not calls:
+        return None
+    failed = [step.name for step, view in calls if span_failure(view) is not None]
+    rate = len(failed) / len(calls)
+    limit = settings.tool_error_rate.max if settings.tool_error_rate is not None else 0.0
+    verdict = "within" if rate <= limit else "over"
+    explanation = f"{len(failed)} of {len(calls)} tool calls failed ({rate:.0%}), {verdict} the max {limit:.0%}"
+    if failed:
+        named = ", ".join(excerpt(name, 60) for name in failed[:MAX_FAILED_TOOLS_NAMED])
+        more = f" and {len(failed) - MAX_FAILED_TOOLS_NAMED} more" if len(failed) > MAX_FAILED_TOOLS_NAMED else ""
+        explanation += f": {named}{more}"
+    return rate <= limit, explanation
+
+
+FACTORY = ComponentFactory("processor", "checks", ChecksConfig, Checks)
