@@ -52,7 +52,7 @@ def soon() -> float:
 def test_every_builtin_type_but_the_assembler_and_prometheus_can_be_built():
     # The assembler is built by the service itself; prometheus exports metrics only.
     assert {f.type for f in BUILTIN_FACTORIES if f.create is None} == {"assembler", "prometheus"}
-    assert len(BUILDABLE) == 17
+    assert len(BUILDABLE) == 18
 
 
 @pytest.mark.parametrize("factory", BUILDABLE, ids=lambda f: f"{f.kind}-{f.type}")
