@@ -12,6 +12,7 @@ The collector itself runs with `spanscore run` or `python -m spanscore run`.
 """
 
 from spanscore.core.component import Component, ComponentConfig, ComponentFactory, Host
+from spanscore.core.provenance import Provenance
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
@@ -55,6 +56,7 @@ __all__ = [
     "MetricResult",
     "PluginJudge",
     "Processor",
+    "Provenance",
     "Session",
     "SpanAttribute",
     "Trace",
