@@ -219,3 +219,26 @@ def test_the_plugin_asks_the_configured_judge_for_politeness(tmp_path):
         "<trace_data>\nreply: It is 21°C and sunny in Paris.\n",
         "<trace_data>\nreply: Lyon has light rain at 17°C.\n",
     ]
+
+
+def test_past_the_judge_s_budget_the_plugin_s_metric_is_skipped(tmp_path):
+    http_port = free_port()
+    output = tmp_path / "scored.jsonl"
+    with OpenAIServer(handler=rate_politeness, model="judge-model") as judge:
+        section = (
+            f"model: judge-model, base_url: '{judge.base_url}', cache: {{enabled: false}}, "
+            "budget: {requests_per_hour: 1}"
+        )
+        config = write_config(tmp_path, http_port, output, judge=section)
+        run_collector(config, tmp_path, http_port, output, 2, SAMPLE.read_bytes())
+        requests = judge.requests_to("/chat/completions")
+    roots = scored_roots(output)
+    judged = [trace for trace in (PARIS, LYON) if "eval.politeness.score" in roots[trace]]
+    skipped = [trace for trace in (PARIS, LYON) if "eval.politeness.skipped" in roots[trace]]
+    # One request an hour: the first trace asked is judged, the other skipped, not failed.
+    assert len(requests) == 1 and len(judged) == 1 and len(skipped) == 1
+    [other] = skipped
+    assert "budget" in roots[other]["eval.politeness.skipped"]
+    assert "eval.politeness.error" not in roots[other] and "eval.judge.calls" not in roots[other]
+    assert roots[judged[0]]["eval.judge.calls"] == 1
+    assert roots[other]["eval.tool_success.score"] == 1.0
