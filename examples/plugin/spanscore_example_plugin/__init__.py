@@ -27,7 +27,6 @@ from spanscore import (
     ComponentConfig,
     ComponentFactory,
     EvaluatorUsage,
-    Host,
     JudgeFailed,
     JudgeSection,
     MetricResult,
@@ -72,12 +71,9 @@ class ToolSuccess(Processor):
     def __init__(self, component_id: str, config: ToolSuccessConfig):
         self.id = component_id
         self.config = config
-        self.judge: PluginJudge | None = None
+        self.judge = judge_from(config.judge)  # None without a judge section to call
         # The metrics scored: an exception in a hook becomes an error result for these.
-        self.metric_names = (NAME, POLITENESS) if judge_from(config.judge) is not None else (NAME,)
-
-    async def start(self, host: Host) -> None:
-        self.judge = judge_from(self.config.judge)
+        self.metric_names = (NAME,) if self.judge is None else (NAME, POLITENESS)
 
     def judges(self) -> tuple:
         """The judge, so the service reports its health and spend with the built-ins'."""
