@@ -14,8 +14,8 @@ key. The text checks read a `field` of the scored span:
 
 The checks: `regex` (the field matches), `not_regex` (it does not), `json_schema` (it
 parses as JSON and satisfies the schema), `no_pii` (the redaction's built-in detectors
-find no e-mail address, API key, token, private key or secret-named value), and, on the
-span itself rather than a field: `max_duration`, `max_tokens` (the usage the span
+find no e-mail address, card number, API key, token, private key or secret-named value),
+and, on the span itself rather than a field: `max_duration`, `max_tokens` (the usage the span
 records; on `trace` the sum over its model calls), `tool_error_rate` (on `trace`: the
 share of its tool spans that failed, by failure_localization's `error_status` reading).
 
@@ -40,7 +40,7 @@ from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.durations import Duration, format_duration
 from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.quoting import excerpt
-from spanscore.core.redaction import API_KEY, EMAIL, PRIVATE_KEY, SECRET, TOKEN, Redaction
+from spanscore.core.redaction import API_KEY, CARD, EMAIL, PRIVATE_KEY, SECRET, TOKEN, Redaction
 from spanscore.core.result import MetricResult
 from spanscore.core.session import Session
 from spanscore.core.trace import Trace
@@ -100,6 +100,7 @@ TOKEN_PAIRS = (
 # What the redaction's built-in detectors put in place of what they found, by kind.
 PII_MARKERS = (
     (EMAIL, "e-mail address", "e-mail addresses"),
+    (CARD, "card number", "card numbers"),
     (API_KEY, "API key", "API keys"),
     (TOKEN, "token", "tokens"),
     (PRIVATE_KEY, "private key", "private keys"),
@@ -402,7 +403,10 @@ def _json_schema(settings: CheckSettings, field: str, text: str) -> Verdict:
 def _no_pii(settings: CheckSettings, field: str, text: str) -> Verdict:
     redacted = _DETECTORS.text(text)
     if redacted == text:  # text holding no secret shape comes back as it came
-        return True, f"{field} ({len(text):,} characters) holds no e-mail address, API key, token or secret"
+        return (
+            True,
+            f"{field} ({len(text):,} characters) holds no e-mail address, card number, API key, token or secret",
+        )
     found = []
     for marker, one, many in PII_MARKERS:
         count = redacted.count(marker) - text.count(marker)

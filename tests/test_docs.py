@@ -331,6 +331,7 @@ def factories():
     source = ROOT / "examples" / "plugin" / "spanscore_example_plugin" / "__init__.py"
     spec = importlib.util.spec_from_file_location("_docs_example_plugin", source)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would: pydantic resolves the config's annotations there
     spec.loader.exec_module(module)
     return build_factories(extra=[module.FACTORY])
 

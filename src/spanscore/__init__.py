@@ -2,7 +2,8 @@
 
 The public Python API, re-exported here: the metrics that need no LLM as pure functions,
 their `MetricResult`, and what a plugin needs to add a component (the `Processor` base
-class, `ComponentConfig`, `ComponentFactory`, the `Trace` and `Session` it is lent).
+class, `ComponentConfig`, `ComponentFactory`, the `Trace` and `Session` it is lent, and
+`judge_from` for the judge its `judge:` section configures, a `JudgeSection`).
 
     import spanscore
     spanscore.coherence("What is the capital of France?", "Paris is the capital of France.")
@@ -11,6 +12,7 @@ The collector itself runs with `spanscore run` or `python -m spanscore run`.
 """
 
 from spanscore.core.component import Component, ComponentConfig, ComponentFactory, Host
+from spanscore.core.provenance import Provenance
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
@@ -25,6 +27,7 @@ from spanscore.processors.agent_trace import (
     build_agent_trace,
 )
 from spanscore.processors.base import Processor
+from spanscore.processors.judge_metrics.config import JudgeSection
 from spanscore.processors.metrics import (
     DEFAULT_SIGNAL_WEIGHTS,
     agent_consistency,
@@ -35,6 +38,7 @@ from spanscore.processors.metrics import (
     loop_detection,
     word_set,
 )
+from spanscore.processors.plugin_judge import JudgeAnswer, JudgeFailed, PluginJudge, judge_from
 
 __all__ = [
     "DEFAULT_SIGNAL_WEIGHTS",
@@ -46,8 +50,13 @@ __all__ = [
     "ComponentFactory",
     "EvaluatorUsage",
     "Host",
+    "JudgeAnswer",
+    "JudgeFailed",
+    "JudgeSection",
     "MetricResult",
+    "PluginJudge",
     "Processor",
+    "Provenance",
     "Session",
     "SpanAttribute",
     "Trace",
@@ -61,6 +70,7 @@ __all__ = [
     "coherence",
     "cosine_similarity",
     "jaccard",
+    "judge_from",
     "loop_detection",
     "word_set",
 ]

@@ -22,6 +22,7 @@ import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.otlp_json import decode_request
+from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.ports import free_port
 from tests.support.running import wait_until
 
@@ -48,8 +49,9 @@ def plugin_installed() -> None:
         pytest.skip(message)
 
 
-def write_config(tmp_path: Path, http_port: int, output: Path) -> Path:
+def write_config(tmp_path: Path, http_port: int, output: Path, judge: str = "") -> Path:
     config = tmp_path / "config.yaml"
+    settings = "threshold: 0.6" + (f", judge: {{{judge}}}" if judge else "")
     config.write_text(f"""
 receivers:
   otlp:
@@ -57,7 +59,7 @@ receivers:
       http: {{endpoint: '127.0.0.1:{http_port}'}}
 processors:
   assembler: {{trace_wait: 100ms}}
-  tool_success: {{threshold: 0.6}}
+  tool_success: {{{settings}}}
 exporters:
   file: {{path: '{output}'}}
 service:
@@ -119,31 +121,9 @@ def test_run_scores_tool_success_through_the_installed_plugin(tmp_path):
     output = tmp_path / "scored.jsonl"
     config = write_config(tmp_path, http_port, output)
     sample = json.loads(SAMPLE.read_text())
-    process = subprocess.Popen(
-        [*spanscore_command(), "run", "--config", str(config)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    run_collector(
+        config, tmp_path, http_port, output, 3, SAMPLE.read_bytes(), json.dumps(retried_trace(sample)).encode()
     )
-    try:
-
-        def accepting() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", http_port)) == 0
-
-        assert wait_until(accepting, timeout_s=20), "collector did not come up"
-        post(http_port, SAMPLE.read_bytes())
-        post(http_port, json.dumps(retried_trace(sample)).encode())
-        assert wait_until(lambda: len(scored_roots(output)) == 3, timeout_s=20), "traces were not scored"
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=15)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, stderr
 
     roots = scored_roots(output)
     assert set(roots) == {PARIS, LYON, RETRIED}
@@ -176,3 +156,89 @@ def test_validate_accepts_a_config_naming_the_plugin(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "processors: assembler, tool_success;" in result.stdout
+
+
+def run_collector(config: Path, cwd: Path, http_port: int, output: Path, traces: int, *bodies: bytes) -> str:
+    """Runs `spanscore run` until `traces` roots are scored, then stops it; its stderr."""
+    process = subprocess.Popen(
+        [*spanscore_command(), "run", "--config", str(config)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+
+        def accepting() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", http_port)) == 0
+
+        assert wait_until(accepting, timeout_s=20), "collector did not come up"
+        for body in bodies:
+            post(http_port, body)
+        assert wait_until(lambda: len(scored_roots(output)) == traces, timeout_s=20), "traces were not scored"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr
+    return stderr
+
+
+def rate_politeness(request: RecordedRequest) -> Reply:
+    """The loopback judge: Paris's reply rated 5, any other 3 (plumbing, not judgment)."""
+    content = request.messages()[-1]["content"]
+    rating = 5 if "Paris" in content else 3
+    return Reply(content=json.dumps({"reason": f"rated {rating} by the loopback judge", "rating": rating}))
+
+
+def test_the_plugin_asks_the_configured_judge_for_politeness(tmp_path):
+    http_port = free_port()
+    output = tmp_path / "scored.jsonl"
+    with OpenAIServer(handler=rate_politeness, model="judge-model") as judge:
+        section = f"model: judge-model, base_url: '{judge.base_url}', cache: {{enabled: false}}"
+        config = write_config(tmp_path, http_port, output, judge=section)
+        run_collector(config, tmp_path, http_port, output, 2, SAMPLE.read_bytes())
+        requests = judge.requests_to("/chat/completions")
+    roots = scored_roots(output)
+    # By hand: the loopback judge rates Paris's reply 5 -> (5 - 1) / 4 = 1.0, Lyon's 3 -> 0.5.
+    for trace_id, (score, label, rating) in {PARIS: (1.0, "pass", 5), LYON: (0.5, "pass", 3)}.items():
+        attributes = roots[trace_id]
+        assert attributes["eval.politeness.score"] == score, trace_id
+        assert attributes["eval.politeness.label"] == label, trace_id
+        assert attributes["eval.politeness.explanation"] == f"rated {rating} of 5: rated {rating} by the loopback judge"
+        assert attributes["eval.politeness.evaluator"] == "judge-model"
+        assert attributes["eval.judge.calls"] == 1, trace_id
+        assert attributes["eval.tool_success.score"] == 1.0, trace_id
+    assert len(requests) == 2
+    replies = sorted(request.messages()[-1]["content"].split("</trace_data>")[0] for request in requests)
+    assert replies == [
+        "<trace_data>\nreply: It is 21°C and sunny in Paris.\n",
+        "<trace_data>\nreply: Lyon has light rain at 17°C.\n",
+    ]
+
+
+def test_past_the_judge_s_budget_the_plugin_s_metric_is_skipped(tmp_path):
+    http_port = free_port()
+    output = tmp_path / "scored.jsonl"
+    with OpenAIServer(handler=rate_politeness, model="judge-model") as judge:
+        section = (
+            f"model: judge-model, base_url: '{judge.base_url}', cache: {{enabled: false}}, "
+            "budget: {requests_per_hour: 1}"
+        )
+        config = write_config(tmp_path, http_port, output, judge=section)
+        run_collector(config, tmp_path, http_port, output, 2, SAMPLE.read_bytes())
+        requests = judge.requests_to("/chat/completions")
+    roots = scored_roots(output)
+    judged = [trace for trace in (PARIS, LYON) if "eval.politeness.score" in roots[trace]]
+    skipped = [trace for trace in (PARIS, LYON) if "eval.politeness.skipped" in roots[trace]]
+    # One request an hour: the first trace asked is judged, the other skipped, not failed.
+    assert len(requests) == 1 and len(judged) == 1 and len(skipped) == 1
+    [other] = skipped
+    assert "budget" in roots[other]["eval.politeness.skipped"]
+    assert "eval.politeness.error" not in roots[other] and "eval.judge.calls" not in roots[other]
+    assert roots[judged[0]]["eval.judge.calls"] == 1
+    assert roots[other]["eval.tool_success.score"] == 1.0

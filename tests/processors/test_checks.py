@@ -152,8 +152,19 @@ def test_no_pii_says_which_kinds_it_found_and_never_the_secret():
     assert key not in result.model_dump_json() and "ann@" not in result.model_dump_json()
     [clean] = check({"field": "output", "no_pii": True}, run_spans(output="No secrets here: token_count=3"))
     assert (clean.score, clean.explanation) == (
-        1.0, "output (30 characters) holds no e-mail address, API key, token or secret"
+        1.0, "output (30 characters) holds no e-mail address, card number, API key, token or secret"
     )  # fmt: skip
+
+
+def test_no_pii_finds_card_numbers_and_keeps_other_digit_runs():
+    output = "Charged 4111 1111 1111 1111 and 3782-822463-10005 for order 4111111111111112 at 2026-11-27T21:29:29Z"
+    [result] = check({"field": "output", "no_pii": True}, run_spans(output=output))
+    assert (result.score, result.explanation) == (0.0, "output holds 2 card numbers")
+    assert "4111 1111" not in result.model_dump_json()
+    [clean] = check(
+        {"field": "output", "no_pii": True}, run_spans(output="Order 4111111111111112, call +1 415 555 0132")
+    )
+    assert clean.score == 1.0
 
 
 def test_max_duration_reads_each_span_s_or_the_root_s_duration():
