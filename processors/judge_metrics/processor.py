@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
@@ -110,6 +111,9 @@ class _NamedPrompt:
     text: Any
     metric: str
 
+    def __repr__(self) -> str:  # as a config problem quotes it: the prompt as written
+        return repr(self.text)
+
 
 class JudgeMetricSettings(SpanTarget):
     """A metric's settings. A built-in takes the first four; a metric of your own (any
@@ -121,7 +125,7 @@ class JudgeMetricSettings(SpanTarget):
     examples: Annotated[WorkedExamples | None, BeforeValidator(_load_examples)] = None
     examples_max_tokens: int = Field(default=DEFAULT_EXAMPLES_MAX_TOKENS, ge=1)
     prompt: str | None = None
-    output: OutputSpec = None
+    output: OutputSpec = Field(default=None, validate_default=True)
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -132,10 +136,11 @@ class JudgeMetricSettings(SpanTarget):
             if value.text is None:
                 return None
             raise ValueError(f"{value.metric} is a built-in judge metric: give a metric of your own another name")
-        if value.text is None:
-            raise ValueError(
+        if value.text is None:  # "missing": the config's problem list then quotes no value
+            raise PydanticCustomError(
+                "missing",
                 f"{value.metric} is not a built-in judge metric ({', '.join(METRIC_NAMES)}); "
-                "to define your own, give it a prompt and an output"
+                "to define your own, give it a prompt and an output",
             )
         if not isinstance(value.text, str) or not value.text.strip():
             raise ValueError("expected the criterion as text")
@@ -143,12 +148,21 @@ class JudgeMetricSettings(SpanTarget):
             check_prompt(value.text, info.data["on"])
         return value.text
 
+    @field_validator("output")
+    @classmethod
+    def _output_with_prompt(cls, value: Any, info: ValidationInfo) -> Any:
+        if "prompt" not in info.data:  # the prompt's own problem is reported
+            return value
+        if info.data["prompt"] is not None and value is None:
+            raise PydanticCustomError("missing", f"required with a prompt: {user_metrics.OUTPUT_KINDS}")
+        if info.data["prompt"] is None and value is not None:
+            raise ValueError("belongs to a judge metric of your own: give it a prompt")
+        return value
+
     @model_validator(mode="after")
-    def _own_metric_keys(self) -> JudgeMetricSettings:
-        if self.prompt is None and (self.output is not None or self.on != "trace"):
-            raise ValueError("output and on belong to a judge metric of your own: give it a prompt")
-        if self.prompt is not None and self.output is None:
-            raise ValueError(f"output: required with a prompt: {user_metrics.OUTPUT_KINDS}")
+    def _target_with_prompt(self) -> JudgeMetricSettings:
+        if self.prompt is None and self.on != "trace":
+            raise ValueError("on belongs to a judge metric of your own: give it a prompt")
         return self
 
     def worked_examples(self, redaction: Redaction) -> tuple[str, int]:
