@@ -5,8 +5,10 @@ The judge is scripted: its answers show the plumbing and the arithmetic, not any
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from spanscore.core.result import MetricResult
@@ -144,3 +146,15 @@ def test_the_revision_follows_the_prompt_not_the_span_filter():
     assert revision(sample_ratio=0.5).revision == base.revision
     assert revision(prompt="Kind? {output}").revision != base.revision
     assert revision(output={"scale": [1, 5]}).revision != base.revision
+
+
+def test_the_docs_shapes_validate():
+    page = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    section = page.split("### Judge metrics of your own\n", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = JudgeMetricsConfig.model_validate({"judge": JUDGE, **yaml.safe_load(block)})
+    assert config.own_metrics == ("refund_policy", "politeness", "resolution", "grounded")
+    politeness, resolution = config.settings("politeness"), config.settings("resolution")
+    assert politeness.on == "llm" and politeness.output == Scale(scale=(1, 5))
+    assert resolution.output.passing == ["resolved"] and config.settings("grounded").output == "score"
+    JudgeMetrics("judge_metrics", config)  # and a processor can be built from them
