@@ -66,7 +66,14 @@ from spanscore.processors.judge_metrics.examples import ExamplesError, WorkedExa
 from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom, Usage
 from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, examples_section
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NOT_APPLICABLE, RUBRICS
-from spanscore.processors.judge_metrics.user_metrics import OutputSpec, UserMetric, UserMetrics, check_prompt
+from spanscore.processors.judge_metrics.user_metrics import (
+    Categories,
+    OutputSpec,
+    Scale,
+    UserMetric,
+    UserMetrics,
+    check_prompt,
+)
 from spanscore.processors.span_target import SpanTarget
 
 log = logging.getLogger("spanscore.judge_metrics")
@@ -139,8 +146,8 @@ class JudgeMetricSettings(SpanTarget):
         if value.text is None:  # "missing": the config's problem list then quotes no value
             raise PydanticCustomError(
                 "missing",
-                f"{value.metric} is not a built-in judge metric ({', '.join(METRIC_NAMES)}); "
-                "to define your own, give it a prompt and an output",
+                "{metric} is not a built-in judge metric ({known}); to define your own, give it a prompt and an output",
+                {"metric": value.metric, "known": ", ".join(METRIC_NAMES)},
             )
         if not isinstance(value.text, str) or not value.text.strip():
             raise ValueError("expected the criterion as text")
@@ -154,7 +161,9 @@ class JudgeMetricSettings(SpanTarget):
         if "prompt" not in info.data:  # the prompt's own problem is reported
             return value
         if info.data["prompt"] is not None and value is None:
-            raise PydanticCustomError("missing", f"required with a prompt: {user_metrics.OUTPUT_KINDS}")
+            raise PydanticCustomError(
+                "missing", "required with a prompt: {kinds}", {"kinds": user_metrics.OUTPUT_KINDS}
+            )
         if info.data["prompt"] is None and value is not None:
             raise ValueError("belongs to a judge metric of your own: give it a prompt")
         return value
@@ -366,9 +375,9 @@ class JudgeMetrics(Processor):
     def _own_revision(self, metric_name: str) -> str:
         # What is asked and how the answer is read; not which spans (where, sample_ratio).
         settings = self.config.settings(metric_name)
-        output = (
-            settings.output.model_dump(by_alias=True) if hasattr(settings.output, "model_dump") else settings.output
-        )
+        output = settings.output
+        if isinstance(output, (Categories, Scale)):
+            output = output.model_dump(by_alias=True)
         return revision_of(
             metric_name,
             inspect.getsource(user_metrics),
