@@ -256,8 +256,9 @@ class JudgeMetricsConfig(ComponentConfig):
     def not_run(self, component_id: str) -> str | None:
         if self.configured:
             return None
+        names = ", ".join((*METRIC_NAMES, *self.own_metrics))
         return (
-            f"LLM-judge metrics not run ({', '.join(METRIC_NAMES)}): no judge configured; set OPENAI_API_KEY "
+            f"LLM-judge metrics not run ({names}): no judge configured; set OPENAI_API_KEY "
             f"(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give {component_id} a judge with api_key or base_url"
         )
 
@@ -404,8 +405,8 @@ class JudgeMetrics(Processor):
         own_results, own_usage = own
         outputs = [
             *builtin,
-            *map(_skipped_when_not_judged, own_results),
-            *(attribute for result in own_results for attribute in _verdict_context(result)),
+            *_skipped_spans_counted(own_results),
+            *(attribute for result in own_results for attribute in _verdict_context(result) if result.span_id is None),
         ]
         if own_usage.calls + own_usage.cached > 0 or own_results:
             outputs.append(
@@ -483,6 +484,22 @@ def _skipped_when_not_judged(result: MetricResult) -> TraceOutput:
     if result.error_type in SKIPPED_ERROR_TYPES and result.error is not None:  # it says why
         return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result
+
+
+def _skipped_spans_counted(results: list[MetricResult]) -> list[TraceOutput]:
+    """`results`, those of spans not judged (the budget spent) as one `skipped` per metric
+    on the root saying how many, as rag_metrics says it."""
+    outputs: list[TraceOutput] = []
+    skipped: dict[str, list[MetricResult]] = {}
+    for result in results:
+        if result.span_id is not None and result.error_type in SKIPPED_ERROR_TYPES:
+            skipped.setdefault(result.name, []).append(result)
+        else:
+            outputs.append(_skipped_when_not_judged(result))
+    for name, left in skipped.items():
+        spans = f"{len(left)} span{'s' if len(left) != 1 else ''} not judged"
+        outputs.append(SpanAttribute(result_keys(name).skipped, f"{spans}: {left[0].error}"))
+    return outputs
 
 
 FACTORY = ComponentFactory("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)
