@@ -158,3 +158,30 @@ def test_the_docs_shapes_validate():
     assert politeness.on == "llm" and politeness.output == Scale(scale=(1, 5))
     assert resolution.output.passing == ["resolved"] and config.settings("grounded").output == "score"
     JudgeMetrics("judge_metrics", config)  # and a processor can be built from them
+
+
+def own_processor(metric: dict, **settings) -> JudgeMetrics:
+    config = JudgeMetricsConfig.model_validate({"judge": JUDGE, "metrics": {**OFF, "own": metric}, **settings})
+    return JudgeMetrics("judge_metrics", config)
+
+
+def test_a_long_text_is_cut_to_fit_max_input_tokens():
+    processor = own_processor({"prompt": "Polite? {input}", "output": "score"}, max_input_tokens=1500)
+    processor.judge = judge = ScriptedJudge({"own": {"reason": "", "score": 0.5}})
+    root = make_span("qa", kind(CHAIN, **{"input.value": "word " * 20_000, "output.value": ANSWER}))
+    [trace] = traces_of(request_of([root]))
+    [result] = [o for o in asyncio.run(processor.process_trace(trace, None)) if isinstance(o, MetricResult)]
+    assert result.score == 0.5
+    [request] = judge.requests
+    assert "[… truncated" in request.user and len(request.user) < 8_000  # 100,000 characters recorded
+
+
+def test_trials_take_the_median_of_the_normalized_scores():
+    processor = own_processor({"prompt": "Polite? {output}", "output": {"scale": [1, 5]}}, trials=3)
+    answers = [{"reason": "a", "score": 2}, {"reason": "b", "score": 5}, {"reason": "c", "score": 4}]
+    processor.judge = ScriptedJudge({"own": answers})
+    trace, *_ = trace_with_two_llm_spans()
+    [result] = [o for o in asyncio.run(processor.process_trace(trace, None)) if isinstance(o, MetricResult)]
+    # 2, 5, 4 on 1..5 are 0.25, 1.0, 0.75: the median 0.75, said by the trial that gave it.
+    assert result.score == 0.75 and result.explanation == "c" and result.metadata["raw_score"] == 4
+    assert result.metadata["trials"]["scores"] == [0.25, 1.0, 0.75]
