@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
@@ -222,10 +222,17 @@ class JudgeMetricsConfig(ComponentConfig):
         # Checked with the settings that make the calls, when they are valid themselves.
         if all(key in info.data for key in ("mode", "metrics", "trials", "redact")):
             settings = info.data["metrics"]
+            redaction = info.data["redact"].redaction()
+            for name, own in settings.items():
+                if own.prompt is not None and own.enabled and own.output is not None:
+                    metric = UserMetric(name, own.prompt, own.output, own.on, own.threshold)
+                    metric = replace(metric, examples=own.worked_examples(redaction)[0])
+                    problem = user_metrics.room_problem(metric, value)
+                    if problem:
+                        raise ValueError(problem)
             enabled = [name for name in METRIC_NAMES if settings.get(name, JudgeMetricSettings()).enabled]
             if not enabled:
                 return value
-            redaction = info.data["redact"].redaction()
             examples = {name: settings[name].worked_examples(redaction)[0] for name in enabled if name in settings}
             try:
                 JudgePlan(

@@ -268,6 +268,23 @@ def target_texts(field: str, on: str, agent: AgentTrace, step: Step | None) -> A
 # --- the calls ---------------------------------------------------------------------------
 
 
+def _overhead(metric: UserMetric, trial: int = 0) -> int:
+    """Estimated tokens of a call without its data block: system message, instructions, schema."""
+    return prompt_tokens(PromptBuilder().messages("", metric.instructions(), trial=trial), metric.schema())
+
+
+def room_problem(metric: UserMetric, max_input_tokens: int) -> str | None:
+    """Why `max_input_tokens` leaves the metric's data too little room beside its own
+    text, or None."""
+    tokens = _overhead(metric, trial=9)  # a late trial's suffix, as the built-ins reserve it
+    if max_input_tokens - tokens >= MIN_DATA_TOKENS:
+        return None
+    return (
+        f"{max_input_tokens:,} leaves the trace too little room: {metric.name}'s call takes about {tokens:,} tokens "
+        f"without it and the trace needs at least {MIN_DATA_TOKENS:,}; set at least {tokens + MIN_DATA_TOKENS:,}"
+    )
+
+
 @dataclass(frozen=True)
 class Target:
     span_id: str | None  # None: the trace
@@ -313,11 +330,10 @@ class UserMetrics:
         return Layout(tuple(head), entries, tuple(tail))
 
     def messages(self, metric: UserMetric, agent: AgentTrace, target: Target, trial: int = 0) -> list[dict[str, str]]:
-        """The call's `[system, user]` messages: the data block fit to `max_input_tokens`."""
-        instructions, schema = metric.instructions(), metric.schema()
-        room = self.max_input_tokens - prompt_tokens(self.builder.messages("", instructions), schema)
-        if room < MIN_DATA_TOKENS:
-            raise JudgeError(f"max_input_tokens ({self.max_input_tokens:,}) leaves the data no room", INPUT_TOO_LARGE)
+        """The call's `[system, user]` messages: the data block fit to `max_input_tokens`
+        (which the config checked leaves it room)."""
+        instructions = metric.instructions()
+        room = self.max_input_tokens - _overhead(metric, trial)
         try:
             view = fit(self.layout(metric, agent, target), self.builder.max_field_chars, room)
         except DoesNotFit as exc:

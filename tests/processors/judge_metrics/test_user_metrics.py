@@ -185,3 +185,10 @@ def test_trials_take_the_median_of_the_normalized_scores():
     # 2, 5, 4 on 1..5 are 0.25, 1.0, 0.75: the median 0.75, said by the trial that gave it.
     assert result.score == 0.75 and result.explanation == "c" and result.metadata["raw_score"] == 4
     assert result.metadata["trials"]["scores"] == [0.25, 1.0, 0.75]
+
+
+def test_a_prompt_too_long_for_max_input_tokens_is_a_config_error():
+    with pytest.raises(ValidationError) as info:
+        own_processor({"prompt": "Be exact. " * 1_000 + "{output}", "output": "score"}, max_input_tokens=1500)
+    [error] = info.value.errors()
+    assert error["loc"] == ("max_input_tokens",) and "own's call takes about" in error["msg"]
