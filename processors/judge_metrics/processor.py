@@ -7,6 +7,10 @@ plan_adherence and plan_quality, judged by any OpenAI-compatible server (see
 the session metrics' signals. What the judge spent goes on the root span
 (`eval.judge.*`) and into the score metrics.
 
+Any other name under `metrics` with a `prompt` is a judge metric of the user's own
+(`user_metrics`): judged with the same judge, beside the built-ins, one call per trace or
+scored span.
+
 With no judge configured (no `judge` section, or one with neither `api_key` nor
 `base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
 run, and the startup log says so once.
