@@ -7,6 +7,10 @@ plan_adherence and plan_quality, judged by any OpenAI-compatible server (see
 the session metrics' signals. What the judge spent goes on the root span
 (`eval.judge.*`) and into the score metrics.
 
+Any other name under `metrics` with a `prompt` is a judge metric of the user's own
+(`user_metrics`): judged with the same judge, beside the built-ins, one call per trace or
+scored span.
+
 With no judge configured (no `judge` section, or one with neither `api_key` nor
 `base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
 run, and the startup log says so once.
@@ -30,12 +34,14 @@ the judge was unreachable and why.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.core.once import FirstSeen
@@ -51,6 +57,7 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, TraceOutput
+from spanscore.processors.judge_metrics import user_metrics
 from spanscore.processors.judge_metrics.base import Judge
 from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge_metrics.config import (
@@ -60,9 +67,18 @@ from spanscore.processors.judge_metrics.config import (
     judge_configured,
 )
 from spanscore.processors.judge_metrics.examples import ExamplesError, WorkedExamples, load_examples
-from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom
-from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, examples_section
+from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom, Usage
+from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, examples_section
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NOT_APPLICABLE, RUBRICS
+from spanscore.processors.judge_metrics.user_metrics import (
+    Categories,
+    OutputSpec,
+    Scale,
+    UserMetric,
+    UserMetrics,
+    check_prompt,
+)
+from spanscore.processors.span_target import SpanTarget
 
 log = logging.getLogger("spanscore.judge_metrics")
 
@@ -99,11 +115,68 @@ def _load_examples(value: Any) -> WorkedExamples | None:
         raise ValueError(f"{path} is invalid:\n" + "\n".join(f"    {p}" for p in exc.problems)) from None
 
 
-class JudgeMetricSettings(ComponentConfig):
+@dataclass(frozen=True)
+class _NamedPrompt:
+    """A `prompt` as written under `metrics.<metric>` (None: not given), with that metric's name."""
+
+    text: Any
+    metric: str
+
+    def __repr__(self) -> str:  # as a config problem quotes it: the prompt as written
+        return repr(self.text)
+
+
+class JudgeMetricSettings(SpanTarget):
+    """A metric's settings. A built-in takes the first four; a metric of your own (any
+    other name) takes a `prompt`, an `output` and a target (`on`, `where`, `sample_ratio`):
+    see `user_metrics`."""
+
     enabled: bool = True
     threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
     examples: Annotated[WorkedExamples | None, BeforeValidator(_load_examples)] = None
     examples_max_tokens: int = Field(default=DEFAULT_EXAMPLES_MAX_TOKENS, ge=1)
+    prompt: str | None = None
+    output: OutputSpec = Field(default=None, validate_default=True)
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_of_own_metric(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, _NamedPrompt):
+            return value
+        if value.metric in RUBRICS:
+            if value.text is None:
+                return None
+            raise ValueError(f"{value.metric} is a built-in judge metric: give a metric of your own another name")
+        if value.text is None:  # "missing": the config's problem list then quotes no value
+            raise PydanticCustomError(
+                "missing",
+                "{metric} is not a built-in judge metric ({known}); to define your own, give it a prompt and an output",
+                {"metric": value.metric, "known": ", ".join(METRIC_NAMES)},
+            )
+        if not isinstance(value.text, str) or not value.text.strip():
+            raise ValueError("expected the criterion as text")
+        if "on" in info.data:  # else `on` has its own error
+            check_prompt(value.text, info.data["on"])
+        return value.text
+
+    @field_validator("output")
+    @classmethod
+    def _output_with_prompt(cls, value: Any, info: ValidationInfo) -> Any:
+        if "prompt" not in info.data:  # the prompt's own problem is reported
+            return value
+        if info.data["prompt"] is not None and value is None:
+            raise PydanticCustomError(
+                "missing", "required with a prompt: {kinds}", {"kinds": user_metrics.OUTPUT_KINDS}
+            )
+        if info.data["prompt"] is None and value is not None:
+            raise ValueError("belongs to a judge metric of your own: give it a prompt")
+        return value
+
+    @model_validator(mode="after")
+    def _target_with_prompt(self) -> JudgeMetricSettings:
+        if self.prompt is None and self.on != "trace":
+            raise ValueError("on belongs to a judge metric of your own: give it a prompt")
+        return self
 
     def worked_examples(self, redaction: Redaction) -> tuple[str, int]:
         """The text of the examples that fit `examples_max_tokens`, and how many they are."""
@@ -112,15 +185,9 @@ class JudgeMetricSettings(ComponentConfig):
         return examples_section(self.examples.items, redaction, self.examples_max_tokens)
 
 
-def _known_metric(name: str) -> str:
-    if name not in METRIC_NAMES:
-        raise ValueError(f"not a judge metric; known: {', '.join(METRIC_NAMES)}")
-    return name
-
-
-# A metric's name is checked as a key, apart from its settings: an unknown metric and a
-# problem in its settings are both reported.
-MetricName = Annotated[str, AfterValidator(_known_metric)]
+# A metric's name is a key of results and attributes: checked apart from its settings, so
+# a bad name and a problem in its settings are both reported.
+MetricName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
 
 
 class JudgeMetricsConfig(ComponentConfig):
@@ -140,14 +207,18 @@ class JudgeMetricsConfig(ComponentConfig):
     @classmethod
     def _examples_know_their_metric(cls, value: Any) -> Any:
         # An example may name its metric; the file's setting says which one that must be.
+        # A prompt says which metric it is for: a built-in name takes none, another needs one.
         if not isinstance(value, dict):
             return value
-        return {
-            name: {**settings, "examples": _ExamplesPath(settings["examples"], name)}
-            if isinstance(settings, dict) and isinstance(name, str) and isinstance(settings.get("examples"), str)
-            else settings
-            for name, settings in value.items()
-        }
+        named = {}
+        for name, settings in value.items():
+            if isinstance(settings, dict) and isinstance(name, str):
+                settings = dict(settings)
+                if isinstance(settings.get("examples"), str):
+                    settings["examples"] = _ExamplesPath(settings["examples"], name)
+                settings["prompt"] = _NamedPrompt(settings.get("prompt"), name)
+            named[name] = settings
+        return named
 
     @field_validator("max_input_tokens")
     @classmethod
@@ -155,10 +226,17 @@ class JudgeMetricsConfig(ComponentConfig):
         # Checked with the settings that make the calls, when they are valid themselves.
         if all(key in info.data for key in ("mode", "metrics", "trials", "redact")):
             settings = info.data["metrics"]
+            redaction = info.data["redact"].redaction()
+            for name, own in settings.items():
+                if own.prompt is not None and own.enabled and own.output is not None:
+                    metric = UserMetric(name, own.prompt, own.output, own.on, own.threshold)
+                    metric = replace(metric, examples=own.worked_examples(redaction)[0])
+                    problem = user_metrics.room_problem(metric, value)
+                    if problem:
+                        raise ValueError(problem)
             enabled = [name for name in METRIC_NAMES if settings.get(name, JudgeMetricSettings()).enabled]
             if not enabled:
                 return value
-            redaction = info.data["redact"].redaction()
             examples = {name: settings[name].worked_examples(redaction)[0] for name in enabled if name in settings}
             try:
                 JudgePlan(
@@ -179,11 +257,19 @@ class JudgeMetricsConfig(ComponentConfig):
     def settings(self, name: str) -> JudgeMetricSettings:
         return self.metrics.get(name, JudgeMetricSettings())
 
+    @property
+    def own_metrics(self) -> tuple[str, ...]:
+        """The enabled metrics of the user's own, in config order."""
+        return tuple(
+            name for name, settings in self.metrics.items() if settings.prompt is not None and settings.enabled
+        )
+
     def not_run(self, component_id: str) -> str | None:
         if self.configured:
             return None
+        names = ", ".join((*METRIC_NAMES, *self.own_metrics))
         return (
-            f"LLM-judge metrics not run ({', '.join(METRIC_NAMES)}): no judge configured; set OPENAI_API_KEY "
+            f"LLM-judge metrics not run ({names}): no judge configured; set OPENAI_API_KEY "
             f"(and OPENAI_BASE_URL, SPANSCORE_JUDGE_MODEL) or give {component_id} a judge with api_key or base_url"
         )
 
@@ -193,13 +279,20 @@ class JudgeMetrics(Processor):
         self.id = component_id
         self.config = config
         enabled = [name for name in METRIC_NAMES if config.settings(name).enabled]
-        self.metric_names = tuple(enabled) if config.configured else ()
+        self.metric_names = (*enabled, *config.own_metrics) if config.configured else ()
         self.plan: JudgePlan | None = None
+        self.own: UserMetrics | None = None
         self.judge: Judge | None = None
         self._no_content_services = FirstSeen()
         redaction = config.redact.redaction()
         # Per metric: the worked examples' text and how many of the file's it holds.
-        self.examples = {name: config.settings(name).worked_examples(redaction) for name in METRIC_NAMES}
+        self.examples = {
+            name: config.settings(name).worked_examples(redaction) for name in (*METRIC_NAMES, *config.own_metrics)
+        }
+        if config.configured and config.own_metrics:
+            own = [(self._own_metric(name), config.settings(name)) for name in config.own_metrics]
+            builder = PromptBuilder(redaction, config.max_field_chars)
+            self.own = UserMetrics(own, builder, config.max_input_tokens, config.trials)
         if config.configured and enabled:
             self.plan = JudgePlan(
                 metrics=enabled,
@@ -213,21 +306,35 @@ class JudgeMetrics(Processor):
                 examples={name: self.examples[name][0] for name in enabled},
             )
 
+    def _own_metric(self, name: str) -> UserMetric:
+        settings = self.config.settings(name)
+        assert settings.prompt is not None and settings.output is not None  # checked by the config
+        return UserMetric(
+            name, settings.prompt, settings.output, settings.on, settings.threshold, self.examples[name][0]
+        )
+
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
-        if self.plan is None or not judge_configured(self.config.judge):  # a plan is made for a judge only
+        if not self.metric_names or not judge_configured(self.config.judge):  # a plan is made for a judge only
             not_run = self.config.not_run(self.id)
             if not_run:
                 log.info("%s", not_run)
             return
         self.judge = build_judge(self.config.judge)
-        log.info(
-            "LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
-            ", ".join(self.plan.metrics),
-            self.config.judge.model,
-            self.config.mode,
-            self.plan.max_calls(),
-        )
-        for name in self.plan.metrics:
+        if self.plan is not None:
+            log.info(
+                "LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
+                ", ".join(self.plan.metrics),
+                self.config.judge.model,
+                self.config.mode,
+                self.plan.max_calls(),
+            )
+        if self.config.own_metrics:
+            log.info(
+                "judge metrics of your own %s judged by %s (one call per trace or scored span each)",
+                ", ".join(self.config.own_metrics),
+                self.config.judge.model,
+            )
+        for name in self.metric_names:
             self._log_examples(name)
 
     def _log_examples(self, name: str) -> None:
@@ -255,10 +362,12 @@ class JudgeMetrics(Processor):
 
     def provenance(self, metric_name: str) -> Provenance:
         # The rubric's wording and code, and every setting that changes how it is asked.
-        rubric = RUBRICS[metric_name]
         judge = self.config.judge
         if judge is None:  # then it has no metric_names
             raise ValueError(f"{self.id} has no judge, so no {metric_name} to say the provenance of")
+        if metric_name not in RUBRICS:
+            return Provenance(judge.model, self._own_revision(metric_name))
+        rubric = RUBRICS[metric_name]
         return Provenance(
             judge.model,
             revision_of(
@@ -275,18 +384,59 @@ class JudgeMetrics(Processor):
             ),
         )
 
+    def _own_revision(self, metric_name: str) -> str:
+        # What is asked and how the answer is read; not which spans (where, sample_ratio).
+        settings = self.config.settings(metric_name)
+        output = settings.output
+        if isinstance(output, (Categories, Scale)):
+            output = output.model_dump(by_alias=True)
+        return revision_of(
+            metric_name,
+            inspect.getsource(user_metrics),
+            settings.prompt,
+            output,
+            settings.on,
+            self.config.trials,
+            settings.threshold,
+            self.config.max_field_chars,
+            self.config.max_input_tokens,
+            self.config.redact.model_dump(),
+            self.examples[metric_name][0],
+        )
+
     async def shutdown(self, deadline: float) -> None:
         judge, self.judge = self.judge, None
         if judge is not None:
             await judge.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
-        if self.plan is None or self.judge is None or not self._sampled(trace.trace_id):
+        if self.judge is None or not self._sampled(trace.trace_id):
+            return []
+        own, builtin = await asyncio.gather(self._judge_own(trace, self.judge), self._judge_builtin(trace, self.judge))
+        own_results, own_usage = own
+        outputs = [
+            *builtin,
+            *_skipped_spans_counted(own_results),
+            *(attribute for result in own_results for attribute in _verdict_context(result) if result.span_id is None),
+        ]
+        if own_usage.calls + own_usage.cached > 0 or own_results:
+            outputs.append(
+                EvaluatorUsage(JUDGE_EVALUATOR, own_usage.calls, own_usage.input_tokens, own_usage.output_tokens)
+            )
+        return outputs
+
+    async def _judge_own(self, trace: Trace, judge: Judge) -> tuple[list[MetricResult], Usage]:
+        if self.own is None:
+            return [], Usage()
+        return await self.own.judge_trace(trace, judge)
+
+    async def _judge_builtin(self, trace: Trace, judge: Judge) -> list[TraceOutput]:
+        if self.plan is None:
             return []
         agent = agent_trace_of(trace)
         if not agent.has_content:
             return self._nothing_to_judge(self.plan, trace, agent)
-        judged = await self.plan.judge_trace(agent, self.judge)
+        judged = await self.plan.judge_trace(agent, judge)
         usage = judged.usage
         outputs = [
             *map(_skipped_when_not_judged, judged.results),
@@ -345,6 +495,22 @@ def _skipped_when_not_judged(result: MetricResult) -> TraceOutput:
     if result.error_type in SKIPPED_ERROR_TYPES and result.error is not None:  # it says why
         return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result
+
+
+def _skipped_spans_counted(results: list[MetricResult]) -> list[TraceOutput]:
+    """`results`, those of spans not judged (the budget spent) as one `skipped` per metric
+    on the root saying how many, as rag_metrics says it."""
+    outputs: list[TraceOutput] = []
+    skipped: dict[str, list[MetricResult]] = {}
+    for result in results:
+        if result.span_id is not None and result.error_type in SKIPPED_ERROR_TYPES:
+            skipped.setdefault(result.name, []).append(result)
+        else:
+            outputs.append(_skipped_when_not_judged(result))
+    for name, left in skipped.items():
+        spans = f"{len(left)} span{'s' if len(left) != 1 else ''} not judged"
+        outputs.append(SpanAttribute(result_keys(name).skipped, f"{spans}: {left[0].error}"))
+    return outputs
 
 
 FACTORY = ComponentFactory("processor", "judge_metrics", JudgeMetricsConfig, JudgeMetrics)

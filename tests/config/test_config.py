@@ -209,15 +209,17 @@ def judged(metrics: str) -> str:
     )
 
 
-def test_an_unknown_metric_and_the_settings_under_it_are_both_reported():
-    known = "known: task_completion, tool_correctness, argument_correctness, step_efficiency, confidence, "
-    assert problems_of(judged("{politeness: {prompt: Be polite}}")) == [
-        f"processors.judge_metrics.metrics.politeness: not a judge metric; {known}plan_adherence, plan_quality",
-        "processors.judge_metrics.metrics.politeness.prompt: unknown key",
+def test_a_metric_of_your_own_and_the_settings_under_it_are_both_reported():
+    known = "task_completion, tool_correctness, argument_correctness, step_efficiency, confidence, "
+    assert problems_of(judged("{politeness: {prompt: Be polite, on: llm, tresh: 1}}")) == [
+        "processors.judge_metrics.metrics.politeness.output: required with a prompt: binary, score, "
+        "{scale: [lo, hi]} or {categories: [...], pass: [...]}",
+        "processors.judge_metrics.metrics.politeness.tresh: unknown key",
     ]
     assert problems_of(judged("{task_completion: {threshold: 3}, politeness: {}}")) == [
         "processors.judge_metrics.metrics.task_completion.threshold: Input should be less than or equal to 1 (got 3)",
-        f"processors.judge_metrics.metrics.politeness: not a judge metric; {known}plan_adherence, plan_quality",
+        f"processors.judge_metrics.metrics.politeness.prompt: politeness is not a built-in judge metric ({known}"
+        "plan_adherence, plan_quality); to define your own, give it a prompt and an output",
     ]
 
 

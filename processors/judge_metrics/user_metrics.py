@@ -1,0 +1,415 @@
+"""Judge metrics of your own: a prompt, an output kind and a target, from config.
+
+`processors.judge_metrics.metrics.<name>` with a `prompt` defines one. The prompt is the
+instructions; the texts it names by placeholder (`{input}`, `{output}`, `{context}`,
+`{tool_calls}`, `{steps}`, `{attributes.KEY}`) go into the data block PromptBuilder
+builds (redacted, cut, defanged inside `<trace_data>`), never into the instructions: in
+the prompt a placeholder becomes a pointer to its field in the block. `{{` and `}}` are
+literal braces. The answer's JSON schema comes from `output`; the judge client checks it
+and asks again when it is malformed, as for the built-ins.
+
+One call per scored target: the trace, or each span `on:` selects (`SpanTarget`); all of
+a trace's calls at once. `session` and `{expected_output}` are not supported yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
+
+from spanscore.core.attributes import attributes_to_dict
+from spanscore.core.result import MetricResult
+from spanscore.core.trace import Trace
+from spanscore.processors.agent_trace import AgentTrace, Step, agent_trace_of
+from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.planner import INPUT_TOO_LARGE, MIN_DATA_TOKENS, Usage
+from spanscore.processors.judge_metrics.prompts import (
+    TRACE_CLOSE,
+    TRACE_OPEN,
+    Layout,
+    Line,
+    PromptBuilder,
+    prompt_tokens,
+)
+from spanscore.processors.judge_metrics.rubrics import MALFORMED
+from spanscore.processors.judge_metrics.trace_view import DoesNotFit, fit
+from spanscore.processors.judge_metrics.trials import run_trials, trials_metadata
+
+ATTRIBUTES = "attributes"
+# What each target can fill; `attributes.KEY` is the scored span's (the root for trace).
+FILLABLE: dict[str, frozenset[str]] = {
+    "trace": frozenset({"input", "output", "context", "tool_calls", "steps", ATTRIBUTES}),
+    "llm": frozenset({"input", "output", "tool_calls", ATTRIBUTES}),
+    "tool": frozenset({"input", "output", ATTRIBUTES}),
+    "retrieval": frozenset({"input", "context", ATTRIBUTES}),
+    "agent": frozenset({ATTRIBUTES}),
+}
+PLACEHOLDERS = ("input", "output", "context", "tool_calls", "steps", "expected_output", "attributes.KEY")
+NOT_YET = {"expected_output": "{expected_output} needs a suite's dataset: not supported yet in judge_metrics"}
+SESSION_NOT_YET = "on: session is not supported yet for a judge metric of your own; use trace or a span kind"
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+REASON = {"type": "string"}
+
+
+class Categories(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    categories: list[str] = Field(min_length=2)
+    passing: list[str] = Field(alias="pass", min_length=1)
+
+    @model_validator(mode="after")
+    def _pass_among_categories(self) -> Categories:
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError(f"categories: listed twice in {self.categories}")
+        unknown = [label for label in self.passing if label not in self.categories]
+        if unknown:
+            raise ValueError(f"pass: {unknown} are not among the categories {self.categories}")
+        return self
+
+
+class Scale(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    scale: tuple[float, float]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Scale:
+        low, high = self.scale
+        if not low < high:
+            raise ValueError(f"scale: expected [low, high] with low < high, got {list(self.scale)}")
+        return self
+
+
+OUTPUT_KINDS = "binary, score, {scale: [lo, hi]} or {categories: [...], pass: [...]}"
+
+
+def output_spec(value: Any) -> str | Categories | Scale | None:
+    """`output` as written, read into its kind; ValueError naming what is wrong."""
+    if value is None or value in ("binary", "score") or isinstance(value, (Categories, Scale)):
+        return value
+    if isinstance(value, dict):
+        kind = Scale if "scale" in value else Categories if "categories" in value else None
+        if kind is not None:
+            try:
+                return kind.model_validate(value)
+            except ValidationError as exc:
+                problems = [
+                    f"{'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{e['msg'].removeprefix('Value error, ')}"
+                    for e in exc.errors(include_url=False)
+                ]
+                raise ValueError("; ".join(problems)) from None
+    raise ValueError(f"expected {OUTPUT_KINDS}, got {value!r}")
+
+
+OutputSpec = Annotated[Literal["binary", "score"] | Categories | Scale | None, PlainValidator(output_spec)]
+
+
+def placeholders(prompt: str) -> list[str]:
+    """The placeholders of `prompt`, in order; ValueError for a malformed one."""
+    try:
+        parsed = list(string.Formatter().parse(prompt))
+    except ValueError as exc:
+        raise ValueError(f"{exc}; write {{{{ and }}}} for literal braces") from None
+    names = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if spec or conversion:
+            raise ValueError(f"placeholder {{{name}}} takes no format spec or conversion")
+        names.append(name)
+    return names
+
+
+def check_prompt(prompt: str, on: str) -> str:
+    """`prompt`, when every placeholder is known and `on` can fill it; else ValueError."""
+    if on == "session":
+        raise ValueError(SESSION_NOT_YET)
+    problems = []
+    for name in placeholders(prompt):
+        field = ATTRIBUTES if name.startswith(ATTRIBUTES + ".") and len(name) > len(ATTRIBUTES) + 1 else name
+        if field in NOT_YET:
+            problems.append(NOT_YET[field])
+        elif field not in FILLABLE["trace"]:
+            problems.append(f"unknown placeholder {{{name}}}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        elif field not in FILLABLE[on]:
+            can = ", ".join("{" + (p + ".KEY" if p == ATTRIBUTES else p) + "}" for p in sorted(FILLABLE[on]))
+            problems.append(f"{{{name}}} cannot be filled on: {on} (it fills {can})")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return prompt
+
+
+# --- one metric ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float
+    reason: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class UserMetric:
+    """A user's judge metric as asked: its instructions, answer schema and scoring."""
+
+    name: str
+    prompt: str
+    output: Any  # OutputSpec
+    on: str
+    threshold: float
+    examples: str = ""  # the worked examples' text, before the instructions
+
+    @property
+    def fields(self) -> list[str]:
+        return list(dict.fromkeys(placeholders(self.prompt)))
+
+    def instructions(self) -> str:
+        # Parsed, not formatted: `attributes.app.tier` is a key, not attribute access.
+        parts = string.Formatter().parse(self.prompt)
+        text = "".join(literal + (f"[{name}: see trace_data above]" if name else "") for literal, name, _, _ in parts)
+        own = text + "\n" + self._answer_line()
+        return f"{self.examples}\n\n{own}" if self.examples else own
+
+    def _answer_line(self) -> str:
+        if self.output == "binary":
+            return 'Answer with a JSON object: {"reason": "<one or two sentences>", "pass": true or false}.'
+        if isinstance(self.output, Categories):
+            labels = ", ".join(json.dumps(c) for c in self.output.categories)
+            return f'Answer with a JSON object: {{"reason": "<one or two sentences>", "category": one of {labels}}}.'
+        low, high = self.output.scale if isinstance(self.output, Scale) else (0.0, 1.0)
+        score = f"<number from {low:g} to {high:g}>"
+        return f'Answer with a JSON object: {{"reason": "<one or two sentences>", "score": {score}}}.'
+
+    def schema(self) -> dict[str, Any]:
+        if self.output == "binary":
+            return _object({"reason": REASON, "pass": {"type": "boolean"}})
+        if isinstance(self.output, Categories):
+            return _object({"reason": REASON, "category": {"type": "string", "enum": list(self.output.categories)}})
+        low, high = self.output.scale if isinstance(self.output, Scale) else (0.0, 1.0)
+        return _object({"reason": REASON, "score": {"type": "number", "minimum": low, "maximum": high}})
+
+    def verdict(self, answer: Mapping[str, Any]) -> Verdict:
+        """The answer (already schema-checked by the judge client) as a 0..1 score."""
+        reason = str(answer.get("reason", "")).strip()
+        if self.output == "binary":
+            passed = answer.get("pass")
+            if not isinstance(passed, bool):
+                raise JudgeError(f"{self.name}: pass must be true or false", MALFORMED)
+            return Verdict(1.0 if passed else 0.0, reason, {"pass": passed})
+        if isinstance(self.output, Categories):
+            category = answer.get("category")
+            if category not in self.output.categories:
+                raise JudgeError(f"{self.name}: category {category!r} is not one of the categories", MALFORMED)
+            return Verdict(1.0 if category in self.output.passing else 0.0, reason, {"category": category})
+        raw = answer.get("score")
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise JudgeError(f"{self.name}: score must be a number", MALFORMED)
+        if isinstance(self.output, Scale):
+            low, high = self.output.scale
+            if not low <= raw <= high:
+                raise JudgeError(f"{self.name}: score {raw!r} is outside the scale {[low, high]}", MALFORMED)
+            return Verdict((raw - low) / (high - low), reason, {"raw_score": raw, "scale": [low, high]})
+        if not 0.0 <= raw <= 1.0:
+            raise JudgeError(f"{self.name}: score {raw!r} is outside [0, 1]", MALFORMED)
+        return Verdict(float(raw), reason, {})
+
+
+# --- the texts a target fills ------------------------------------------------------------
+
+
+def _attributes_by_span(trace: Trace) -> dict[str, dict[str, Any]]:
+    return {span.span_id.hex(): attributes_to_dict(span.attributes) for span, _ in trace.spans()}
+
+
+def _tool_calls_text(steps: Sequence[Step]) -> list[dict[str, Any]]:
+    return [
+        {"name": step.name, "arguments": step.arguments, "result": step.result, "error": step.error}
+        for step in steps
+        if step.kind == "tool"
+    ]
+
+
+def _documents(steps: Sequence[Step]) -> list[str]:
+    return [document.content for step in steps if step.kind == "retrieval" for document in step.documents]
+
+
+def target_texts(field: str, on: str, agent: AgentTrace, step: Step | None) -> Any:
+    """The text (or JSON-like value) that fills `field` for the target."""
+    if on == "trace":
+        return {
+            "input": agent.user_input,
+            "output": agent.final_output,
+            "context": _documents(agent.steps),
+            "tool_calls": _tool_calls_text(agent.steps),
+        }[field]
+    assert step is not None
+    if on == "llm":
+        return {
+            "input": "\n".join(f"{m.role}: {m.content}" for m in step.input_messages),
+            "output": step.result,
+            "tool_calls": [{"name": call.name, "arguments": call.arguments} for call in step.tool_calls],
+        }[field]
+    if on == "tool":
+        return {"input": step.arguments, "output": step.result if step.error is None else f"error: {step.error}"}[field]
+    return {"input": step.query, "context": [document.content for document in step.documents]}[field]
+
+
+# --- the calls ---------------------------------------------------------------------------
+
+
+def _overhead(metric: UserMetric, trial: int = 0) -> int:
+    """Estimated tokens of a call without its data block: system message, instructions, schema."""
+    return prompt_tokens(PromptBuilder().messages("", metric.instructions(), trial=trial), metric.schema())
+
+
+def room_problem(metric: UserMetric, max_input_tokens: int) -> str | None:
+    """Why `max_input_tokens` leaves the metric's data too little room beside its own
+    text, or None."""
+    tokens = _overhead(metric, trial=9)  # a late trial's suffix, as the built-ins reserve it
+    if max_input_tokens - tokens >= MIN_DATA_TOKENS:
+        return None
+    return (
+        f"{max_input_tokens:,} leaves the trace too little room: {metric.name}'s call takes about {tokens:,} tokens "
+        f"without it and the trace needs at least {MIN_DATA_TOKENS:,}; set at least {tokens + MIN_DATA_TOKENS:,}"
+    )
+
+
+@dataclass(frozen=True)
+class Target:
+    span_id: str | None  # None: the trace
+    step: Step | None
+    attributes: Mapping[str, Any]
+
+
+class UserMetrics:
+    """Asks `judge` each user metric on each of its targets in a trace.
+
+    Threading: immutable; `judge_trace` may run concurrently for several traces.
+    """
+
+    def __init__(
+        self,
+        metrics: Sequence[tuple[UserMetric, Any]],  # each with its SpanTarget settings
+        builder: PromptBuilder,
+        max_input_tokens: int,
+        trials: int = 1,
+    ):
+        self.metrics = list(metrics)
+        self.builder = builder
+        self.max_input_tokens = max_input_tokens
+        self.trials = trials
+
+    def layout(self, metric: UserMetric, agent: AgentTrace, target: Target) -> Layout:
+        """The data block of one call: each placeholder's field, labelled, inside the
+        delimiters; `{steps}` as the built-ins' numbered steps, which `fit` may leave out."""
+        head: list[Line] = [(TRACE_OPEN,)]
+        entries: tuple = ()
+        tail: list[Line] = []
+        for name in metric.fields:
+            if name == "steps":
+                entries = self.builder.trace_layout(agent).entries
+                head.append(("steps:",) if entries else ("steps: none",))
+                continue
+            if name.startswith(ATTRIBUTES + "."):
+                value = target.attributes.get(name[len(ATTRIBUTES) + 1 :])
+            else:
+                value = target_texts(name, metric.on, agent, target.step)
+            (tail if entries else head).append((f"{name}: ", self.builder.redacted(value)))
+        tail.append((TRACE_CLOSE,))
+        return Layout(tuple(head), entries, tuple(tail))
+
+    def messages(self, metric: UserMetric, agent: AgentTrace, target: Target, trial: int = 0) -> list[dict[str, str]]:
+        """The call's `[system, user]` messages: the data block fit to `max_input_tokens`
+        (which the config checked leaves it room)."""
+        instructions = metric.instructions()
+        room = self.max_input_tokens - _overhead(metric, trial)
+        try:
+            view = fit(self.layout(metric, agent, target), self.builder.max_field_chars, room)
+        except DoesNotFit as exc:
+            raise JudgeError(
+                f"the texts do not fit max_input_tokens ({self.max_input_tokens:,}): {exc}", INPUT_TOO_LARGE
+            ) from None
+        return self.builder.messages(view.text, instructions, trial=trial)
+
+    def targets(self, on_settings: Any, metric: UserMetric, trace: Trace, agent: AgentTrace) -> list[Target]:
+        attributes = _attributes_by_span(trace)
+        if metric.on == "trace":
+            anchor = trace.anchor
+            return [Target(None, None, attributes.get(anchor.span_id.hex(), {}) if anchor is not None else {})]
+        if metric.on == "agent":
+            return [Target(span_id, None, attributes.get(span_id, {})) for span_id in on_settings.span_ids(trace)]
+        return [Target(step.span_id, step, attributes.get(step.span_id, {})) for step in on_settings.select(trace)]
+
+    async def judge_trace(self, trace: Trace, judge: Judge) -> tuple[list[MetricResult], Usage]:
+        agent = agent_trace_of(trace)
+        usage = Usage()
+        calls = [
+            self._judge_one(metric, agent, target, judge, usage)
+            for metric, settings in self.metrics
+            for target in self.targets(settings, metric, trace, agent)
+        ]
+        return list(await asyncio.gather(*calls)), usage
+
+    async def _judge_one(
+        self, metric: UserMetric, agent: AgentTrace, target: Target, judge: Judge, usage: Usage
+    ) -> MetricResult:
+        def failed(exc: JudgeError) -> MetricResult:
+            return MetricResult(
+                name=metric.name,
+                threshold=metric.threshold,
+                error=str(exc) or exc.error_type,
+                error_type=exc.error_type,
+                span_id=target.span_id,
+            )
+
+        try:
+            self.messages(metric, agent, target)  # fits, or fails before any call
+        except JudgeError as exc:
+            return failed(exc)
+        schema = metric.schema()
+
+        async def ask(trial: int) -> dict[str, Any]:
+            try:
+                reply = await judge.complete(self.messages(metric, agent, target, trial), schema, metric.name)
+            except JudgeError as exc:
+                usage.calls += exc.calls
+                raise
+            usage.calls += reply.calls
+            usage.input_tokens += reply.input_tokens
+            usage.output_tokens += reply.output_tokens
+            usage.cached += int(reply.cached)
+            return reply.data
+
+        run = await run_trials(ask, self.trials)
+        verdicts, errors = [], list(run.errors)
+        for answer in run.answers:
+            try:
+                verdicts.append(metric.verdict(answer))
+            except JudgeError as exc:
+                errors.append(exc)
+        if not verdicts:
+            return failed(errors[-1])
+        score = median(v.score for v in verdicts)
+        speaker = min(verdicts, key=lambda v: abs(v.score - score))
+        metadata = {**speaker.metadata, "threshold": metric.threshold, "success": score >= metric.threshold}
+        if run.requested > 1:
+            metadata["trials"] = trials_metadata(run, [v.score for v in verdicts])
+        return MetricResult(
+            name=metric.name,
+            score=score,
+            threshold=metric.threshold,
+            explanation=speaker.reason or None,
+            metadata=metadata,
+            span_id=target.span_id,
+        )
