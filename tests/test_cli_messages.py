@@ -149,8 +149,8 @@ def test_validate_lists_the_problems_of_a_config_and_its_dataset_in_one_run(tmp_
 
 
 def test_validate_lists_the_problems_of_every_layer_in_one_run(tmp_path):
-    # An unknown metric with a key under it, an unknown type, a bad duration, an unset
-    # variable, a service setting and an undefined reference: none hides another.
+    # A judge metric of your own without its output, an unknown type, a bad duration, an
+    # unset variable, a service setting and an undefined reference: none hides another.
     config = tmp_path / "config.yaml"
     config.write_text(
         "receivers: {otlp: {}}\n"
@@ -171,12 +171,11 @@ def test_validate_lists_the_problems_of_every_layer_in_one_run(tmp_path):
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"{config}: 7 problems",
+        f"{config}: 6 problems",
         "  exporters.file.path: environment variable SPANSCORE_UNSET_OUTPUT is not set and has no default",
         "  processors.assembler.trace_wait: '5 parsecs' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
-        "  processors.judge_metrics.metrics.politeness: not a judge metric; known: task_completion, "
-        "tool_correctness, argument_correctness, step_efficiency, confidence, plan_adherence, plan_quality",
-        "  processors.judge_metrics.metrics.politeness.prompt: unknown key",
+        "  processors.judge_metrics.metrics.politeness.output: required with a prompt: binary, score, "
+        "{scale: [lo, hi]} or {categories: [...], pass: [...]}",
         "  exporters.kafka: unknown exporter type 'kafka'; known: debug, file, otlp, otlphttp, phoenix, prometheus",
         "  service.telemetry.logs.level: String should match pattern '^(?i)(debug|info|warn|warning|error)$' "
         "(got 'loud')",
