@@ -74,20 +74,39 @@ def start_default_run(cwd: Path, environ: dict[str, str]) -> tuple[subprocess.Po
 def run_default_on(request: Path, cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess:
     """The README's walk-through: `spanscore run` from `cwd` (see `start_default_run`), sent
     the OTLP/JSON `request`, stopped with SIGTERM once its traces are in ./scored.jsonl."""
+    import json
     import signal
 
     process, http = start_default_run(cwd, environ)
     scored = cwd / "scored.jsonl"
     try:
-        post_otlp_json(http, request.read_bytes())
-        # The session's traces leave after trace_wait (a model may load first); its carrier at SIGTERM.
-        wait_until(lambda: scored.exists() and len(scored.read_text().splitlines()) >= 2, timeout_s=60)
+        body = request.read_bytes()
+        post_otlp_json(http, body)
+        # The session's traces leave after trace_wait (a model may load first), all in one
+        # line of the file; the session's carrier only at SIGTERM.
+        sent = _span_count(json.loads(body))
+        assert wait_until(lambda: _spans_written(scored) >= sent, timeout_s=60)
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def _span_count(request: dict) -> int:
+    return sum(
+        len(scope.get("spans", [])) for rs in request.get("resourceSpans", []) for scope in rs.get("scopeSpans", [])
+    )
+
+
+def _spans_written(path: Path) -> int:
+    """Spans in a file exporter's output (one OTLP/JSON request per line); 0 before it exists."""
+    import json
+
+    if not path.exists():
+        return 0
+    return sum(_span_count(json.loads(line)) for line in path.read_text().splitlines() if line.strip())
 
 
 def post_otlp_json(port: int, body: bytes) -> None:
