@@ -174,10 +174,18 @@ class UserMetric:
     def fields(self) -> list[str]:
         return list(dict.fromkeys(placeholders(self.prompt)))
 
-    def instructions(self) -> str:
+    def instructions(self, labels: Mapping[str, str] | None = None) -> str:
+        """The prompt, each placeholder a pointer to its field in the data block; `labels`
+        names the fields a block shows under another label (the combined call's)."""
         # Parsed, not formatted: `attributes.app.tier` is a key, not attribute access.
+        labels = labels or {}
+
+        def pointer(name: str) -> str:
+            where = f"{labels[name]} in trace_data" if name in labels else "trace_data"
+            return f"[{name}: see {where} above]"
+
         parts = string.Formatter().parse(self.prompt)
-        text = "".join(literal + (f"[{name}: see trace_data above]" if name else "") for literal, name, _, _ in parts)
+        text = "".join(literal + (pointer(name) if name else "") for literal, name, _, _ in parts)
         own = text + "\n" + self._answer_line()
         return f"{self.examples}\n\n{own}" if self.examples else own
 
