@@ -4,7 +4,8 @@
 instructions; the texts it names by placeholder (`{input}`, `{output}`, `{context}`,
 `{tool_calls}`, `{steps}`, `{attributes.KEY}`) go into the data block PromptBuilder
 builds (redacted, cut, defanged inside `<trace_data>`), never into the instructions: in
-the prompt a placeholder becomes a pointer to its field in the block. `{{` and `}}` are
+the prompt a placeholder becomes a pointer to its field in the block, and delimiter
+text the prompt itself holds is defanged as the block's is. `{{` and `}}` are
 literal braces. The answer's JSON schema comes from `output`; the judge client checks it
 and asks again when it is malformed, as for the built-ins.
 
@@ -36,6 +37,7 @@ from spanscore.processors.judge_metrics.prompts import (
     Layout,
     Line,
     PromptBuilder,
+    neutralize,
     prompt_tokens,
 )
 from spanscore.processors.judge_metrics.rubrics import MALFORMED
@@ -184,8 +186,9 @@ class UserMetric:
             where = f"{labels[name]} in trace_data" if name in labels else "trace_data"
             return f"[{name}: see {where} above]"
 
+        # The prompt's own delimiter text defanged too: the only delimiters are spanscore's.
         parts = string.Formatter().parse(self.prompt)
-        text = "".join(literal + (pointer(name) if name else "") for literal, name, _, _ in parts)
+        text = "".join(neutralize(literal) + (pointer(name) if name else "") for literal, name, _, _ in parts)
         own = text + "\n" + self._answer_line()
         return f"{self.examples}\n\n{own}" if self.examples else own
 
