@@ -58,7 +58,7 @@ class JoinedRubric(Rubric):
         if not isinstance(answer, Mapping):
             raise malformed(f"{self.name}: answer is not an object")
         verdict = self.metric.verdict(answer)
-        return OwnJudgment(score=verdict.score, reason=verdict.reason, metadata=verdict.metadata)
+        return OwnJudgment(score=verdict.score, reason=verdict.explanation, metadata=verdict.metadata)
 
     def extra_metadata(self, judgment: Judgment | None) -> dict[str, Any]:
         return dict(judgment.metadata) if isinstance(judgment, OwnJudgment) else {}

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from spanscore.core.redaction import Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, JudgeReply
 from spanscore.processors.judge_metrics.prompts import (
     DEFAULT_MAX_FIELD_CHARS,
     Layout,
@@ -93,6 +93,17 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached: int = 0
+
+    def add(self, reply: JudgeReply) -> None:
+        """What one answer cost: its requests and tokens, or one cached answer."""
+        self.calls += reply.calls
+        self.input_tokens += reply.input_tokens
+        self.output_tokens += reply.output_tokens
+        self.cached += int(reply.cached)
+
+    def add_failed(self, error: JudgeError) -> None:
+        """The requests a call spent before it gave up."""
+        self.calls += error.calls
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -344,12 +355,9 @@ class _TraceJob:
         try:
             reply = await self.judge.complete(messages, schema, schema_name)
         except JudgeError as exc:
-            self.usage.calls += exc.calls  # requests spent before giving up count too
+            self.usage.add_failed(exc)
             raise
-        self.usage.calls += reply.calls
-        self.usage.input_tokens += reply.input_tokens
-        self.usage.output_tokens += reply.output_tokens
-        self.usage.cached += int(reply.cached)
+        self.usage.add(reply)
         return reply.data
 
     async def _extract(self, dependent: list[Rubric]) -> tuple[TraceFacts, list[Rubric]]:

@@ -29,7 +29,7 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, Step, agent_trace_of
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, Verdict
 from spanscore.processors.judge_metrics.planner import INPUT_TOO_LARGE, MIN_DATA_TOKENS, Usage
 from spanscore.processors.judge_metrics.prompts import (
     TRACE_CLOSE,
@@ -152,13 +152,6 @@ def check_prompt(prompt: str, on: str) -> str:
 
 
 # --- one metric ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Verdict:
-    score: float
-    reason: str
-    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -394,12 +387,9 @@ class UserMetrics:
             try:
                 reply = await judge.complete(self.messages(metric, agent, target, trial), schema, metric.name)
             except JudgeError as exc:
-                usage.calls += exc.calls
+                usage.add_failed(exc)
                 raise
-            usage.calls += reply.calls
-            usage.input_tokens += reply.input_tokens
-            usage.output_tokens += reply.output_tokens
-            usage.cached += int(reply.cached)
+            usage.add(reply)
             return reply.data
 
         run = await run_trials(ask, self.trials)
@@ -420,7 +410,7 @@ class UserMetrics:
             name=metric.name,
             score=score,
             threshold=metric.threshold,
-            explanation=speaker.reason or None,
+            explanation=speaker.explanation or None,
             metadata=metadata,
             span_id=target.span_id,
         )
