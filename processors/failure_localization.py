@@ -181,8 +181,9 @@ class FailureLocalization(Processor):
         judged = None
         if self.localizer is not None and run.steps:
             judged = await self.localizer.localize(run, evidence)
-            if judged.requests or judged.calls:
-                outputs.append(EvaluatorUsage(JUDGE_EVALUATOR, judged.calls, judged.input_tokens, judged.output_tokens))
+            usage = judged.usage
+            if judged.requests or usage.calls:
+                outputs.append(EvaluatorUsage(JUDGE_EVALUATOR, usage.calls, usage.input_tokens, usage.output_tokens))
         blames = _merged(evidence, judged.blames if judged else [], views)[: self.config.max_errors]
         source = self._source(judged, len(run_steps.run_steps(run)))
         return [

@@ -25,13 +25,12 @@ cached, budgeted, held by the circuit breaker. A `JudgeError` is the caller's to
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import Redaction
 from spanscore.processors.judge_metrics.answers import MalformedAnswer, validate
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, Verdict
 from spanscore.processors.judge_metrics.planner import (
     DEFAULT_MAX_INPUT_TOKENS,
     INPUT_TOO_LARGE,
@@ -107,15 +106,6 @@ unanswered and for content nobody asked for; 0.0 when it is about something else
 evades the question. Do not judge whether the answer is true, only whether it addresses \
 the question.
 Answer with a JSON object {"reason": "<one sentence>", "score": <0.0 to 1.0>}."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a judged span's result says: its score, explanation and metadata."""
-
-    score: float
-    explanation: str
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def relevance_schema(numbers: Sequence[int]) -> dict[str, Any]:
@@ -289,12 +279,9 @@ class RagJudge:
         try:
             reply = await self.judge.complete(messages, schema, schema_name)
         except JudgeError as exc:
-            usage.calls += exc.calls  # requests spent before giving up count too
+            usage.add_failed(exc)
             raise
-        usage.calls += reply.calls
-        usage.input_tokens += reply.input_tokens
-        usage.output_tokens += reply.output_tokens
-        usage.cached += int(reply.cached)
+        usage.add(reply)
         return reply.data
 
 

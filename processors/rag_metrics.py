@@ -58,7 +58,7 @@ from spanscore.processors.agent_trace.spans import LLM, RETRIEVAL, TOOL
 from spanscore.processors.base import Processor, TraceOutput
 from spanscore.processors.embedders.config import EmbedderConfig, StaticEmbedderConfig
 from spanscore.processors.embedders.held import HeldEmbedder
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, Verdict
 from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
 from spanscore.processors.judge_metrics.config import JudgeSection, build_judge, judge_configured
 from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, Usage
@@ -67,7 +67,7 @@ from spanscore.processors.localization.evidence import EVIDENCE_CHARS, span_fail
 from spanscore.processors.metrics import faithfulness as faithfulness_metric
 from spanscore.processors.metrics.faithfulness import Context, faithfulness_from_vectors, read_context
 from spanscore.processors.metrics.text import sentences
-from spanscore.processors.rag_judge import RagJudge, Verdict, room_problem
+from spanscore.processors.rag_judge import RagJudge, room_problem
 from spanscore.processors.span_target import SpanTarget, Target
 
 log = logging.getLogger("spanscore.rag_metrics")

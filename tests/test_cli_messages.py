@@ -184,6 +184,48 @@ def test_validate_lists_the_problems_of_every_layer_in_one_run(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_validate_lists_every_problem_of_evaluators_of_your_own_in_one_run(tmp_path):
+    # Judge metrics of your own and checks: none of their problems hides another.
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "receivers: {otlp: {}}\n"
+        "processors:\n"
+        "  judge_metrics:\n"
+        "    metrics:\n"
+        "      tone: {prompt: 'Polite? {output} {mood}', output: binary}\n"
+        "      cited: {prompt: 'Cites a source? {context}', output: binary, on: tool}\n"
+        "      rated: {prompt: 'Rate it. {output}', output: {scale: [5, 1]}}\n"
+        "      graded: {prompt: 'Grade it. {output}', output: stars}\n"
+        "      confidence: {prompt: 'Confident? {output}', output: score}\n"
+        "  checks:\n"
+        "    metrics:\n"
+        "      no_refund: {field: output, not_regex: '(?i)refund('}\n"
+        "      shaped: {field: output, json_schema: {type: object, properties: {answer: {type: strng}}}}\n"
+        "exporters: {debug: {}}\n"
+        "service: {pipelines: {traces: {receivers: [otlp], processors: [judge_metrics, checks], exporters: [debug]}}}\n"
+    )
+    result = spanscore("validate", "config.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    own, check = "  processors.judge_metrics.metrics", "  processors.checks.metrics"
+    assert result.stderr.splitlines() == [
+        "config.yaml: 7 problems",
+        f"{own}.tone.prompt: unknown placeholder {{mood}}; known: {{input}}, {{output}}, {{context}}, {{tool_calls}}, "
+        "{steps}, {expected_output}, {attributes.KEY} (got 'Polite? {output} {mood}')",
+        f"{own}.cited.prompt: {{context}} cannot be filled on: tool (it fills {{attributes.KEY}}, {{input}}, "
+        "{output}) (got 'Cites a source? {context}')",
+        f"{own}.rated.output: scale: expected [low, high] with low < high, got [5.0, 1.0]",
+        f"{own}.graded.output: expected binary, score, {{scale: [lo, hi]}} or {{categories: [...], pass: [...]}}, "
+        "got 'stars'",
+        # A built-in's name with a prompt would redefine it: refused, not overridden.
+        f"{own}.confidence.prompt: confidence is a built-in judge metric: give a metric of your own another name "
+        "(got 'Confident? {output}')",
+        f"{check}.no_refund.not_regex: invalid regular expression (?i)refund(: missing ), unterminated subpattern "
+        "at position 10 (got '(?i)refund(')",
+        f"{check}.shaped.json_schema: json_schema at $.answer: unknown type strng",
+    ]
+    assert "Traceback" not in result.stderr and "Value error" not in result.stderr
+
+
 def test_score_lists_the_problems_of_its_config_and_its_dataset_in_one_run(tmp_path):
     (tmp_path / "suite.yaml").write_text("cases:\n  - id: a\n")
     (tmp_path / "config.yaml").write_text("receivers: {otlp: {}}\n")

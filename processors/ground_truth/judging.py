@@ -55,6 +55,7 @@ from spanscore.processors.ground_truth.prompts import (
     value_block,
 )
 from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.planner import Usage
 from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder
 from spanscore.processors.judge_metrics.trials import (
     TrialRun,
@@ -123,18 +124,10 @@ class GroundTruthJudge:
         self.early_stop = early_stop
         self.batched = batched
         self.builder = PromptBuilder(Redaction.from_config(redaction), max_field_chars)
-        self.calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.cached = 0  # answers served from the judge's cache (no request sent)
+        self.spent = Usage()  # what the judge was asked so far, in HTTP requests and tokens
 
     def usage(self) -> dict[str, int]:
-        return {
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached": self.cached,
-        }
+        return self.spent.as_dict()
 
     async def _ask(
         self, data_block: str, instructions: str, schema: dict[str, Any], schema_name: str, trial: int
@@ -143,12 +136,9 @@ class GroundTruthJudge:
         try:
             reply = await self.judge.complete(messages, schema, schema_name)
         except JudgeError as exc:
-            self.calls += exc.calls  # requests spent before giving up count too
+            self.spent.add_failed(exc)
             raise
-        self.calls += reply.calls
-        self.input_tokens += reply.input_tokens
-        self.output_tokens += reply.output_tokens
-        self.cached += int(reply.cached)
+        self.spent.add(reply)
         return reply.data
 
     # -- subgoals ------------------------------------------------------------------------
@@ -165,7 +155,7 @@ class GroundTruthJudge:
                 )
         if not indices:
             return {}
-        calls_before = self.calls
+        calls_before = self.spent.calls
         data = transcript_block(self.builder, turns)
         if self.batched:
             ballots, errors = await self._subgoals_batched(case, data, indices)
@@ -176,7 +166,7 @@ class GroundTruthJudge:
         verdicts = {}
         for index in indices:
             side, explanation, tally = _decide(
-                ballots[index], errors[index], f"subgoal {index}", self.trials, self.calls - calls_before
+                ballots[index], errors[index], f"subgoal {index}", self.trials, self.spent.calls - calls_before
             )
             verdicts[index] = SubgoalVerdict(complete=side, explanation=explanation, votes=tally)
         return verdicts
@@ -263,7 +253,7 @@ class GroundTruthJudge:
     async def check(self, check_text: str, actual: Any, what: str) -> CheckVerdict:
         """Whether `actual` (e.g. a tool argument) satisfies `check_text`; `what` names it
         in the prompt ("argument city of tool weather")."""
-        calls_before = self.calls
+        calls_before = self.spent.calls
         data = value_block(self.builder, actual)
         instructions = check_instructions(check_text, what)
 
@@ -271,7 +261,9 @@ class GroundTruthJudge:
             return await self._ask(data, instructions, CHECK_SCHEMA, CHECK_SCHEMA_NAME, trial)
 
         ballots, errors = await self._yes_no_trials(ask, "passed")
-        passed, explanation, _ = _decide(ballots, errors, f"check on {what}", self.trials, self.calls - calls_before)
+        passed, explanation, _ = _decide(
+            ballots, errors, f"check on {what}", self.trials, self.spent.calls - calls_before
+        )
         return CheckVerdict(passed=passed, explanation=explanation)
 
     # -- answer correctness --------------------------------------------------------------
@@ -282,7 +274,7 @@ class GroundTruthJudge:
         `tool_results`. Early stop needs the pass `threshold` the caller applies to the
         score (the decision the trials vote on); without it every trial runs."""
         with_tools = bool(tool_results)
-        calls_before = self.calls
+        calls_before = self.spent.calls
         data = answer_block(self.builder, question, answer, list(tool_results))
         instructions, schema = answer_instructions(expected, with_tools), answer_schema(with_tools)
 
@@ -304,7 +296,7 @@ class GroundTruthJudge:
         )
         parsed = [p for p in (_answer(a, with_tools) for a in run.answers) if p is not None]
         if not parsed:
-            raise _no_answer("answer correctness", run, self.calls - calls_before)
+            raise _no_answer("answer correctness", run, self.spent.calls - calls_before)
         scores = [score for score, _, _ in parsed]
         score = median(scores)
         reasoning = parsed[closest_to(scores, score)][2]

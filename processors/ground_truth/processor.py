@@ -233,14 +233,14 @@ class GroundTruth(Processor):
             return []
         turn = len(attempt.turns)
         attempt.turns.append(agent)
-        calls_before = self.judging.calls if self.judging else 0
+        calls_before = self.judging.spent.calls if self.judging else 0
         outputs: list[TraceOutput] = [SpanAttribute(CASE_ATTRIBUTE, case.id)]
         outputs += await self._turn_results(attempt, case, turn, agent)
         await self._judge_progress(attempt, case, turn)
         if session is None:  # a one-turn attempt: its attempt results go on this trace
             outputs += await self._attempt_results(attempt, case)
-        if self.judging and self.judging.calls > calls_before:
-            outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
+        if self.judging and self.judging.spent.calls > calls_before:
+            outputs.append(EvaluatorUsage(EVALUATOR, self.judging.spent.calls - calls_before))
         return outputs
 
     async def _turn_results(
@@ -380,13 +380,13 @@ class GroundTruth(Processor):
         case = attempt.case if attempt is not None else None
         if attempt is None or case is None:
             return []
-        calls_before = self.judging.calls if self.judging else 0
+        calls_before = self.judging.spent.calls if self.judging else 0
         outputs: list[SessionOutput] = [
             SpanAttribute(CASE_ATTRIBUTE, case.id),
             *await self._attempt_results(attempt, case),
         ]
-        if self.judging and self.judging.calls > calls_before:  # the tool-call checks
-            outputs.append(EvaluatorUsage(EVALUATOR, self.judging.calls - calls_before))
+        if self.judging and self.judging.spent.calls > calls_before:  # the tool-call checks
+            outputs.append(EvaluatorUsage(EVALUATOR, self.judging.spent.calls - calls_before))
         return outputs
 
     async def _attempt_results(self, attempt: AttemptState, case: Case) -> list[MetricResult | SpanAttribute]:

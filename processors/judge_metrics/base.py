@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -32,6 +32,16 @@ class JudgeReply:
     output_tokens: int
     calls: int  # HTTP requests it took (retries included); 0 when served from the cache
     cached: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a judged result says, read from the judge's answer: its score (0..1), the
+    explanation and metadata."""
+
+    score: float
+    explanation: str
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class Judge(ABC):

@@ -9,7 +9,10 @@ per trace. The plan cuts that down:
 - `per_metric` then makes one scoring call per metric that needs the judge (at most
   1 + 7 = 8 calls), `combined` one call scoring every such metric (at most 2 calls).
   `per_metric` asks a small judge simpler questions; `combined` sends the trace once
-  more instead of seven times.
+  more instead of seven times. In `combined`, the trace metrics of the user's own
+  (`joined`) are scored in that same call, each under its own key; the fields their
+  prompts name that the trace block does not show (retrieved documents, attributes)
+  are added to the block (`judge_trace(joined_data=...)`).
 With `trials: N` every scoring call runs N times (extraction still once: it gathers
 the facts the judgments are about, it is not itself a judgment).
 
@@ -33,8 +36,14 @@ from typing import Any, Literal
 from spanscore.core.redaction import Redaction
 from spanscore.core.result import DEFAULT_THRESHOLD, MetricResult
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
-from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, prompt_tokens
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, JudgeReply
+from spanscore.processors.judge_metrics.prompts import (
+    DEFAULT_MAX_FIELD_CHARS,
+    Layout,
+    Line,
+    PromptBuilder,
+    prompt_tokens,
+)
 from spanscore.processors.judge_metrics.rubrics import (
     METRIC_NAMES,
     NOT_APPLICABLE,
@@ -85,6 +94,17 @@ class Usage:
     output_tokens: int = 0
     cached: int = 0
 
+    def add(self, reply: JudgeReply) -> None:
+        """What one answer cost: its requests and tokens, or one cached answer."""
+        self.calls += reply.calls
+        self.input_tokens += reply.input_tokens
+        self.output_tokens += reply.output_tokens
+        self.cached += int(reply.cached)
+
+    def add_failed(self, error: JudgeError) -> None:
+        """The requests a call spent before it gave up."""
+        self.calls += error.calls
+
     def as_dict(self) -> dict[str, int]:
         return {
             "calls": self.calls,
@@ -98,7 +118,9 @@ class Usage:
 class JudgePlan:
     """The LLM-judge metrics to run on each trace and how.
 
-    `metrics`: names from `METRIC_NAMES`, results come back in this order.
+    `metrics`: names from `METRIC_NAMES`, results come back in this order, then those of
+    `joined`: rubrics of metrics of the user's own scored in the combined call
+    (`combined` mode only), their instructions holding their own worked examples.
     `thresholds`: per metric, default 0.5. `trials`: odd; `early_stop` ends trials once
     the remaining ones cannot change any majority. `redact`: a `Redaction` or the
     `redact:` setting (None: the built-in secret shapes). `max_field_chars`: longer trace fields are truncated.
@@ -115,6 +137,7 @@ class JudgePlan:
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
     max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
     examples: Mapping[str, str] = field(default_factory=dict)
+    joined: Sequence[Rubric] = ()
 
     def __post_init__(self) -> None:
         metrics = tuple(self.metrics)
@@ -125,8 +148,15 @@ class JudgePlan:
             raise ValueError(f"metrics: listed twice in {list(metrics)}")
         if self.mode not in MODES:
             raise ValueError(f"mode: expected one of {list(MODES)}, got {self.mode!r}")
+        joined = tuple(self.joined)
+        if joined and self.mode != "combined":
+            raise ValueError("joined: metrics of your own join the combined call only, in mode combined")
+        clashing = [r.name for r in joined if r.name in RUBRICS]
+        if clashing or len({r.name for r in joined}) != len(joined):
+            raise ValueError(f"joined: names must be new and distinct, got {[r.name for r in joined]}")
+        object.__setattr__(self, "joined", joined)
         for name, threshold in self.thresholds.items():
-            if name not in RUBRICS:
+            if name not in RUBRICS and name not in self.names:
                 raise ValueError(f"thresholds: unknown judge metric {name!r}")
             if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
                 raise ValueError(f"thresholds.{name}: must be a number within [0, 1], got {threshold!r}")
@@ -144,12 +174,21 @@ class JudgePlan:
         if problem:
             raise TooLittleRoom(problem)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every metric the plan scores, in result order."""
+        return (*self.metrics, *(r.name for r in self.joined))
+
+    @property
+    def rubrics(self) -> list[Rubric]:
+        return [*(RUBRICS[m] for m in self.metrics), *self.joined]
+
     def threshold(self, name: str) -> float:
         return float(self.thresholds.get(name, DEFAULT_THRESHOLD))
 
     def max_calls(self) -> int:
         """Upper bound on judge requests per trace, retries aside."""
-        rubrics = [RUBRICS[m] for m in self.metrics]
+        rubrics = self.rubrics
         extraction = 1 if any(r.needs for r in rubrics) else 0
         scoring = len(rubrics) if self.mode == "per_metric" else min(1, len(rubrics))
         return extraction + self.trials * scoring
@@ -166,7 +205,7 @@ class JudgePlan:
         """Every call the plan may send for a trace with these facts: (schema name,
         instructions, schema, whether it carries the extracted block). Calls that the
         trace's answers settle without the judge are listed too."""
-        rubrics = [RUBRICS[m] for m in self.metrics]
+        rubrics = self.rubrics
         needs = frozenset().union(*(r.needs for r in rubrics))
         calls = []
         if needs:
@@ -209,23 +248,27 @@ class JudgePlan:
             f"set at least {tokens + MIN_DATA_TOKENS:,}"
         )
 
-    def view(self, trace: AgentTrace, facts: TraceFacts | None = None) -> View:
+    def view(self, trace: AgentTrace, facts: TraceFacts | None = None, joined_data: Sequence[Line] = ()) -> View:
         """The data block every call of `trace` carries, fit to the room the largest call
-        leaves, and how much of the trace it shows. Raises DoesNotFit."""
+        leaves, and how much of the trace it shows. `joined_data`: lines the joined
+        metrics read, put last in the block. Raises DoesNotFit."""
         facts = facts or TraceFacts.from_trace(trace, self.redaction)
         _, overhead = self.largest_call(facts)
-        return fit(self.builder().trace_layout(trace), self.max_field_chars, self.max_input_tokens - overhead)
+        layout = self.builder().trace_layout(trace)
+        if joined_data:  # before the block's closing delimiter
+            layout = Layout(layout.head, layout.entries, (*layout.tail[:-1], *joined_data, layout.tail[-1]))
+        return fit(layout, self.max_field_chars, self.max_input_tokens - overhead)
 
     async def run(self, trace: AgentTrace, judge: Judge) -> tuple[list[MetricResult], dict[str, int]]:
-        """One result per enabled metric, in `metrics` order, and the judge usage."""
+        """One result per enabled metric, in `names` order, and the judge usage."""
         judged = await self.judge_trace(trace, judge)
         return judged.results, judged.usage
 
-    async def judge_trace(self, trace: AgentTrace, judge: Judge) -> Judged:
+    async def judge_trace(self, trace: AgentTrace, judge: Judge, joined_data: Sequence[Line] = ()) -> Judged:
         """`run`'s results and usage, and how much of the trace the judge saw."""
-        job = _TraceJob(self, trace, judge)
+        job = _TraceJob(self, trace, judge, joined_data)
         await job.run()
-        return Judged([job.results[name] for name in self.metrics], job.usage.as_dict(), job.coverage)
+        return Judged([job.results[name] for name in self.names], job.usage.as_dict(), job.coverage)
 
 
 @dataclass(frozen=True)
@@ -259,7 +302,7 @@ def judge_view(
 class _TraceJob:
     """The calls for one trace; holds what they share (data block, facts, usage)."""
 
-    def __init__(self, plan: JudgePlan, trace: AgentTrace, judge: Judge):
+    def __init__(self, plan: JudgePlan, trace: AgentTrace, judge: Judge, joined_data: Sequence[Line] = ()):
         self.plan = plan
         self.judge = judge
         self.builder = plan.builder()
@@ -268,7 +311,7 @@ class _TraceJob:
         self.coverage: Coverage | None = None
         self.too_large = ""
         try:
-            view = plan.view(trace, self.facts)
+            view = plan.view(trace, self.facts, joined_data)
             self.data_block, self.coverage = view.text, view.coverage
         except DoesNotFit as exc:
             self.too_large = f"the trace does not fit max_input_tokens ({plan.max_input_tokens:,}): {exc}"
@@ -276,7 +319,7 @@ class _TraceJob:
         self.results: dict[str, MetricResult] = {}
 
     async def run(self) -> None:
-        pending = [r for r in (RUBRICS[m] for m in self.plan.metrics) if not self._settled_without_judge(r, self.facts)]
+        pending = [r for r in self.plan.rubrics if not self._settled_without_judge(r, self.facts)]
         if self.too_large:
             for rubric in pending:
                 self.results[rubric.name] = self._failure(rubric, JudgeError(self.too_large, INPUT_TOO_LARGE))
@@ -288,7 +331,7 @@ class _TraceJob:
             return
         facts, ready = await self._extract(dependent)
         # Metrics that read nothing extracted are scored even when extraction failed.
-        order = {name: i for i, name in enumerate(self.plan.metrics)}
+        order = {name: i for i, name in enumerate(self.plan.names)}
         await self._score_combined(sorted(independent + ready, key=lambda r: order[r.name]), facts)
 
     def _settled_without_judge(self, rubric: Rubric, facts: TraceFacts) -> bool:
@@ -312,12 +355,9 @@ class _TraceJob:
         try:
             reply = await self.judge.complete(messages, schema, schema_name)
         except JudgeError as exc:
-            self.usage.calls += exc.calls  # requests spent before giving up count too
+            self.usage.add_failed(exc)
             raise
-        self.usage.calls += reply.calls
-        self.usage.input_tokens += reply.input_tokens
-        self.usage.output_tokens += reply.output_tokens
-        self.usage.cached += int(reply.cached)
+        self.usage.add(reply)
         return reply.data
 
     async def _extract(self, dependent: list[Rubric]) -> tuple[TraceFacts, list[Rubric]]:

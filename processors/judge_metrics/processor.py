@@ -9,7 +9,8 @@ the session metrics' signals. What the judge spent goes on the root span
 
 Any other name under `metrics` with a `prompt` is a judge metric of the user's own
 (`user_metrics`): judged with the same judge, beside the built-ins, one call per trace or
-scored span.
+scored span; in `combined` mode one on `trace` is scored in the built-ins' combined
+call instead (`joined`).
 
 With no judge configured (no `judge` section, or one with neither `api_key` nor
 `base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
@@ -67,6 +68,7 @@ from spanscore.processors.judge_metrics.config import (
     judge_configured,
 )
 from spanscore.processors.judge_metrics.examples import ExamplesError, WorkedExamples, load_examples
+from spanscore.processors.judge_metrics.joined import JoinedRubric, joined_data
 from spanscore.processors.judge_metrics.planner import DEFAULT_MAX_INPUT_TOKENS, JudgePlan, TooLittleRoom, Usage
 from spanscore.processors.judge_metrics.prompts import DEFAULT_MAX_FIELD_CHARS, PromptBuilder, examples_section
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NOT_APPLICABLE, RUBRICS
@@ -178,6 +180,10 @@ class JudgeMetricSettings(SpanTarget):
             raise ValueError("on belongs to a judge metric of your own: give it a prompt")
         return self
 
+    def joins_combined_call(self, mode: str) -> bool:
+        """A metric of your own on trace is scored in the combined call, in combined mode."""
+        return self.prompt is not None and self.on == "trace" and mode == "combined"
+
     def worked_examples(self, redaction: Redaction) -> tuple[str, int]:
         """The text of the examples that fit `examples_max_tokens`, and how many they are."""
         if self.examples is None:
@@ -225,26 +231,31 @@ class JudgeMetricsConfig(ComponentConfig):
     def _room_for_the_trace(cls, value: int, info: ValidationInfo) -> int:
         # Checked with the settings that make the calls, when they are valid themselves.
         if all(key in info.data for key in ("mode", "metrics", "trials", "redact")):
-            settings = info.data["metrics"]
+            settings, mode = info.data["metrics"], info.data["mode"]
             redaction = info.data["redact"].redaction()
+            joined = []
             for name, own in settings.items():
                 if own.prompt is not None and own.enabled and own.output is not None:
                     metric = UserMetric(name, own.prompt, own.output, own.on, own.threshold)
                     metric = replace(metric, examples=own.worked_examples(redaction)[0])
+                    if own.joins_combined_call(mode):  # checked with the combined call below
+                        joined.append(JoinedRubric(metric))
+                        continue
                     problem = user_metrics.room_problem(metric, value)
                     if problem:
                         raise ValueError(problem)
             enabled = [name for name in METRIC_NAMES if settings.get(name, JudgeMetricSettings()).enabled]
-            if not enabled:
+            if not enabled and not joined:
                 return value
             examples = {name: settings[name].worked_examples(redaction)[0] for name in enabled if name in settings}
             try:
                 JudgePlan(
                     metrics=enabled,
-                    mode=info.data["mode"],
+                    mode=mode,
                     trials=info.data["trials"],
                     max_input_tokens=value,
                     examples=examples,
+                    joined=joined,
                 )
             except TooLittleRoom as exc:
                 raise ValueError(exc.problem) from None
@@ -289,21 +300,24 @@ class JudgeMetrics(Processor):
         self.examples = {
             name: config.settings(name).worked_examples(redaction) for name in (*METRIC_NAMES, *config.own_metrics)
         }
-        if config.configured and config.own_metrics:
-            own = [(self._own_metric(name), config.settings(name)) for name in config.own_metrics]
-            builder = PromptBuilder(redaction, config.max_field_chars)
-            self.own = UserMetrics(own, builder, config.max_input_tokens, config.trials)
-        if config.configured and enabled:
+        self.builder = PromptBuilder(redaction, config.max_field_chars)
+        joins = [name for name in config.own_metrics if config.settings(name).joins_combined_call(config.mode)]
+        self.joined = [JoinedRubric(self._own_metric(name)) for name in joins]
+        if config.configured and len(joins) < len(config.own_metrics):
+            own = [(self._own_metric(name), config.settings(name)) for name in config.own_metrics if name not in joins]
+            self.own = UserMetrics(own, self.builder, config.max_input_tokens, config.trials)
+        if config.configured and (enabled or joins):
             self.plan = JudgePlan(
                 metrics=enabled,
                 mode=config.mode,
-                thresholds={name: config.settings(name).threshold for name in enabled},
+                thresholds={name: config.settings(name).threshold for name in (*enabled, *joins)},
                 trials=config.trials,
                 early_stop=config.early_stop,
                 redact=redaction,
                 max_field_chars=config.max_field_chars,
                 max_input_tokens=config.max_input_tokens,
                 examples={name: self.examples[name][0] for name in enabled},
+                joined=self.joined,
             )
 
     def _own_metric(self, name: str) -> UserMetric:
@@ -323,15 +337,15 @@ class JudgeMetrics(Processor):
         if self.plan is not None:
             log.info(
                 "LLM-judge metrics %s judged by %s in %s mode (at most %d calls per trace)",
-                ", ".join(self.plan.metrics),
+                ", ".join(self.plan.names),
                 self.config.judge.model,
                 self.config.mode,
                 self.plan.max_calls(),
             )
-        if self.config.own_metrics:
+        if self.own is not None:
             log.info(
                 "judge metrics of your own %s judged by %s (one call per trace or scored span each)",
-                ", ".join(self.config.own_metrics),
+                ", ".join(metric.name for metric, _ in self.own.metrics),
                 self.config.judge.model,
             )
         for name in self.metric_names:
@@ -386,6 +400,7 @@ class JudgeMetrics(Processor):
 
     def _own_revision(self, metric_name: str) -> str:
         # What is asked and how the answer is read; not which spans (where, sample_ratio).
+        # Scored in the combined call, beside the built-ins, it is asked otherwise.
         settings = self.config.settings(metric_name)
         output = settings.output
         if isinstance(output, (Categories, Scale)):
@@ -396,6 +411,7 @@ class JudgeMetrics(Processor):
             settings.prompt,
             output,
             settings.on,
+            "combined call" if settings.joins_combined_call(self.config.mode) else "own call",
             self.config.trials,
             settings.threshold,
             self.config.max_field_chars,
@@ -436,7 +452,8 @@ class JudgeMetrics(Processor):
         agent = agent_trace_of(trace)
         if not agent.has_content:
             return self._nothing_to_judge(self.plan, trace, agent)
-        judged = await self.plan.judge_trace(agent, judge)
+        joined = joined_data(self.joined, trace, agent, self.builder) if self.joined else ()
+        judged = await self.plan.judge_trace(agent, judge, joined)
         usage = judged.usage
         outputs = [
             *map(_skipped_when_not_judged, judged.results),
@@ -467,7 +484,7 @@ class JudgeMetrics(Processor):
             )
         return [
             MetricResult(name=name, threshold=plan.threshold(name), error=message, error_type=NO_CONTENT)
-            for name in plan.metrics
+            for name in plan.names
         ]
 
     def _sampled(self, trace_id: bytes) -> bool:

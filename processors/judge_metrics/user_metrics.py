@@ -4,7 +4,8 @@
 instructions; the texts it names by placeholder (`{input}`, `{output}`, `{context}`,
 `{tool_calls}`, `{steps}`, `{attributes.KEY}`) go into the data block PromptBuilder
 builds (redacted, cut, defanged inside `<trace_data>`), never into the instructions: in
-the prompt a placeholder becomes a pointer to its field in the block. `{{` and `}}` are
+the prompt a placeholder becomes a pointer to its field in the block, and delimiter
+text the prompt itself holds is defanged as the block's is. `{{` and `}}` are
 literal braces. The answer's JSON schema comes from `output`; the judge client checks it
 and asks again when it is malformed, as for the built-ins.
 
@@ -28,7 +29,7 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, Step, agent_trace_of
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, Verdict
 from spanscore.processors.judge_metrics.planner import INPUT_TOO_LARGE, MIN_DATA_TOKENS, Usage
 from spanscore.processors.judge_metrics.prompts import (
     TRACE_CLOSE,
@@ -36,6 +37,7 @@ from spanscore.processors.judge_metrics.prompts import (
     Layout,
     Line,
     PromptBuilder,
+    neutralize,
     prompt_tokens,
 )
 from spanscore.processors.judge_metrics.rubrics import MALFORMED
@@ -153,13 +155,6 @@ def check_prompt(prompt: str, on: str) -> str:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    score: float
-    reason: str
-    metadata: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class UserMetric:
     """A user's judge metric as asked: its instructions, answer schema and scoring."""
 
@@ -174,10 +169,19 @@ class UserMetric:
     def fields(self) -> list[str]:
         return list(dict.fromkeys(placeholders(self.prompt)))
 
-    def instructions(self) -> str:
+    def instructions(self, labels: Mapping[str, str] | None = None) -> str:
+        """The prompt, each placeholder a pointer to its field in the data block; `labels`
+        names the fields a block shows under another label (the combined call's)."""
         # Parsed, not formatted: `attributes.app.tier` is a key, not attribute access.
+        labels = labels or {}
+
+        def pointer(name: str) -> str:
+            where = f"{labels[name]} in trace_data" if name in labels else "trace_data"
+            return f"[{name}: see {where} above]"
+
+        # The prompt's own delimiter text defanged too: the only delimiters are spanscore's.
         parts = string.Formatter().parse(self.prompt)
-        text = "".join(literal + (f"[{name}: see trace_data above]" if name else "") for literal, name, _, _ in parts)
+        text = "".join(neutralize(literal) + (pointer(name) if name else "") for literal, name, _, _ in parts)
         own = text + "\n" + self._answer_line()
         return f"{self.examples}\n\n{own}" if self.examples else own
 
@@ -383,12 +387,9 @@ class UserMetrics:
             try:
                 reply = await judge.complete(self.messages(metric, agent, target, trial), schema, metric.name)
             except JudgeError as exc:
-                usage.calls += exc.calls
+                usage.add_failed(exc)
                 raise
-            usage.calls += reply.calls
-            usage.input_tokens += reply.input_tokens
-            usage.output_tokens += reply.output_tokens
-            usage.cached += int(reply.cached)
+            usage.add(reply)
             return reply.data
 
         run = await run_trials(ask, self.trials)
@@ -409,7 +410,7 @@ class UserMetrics:
             name=metric.name,
             score=score,
             threshold=metric.threshold,
-            explanation=speaker.reason or None,
+            explanation=speaker.explanation or None,
             metadata=metadata,
             span_id=target.span_id,
         )

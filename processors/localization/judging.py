@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from spanscore.core.quoting import excerpt
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.judge_metrics.base import Judge, JudgeError
+from spanscore.processors.judge_metrics.base import Judge, JudgeError, JudgeReply
+from spanscore.processors.judge_metrics.planner import Usage
 from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN, neutralize, prompt_tokens
 from spanscore.processors.judge_metrics.token_estimate import estimate_tokens
 from spanscore.processors.localization.blame import IMPACTS, Blame
@@ -117,17 +118,13 @@ class Judged:
     """What the judge found, what it cost, and why it stopped early if it did."""
 
     blames: list[Blame] = field(default_factory=list)
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     requests: int = 0  # calls sent, cached answers included
     stopped: JudgeError | None = None
     steps_read: int = 0  # steps shown in full to an errors call
 
-    def add_usage(self, reply) -> None:
-        self.calls += reply.calls
-        self.input_tokens += reply.input_tokens
-        self.output_tokens += reply.output_tokens
+    def add_usage(self, reply: JudgeReply) -> None:
+        self.usage.add(reply)
         self.requests += 1
 
 
@@ -157,7 +154,7 @@ class Localizer:
                 await self._windows(run, steps, evidence, judged)
         except JudgeError as exc:  # what was found before it stays
             judged.stopped = exc
-            judged.calls += exc.calls
+            judged.usage.add_failed(exc)
         return judged
 
     # -- errors calls ------------------------------------------------------------------

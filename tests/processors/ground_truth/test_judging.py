@@ -125,8 +125,8 @@ SUNNY = [turn("What's the weather in Oslo?", "Let me check.")]
 
 def assert_usage(gt: GroundTruthJudge, server: OpenAIServer) -> None:
     sent = len(server.requests)
-    assert gt.calls == sent
-    assert (gt.input_tokens, gt.output_tokens) == (PROMPT_TOKENS * sent, COMPLETION_TOKENS * sent)
+    assert gt.spent.calls == sent
+    assert (gt.spent.input_tokens, gt.spent.output_tokens) == (PROMPT_TOKENS * sent, COMPLETION_TOKENS * sent)
 
 
 # -- subgoals -----------------------------------------------------------------------------
@@ -227,7 +227,7 @@ async def test_a_subgoal_the_judge_never_answers_raises(judge, server, batched):
         # Subgoal 0 settles in 2 trials; subgoal 1 fails 3 trials x 2 requests.
         assert len(server.requests) == 2 + 3 * 2
     # Requests that failed count as calls; a JudgeError carries no token counts (as in the planner).
-    assert gt.calls == len(server.requests) == raised.value.calls
+    assert gt.spent.calls == len(server.requests) == raised.value.calls
 
 
 async def test_no_pending_subgoal_asks_nothing_and_bad_indices_are_refused(judge, server):
@@ -375,7 +375,7 @@ async def test_answer_scores_out_of_range_are_retried_and_noise_is_clamped(judge
     )
     verdict = await gt.answer_correctness("Q?", "A", "A.", [])
     assert verdict == AnswerVerdict(score=1.0, utilization=None, reasoning="noise")
-    assert len(server.requests) == gt.calls == 2
+    assert len(server.requests) == gt.spent.calls == 2
 
 
 async def test_answer_correctness_without_any_valid_answer_raises(judge, server):
@@ -384,4 +384,4 @@ async def test_answer_correctness_without_any_valid_answer_raises(judge, server)
     with pytest.raises(JudgeError) as raised:
         await gt.answer_correctness("Q?", "A", "A.", [])
     assert raised.value.error_type == "malformed_answer"
-    assert gt.calls == len(server.requests) == 2
+    assert gt.spent.calls == len(server.requests) == 2
