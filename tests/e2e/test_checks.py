@@ -5,6 +5,8 @@ roll-up on the root, nothing on the spans a check does not target."""
 
 from __future__ import annotations
 
+import pytest
+
 from spanscore.core.attributes import attributes_to_dict
 from tests.support.agent_spans import make_span
 from tests.support.otlp_client import send
@@ -120,8 +122,10 @@ def test_each_check_is_on_the_span_it_names_and_rolled_up_on_the_root(sink, star
     assert (fast_rollup["spans"], fast_rollup["failing"]) == (2, 1)
 
 
-def test_session_checks_go_on_the_session_s_carrier_when_it_closes(sink, start_collector):
-    text = config(sink).replace("trace_wait: 20ms", "trace_wait: 20ms, session_idle: 400ms")
+# In worker processes too: a session's turns all go to one worker, which keeps their parts.
+@pytest.mark.parametrize("workers", ["", ", scoring_workers: 2"], ids=["in_process", "two_workers"])
+def test_session_checks_go_on_the_session_s_carrier_when_it_closes(sink, start_collector, workers):
+    text = config(sink).replace("trace_wait: 20ms", f"trace_wait: 20ms, session_idle: 400ms{workers}")
     session_checks = """      session_refund: {on: session, field: output, not_regex: "(?i)refund"}
       session_tokens: {on: session, max_tokens: 2500}
       session_tools: {on: session, tool_error_rate: {max: 0.2}}
@@ -143,7 +147,7 @@ exporters:"""
     for spans in (first, second):
         spans[0].attributes.add(key="session.id").value.string_value = "s-1"
         send(collector.grpc_port, request_of(spans))
-    assert wait_until(lambda: any(s.name == "evaluate_session" for s in sink.spans()), timeout_s=15)
+    assert wait_until(lambda: any(s.name == "evaluate_session" for s in sink.spans()), timeout_s=30)
     [carrier] = [s for s in sink.spans() if s.name == "evaluate_session"]
 
     def on_carrier(metric):
