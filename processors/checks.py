@@ -622,7 +622,8 @@ def _every_turn(field: str, verdicts: list[tuple[int, tuple[bool, str]]]) -> Ver
     failed = [(number, explanation) for number, (passed, explanation) in verdicts if not passed]
     turns = f"{len(verdicts)} turn{'s' if len(verdicts) != 1 else ''} recording {field}"
     if not failed:
-        return True, f"every one of the {turns} passes; turn {verdicts[-1][0]}: {verdicts[-1][1][1]}"
+        every = f"the {turns} passes" if len(verdicts) == 1 else f"all {turns} pass"
+        return True, f"{every}; turn {verdicts[-1][0]}: {verdicts[-1][1][1]}"
     number, explanation = failed[0]
     return False, f"{len(failed)} of the {turns} fail; turn {number}: {explanation}"
 

@@ -381,7 +381,12 @@ def test_a_session_text_check_passes_when_every_turn_passes_and_names_the_first_
     [result] = check_session({"field": "output", "not_regex": "(?i)refund"}, turns[:1] + turns[2:3])
     assert (result.score, result.explanation) == (
         1.0,
-        "every one of the 1 turn recording output passes; turn 1: output (23 characters) has no match of /(?i)refund/",
+        "the 1 turn recording output passes; turn 1: output (23 characters) has no match of /(?i)refund/",
+    )
+    [result] = check_session({"field": "output", "regex": "(?i)^(your|we|a) "}, turns)
+    assert (result.score, result.explanation) == (
+        1.0,
+        "all 3 turns recording output pass; turn 4: output matches /(?i)^(your|we|a) / at character 0: A ",
     )
     assert check_session({"field": "output", "regex": "x"}, turns[2:3]) == []  # nothing to check
 
