@@ -5,6 +5,7 @@ The judge is scripted: its answers show the plumbing and the arithmetic, not any
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from pydantic import ValidationError
 
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.usage import EvaluatorUsage
@@ -214,6 +216,11 @@ RESOLUTION = {
 def session_turn(number: int, question: str, reply: str, tier: str, tool: str | None = None, document: str = ""):
     """One trace of session chat-1: the user's question, a tool call when `tool` (its
     result), a retrieval when `document`, the model's reply as the answer."""
+    [trace] = traces_of(request_of(session_turn_spans(number, question, reply, tier, tool, document)))
+    return trace
+
+
+def session_turn_spans(number: int, question: str, reply: str, tier: str, tool: str | None, document: str):
     trace_id = bytes([number]) * 16
     root = make_span(
         "qa",
@@ -231,8 +238,7 @@ def session_turn(number: int, question: str, reply: str, tier: str, tool: str | 
         spans.append(make_span("retrieve", found, parent=root, trace_id=trace_id, start=5, end=8))
     said = {"llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": reply}
     spans.append(make_span("chat", kind(LLM, **said), parent=root, trace_id=trace_id, start=30, end=40))
-    [trace] = traces_of(request_of(spans))
-    return trace
+    return spans
 
 
 def two_turns():
@@ -355,3 +361,25 @@ def test_the_revision_follows_the_target_session_or_trace():
         return JudgeMetrics("judge_metrics", config).provenance("own").revision
 
     assert revision("session") != revision("trace")
+
+
+class HangingJudge(ScriptedJudge):
+    """A judge that never answers in time."""
+
+    async def complete(self, messages, schema, schema_name):
+        await asyncio.sleep(30)
+        raise AssertionError("the shutdown should have cut this call off")
+
+
+async def test_a_session_cut_off_at_shutdown_skips_the_metric_on_its_carrier_with_the_reason(rig_for):
+    processor = own_processor(RESOLUTION)
+    rig = await rig_for(processor)
+    processor.judge = HangingJudge({})
+    for number in (1, 2):
+        rig.receiver.send(request_of(session_turn_spans(number, f"question {number}", "answer", "gold", None, "")))
+    await rig.at(2.0)  # both turns scored; the session stays open (session_idle 60 s)
+    assert len(rig.exporter.exported) == 2
+    await rig.pipeline.drain(time.monotonic() + 0.3, "stopped before scoring it")
+    [carrier] = rig.exporter.named(SESSION_SPAN_NAME)
+    assert carrier.anchor_attributes["eval.own.skipped"] == "stopped before scoring it"
+    assert carrier.results == () and carrier.anchor_attributes["eval.session.trace_count"] == 2
