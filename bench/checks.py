@@ -10,7 +10,11 @@ on each tool call, a tool_error_rate on the trace. The traces are normalized onc
 timing: the normalized view is built once per trace and shared by every processor
 (`bench/agent_trace.py` times it), so what is timed is what `checks` adds. Printed per
 check: the checks made (results; a span without the field makes none), and microseconds
-per check; then the whole config per trace. A figure is the best of `--rounds` rounds.
+per check; then the whole config per trace. Then checks `on: session` (the trace's text
+checks over every turn, a json_schema on every answer, the session's tokens, duration and
+tool error rate), each capture's traces one session: microseconds per trace for the part
+a turn leaves, and per session for the result at its close. A figure is the best of
+`--rounds` rounds.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spanscore.processors.agent_trace import agent_trace_of, span_views_of  # noqa: E402
-from spanscore.processors.checks import Checks, ChecksConfig, check_trace  # noqa: E402
+from spanscore.processors.checks import (  # noqa: E402
+    Checks,
+    ChecksConfig,
+    check_session,
+    check_trace,
+    turn_part,
+)
 from tests.support.agent_fixtures import SPANS_DIR  # noqa: E402
 from tests.support.otlp_json import read_requests  # noqa: E402
 from tests.support.rag_trace import traces_of  # noqa: E402
@@ -39,6 +49,14 @@ METRICS = {
     "short_calls": {"on": "llm", "max_tokens": 800},
     "fast_tools": {"on": "tool", "max_duration": "2s"},
     "tool_errors": {"tool_error_rate": {"max": 0.2}},
+}
+
+# The trace's checks read over every turn, and the span checks over the whole session.
+SESSION_METRICS = {
+    **{name: {**METRICS[name], "on": "session"} for name in ("no_refund", "no_secrets", "cited_policy", "tool_errors")},
+    "json_answers": {"on": "session", "field": "output", "json_schema": {"type": "object", "required": ["answer"]}},
+    "session_tokens": {"on": "session", "max_tokens": 5000},
+    "session_time": {"on": "session", "max_duration": "5m"},
 }
 
 
@@ -92,6 +110,37 @@ def main() -> None:
 
     seconds, _ = best_seconds(whole, args.rounds)
     print(f"\nthe {len(METRICS)} checks, per trace: {seconds / len(traces) * 1e6:.0f} µs (an event-loop call each)")
+    sessions = [traces_of(*read_requests(SPANS_DIR / "frameworks" / f"{name}.jsonl")) for name in CAPTURES]
+    for turns in sessions:
+        for trace in turns:
+            agent_trace_of(trace)
+            span_views_of(trace)
+    session_costs(sessions, args.rounds)
+
+
+def session_costs(sessions, rounds: int) -> None:
+    """The checks that take `on: session`, each capture's traces one session."""
+    config = ChecksConfig.model_validate({"metrics": SESSION_METRICS})
+    traces = [trace for turns in sessions for trace in turns]
+    print(f"\non: session, {len(sessions)} sessions of {len(traces)} traces")
+    print(f"{'check':<14} {'kind':<16} {'µs/turn':>8} {'µs/close':>9}")
+    for name, settings in config.metrics.items():
+        parts = [[turn_part(settings, trace) for trace in turns] for turns in sessions]
+
+        def keep(settings=settings) -> None:
+            for trace in traces:
+                turn_part(settings, trace)
+
+        def close(name=name, settings=settings, parts=parts) -> None:
+            for session_parts in parts:
+                check_session(name, settings, session_parts)
+
+        per_turn, _ = best_seconds(keep, rounds)
+        per_close, _ = best_seconds(close, rounds)
+        print(
+            f"{name:<14} {settings.check:<16} {per_turn / len(traces) * 1e6:>8.1f} "
+            f"{per_close / len(sessions) * 1e6:>9.1f}"
+        )
 
 
 if __name__ == "__main__":

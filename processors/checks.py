@@ -19,6 +19,14 @@ and, on the span itself rather than a field: `max_duration`, `max_tokens` (the u
 records; on `trace` the sum over its model calls), `tool_error_rate` (on `trace`: the
 share of its tool spans that failed, by failure_localization's `error_status` reading).
 
+`on: session` checks the session when it closes, over the turns its traces left (each
+trace's part is kept in the session's state as it is scored; the result goes on the
+session's carrier): a text check reads each turn's field as `on: trace` reads it and
+passes when every turn that records the field passes, naming the first that failed;
+`max_duration` is the session's span of time, from its first trace's start to its last
+trace's end; `max_tokens` sums every turn's model calls; `tool_error_rate` is the share of
+all the session's tool spans that failed. A trace without a session is no turn.
+
 A result scores 1 (pass) or 0 (fail), threshold 0.5, and says what was checked and what
 was found. A span without the field (or the usage, or a trace without tool spans) gets
 no result: there is nothing to check. Text is cut to `MAX_CHECKED_CHARS` before a check
@@ -46,7 +54,7 @@ from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, SpanView, SpanViews, Step, agent_trace_of, span_views_of
 from spanscore.processors.agent_trace.spans import AGENT, LLM, RETRIEVAL, TOOL
-from spanscore.processors.base import Processor, TraceOutput
+from spanscore.processors.base import Processor, SessionOutput, TraceOutput
 from spanscore.processors.judge_metrics.answers import MalformedAnswer, validate
 from spanscore.processors.localization.evidence import span_failure
 from spanscore.processors.span_target import SpanTarget
@@ -61,6 +69,7 @@ SPAN_CHECKS = ("max_duration", "max_tokens", "tool_error_rate")
 CHECKS = TEXT_CHECKS + SPAN_CHECKS
 FIELDS = ("input", "output", "context")
 ATTRIBUTES = "attributes."
+SESSION = "session"
 
 # The JSON Schema keywords `judge_metrics.answers.validate` checks, and those that only
 # describe. Any other is refused at config time rather than silently not checked.
@@ -165,23 +174,21 @@ class CheckSettings(SpanTarget):
             found = f"got {', '.join(given)}" if given else "got none"
             raise ValueError(f"give exactly one check of {', '.join(CHECKS)}; {found}")
         check = given[0]
-        if self.on == "session":
-            raise ValueError("on: session is not supported for checks yet; use trace or a span kind")
         if check in TEXT_CHECKS:
             self._field_readable(check)
         elif self.field is not None:
             raise ValueError(f"{check} reads the span itself: leave field out")
-        if check == "tool_error_rate" and self.on != "trace":
-            raise ValueError("tool_error_rate is a share of a trace's tool spans: it takes on: trace")
-        if check == "max_tokens" and self.on not in ("trace", LLM):
-            raise ValueError("max_tokens reads model calls' usage: it takes on: trace or on: llm")
+        if check == "tool_error_rate" and self.on not in ("trace", SESSION):
+            raise ValueError("tool_error_rate is a share of a run's tool spans: it takes on: trace or on: session")
+        if check == "max_tokens" and self.on not in ("trace", LLM, SESSION):
+            raise ValueError("max_tokens reads model calls' usage: it takes on: trace, llm or session")
         return self
 
     def _field_readable(self, check: str) -> None:
         if self.field is None:
             raise ValueError(f"{check} checks a field: give field: input, output, context or attributes.KEY")
-        if self.field == "context" and self.on not in ("trace", LLM, RETRIEVAL):
-            raise ValueError(f"on: {self.on} has no context: field context takes on: trace, llm or retrieval")
+        if self.field == "context" and self.on not in ("trace", SESSION, LLM, RETRIEVAL):
+            raise ValueError(f"on: {self.on} has no context: field context takes on: trace, session, llm or retrieval")
 
     @property
     def check(self) -> str:
@@ -254,15 +261,47 @@ class Checks(Processor):
     def provenance(self, metric_name: str) -> Provenance:
         # Which spans are checked (on, where, sample_ratio) is no part of how each is checked.
         settings = self.config.metrics[metric_name].model_dump(exclude=set(SpanTarget.model_fields))
+        if self.config.metrics[metric_name].on == SESSION:  # every turn's verdicts, combined: another reading
+            settings["on"] = SESSION
         return Provenance(CODE, revision_of(metric_name, CODE, settings))
+
+    @property
+    def session_metric_names(self) -> tuple[str, ...]:
+        return tuple(name for name, settings in self.config.metrics.items() if settings.on == SESSION)
+
+    @property
+    def uses_sessions(self) -> bool:
+        return bool(self.session_metric_names)
 
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         outputs: list[TraceOutput] = []
+        turn: dict[str, TurnPart | Exception] = {}
         for name, settings in self.config.metrics.items():
             try:
+                if settings.on == SESSION:
+                    if session is not None:
+                        turn[name] = turn_part(settings, trace)
+                    continue
                 outputs.extend(check_trace(name, settings, trace))
             except Exception as exc:  # one check's bug must not cost the others their results
-                outputs.append(MetricResult.failure(name, exc, THRESHOLD))
+                if settings.on == SESSION:
+                    turn[name] = exc  # the session's result says so when it closes
+                else:
+                    outputs.append(MetricResult.failure(name, exc, THRESHOLD))
+        if turn and session is not None:
+            session.state.setdefault(self.id, []).append(turn)
+        return outputs
+
+    async def process_session(self, session: Session) -> Sequence[SessionOutput]:
+        turns: list[dict[str, TurnPart | Exception]] = session.state.pop(self.id, None) or []
+        outputs: list[SessionOutput] = []
+        for name in self.session_metric_names:
+            try:
+                result = check_session(name, self.config.metrics[name], [turn.get(name) for turn in turns])
+            except Exception as exc:
+                result = MetricResult.failure(name, exc, THRESHOLD)
+            if result is not None:
+                outputs.append(result)
         return outputs
 
 
@@ -337,7 +376,7 @@ def field_text(field: str, on: str, subject: Subject, run: AgentTrace) -> str | 
             return None
         return _as_text(subject.view.attrs.get(field[len(ATTRIBUTES) :]))
     step = subject.step
-    if on == "trace":
+    if on in ("trace", SESSION):  # a session's turn is read as its trace
         if field == "context":
             return _documents([d.content for s in run.retrieval_steps for d in s.documents])
         return (run.user_input if field == "input" else run.final_output) or None
@@ -468,11 +507,7 @@ def _tokens(settings: CheckSettings, subject: Subject, run: AgentTrace, views: S
             return None
         what = "the model call"
     else:
-        by_id = {} if views is None else views.by_id
-        counts = [
-            span_tokens(by_id[step.span_id]) for step in run.llm_steps if step.from_span and step.span_id in by_id
-        ]
-        recorded = [n for n in counts if n is not None]
+        recorded = run_tokens(run, views)
         if not recorded:
             return None
         used = sum(recorded)
@@ -481,21 +516,138 @@ def _tokens(settings: CheckSettings, subject: Subject, run: AgentTrace, views: S
     return used <= limit, f"{what} used {used:,} tokens, {verdict} the max {limit:,}"
 
 
-def _tool_error_rate(settings: CheckSettings, run: AgentTrace, views: SpanViews | None) -> Verdict:
+def run_tokens(run: AgentTrace, views: SpanViews | None) -> list[int]:
+    """The tokens each of the run's model calls records, of those that record any."""
+    by_id = {} if views is None else views.by_id
+    counts = [span_tokens(by_id[step.span_id]) for step in run.llm_steps if step.from_span and step.span_id in by_id]
+    return [n for n in counts if n is not None]
+
+
+def tool_calls(run: AgentTrace, views: SpanViews | None) -> tuple[int, list[str]]:
+    """How many tool spans the run has, and the names of those that failed, in order."""
     by_id = {} if views is None else views.by_id
     calls = [(step, by_id[step.span_id]) for step in run.tool_steps if step.from_span and step.span_id in by_id]
+    return len(calls), [step.name for step, view in calls if span_failure(view) is not None]
+
+
+def _tool_error_rate(settings: CheckSettings, run: AgentTrace, views: SpanViews | None) -> Verdict:
+    return _error_rate(settings, *tool_calls(run, views), "")
+
+
+def _error_rate(settings: CheckSettings, calls: int, failed: list[str], where: str) -> Verdict:
     if not calls:
         return None
-    failed = [step.name for step, view in calls if span_failure(view) is not None]
-    rate = len(failed) / len(calls)
+    rate = len(failed) / calls
     limit = settings.tool_error_rate.max if settings.tool_error_rate is not None else 0.0
     verdict = "within" if rate <= limit else "over"
-    explanation = f"{len(failed)} of {len(calls)} tool calls failed ({rate:.0%}), {verdict} the max {limit:.0%}"
+    explanation = f"{len(failed)} of {calls} tool calls{where} failed ({rate:.0%}), {verdict} the max {limit:.0%}"
     if failed:
         named = ", ".join(excerpt(name, 60) for name in failed[:MAX_FAILED_TOOLS_NAMED])
         more = f" and {len(failed) - MAX_FAILED_TOOLS_NAMED} more" if len(failed) > MAX_FAILED_TOOLS_NAMED else ""
         explanation += f": {named}{more}"
     return rate <= limit, explanation
+
+
+# -- on: session -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnPart:
+    """What one trace of a session leaves a session check: its verdict on the field (text
+    checks; None when the turn does not record it), its root's start and end, its model
+    calls' token counts, its tool calls and the names of those that failed."""
+
+    verdict: tuple[bool, str] | None = None
+    start: int = 0
+    end: int = 0
+    tokens: tuple[int, ...] = ()
+    tool_calls: int = 0
+    failed_tools: tuple[str, ...] = ()
+
+
+def turn_part(settings: CheckSettings, trace: Trace) -> TurnPart:
+    """What `trace`, a turn of its session, gives the session check `settings`."""
+    views = span_views_of(trace)
+    run = agent_trace_of(trace)
+    check = settings.check
+    if check in TEXT_CHECKS:
+        anchor = trace.anchor
+        view = None if anchor is None or views is None else views.by_id.get(anchor.span_id.hex())
+        result = _check("turn", settings, Subject(None, view, None), run, views)
+        return TurnPart(verdict=None if result is None else (bool(result.passed), result.explanation or ""))
+    if check == "max_duration":
+        anchor = trace.anchor
+        if anchor is None or anchor.end_time_unix_nano < anchor.start_time_unix_nano:
+            return TurnPart()
+        return TurnPart(start=anchor.start_time_unix_nano, end=anchor.end_time_unix_nano)
+    if check == "max_tokens":
+        return TurnPart(tokens=tuple(run_tokens(run, views)))
+    calls, failed = tool_calls(run, views)
+    return TurnPart(tool_calls=calls, failed_tools=tuple(failed))
+
+
+def check_session(
+    name: str, settings: CheckSettings, turns: Sequence[TurnPart | Exception | None]
+) -> MetricResult | None:
+    """The result of session check `name` over its turns' parts, in the order they were
+    scored (None: a turn with no part), or None when no turn gave anything to check."""
+    failure = next((part for part in turns if isinstance(part, Exception)), None)
+    if failure is not None:
+        return MetricResult.failure(name, failure, THRESHOLD)
+    parts = [(number, part) for number, part in enumerate(turns, 1) if isinstance(part, TurnPart)]
+    check = settings.check
+    if check in TEXT_CHECKS:
+        verdict = _every_turn(settings.field or "", [(n, p.verdict) for n, p in parts if p.verdict is not None])
+    elif check == "max_duration":
+        verdict = _session_duration(settings, [p for _, p in parts if p.end > 0])
+    elif check == "max_tokens":
+        recorded = [n for _, p in parts for n in p.tokens]
+        verdict = _session_tokens(settings, recorded)
+    else:
+        calls = sum(p.tool_calls for _, p in parts)
+        verdict = _error_rate(settings, calls, [tool for _, p in parts for tool in p.failed_tools], " in the session")
+    if verdict is None:
+        return None
+    passed, explanation = verdict
+    return MetricResult(
+        name=name,
+        score=1.0 if passed else 0.0,
+        threshold=THRESHOLD,
+        explanation=explanation,
+        metadata={"check": check},
+    )
+
+
+def _every_turn(field: str, verdicts: list[tuple[int, tuple[bool, str]]]) -> Verdict:
+    if not verdicts:
+        return None
+    failed = [(number, explanation) for number, (passed, explanation) in verdicts if not passed]
+    turns = f"{len(verdicts)} turn{'s' if len(verdicts) != 1 else ''} recording {field}"
+    if not failed:
+        every = f"the {turns} passes" if len(verdicts) == 1 else f"all {turns} pass"
+        return True, f"{every}; turn {verdicts[-1][0]}: {verdicts[-1][1][1]}"
+    number, explanation = failed[0]
+    return False, f"{len(failed)} of the {turns} fail; turn {number}: {explanation}"
+
+
+def _session_duration(settings: CheckSettings, parts: list[TurnPart]) -> Verdict:
+    if not parts:
+        return None
+    seconds = (max(p.end for p in parts) - min(p.start for p in parts)) / 1e9
+    limit = settings.max_duration or 0.0
+    verdict = "within" if seconds <= limit else "over"
+    traces = f"{len(parts)} trace{'s' if len(parts) != 1 else ''}"
+    return seconds <= limit, (
+        f"the session's {traces} took {format_duration(seconds)} from the first start to the last end, "
+        f"{verdict} the max {format_duration(limit)}"
+    )
+
+
+def _session_tokens(settings: CheckSettings, recorded: list[int]) -> Verdict:
+    if not recorded:
+        return None
+    limit, used = settings.max_tokens or 0, sum(recorded)
+    verdict = "within" if used <= limit else "over"
+    calls = f"{len(recorded)} model call{'s' if len(recorded) != 1 else ''}"
+    return used <= limit, f"the session's {calls} used {used:,} tokens, {verdict} the max {limit:,}"
 
 
 FACTORY = ComponentFactory("processor", "checks", ChecksConfig, Checks)

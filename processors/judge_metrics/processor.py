@@ -9,8 +9,10 @@ the session metrics' signals. What the judge spent goes on the root span
 
 Any other name under `metrics` with a `prompt` is a judge metric of the user's own
 (`user_metrics`): judged with the same judge, beside the built-ins, one call per trace or
-scored span; in `combined` mode one on `trace` is scored in the built-ins' combined
-call instead (`joined`).
+scored span, or, `on: session`, one per session when it closes, its result on the
+session's carrier; in `combined` mode one on `trace` is scored in the built-ins' combined
+call instead (`joined`). Which sessions are judged follows `sample_ratio` by a hash of
+the session id; a trace without a session is no session's turn.
 
 With no judge configured (no `judge` section, or one with neither `api_key` nor
 `base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
@@ -39,6 +41,7 @@ import asyncio
 import inspect
 import logging
 from dataclasses import dataclass, replace
+from hashlib import blake2b
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
@@ -57,7 +60,7 @@ from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
-from spanscore.processors.base import Processor, TraceOutput
+from spanscore.processors.base import Processor, SessionOutput, TraceOutput
 from spanscore.processors.judge_metrics import user_metrics
 from spanscore.processors.judge_metrics.base import Judge
 from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
@@ -344,7 +347,7 @@ class JudgeMetrics(Processor):
             )
         if self.own is not None:
             log.info(
-                "judge metrics of your own %s judged by %s (one call per trace or scored span each)",
+                "judge metrics of your own %s judged by %s (one call per trace, scored span or session each)",
                 ", ".join(metric.name for metric, _ in self.own.metrics),
                 self.config.judge.model,
             )
@@ -373,6 +376,14 @@ class JudgeMetrics(Processor):
 
     def judges(self) -> tuple[Judge, ...]:
         return () if self.judge is None else (self.judge,)
+
+    @property
+    def session_metric_names(self) -> tuple[str, ...]:
+        return () if self.own is None else self.own.session_metric_names
+
+    @property
+    def uses_sessions(self) -> bool:
+        return bool(self.session_metric_names)
 
     def provenance(self, metric_name: str) -> Provenance:
         # The rubric's wording and code, and every setting that changes how it is asked.
@@ -426,7 +437,10 @@ class JudgeMetrics(Processor):
             await judge.close()
 
     async def process_trace(self, trace: Trace, session: Session | None) -> list[TraceOutput]:
-        if self.judge is None or not self._sampled(trace.trace_id):
+        if self.judge is None:
+            return []
+        self._keep_turn(trace, session)
+        if not self._sampled(trace.trace_id):
             return []
         own, builtin = await asyncio.gather(self._judge_own(trace, self.judge), self._judge_builtin(trace, self.judge))
         own_results, own_usage = own
@@ -489,6 +503,29 @@ class JudgeMetrics(Processor):
 
     def _sampled(self, trace_id: bytes) -> bool:
         return trace_id_sampled(trace_id, self.config.sample_ratio)
+
+    def _keep_turn(self, trace: Trace, session: Session | None) -> None:
+        """The trace as a turn of its session, for the `on: session` metrics when it closes."""
+        if session is None or not self.session_metric_names:
+            return
+        session_key = blake2b(session.session_id.encode(), digest_size=16).digest()  # as a trace id is sampled
+        if not trace_id_sampled(session_key, self.config.sample_ratio):
+            return
+        turns = session.state.setdefault(self.id, [])
+        turns.append(user_metrics.session_turn(trace, first=not turns))
+
+    async def process_session(self, session: Session) -> list[SessionOutput]:
+        turns = session.state.pop(self.id, None)
+        if self.judge is None or self.own is None or not turns:
+            return []
+        results, usage = await self.own.judge_session(turns, self.judge)
+        outputs: list[SessionOutput] = [
+            *map(_skipped_when_not_judged, results),
+            *(attribute for result in results for attribute in _verdict_context(result)),
+        ]
+        if usage.calls + usage.cached > 0 or results:
+            outputs.append(EvaluatorUsage(JUDGE_EVALUATOR, usage.calls, usage.input_tokens, usage.output_tokens))
+        return outputs
 
 
 def _verdict_context(result: MetricResult) -> list[SpanAttribute]:

@@ -269,16 +269,18 @@ class PromptBuilder:
         if trace.error:
             tail.append(("agent_error: ", f(trace.error)))
         tail.append((TRACE_CLOSE,))
-        return Layout(tuple(head), tuple(self._step_entries(trace.steps)), tuple(tail))
+        return Layout(tuple(head), tuple(self.step_entries(trace.steps)), tuple(tail))
 
-    def _step_entries(self, steps: Sequence[Step]) -> list[Entry]:
+    def step_entries(self, steps: Sequence[Step], numbered_after: int = 0, tools_after: int = 0) -> list[Entry]:
+        """The steps' entries, numbered on from `numbered_after` (tool calls from
+        `tools_after`): a session's turns number their steps as one run."""
         f = self.redacted
         entries: list[Entry] = []
-        tool_number = 0
+        tool_number = tools_after
         for step in steps:
             if step.kind == "retrieval":
                 continue  # what the trace metrics judge is the agent's calls; documents are context
-            number = len(entries) + 1
+            number = numbered_after + len(entries) + 1
             if step.kind == "tool":
                 tool_number += 1
                 layout = self._tool_call_layout(step, f"{number}. tool call #{tool_number}", "   ")

@@ -10,7 +10,12 @@ literal braces. The answer's JSON schema comes from `output`; the judge client c
 and asks again when it is malformed, as for the built-ins.
 
 One call per scored target: the trace, or each span `on:` selects (`SpanTarget`); all of
-a trace's calls at once. `session` and `{expected_output}` are not supported yet.
+a trace's calls at once. `on: session`: one call when the session closes, over the turns
+its traces left (`SessionTurn`, kept in the session's state as each trace is scored):
+`{steps}` every turn's user message, steps and answer as one numbered run, `{input}` the
+first user message, `{output}` the last answer, `{context}` and `{tool_calls}` those of
+every turn, `{attributes.KEY}` the first trace's root's. `{expected_output}` is not
+supported yet.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from spanscore.processors.judge_metrics.planner import INPUT_TOO_LARGE, MIN_DATA
 from spanscore.processors.judge_metrics.prompts import (
     TRACE_CLOSE,
     TRACE_OPEN,
+    Entry,
     Layout,
     Line,
     PromptBuilder,
@@ -45,9 +51,12 @@ from spanscore.processors.judge_metrics.trace_view import DoesNotFit, fit
 from spanscore.processors.judge_metrics.trials import run_trials, trials_metadata
 
 ATTRIBUTES = "attributes"
-# What each target can fill; `attributes.KEY` is the scored span's (the root for trace).
+SESSION = "session"
+# What each target can fill; `attributes.KEY` is the scored span's (the root for trace,
+# the first trace's root for session).
 FILLABLE: dict[str, frozenset[str]] = {
     "trace": frozenset({"input", "output", "context", "tool_calls", "steps", ATTRIBUTES}),
+    SESSION: frozenset({"input", "output", "context", "tool_calls", "steps", ATTRIBUTES}),
     "llm": frozenset({"input", "output", "tool_calls", ATTRIBUTES}),
     "tool": frozenset({"input", "output", ATTRIBUTES}),
     "retrieval": frozenset({"input", "context", ATTRIBUTES}),
@@ -55,7 +64,6 @@ FILLABLE: dict[str, frozenset[str]] = {
 }
 PLACEHOLDERS = ("input", "output", "context", "tool_calls", "steps", "expected_output", "attributes.KEY")
 NOT_YET = {"expected_output": "{expected_output} needs a suite's dataset: not supported yet in judge_metrics"}
-SESSION_NOT_YET = "on: session is not supported yet for a judge metric of your own; use trace or a span kind"
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +142,6 @@ def placeholders(prompt: str) -> list[str]:
 
 def check_prompt(prompt: str, on: str) -> str:
     """`prompt`, when every placeholder is known and `on` can fill it; else ValueError."""
-    if on == "session":
-        raise ValueError(SESSION_NOT_YET)
     problems = []
     for name in placeholders(prompt):
         field = ATTRIBUTES if name.startswith(ATTRIBUTES + ".") and len(name) > len(ATTRIBUTES) + 1 else name
@@ -249,8 +255,9 @@ def _documents(steps: Sequence[Step]) -> list[str]:
 
 
 def target_texts(field: str, on: str, agent: AgentTrace, step: Step | None) -> Any:
-    """The text (or JSON-like value) that fills `field` for the target."""
-    if on == "trace":
+    """The text (or JSON-like value) that fills `field` for the target (for a session,
+    `agent` is its `session_run`)."""
+    if on in ("trace", SESSION):
         return {
             "input": agent.user_input,
             "output": agent.final_output,
@@ -267,6 +274,39 @@ def target_texts(field: str, on: str, agent: AgentTrace, step: Step | None) -> A
     if on == "tool":
         return {"input": step.arguments, "output": step.result if step.error is None else f"error: {step.error}"}[field]
     return {"input": step.query, "context": [document.content for document in step.documents]}[field]
+
+
+# --- a session's turns -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionTurn:
+    """What one trace leaves its session's judge metrics: its run, and its root's attributes."""
+
+    agent: AgentTrace
+    attributes: Mapping[str, Any]
+
+
+def session_turn(trace: Trace, first: bool) -> SessionTurn:
+    """The turn `trace` is; its root's attributes kept for the session's `first` only, the
+    one `{attributes.KEY}` reads."""
+    anchor = trace.anchor
+    attributes = attributes_to_dict(anchor.attributes) if first and anchor is not None else {}
+    return SessionTurn(agent_trace_of(trace), attributes)
+
+
+def session_run(turns: Sequence[AgentTrace]) -> AgentTrace:
+    """The session as one run, for the fields a trace fills: the first user message, the
+    last answer (of the turns that recorded one), every turn's steps in order."""
+    first = turns[0]
+    return AgentTrace(
+        trace_id=first.trace_id,
+        session_id=first.session_id,
+        agent_name=first.agent_name,
+        user_input=next((turn.user_input for turn in turns if turn.user_input), ""),
+        final_output=next((turn.final_output for turn in reversed(turns) if turn.final_output), ""),
+        steps=[step for turn in turns for step in turn.steps],
+    )
 
 
 # --- the calls ---------------------------------------------------------------------------
@@ -291,9 +331,10 @@ def room_problem(metric: UserMetric, max_input_tokens: int) -> str | None:
 
 @dataclass(frozen=True)
 class Target:
-    span_id: str | None  # None: the trace
+    span_id: str | None  # None: the trace, or the session
     step: Step | None
     attributes: Mapping[str, Any]
+    turns: tuple[AgentTrace, ...] = ()  # a session's, in the order they were scored
 
 
 class UserMetrics:
@@ -313,6 +354,7 @@ class UserMetrics:
         self.builder = builder
         self.max_input_tokens = max_input_tokens
         self.trials = trials
+        self.session_metric_names = tuple(metric.name for metric, _ in self.metrics if metric.on == SESSION)
 
     def layout(self, metric: UserMetric, agent: AgentTrace, target: Target) -> Layout:
         """The data block of one call: each placeholder's field, labelled, inside the
@@ -322,7 +364,11 @@ class UserMetrics:
         tail: list[Line] = []
         for name in metric.fields:
             if name == "steps":
-                entries = self.builder.trace_layout(agent).entries
+                entries = (
+                    self.session_entries(target.turns)
+                    if metric.on == SESSION
+                    else self.builder.trace_layout(agent).entries
+                )
                 head.append(("steps:",) if entries else ("steps: none",))
                 continue
             if name.startswith(ATTRIBUTES + "."):
@@ -347,6 +393,8 @@ class UserMetrics:
         return self.builder.messages(view.text, instructions, trial=trial)
 
     def targets(self, on_settings: Any, metric: UserMetric, trace: Trace, agent: AgentTrace) -> list[Target]:
+        if metric.on == SESSION:  # judged when the session closes
+            return []
         attributes = _attributes_by_span(trace)
         if metric.on == "trace":
             anchor = trace.anchor
@@ -363,6 +411,37 @@ class UserMetrics:
             for metric, settings in self.metrics
             for target in self.targets(settings, metric, trace, agent)
         ]
+        return list(await asyncio.gather(*calls)), usage
+
+    def session_entries(self, turns: Sequence[AgentTrace]) -> tuple[Entry, ...]:
+        """A session's `{steps}`: each turn's user message, its steps and its answer, numbered
+        as one run (tool calls too), so what `fit` leaves out is named unambiguously."""
+        entries: list[Entry] = []
+        tool_calls = 0
+
+        def said(who: str, turn: int, text: str) -> None:
+            if text:  # a turn whose spans do not record it shows its steps only
+                number = len(entries) + 1
+                entries.append(Entry(number, ((f"{number}. {who} (turn {turn}): ", self.builder.redacted(text)),)))
+
+        for turn, agent in enumerate(turns, 1):
+            said("user", turn, agent.user_input)
+            steps = self.builder.step_entries(agent.steps, len(entries), tool_calls)
+            entries += steps
+            tool_calls += sum(entry.tool_number is not None for entry in steps)
+            said("answer", turn, agent.final_output)
+        return tuple(entries)
+
+    async def judge_session(self, turns: Sequence[SessionTurn], judge: Judge) -> tuple[list[MetricResult], Usage]:
+        """Each `on: session` metric, one call each, over the session's turns."""
+        usage = Usage()
+        if not turns or not self.session_metric_names:
+            return [], usage
+        runs = tuple(turn.agent for turn in turns)
+        target = Target(None, None, turns[0].attributes, runs)
+        run = session_run(runs)
+        metrics = [metric for metric, _ in self.metrics if metric.on == SESSION]
+        calls = [self._judge_one(metric, run, target, judge, usage) for metric in metrics]
         return list(await asyncio.gather(*calls)), usage
 
     async def _judge_one(

@@ -5,6 +5,8 @@ roll-up on the root, nothing on the spans a check does not target."""
 
 from __future__ import annotations
 
+import pytest
+
 from spanscore.core.attributes import attributes_to_dict
 from tests.support.agent_spans import make_span
 from tests.support.otlp_client import send
@@ -118,3 +120,56 @@ def test_each_check_is_on_the_span_it_names_and_rolled_up_on_the_root(sink, star
     assert (json_rollup["spans"], json_rollup["failing"], json_rollup["min"]) == (2, 1, 0.0)
     fast_rollup = on("root", "fast_tools")
     assert (fast_rollup["spans"], fast_rollup["failing"]) == (2, 1)
+
+
+# In worker processes too: a session's turns all go to one worker, which keeps their parts.
+@pytest.mark.parametrize("workers", ["", ", scoring_workers: 2"], ids=["in_process", "two_workers"])
+def test_session_checks_go_on_the_session_s_carrier_when_it_closes(sink, start_collector, workers):
+    text = config(sink).replace("trace_wait: 20ms", f"trace_wait: 20ms, session_idle: 400ms{workers}")
+    session_checks = """      session_refund: {on: session, field: output, not_regex: "(?i)refund"}
+      session_tokens: {on: session, max_tokens: 2500}
+      session_tools: {on: session, tool_error_rate: {max: 0.2}}
+      session_time: {on: session, max_duration: 5s}
+exporters:"""
+    collector = start_collector(text.replace("exporters:", session_checks, 1))
+    # Two turns of session s-1: the agent run above (a refund promised, 1,600 tokens, one
+    # of two tools failed, 0 to 3 s), then a polite turn (400 tokens, one tool, 4 to 5.5 s).
+    _, first = agent_run()
+    trace_id, root_id = new_trace_id(), new_span_id()
+    second = [
+        make_span("root", {"openinference.span.kind": "CHAIN", "input.value": "Thanks", "output.value": "Welcome."},
+                  id=root_id, trace_id=trace_id, start=4 * SECOND, end=11 * SECOND // 2),
+        make_span("answer", {"openinference.span.kind": "LLM", "llm.token_count.total": 400}, parent=root_id,
+                  trace_id=trace_id, start=4 * SECOND + 1, end=4 * SECOND + 2),
+        make_span("search", {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": "{}"},
+                  parent=root_id, trace_id=trace_id, start=4 * SECOND + 3, end=4 * SECOND + 4),
+    ]  # fmt: skip
+    for spans in (first, second):
+        spans[0].attributes.add(key="session.id").value.string_value = "s-1"
+        send(collector.grpc_port, request_of(spans))
+    assert wait_until(lambda: any(s.name == "evaluate_session" for s in sink.spans()), timeout_s=30)
+    [carrier] = [s for s in sink.spans() if s.name == "evaluate_session"]
+
+    def on_carrier(metric):
+        return eval_attributes(carrier, metric)
+
+    assert on_carrier("session_refund")["explanation"] == (
+        "1 of the 2 turns recording output fail; turn 1: output matches /(?i)refund/ at character 8: refund"
+    )
+    assert on_carrier("session_refund")["evaluator"] == "code"
+    # 700 + 300 + 500 + 100 in the first turn, 400 in the second.
+    assert on_carrier("session_tokens")["explanation"] == (
+        "the session's 3 model calls used 2,000 tokens, within the max 2,500"
+    )
+    assert on_carrier("session_tools")["explanation"] == (
+        "1 of 3 tool calls in the session failed (33%), over the max 20%: lookup"
+    )
+    assert on_carrier("session_time")["explanation"] == (
+        "the session's 2 traces took 5.5s from the first start to the last end, over the max 5s"
+    )
+    assert [on_carrier(m)["label"] for m in ("session_refund", "session_tokens", "session_tools", "session_time")] == [
+        "fail", "pass", "fail", "fail"
+    ]  # fmt: skip
+    for span in sink.spans():  # the traces carry their own checks, none of the session's
+        if span is not carrier:
+            assert not any(key.startswith("eval.session_") for key in attributes_to_dict(span.attributes))

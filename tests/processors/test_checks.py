@@ -8,9 +8,12 @@ import json
 
 import pytest
 import yaml
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
+import spanscore.processors.checks as checks_module
 from spanscore.config.loader import ConfigError, parse_config
 from spanscore.core.result import MetricResult
+from spanscore.core.session import Session
 from spanscore.processors.checks import MAX_CHECKED_CHARS, Checks, ChecksConfig
 from tests.support.agent_spans import make_span
 from tests.support.rag_trace import traces_of
@@ -250,7 +253,7 @@ def test_every_problem_is_reported_at_its_key_path_in_one_run():
         "bad_re": {"field": "output", "regex": "(unclosed"},
         "two": {"field": "output", "regex": "a", "no_pii": True},
         "none": {"field": "output"},
-        "sess": {"on": "session", "field": "output", "regex": "a"},
+        "sess": {"on": "session", "field": "output", "regex": "a", "sample_ratio": 0.5},
         "schema": {"field": "output", "json_schema": {"type": "object", "properties": {"a": {"pattern": "x"}}}},
         "closed": {"field": "output", "json_schema": {"type": "object", "additionalProperties": False}},
         "rate": {"on": "tool", "tool_error_rate": {"max": 0.2}},
@@ -285,16 +288,16 @@ def test_every_problem_is_reported_at_its_key_path_in_one_run():
             "(got '(unclosed')",
             f"{at}two: {one_check}; got regex, no_pii",
             f"{at}none: {one_check}; got none",
-            f"{at}sess: on: session is not supported for checks yet; use trace or a span kind",
+            f"{at}sess: where and sample_ratio choose spans: give on: llm|tool|retrieval|agent with them",
             f"{at}schema.json_schema: json_schema at $.a: 'pattern' not supported (checked: additionalProperties, "
             "const, enum, exclusiveMaximum, exclusiveMinimum, items, maxItems, maxLength, maximum, minItems, "
             "minLength, minimum, properties, required, type)",
             f"{at}closed.json_schema: json_schema at $: additionalProperties: false is not supported "
             "(extra keys would pass)",
-            f"{at}rate: tool_error_rate is a share of a trace's tool spans: it takes on: trace",
-            f"{at}tokens: max_tokens reads model calls' usage: it takes on: trace or on: llm",
+            f"{at}rate: tool_error_rate is a share of a run's tool spans: it takes on: trace or on: session",
+            f"{at}tokens: max_tokens reads model calls' usage: it takes on: trace, llm or session",
             f"{at}nofield: regex checks a field: give field: input, output, context or attributes.KEY",
-            f"{at}ctx: on: tool has no context: field context takes on: trace, llm or retrieval",
+            f"{at}ctx: on: tool has no context: field context takes on: trace, session, llm or retrieval",
             f"{at}dur.max_duration: 'soon' is not a duration; use forms like 1s, 500ms, 2m, 1h30m",
             f"{at}field_on_span: max_duration reads the span itself: leave field out",
             f"{at}pii_off.no_pii: no_pii: true is the check; leave the metric out to not check (got False)",
@@ -329,3 +332,137 @@ def test_a_check_that_raises_is_an_error_result_of_its_own_metric_only(monkeypat
         "RuntimeError",
     )
     assert (fine.name, fine.score) == ("fine", 1.0)
+
+
+# -- on: session -------------------------------------------------------------------------
+
+
+def session_turn(number: int, output: str, *, start: int, end: int, tokens: int | None = None, tools=()):
+    """One trace of a session: its root (`output` its answer, when given) from `start` to
+    `end`, a model call recording `tokens` when given, a tool span per (name, error) in `tools`."""
+    trace_id = bytes([number]) * 16
+    attributes = {"openinference.span.kind": "CHAIN", "input.value": f"question {number}"}
+    if output:
+        attributes["output.value"] = output
+    root = make_span("turn", attributes, trace_id=trace_id, start=start, end=end)
+    spans = [root]
+    if tokens is not None:
+        usage = {"openinference.span.kind": "LLM", "llm.token_count.total": tokens}
+        spans.append(make_span("chat", usage, parent=root, trace_id=trace_id, start=start + 1, end=start + 2))
+    for name, error in tools:
+        called = {"openinference.span.kind": "TOOL", "tool.name": name, "input.value": "{}"}
+        tool = make_span(name, called, parent=root, trace_id=trace_id, start=start + 3, end=start + 4, error=error)
+        spans.append(tool)
+    [trace] = traces_of(request_of(spans))
+    return trace
+
+
+def check_session(metric: dict, turns) -> list:
+    """The session's outputs for check `rule` over `turns`, after each turn's own outputs
+    were found empty: an `on: session` check says nothing per trace."""
+    checks = Checks("checks", ChecksConfig.model_validate({"metrics": {"rule": {"on": "session", **metric}}}))
+    session = Session("chat-1", Resource(), 0.0)
+    for trace in turns:
+        assert asyncio.run(checks.process_trace(trace, session)) == []
+    outputs = list(asyncio.run(checks.process_session(session)))
+    assert session.state == {}  # the turns' parts are let go
+    return outputs
+
+
+def test_a_session_text_check_passes_when_every_turn_passes_and_names_the_first_that_fails():
+    answers = ["Your order ships today.", "We will refund you.", "", "A refund is on its way."]
+    turns = [session_turn(n, text, start=n * SECOND, end=n * SECOND + 10) for n, text in enumerate(answers, 1)]
+    [result] = check_session({"field": "output", "not_regex": "(?i)refund"}, turns)
+    # Turn 3 records no answer: 3 turns are checked, 2 fail, the first of them is named.
+    assert (result.span_id, result.score, result.metadata) == (None, 0.0, {"check": "not_regex"})
+    assert result.explanation == (
+        "2 of the 3 turns recording output fail; turn 2: output matches /(?i)refund/ at character 8: refund"
+    )
+    [result] = check_session({"field": "output", "not_regex": "(?i)refund"}, turns[:1] + turns[2:3])
+    assert (result.score, result.explanation) == (
+        1.0,
+        "the 1 turn recording output passes; turn 1: output (23 characters) has no match of /(?i)refund/",
+    )
+    [result] = check_session({"field": "output", "regex": "(?i)^(your|we|a) "}, turns)
+    assert (result.score, result.explanation) == (
+        1.0,
+        "all 3 turns recording output pass; turn 4: output matches /(?i)^(your|we|a) / at character 0: A ",
+    )
+    assert check_session({"field": "output", "regex": "x"}, turns[2:3]) == []  # nothing to check
+
+
+def test_a_session_s_duration_runs_from_its_first_start_to_its_last_end():
+    turns = [
+        session_turn(1, "a", start=0, end=SECOND),
+        session_turn(2, "b", start=5 * SECOND, end=13 * SECOND // 2),
+    ]
+    [result] = check_session({"max_duration": "5s"}, turns)
+    assert (result.score, result.explanation) == (
+        0.0,
+        "the session's 2 traces took 6.5s from the first start to the last end, over the max 5s",
+    )
+    [result] = check_session({"max_duration": "7s"}, turns)
+    assert result.score == 1.0
+
+
+def test_session_tokens_sum_every_turn_s_model_calls():
+    turns = [
+        session_turn(1, "a", start=0, end=10, tokens=900),
+        session_turn(2, "b", start=20, end=30),  # no model call recorded
+        session_turn(3, "c", start=40, end=50, tokens=300),
+    ]
+    [result] = check_session({"max_tokens": 1000}, turns)
+    assert (result.score, result.explanation) == (
+        0.0,
+        "the session's 2 model calls used 1,200 tokens, over the max 1,000",
+    )
+    [result] = check_session({"max_tokens": 1200}, turns)
+    assert result.score == 1.0
+    assert check_session({"max_tokens": 1000}, turns[1:2]) == []
+
+
+def test_session_tool_error_rate_is_the_share_of_all_its_tool_spans_that_failed():
+    turns = [
+        session_turn(1, "a", start=0, end=10, tools=[("search", None), ("lookup", "timeout")]),
+        session_turn(2, "b", start=20, end=30, tools=[("search", None), ("search", None)]),
+    ]
+    [result] = check_session({"tool_error_rate": {"max": 0.2}}, turns)
+    # 1 failed of 4: 25%, over 20%.
+    assert (result.score, result.explanation) == (
+        0.0,
+        "1 of 4 tool calls in the session failed (25%), over the max 20%: lookup",
+    )
+    [result] = check_session({"tool_error_rate": {"max": 0.25}}, turns)
+    assert result.score == 1.0
+
+
+def test_session_checks_are_scored_at_the_close_beside_trace_checks():
+    config = ChecksConfig.model_validate(
+        {"metrics": {"each": {"field": "output", "regex": "a"}, "whole": {"on": "session", "max_tokens": 10}}}
+    )
+    checks = Checks("checks", config)
+    assert (checks.session_metric_names, checks.trace_metric_names, checks.uses_sessions) == (
+        ("whole",), ("each",), True
+    )  # fmt: skip
+    assert not Checks("checks", ChecksConfig.model_validate({"metrics": {"each": {"max_tokens": 1}}})).uses_sessions
+    session = Session("chat-1", Resource(), 0.0)
+    trace = session_turn(1, "a", start=0, end=10, tokens=4)
+    assert [r.name for r in asyncio.run(checks.process_trace(trace, session))] == ["each"]
+    assert [r.name for r in asyncio.run(checks.process_session(session))] == ["whole"]
+    # A trace without a session is no turn of one.
+    assert [r.name for r in asyncio.run(checks.process_trace(trace, None))] == ["each"]
+    assert (
+        checks.provenance("whole").revision
+        != Checks("checks", ChecksConfig.model_validate({"metrics": {"whole": {"max_tokens": 10}}}))
+        .provenance("whole")
+        .revision
+    )
+
+
+def test_a_session_check_that_raised_on_a_turn_is_an_error_of_its_own_metric(monkeypatch):
+    def broken(settings, trace):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(checks_module, "turn_part", broken)
+    [result] = check_session({"max_tokens": 10}, [session_turn(1, "a", start=0, end=10, tokens=4)])
+    assert (result.name, result.score, result.error_type) == ("rule", None, "RuntimeError")
