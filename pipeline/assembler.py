@@ -78,11 +78,14 @@ class Assembler:
         expected = self._expected
         tracks = self._tracks_expected
         parents = self.config.wait_for_parents
-        touched: dict[bytes, tuple[Trace, _Expected | None]] = {}
+        # Per trace touched: the trace, what it is expected to wait for, and its sets of
+        # span ids and named parents (None when parents are not waited for).
+        touched: dict[bytes, tuple[Trace, _Expected | None, set[bytes] | None, set[bytes] | None]] = {}
         accepted = rejected = 0
         error = None
         for resource_index, resource_spans in enumerate(request.resource_spans):
             service_wait = self._service_wait(resource_spans.resource) if tracks else 0.0
+            raises_wait = service_wait > self.config.trace_wait
             for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
                 origin = ScopeOrigin(resource_spans, scope_spans, record, wire, (resource_index, scope_index))
                 for position, span in enumerate(scope_spans.spans):
@@ -102,23 +105,25 @@ class Assembler:
                             traces[trace_id] = trace
                             if tracks and not trace.late:
                                 expected[trace_id] = _Expected(service_wait, parents)
-                        entry = touched[trace_id] = (trace, expected.get(trace_id))
-                    trace, expecting = entry
+                        expecting = expected.get(trace_id)
+                        if expecting is None or expecting.span_ids is None:
+                            entry = (trace, expecting, None, None)
+                        else:
+                            entry = (trace, expecting, expecting.span_ids, expecting.parents)
+                        touched[trace_id] = entry
+                    trace, expecting, span_ids, named_parents = entry
                     trace.add(position, span, origin)
                     accepted += 1
-                    if expecting is None:
-                        continue
-                    if service_wait > expecting.wait:
+                    if raises_wait and expecting is not None and service_wait > expecting.wait:
                         expecting.wait = service_wait
-                    span_ids = expecting.span_ids
                     if span_ids is not None:
                         # Compared at the ready check, in one set operation, not per span.
                         span_ids.add(span_id)
                         if parent_id and (span.flags & PARENT_IS_REMOTE) != PARENT_IS_REMOTE:
-                            expecting.parents.add(parent_id)
+                            named_parents.add(parent_id)
         queues = self._idle
         default_queue = queues[self.config.trace_wait]
-        for trace_id, (trace, expecting) in touched.items():
+        for trace_id, (trace, expecting, _, _) in touched.items():
             trace.last_seen = now
             if expecting is None:
                 queue = default_queue
