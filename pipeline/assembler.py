@@ -28,19 +28,6 @@ from spanscore.core.trace import PARENT_IS_REMOTE, ScopeOrigin, Trace
 from spanscore.pipeline.settings import PipelineSettings
 
 
-class _Expected:
-    """What a buffered trace is known to wait for: the local parents its spans name (it
-    lacks those not among its span ids), and how long it waits after its last span."""
-
-    __slots__ = ("span_ids", "parents", "wait", "queued_wait")
-
-    def __init__(self, wait: float, parents: bool):
-        self.span_ids: set[bytes] | None = set() if parents else None
-        self.parents: set[bytes] = set()
-        self.wait = wait
-        self.queued_wait: float | None = None  # the wait of the idle queue it is in
-
-
 class Assembler:
     """Buffers spans by trace id until their trace is ready."""
 
@@ -53,8 +40,8 @@ class Assembler:
         for wait in config.trace_wait_by_service.values():
             self._idle.setdefault(wait, OrderedDict())
         self._service_waits = config.trace_wait_by_service
-        self._expected: dict[bytes, _Expected] = {}  # not for late traces, nor when nothing is expected
-        self._tracks_expected = config.wait_for_parents or bool(config.trace_wait_by_service)
+        # The waits a service lengthened past trace_wait, by trace id (the others wait trace_wait).
+        self._waits: dict[bytes, float] = {}
         self._forwarded: OrderedDict[bytes, None] = OrderedDict()
         # Session key -> its rank (the lowest wins): one lookup per attribute read; a trace
         # without a session id has every attribute of every span read.
@@ -75,63 +62,44 @@ class Assembler:
         `wire` its bytes, kept with its spans when given (ScopeOrigin.as_sent).
         """
         traces = self._traces
-        expected = self._expected
-        tracks = self._tracks_expected
-        parents = self.config.wait_for_parents
-        # Per trace touched: the trace, what it is expected to wait for, and its sets of
-        # span ids and named parents (None when parents are not waited for).
-        touched: dict[bytes, tuple[Trace, _Expected | None, set[bytes] | None, set[bytes] | None]] = {}
+        default_wait = self.config.trace_wait
+        lengthened: dict[bytes, float] = {}  # trace id -> the longest wait its new spans' services give
+        touched: dict[bytes, Trace] = {}
         accepted = rejected = 0
         error = None
         for resource_index, resource_spans in enumerate(request.resource_spans):
-            service_wait = self._service_wait(resource_spans.resource) if tracks else 0.0
-            raises_wait = service_wait > self.config.trace_wait
+            service_wait = self._service_wait(resource_spans.resource)
+            lengthens = service_wait > default_wait
             for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
                 origin = ScopeOrigin(resource_spans, scope_spans, record, wire, (resource_index, scope_index))
                 for position, span in enumerate(scope_spans.spans):
                     trace_id = span.trace_id
-                    span_id = span.span_id
-                    parent_id = span.parent_span_id
-                    problem = _id_problem(trace_id, span_id, parent_id)
+                    problem = _id_problem(trace_id, span.span_id, span.parent_span_id)
                     if problem is not None:
                         rejected += 1
                         error = error or problem
                         continue
-                    entry = touched.get(trace_id)
-                    if entry is None:
+                    trace = touched.get(trace_id)
+                    if trace is None:
                         trace = traces.get(trace_id)
                         if trace is None:
                             trace = Trace(trace_id, now, late=trace_id in self._forwarded)
                             traces[trace_id] = trace
-                            if tracks and not trace.late:
-                                expected[trace_id] = _Expected(service_wait, parents)
-                        expecting = expected.get(trace_id)
-                        if expecting is None or expecting.span_ids is None:
-                            entry = (trace, expecting, None, None)
-                        else:
-                            entry = (trace, expecting, expecting.span_ids, expecting.parents)
-                        touched[trace_id] = entry
-                    trace, expecting, span_ids, named_parents = entry
+                        touched[trace_id] = trace
                     trace.add(position, span, origin)
                     accepted += 1
-                    if raises_wait and expecting is not None and service_wait > expecting.wait:
-                        expecting.wait = service_wait
-                    if span_ids is not None:
-                        # Compared at the ready check, in one set operation, not per span.
-                        span_ids.add(span_id)
-                        if parent_id and (span.flags & PARENT_IS_REMOTE) != PARENT_IS_REMOTE:
-                            named_parents.add(parent_id)
+                    if lengthens and service_wait > lengthened.get(trace_id, 0.0):
+                        lengthened[trace_id] = service_wait
+        waits = self._waits
         queues = self._idle
-        default_queue = queues[self.config.trace_wait]
-        for trace_id, (trace, expecting, _, _) in touched.items():
+        for trace_id, trace in touched.items():
             trace.last_seen = now
-            if expecting is None:
-                queue = default_queue
-            else:
-                if expecting.queued_wait not in (None, expecting.wait):
-                    queues[expecting.queued_wait].pop(trace_id, None)
-                expecting.queued_wait = expecting.wait
-                queue = queues[expecting.wait]
+            wait = waits.get(trace_id, default_wait)
+            longer = lengthened.get(trace_id, 0.0)
+            if longer > wait and not trace.late:  # late spans go on as they are
+                queues[wait].pop(trace_id, None)
+                wait = waits[trace_id] = longer
+            queue = queues[wait]
             queue[trace_id] = None
             queue.move_to_end(trace_id)
         self.buffered_spans += accepted
@@ -156,7 +124,7 @@ class Assembler:
                 trace = self._traces[trace_id]
                 if trace.last_seen > wait_before:
                     break
-                if trace.late or (trace.complete and not self._lacks_parent(trace_id)):
+                if trace.late or (trace.complete and not (self.config.wait_for_parents and _lacks_parent(trace))):
                     quiet.append(trace)
                 else:
                     parked.append((queue, trace_id))
@@ -199,10 +167,7 @@ class Assembler:
         trace = self._traces.pop(trace_id)
         if not trace.late:  # late spans are forwarded as they are, outside any session
             trace.session_id = self.session_id_of(trace)
-        expecting = self._expected.pop(trace_id, None)
-        queued_wait = self.config.trace_wait if expecting is None else expecting.queued_wait
-        if queued_wait is not None:
-            self._idle[queued_wait].pop(trace_id, None)
+        self._idle[self._waits.pop(trace_id, self.config.trace_wait)].pop(trace_id, None)
         self.buffered_spans -= trace.span_count
         if self.config.forwarded_trace_memory:
             self._forwarded[trace_id] = None
@@ -210,18 +175,32 @@ class Assembler:
             if len(self._forwarded) > self.config.forwarded_trace_memory:
                 self._forwarded.popitem(last=False)
 
-    def _lacks_parent(self, trace_id: bytes) -> bool:
-        expecting = self._expected.get(trace_id)
-        return expecting is not None and not expecting.parents <= expecting.span_ids
-
     def _service_wait(self, resource: Resource) -> float:
         """How long a trace with a span of this resource's service waits after its last span."""
         wait = self.config.trace_wait
-        if self._service_waits:
+        if self._service_waits:  # read once per resource, not per span
             service = find_attribute(resource.attributes, "service.name")
             if isinstance(service, str):
                 wait = self._service_waits.get(service, wait)
         return wait
+
+
+def _lacks_parent(trace: Trace) -> bool:
+    """A span of `trace` names a parent that has not arrived and is not marked remote.
+
+    Read when the trace goes quiet, rather than kept per span as spans arrive: sets of
+    ids held for every buffered trace would cost more memory than the spans' own index."""
+    span_ids = set()
+    parents = set()
+    for origin, positions in trace.spans_by_origin.items():  # trace.spans() without its tuples
+        spans = origin.scope_spans.spans
+        for position in positions:
+            span = spans[position]
+            span_ids.add(span.span_id)
+            parent = span.parent_span_id
+            if parent and (span.flags & PARENT_IS_REMOTE) != PARENT_IS_REMOTE:
+                parents.add(parent)
+    return not parents <= span_ids
 
 
 def _session_value(attributes, ranks: dict[str, int]) -> str | None:

@@ -38,8 +38,7 @@ class PipelineSettings(ComponentConfig):
     trace_wait: Duration = DEFAULT_TRACE_WAIT_S
     trace_timeout: Duration = DEFAULT_TRACE_TIMEOUT_S
     # Services known to export late (a batch span processor's schedule delay): a trace
-    # with a span of one, or a client span naming one as its peer, waits this long after
-    # its last span instead of trace_wait.
+    # with a span of one waits this long after its last span instead of trace_wait.
     trace_wait_by_service: dict[str, Duration] = Field(default_factory=dict)
     # A span whose parent has not arrived, and is not marked remote, holds its trace until
     # the parent comes or trace_timeout.
@@ -73,18 +72,23 @@ class PipelineSettings(ComponentConfig):
         problems = [
             problem
             for service, wait in self.trace_wait_by_service.items()
-            if (problem := _service_wait_problem(service, wait, self.trace_timeout))
+            if (problem := _service_wait_problem(service, wait, self.trace_wait, self.trace_timeout))
         ]
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
 
-def _service_wait_problem(service: str, wait: float, trace_timeout: float) -> InitErrorDetails | None:
+def _service_wait_problem(
+    service: str, wait: float, trace_wait: float, trace_timeout: float
+) -> InitErrorDetails | None:
     if not service.strip():
         message, loc, given = "a service.name cannot be empty", ("trace_wait_by_service", service, KEY_ITSELF), service
     elif wait > trace_timeout:
         message = f"must be at most trace_timeout ({format_duration(trace_timeout)}), which releases every trace first"
+        loc, given = ("trace_wait_by_service", service), format_duration(wait)
+    elif wait < trace_wait:
+        message = f"must be at least trace_wait ({format_duration(trace_wait)}): a service's wait lengthens it"
         loc, given = ("trace_wait_by_service", service), format_duration(wait)
     else:
         return None

@@ -170,19 +170,23 @@ def test_service_waits_are_checked_at_their_key_path():
         "processors.assembler.wait_for_parents: Input should be a valid boolean, "
         "unable to interpret input (got 'maybe')",
     ]
-    problems = problems_of(MINIMAL + "processors: {assembler: {trace_wait_by_service: {tool-server: 1m, ' ': 2s}}}\n")
+    problems = problems_of(
+        MINIMAL + "processors: {assembler: {trace_wait_by_service: {tool-server: 1m, ' ': 2s, cache: 100ms}}}\n"
+    )
     assert problems == [
         "processors.assembler.trace_wait_by_service.tool-server: must be at most trace_timeout (30s), "
         "which releases every trace first (got '1m')",
         "processors.assembler.trace_wait_by_service. : a service.name cannot be empty",
+        "processors.assembler.trace_wait_by_service.cache: must be at least trace_wait (1s): "
+        "a service's wait lengthens it (got '100ms')",
     ]
     problems = problems_of(MINIMAL + "processors: {assembler: {trace_wait_by_service: [tool-server]}}\n")
     assert problems == ["processors.assembler.trace_wait_by_service: Input should be a valid dictionary"]
 
 
 def test_service_waits_parse_as_durations():
-    config = PipelineSettings(trace_wait="1s", trace_wait_by_service={"tool-server": "6s", "cache": "250ms"})
-    assert config.trace_wait_by_service == {"tool-server": 6.0, "cache": 0.25} and config.wait_for_parents
+    config = PipelineSettings(trace_wait="1s", trace_wait_by_service={"tool-server": "6s", "retriever": "1500ms"})
+    assert config.trace_wait_by_service == {"tool-server": 6.0, "retriever": 1.5} and config.wait_for_parents
 
 
 def test_invalid_yaml_and_wrong_shapes():

@@ -219,26 +219,38 @@ def test_late_spans_are_not_held_for_parents_of_the_released_trace():
 
 
 def test_a_service_wait_holds_the_traces_with_a_span_of_that_service_only():
-    a = assembler(trace_wait_by_service={"tool-server": 6.0, "cache": 0.25})
-    slow, slow_root, fast, quick = new_trace_id(), new_span_id(), new_trace_id(), new_trace_id()
+    a = assembler(trace_wait_by_service={"tool-server": 6.0, "retriever": 2.0})
+    slow, slow_root, fast, middle = new_trace_id(), new_span_id(), new_trace_id(), new_trace_id()
     a.add(request_of([span(slow, "root", span_id=slow_root)]), now=0.0)
     a.add(request_of([span(slow, "tools/call", parent=slow_root)], service="tool-server"), now=0.25)
+    a.add(request_of([span(middle, "retrieve")], service="retriever"), now=0.5)
     a.add(request_of([span(fast, "root")]), now=0.5)
-    a.add(request_of([span(quick, "lookup")], service="cache"), now=0.5)
     # The slow trace heads the idle order; the others are not kept behind it.
-    assert [t.trace_id for t in a.pop_ready(0.75)] == [quick]
     assert a.next_deadline() == 1.5
     assert [t.trace_id for t in a.pop_ready(1.5)] == [fast]
+    assert a.next_deadline() == 2.5
+    assert [t.trace_id for t in a.pop_ready(2.5)] == [middle]
     assert a.next_deadline() == 6.25
     assert a.pop_ready(6.24) == []
     assert [t.trace_id for t in a.pop_ready(6.25)] == [slow]
 
 
 def test_a_trace_takes_the_longest_wait_of_its_services_and_keeps_it():
-    a = assembler(trace_wait_by_service={"tool-server": 4.0, "cache": 0.25})
+    a = assembler(trace_wait_by_service={"tool-server": 4.0, "retriever": 2.0})
     trace_id = new_trace_id()
-    a.add(request_of([span(trace_id, "lookup")], service="cache"), now=0.0)
+    a.add(request_of([span(trace_id, "retrieve")], service="retriever"), now=0.0)
     a.add(request_of([span(trace_id, "tools/call")], service="tool-server"), now=0.25)
-    a.add(request_of([span(trace_id, "lookup")], service="cache"), now=0.5)
+    a.add(request_of([span(trace_id, "retrieve")], service="retriever"), now=0.5)
+    a.add(request_of([span(trace_id, "root")]), now=0.5)
     assert a.pop_ready(4.49) == []
-    assert len(a.pop_ready(4.5)) == 1 and len(a) == 0
+    assert len(a.pop_ready(4.5)) == 1 and len(a) == 0 and a.next_deadline() is None
+
+
+def test_a_late_span_of_a_slow_service_is_forwarded_after_trace_wait():
+    a = assembler(trace_wait_by_service={"tool-server": 6.0})
+    trace_id = new_trace_id()
+    a.add(request_of([span(trace_id, "root")]), now=0.0)
+    assert len(a.pop_ready(1.0)) == 1
+    a.add(request_of([span(trace_id, "tools/call")], service="tool-server"), now=2.0)
+    ready = a.pop_ready(3.0)
+    assert len(ready) == 1 and ready[0].late
