@@ -194,14 +194,16 @@ class ExportReader(threading.Thread):
         while not self.path.exists() and not self.stop.is_set():
             time.sleep(0.02)
         with open(self.path) as lines:
+            partial = ""  # a line the exporter is still writing
             while True:
-                line = lines.readline()
-                if not line:
+                partial += lines.readline()
+                if not partial.endswith("\n"):
                     if self.stop.is_set():
                         return
                     time.sleep(0.02)
                     continue
-                self._read(line, time.monotonic())
+                self._read(partial, time.monotonic())
+                partial = ""
 
     def _read(self, line: str, at: float) -> None:
         by_trace: dict[bytes, list[dict]] = {}
