@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from spanscore.core.result import MetricResult
 
 # Span.flags bits (trace.proto): the parent's is_remote is known, and it is remote.
-_PARENT_IS_REMOTE = 0x100 | 0x200
+# Producers before OTLP 1.1 leave both unset (unknown): such a parent counts as local.
+PARENT_IS_REMOTE = 0x100 | 0x200
 
 
 class ScopeOrigin:
@@ -61,7 +62,7 @@ class ScopeOrigin:
 
 def is_local_root(span: Span) -> bool:
     """A span with no parent, or whose parent lives in another process."""
-    return not span.parent_span_id or (span.flags & _PARENT_IS_REMOTE) == _PARENT_IS_REMOTE
+    return not span.parent_span_id or (span.flags & PARENT_IS_REMOTE) == PARENT_IS_REMOTE
 
 
 class Trace:

@@ -1,8 +1,10 @@
 """Groups received spans into traces and decides when each trace is ready.
 
-A trace is ready when its root span has arrived and no span came for `trace_wait`, or
-`trace_timeout` after its first span (then it goes on without a root, marked
-incomplete). Spans arriving for a trace that was already released are not lost: they
+A trace is ready when its root span has arrived, every parent its spans name has arrived
+(unless marked remote: in another process), and no span came for its wait: `trace_wait`,
+or the longest of the waits `trace_wait_by_service` gives the services it has spans of. Or
+`trace_timeout` after its first span, whatever it still lacks (without a root it is
+marked incomplete). Spans arriving for a trace that was already released are not lost: they
 form a `late` trace that is forwarded after `trace_wait` without being scored again.
 A released trace carries its session id: the first of `session_keys` found on it.
 
@@ -15,13 +17,14 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from spanscore.core.attributes import any_value_to_python
+from spanscore.core.attributes import any_value_to_python, find_attribute
 from spanscore.core.component import ComponentFactory
 from spanscore.core.consumer import ConsumeOutcome
 from spanscore.core.quoting import excerpt
 from spanscore.core.request_wire import RequestWire
-from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.core.trace import PARENT_IS_REMOTE, ScopeOrigin, Trace
 from spanscore.pipeline.settings import PipelineSettings
 
 
@@ -31,7 +34,14 @@ class Assembler:
     def __init__(self, config: PipelineSettings):
         self.config = config
         self._traces: dict[bytes, Trace] = {}  # insertion order == first-seen order
-        self._idle: OrderedDict[bytes, None] = OrderedDict()  # least recently touched first
+        # Per wait, traces least recently touched first: each queue's head is the next
+        # of its traces to become quiet, so the ready check costs no scan per trace.
+        self._idle: dict[float, OrderedDict[bytes, None]] = {config.trace_wait: OrderedDict()}
+        for wait in config.trace_wait_by_service.values():
+            self._idle.setdefault(wait, OrderedDict())
+        self._service_waits = config.trace_wait_by_service
+        # The waits a service lengthened past trace_wait, by trace id (the others wait trace_wait).
+        self._waits: dict[bytes, float] = {}
         self._forwarded: OrderedDict[bytes, None] = OrderedDict()
         # Session key -> its rank (the lowest wins): one lookup per attribute read; a trace
         # without a session id has every attribute of every span read.
@@ -52,10 +62,14 @@ class Assembler:
         `wire` its bytes, kept with its spans when given (ScopeOrigin.as_sent).
         """
         traces = self._traces
+        default_wait = self.config.trace_wait
+        lengthened: dict[bytes, float] = {}  # trace id -> the longest wait its new spans' services give
         touched: dict[bytes, Trace] = {}
         accepted = rejected = 0
         error = None
         for resource_index, resource_spans in enumerate(request.resource_spans):
+            service_wait = self._service_wait(resource_spans.resource)
+            lengthens = service_wait > default_wait
             for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
                 origin = ScopeOrigin(resource_spans, scope_spans, record, wire, (resource_index, scope_index))
                 for position, span in enumerate(scope_spans.spans):
@@ -74,11 +88,20 @@ class Assembler:
                         touched[trace_id] = trace
                     trace.add(position, span, origin)
                     accepted += 1
-        idle = self._idle
+                    if lengthens and service_wait > lengthened.get(trace_id, 0.0):
+                        lengthened[trace_id] = service_wait
+        waits = self._waits
+        queues = self._idle
         for trace_id, trace in touched.items():
             trace.last_seen = now
-            idle[trace_id] = None
-            idle.move_to_end(trace_id)
+            wait = waits.get(trace_id, default_wait)
+            longer = lengthened.get(trace_id, 0.0)
+            if longer > wait and not trace.late:  # late spans go on as they are
+                queues[wait].pop(trace_id, None)
+                wait = waits[trace_id] = longer
+            queue = queues[wait]
+            queue[trace_id] = None
+            queue.move_to_end(trace_id)
         self.buffered_spans += accepted
         return ConsumeOutcome(accepted, rejected, error)
 
@@ -94,20 +117,21 @@ class Assembler:
             self._release(trace.trace_id)
 
         quiet: list[Trace] = []
-        rootless: list[bytes] = []
-        wait_before = now - self.config.trace_wait
-        for trace_id in self._idle:
-            trace = self._traces[trace_id]
-            if trace.last_seen > wait_before:
-                break
-            if trace.complete or trace.late:
-                quiet.append(trace)
-            else:
-                rootless.append(trace_id)
-        for trace_id in rootless:
-            # Parked until a new span (maybe the root) arrives or the timeout fires, so
-            # traces that never get a root are not rescanned on every tick.
-            del self._idle[trace_id]
+        parked: list[tuple[OrderedDict[bytes, None], bytes]] = []
+        for wait, queue in self._idle.items():
+            wait_before = now - wait
+            for trace_id in queue:
+                trace = self._traces[trace_id]
+                if trace.last_seen > wait_before:
+                    break
+                if trace.late or (trace.complete and not (self.config.wait_for_parents and _lacks_parent(trace))):
+                    quiet.append(trace)
+                else:
+                    parked.append((queue, trace_id))
+        for queue, trace_id in parked:
+            # Parked until a new span (maybe the root or the parent) arrives or the timeout
+            # fires, so traces still lacking one are not rescanned on every tick.
+            del queue[trace_id]
         for trace in quiet:
             self._release(trace.trace_id)
         return timed_out + quiet
@@ -124,8 +148,9 @@ class Assembler:
         deadlines = []
         if self._traces:
             deadlines.append(next(iter(self._traces.values())).first_seen + self.config.trace_timeout)
-        if self._idle:
-            deadlines.append(self._traces[next(iter(self._idle))].last_seen + self.config.trace_wait)
+        for wait, queue in self._idle.items():
+            if queue:
+                deadlines.append(self._traces[next(iter(queue))].last_seen + wait)
         return min(deadlines, default=None)
 
     def session_id_of(self, trace: Trace) -> str | None:
@@ -142,13 +167,40 @@ class Assembler:
         trace = self._traces.pop(trace_id)
         if not trace.late:  # late spans are forwarded as they are, outside any session
             trace.session_id = self.session_id_of(trace)
-        self._idle.pop(trace_id, None)
+        self._idle[self._waits.pop(trace_id, self.config.trace_wait)].pop(trace_id, None)
         self.buffered_spans -= trace.span_count
         if self.config.forwarded_trace_memory:
             self._forwarded[trace_id] = None
             self._forwarded.move_to_end(trace_id)
             if len(self._forwarded) > self.config.forwarded_trace_memory:
                 self._forwarded.popitem(last=False)
+
+    def _service_wait(self, resource: Resource) -> float:
+        """How long a trace with a span of this resource's service waits after its last span."""
+        wait = self.config.trace_wait
+        if self._service_waits:  # read once per resource, not per span
+            service = find_attribute(resource.attributes, "service.name")
+            if isinstance(service, str):
+                wait = self._service_waits.get(service, wait)
+        return wait
+
+
+def _lacks_parent(trace: Trace) -> bool:
+    """A span of `trace` names a parent that has not arrived and is not marked remote.
+
+    Read when the trace goes quiet, rather than kept per span as spans arrive: sets of
+    ids held for every buffered trace would cost more memory than the spans' own index."""
+    span_ids = set()
+    parents = set()
+    for origin, positions in trace.spans_by_origin.items():  # trace.spans() without its tuples
+        spans = origin.scope_spans.spans
+        for position in positions:
+            span = spans[position]
+            span_ids.add(span.span_id)
+            parent = span.parent_span_id
+            if parent and (span.flags & PARENT_IS_REMOTE) != PARENT_IS_REMOTE:
+                parents.add(parent)
+    return not parents <= span_ids
 
 
 def _session_value(attributes, ranks: dict[str, int]) -> str | None:

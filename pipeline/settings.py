@@ -7,10 +7,12 @@ how much is held, how scoring is batched and where it runs, and which traces are
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from spanscore.core.component import ComponentConfig
-from spanscore.core.durations import Duration
+from spanscore.core.durations import Duration, format_duration
+from spanscore.core.key_path import KEY_ITSELF
 from spanscore.pipeline.score_scope import ScoreScopeConfig
 
 DEFAULT_TRACE_WAIT_S = 1.0
@@ -35,6 +37,12 @@ DEFAULT_SESSION_KEYS = (
 class PipelineSettings(ComponentConfig):
     trace_wait: Duration = DEFAULT_TRACE_WAIT_S
     trace_timeout: Duration = DEFAULT_TRACE_TIMEOUT_S
+    # Services known to export late (a batch span processor's schedule delay): a trace
+    # with a span of one waits this long after its last span instead of trace_wait.
+    trace_wait_by_service: dict[str, Duration] = Field(default_factory=dict)
+    # A span whose parent has not arrived, and is not marked remote, holds its trace until
+    # the parent comes or trace_timeout.
+    wait_for_parents: bool = True
     session_idle: Duration = DEFAULT_SESSION_IDLE_S
     # Spans received but not yet exported by every exporter; past it receivers answer
     # "retry later" (HTTP 503 / gRPC UNAVAILABLE) instead of buffering without bound.
@@ -61,4 +69,29 @@ class PipelineSettings(ComponentConfig):
     def _timeout_covers_wait(self) -> PipelineSettings:
         if self.trace_timeout < self.trace_wait:
             raise ValueError("trace_timeout must be at least trace_wait")
+        problems = [
+            problem
+            for service, wait in self.trace_wait_by_service.items()
+            if (problem := _service_wait_problem(service, wait, self.trace_wait, self.trace_timeout))
+        ]
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
+
+
+def _service_wait_problem(
+    service: str, wait: float, trace_wait: float, trace_timeout: float
+) -> InitErrorDetails | None:
+    if not service.strip():
+        message, loc, given = "a service.name cannot be empty", ("trace_wait_by_service", service, KEY_ITSELF), service
+    elif wait > trace_timeout:
+        message = f"must be at most trace_timeout ({format_duration(trace_timeout)}), which releases every trace first"
+        loc, given = ("trace_wait_by_service", service), format_duration(wait)
+    elif wait < trace_wait:
+        message = f"must be at least trace_wait ({format_duration(trace_wait)}): a service's wait lengthens it"
+        loc, given = ("trace_wait_by_service", service), format_duration(wait)
+    else:
+        return None
+    return InitErrorDetails(
+        type=PydanticCustomError("service_wait", "{message}", {"message": message}), loc=loc, input=given
+    )

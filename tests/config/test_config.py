@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spanscore.config.loader import ConfigError, load_config, parse_config
+from spanscore.pipeline.settings import PipelineSettings
 from tests.support.configs import MINIMAL, problems_of
 from tests.support.factories import TEST_FACTORIES
 
@@ -154,6 +155,38 @@ def test_assembler_must_come_first_and_timeout_cover_wait():
     ]
     problems = problems_of(base + "processors: {assembler: {trace_wait: 5s, trace_timeout: 1s}, toy_metric: {}}\n")
     assert any(p.startswith("processors.assembler: trace_timeout must be at least trace_wait") for p in problems)
+
+
+def test_service_waits_are_checked_at_their_key_path():
+    problems = problems_of(
+        MINIMAL
+        + "processors:\n  assembler:\n    trace_timeout: 30s\n"
+        + "    trace_wait_by_service: {tool-server: 1m, retriever: soon, ' ': 2s, agent: 6s}\n"
+        + "    wait_for_parents: maybe\n"
+    )
+    assert problems == [
+        "processors.assembler.trace_wait_by_service.retriever: 'soon' is not a duration; "
+        "use forms like 1s, 500ms, 2m, 1h30m",
+        "processors.assembler.wait_for_parents: Input should be a valid boolean, "
+        "unable to interpret input (got 'maybe')",
+    ]
+    problems = problems_of(
+        MINIMAL + "processors: {assembler: {trace_wait_by_service: {tool-server: 1m, ' ': 2s, cache: 100ms}}}\n"
+    )
+    assert problems == [
+        "processors.assembler.trace_wait_by_service.tool-server: must be at most trace_timeout (30s), "
+        "which releases every trace first (got '1m')",
+        "processors.assembler.trace_wait_by_service. : a service.name cannot be empty",
+        "processors.assembler.trace_wait_by_service.cache: must be at least trace_wait (1s): "
+        "a service's wait lengthens it (got '100ms')",
+    ]
+    problems = problems_of(MINIMAL + "processors: {assembler: {trace_wait_by_service: [tool-server]}}\n")
+    assert problems == ["processors.assembler.trace_wait_by_service: Input should be a valid dictionary"]
+
+
+def test_service_waits_parse_as_durations():
+    config = PipelineSettings(trace_wait="1s", trace_wait_by_service={"tool-server": "6s", "retriever": "1500ms"})
+    assert config.trace_wait_by_service == {"tool-server": 6.0, "retriever": 1.5} and config.wait_for_parents
 
 
 def test_invalid_yaml_and_wrong_shapes():

@@ -165,3 +165,92 @@ def test_no_session_keys_means_no_sessions():
     a.add(request_of([span(new_trace_id(), "root", attributes={"session.id": "s"})]), now=0.0)
     [trace] = a.pop_ready(1.0)
     assert a.session_id_of(trace) is None
+
+
+def test_a_missing_local_parent_holds_a_trace_with_its_root_until_it_arrives():
+    a = assembler()
+    trace_id, root_id, parent_id = new_trace_id(), new_span_id(), new_span_id()
+    child = span(trace_id, "child", parent=parent_id)
+    child.flags = 0x100  # parent is_remote known and false
+    a.add(request_of([child, span(trace_id, "root", span_id=root_id)]), now=0.0)
+    assert a.pop_ready(10.0) == []  # parked, not rescanned each tick
+    assert a.next_deadline() == 30.0  # only the timeout is due
+    a.add(request_of([span(trace_id, "parent", parent=root_id, span_id=parent_id)]), now=10.0)
+    assert a.pop_ready(10.9) == []
+    ready = a.pop_ready(11.0)
+    assert [t.span_count for t in ready] == [3]
+
+
+def test_a_parent_that_arrives_before_its_child_holds_nothing():
+    a = assembler()
+    trace_id, root_id = new_trace_id(), new_span_id()
+    a.add(request_of([span(trace_id, "root", span_id=root_id)]), now=0.0)
+    a.add(request_of([span(trace_id, "child", parent=root_id)]), now=0.5)
+    assert [t.span_count for t in a.pop_ready(1.5)] == [2]
+
+
+def test_a_remote_parent_is_not_waited_for_and_wait_for_parents_false_waits_for_none():
+    for flags, settings, ready_at in ((0x300, {}, 1.0), (0x100, {"wait_for_parents": False}, 1.0)):
+        a = assembler(**settings)
+        trace_id = new_trace_id()
+        called = span(trace_id, "called", parent=new_span_id())
+        called.flags = flags
+        a.add(request_of([span(trace_id, "root"), called]), now=0.0)
+        assert [t.span_count for t in a.pop_ready(ready_at)] == [2], (flags, settings)
+
+
+def test_a_trace_never_given_its_parent_goes_at_the_timeout_with_its_root():
+    a = assembler(trace_timeout=5.0)
+    trace_id = new_trace_id()
+    a.add(request_of([span(trace_id, "root"), span(trace_id, "orphan", parent=new_span_id())]), now=0.0)
+    assert a.pop_ready(4.99) == []
+    ready = a.pop_ready(5.0)
+    assert len(ready) == 1 and ready[0].complete and a.buffered_spans == 0
+
+
+def test_late_spans_are_not_held_for_parents_of_the_released_trace():
+    a = assembler()
+    trace_id, root_id = new_trace_id(), new_span_id()
+    a.add(request_of([span(trace_id, "root", span_id=root_id)]), now=0.0)
+    assert len(a.pop_ready(1.0)) == 1
+    a.add(request_of([span(trace_id, "straggler", parent=new_span_id())]), now=2.0)
+    ready = a.pop_ready(3.0)
+    assert len(ready) == 1 and ready[0].late
+
+
+def test_a_service_wait_holds_the_traces_with_a_span_of_that_service_only():
+    a = assembler(trace_wait_by_service={"tool-server": 6.0, "retriever": 2.0})
+    slow, slow_root, fast, middle = new_trace_id(), new_span_id(), new_trace_id(), new_trace_id()
+    a.add(request_of([span(slow, "root", span_id=slow_root)]), now=0.0)
+    a.add(request_of([span(slow, "tools/call", parent=slow_root)], service="tool-server"), now=0.25)
+    a.add(request_of([span(middle, "retrieve")], service="retriever"), now=0.5)
+    a.add(request_of([span(fast, "root")]), now=0.5)
+    # The slow trace heads the idle order; the others are not kept behind it.
+    assert a.next_deadline() == 1.5
+    assert [t.trace_id for t in a.pop_ready(1.5)] == [fast]
+    assert a.next_deadline() == 2.5
+    assert [t.trace_id for t in a.pop_ready(2.5)] == [middle]
+    assert a.next_deadline() == 6.25
+    assert a.pop_ready(6.24) == []
+    assert [t.trace_id for t in a.pop_ready(6.25)] == [slow]
+
+
+def test_a_trace_takes_the_longest_wait_of_its_services_and_keeps_it():
+    a = assembler(trace_wait_by_service={"tool-server": 4.0, "retriever": 2.0})
+    trace_id = new_trace_id()
+    a.add(request_of([span(trace_id, "retrieve")], service="retriever"), now=0.0)
+    a.add(request_of([span(trace_id, "tools/call")], service="tool-server"), now=0.25)
+    a.add(request_of([span(trace_id, "retrieve")], service="retriever"), now=0.5)
+    a.add(request_of([span(trace_id, "root")]), now=0.5)
+    assert a.pop_ready(4.49) == []
+    assert len(a.pop_ready(4.5)) == 1 and len(a) == 0 and a.next_deadline() is None
+
+
+def test_a_late_span_of_a_slow_service_is_forwarded_after_trace_wait():
+    a = assembler(trace_wait_by_service={"tool-server": 6.0})
+    trace_id = new_trace_id()
+    a.add(request_of([span(trace_id, "root")]), now=0.0)
+    assert len(a.pop_ready(1.0)) == 1
+    a.add(request_of([span(trace_id, "tools/call")], service="tool-server"), now=2.0)
+    ready = a.pop_ready(3.0)
+    assert len(ready) == 1 and ready[0].late
