@@ -5,8 +5,9 @@ People's labels (`offline.human_labels`) are joined to the scores on the spans
 grouped by metric, evaluator and revision: a new judge model or rubric is a new group,
 never blended with the old one. Per group (`agreement_stats` has the definitions):
 
-- n, accuracy, κ (Cohen's on the pass/fail classes; quadratic-weighted on the scale's
-  points when every label is a score on a scale such as 1–5), precision, recall and F1
+- n, accuracy, κ (Cohen's, unweighted, on the pass/fail classes or a metric's categories;
+  quadratic-weighted on the scale's points when every label is a score on a scale such
+  as 1–5), precision, recall and F1
   of the failing class, Spearman's ρ where people gave scores, each with its interval;
 - the confusion table of the classes (and of the scale's points, for such a scale);
 - the human ceiling: κ between people, where two or more labelled the same item;
@@ -16,7 +17,10 @@ never blended with the old one. Per group (`agreement_stats` has the definitions
 
 A person's class is their label, or for a score without a label, pass when the score
 (as a share of its scale) reaches the judge's threshold. The judge's class is the label
-on the span.
+on the span. For a judge metric of your own with categories, a person's label that is
+one of the categories the judge chose, or any label that is not a pass/fail spelling, is
+a category, compared with the category on the span (`eval.<metric>.category`); a
+person's score without a scale is on the scale on the span (`eval.<metric>.scale`).
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from spanscore.core.result import DEFAULT_THRESHOLD
 from spanscore.offline import agreement_stats as stats
-from spanscore.offline.human_labels import FAIL, PASS, HumanLabel, Scale
+from spanscore.offline.human_labels import FAIL, PASS, HumanLabel, LabelError, Scale, normalized_label, on_scale
 from spanscore.offline.judge_scores import JudgeScore, ScoredSpans
 
 
@@ -44,6 +48,9 @@ class Compared:
     human: HumanLabel
     human_class: str
     judge_class: str
+    # pass or fail, what the person's class means as a verdict (a category's as the
+    # metric labels it); None when not known
+    human_verdict: str | None = None
 
     @property
     def severity(self) -> float:
@@ -51,7 +58,7 @@ class Compared:
         (as a share of its scale), or against 1 for pass and 0 for fail."""
         unit = self.human.unit_score
         if unit is None:
-            unit = {PASS: 1.0, FAIL: 0.0}.get(self.human_class, 0.5)
+            unit = {PASS: 1.0, FAIL: 0.0}.get(self.human_verdict or "", 0.5)
         return abs(self.judge.score - unit)
 
 
@@ -74,13 +81,16 @@ class Joined:
     groups: list[Group]
     unmatched_traces: int  # labels about traces (or spans) no scored file holds
     unscored_metrics: dict[str, int]  # metric -> labels, for metrics no span carries
+    problems: list[str] = field(default_factory=list)  # labels that do not fit their metric, as file:line
 
 
 def join(labels: Iterable[HumanLabel], scored: ScoredSpans, metric: str | None = None) -> Joined:
     groups: dict[tuple[str, str, str], Group] = {}
     scored_metrics = scored.metrics()
+    verdicts: dict[str, dict[str, str]] = {}  # metric -> the judge's categories, each pass or fail
     unmatched = 0
     unscored: dict[str, int] = defaultdict(int)
+    problems: list[str] = []
     for label in labels:
         if metric is not None and label.metric != metric:
             continue
@@ -90,13 +100,34 @@ def join(labels: Iterable[HumanLabel], scored: ScoredSpans, metric: str | None =
         found = scored.find(label.trace_id, label.metric, label.span_id)
         if not found:
             unmatched += 1
+        if label.metric not in verdicts:
+            verdicts[label.metric] = scored.category_verdicts(label.metric)
         for judged in found:
+            try:
+                person = on_scale(label, judged.scale)
+            except LabelError as exc:
+                problems.append(f"{label.source}: {exc}")
+                break
             key = (judged.metric, judged.evaluator, judged.revision)
             group = groups.setdefault(key, Group(*key))
-            threshold = judged.threshold if judged.threshold is not None else DEFAULT_THRESHOLD
-            judge_class = judged.label or (PASS if judged.score >= threshold else FAIL)
-            group.rows.append(Compared(judged, label, label.verdict(threshold), judge_class))
-    return Joined(sorted(groups.values(), key=lambda g: (g.metric, g.evaluator, g.revision)), unmatched, dict(unscored))
+            group.rows.append(_compared(judged, person, verdicts[label.metric]))
+    return Joined(
+        sorted(groups.values(), key=lambda g: (g.metric, g.evaluator, g.revision)), unmatched, dict(unscored), problems
+    )
+
+
+def _compared(judged: JudgeScore, person: HumanLabel, verdicts: dict[str, str]) -> Compared:
+    """The person's class beside the judge's: categories when both are at that level."""
+    threshold = judged.threshold if judged.threshold is not None else DEFAULT_THRESHOLD
+    text = person.text
+    if judged.category is not None and text is not None:
+        category = next((c for c in verdicts if c.casefold() == text.casefold()), None)
+        if category is not None or normalized_label(text) not in (PASS, FAIL):
+            category = category or text
+            return Compared(judged, replace(person, label=category), category, judged.category, verdicts.get(category))
+    human_class = person.verdict(threshold)
+    judge_class = judged.label or (PASS if judged.score >= threshold else FAIL)
+    return Compared(judged, person, human_class, judge_class, human_class if human_class in (PASS, FAIL) else None)
 
 
 def classes_of(values: Iterable[str]) -> list[str]:
@@ -157,7 +188,8 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         def kappa(weights: np.ndarray) -> np.ndarray:
             return stats.kappa(table(weights), stats.nominal_weights(k))
 
-        kappa_kind = "Cohen's κ on the labels"
+        on_categories = any(r.judge.category is not None and r.judge_class == r.judge.category for r in rows)
+        kappa_kind = "Cohen's κ on the categories (unweighted)" if on_categories else "Cohen's κ on the labels"
     fail = index.get(FAIL)
 
     def failing(part: int):
