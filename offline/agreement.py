@@ -188,15 +188,25 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         def kappa(weights: np.ndarray) -> np.ndarray:
             return stats.kappa(table(weights), stats.nominal_weights(k))
 
-        on_categories = any(r.judge.category is not None and r.judge_class == r.judge.category for r in rows)
-        kappa_kind = "Cohen's κ on the categories (unweighted)" if on_categories else "Cohen's κ on the labels"
+        kappa_kind = "Cohen's κ on the categories (unweighted)" if _on_categories(rows) else "Cohen's κ on the labels"
     fail = index.get(FAIL)
+    failing_table = table
+    if _on_categories(rows):
+        # The failing class of categories is the failing categories: each side's verdict,
+        # where the person's category has one (a category the judge never chose has none).
+        known = np.array([row.human_verdict is not None for row in rows], dtype=np.float64)
+        human_failed = np.array([int(row.human_verdict != FAIL) for row in rows])
+        judge_failed = np.array([int(row.judge.label != FAIL) for row in rows])
+        fail = 0
+
+        def failing_table(weights: np.ndarray) -> np.ndarray:
+            return stats.tables(weights * known, human_failed, judge_failed, 2)
 
     def failing(part: int):
         def statistic(weights: np.ndarray) -> np.ndarray:
             if fail is None:
                 return np.full(weights.shape[0], np.nan)
-            return stats.precision_recall_f1(table(weights), fail)[part]
+            return stats.precision_recall_f1(failing_table(weights), fail)[part]
 
         return statistic
 
@@ -221,6 +231,7 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         "n": len(rows),
         "traces": len(traces),
         "kappa_kind": kappa_kind,
+        "failing": "the failing categories" if _on_categories(rows) else "the failing class",
         "scale": str(scale) if scale is not None else None,
         **{name: estimate.as_dict() for name, estimate in estimates.items()},
         "spearman": estimates["spearman"].as_dict() if "spearman" in estimates else None,
@@ -231,6 +242,10 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         "consistency": _consistency(rows, group.threshold),
         "disagreements": [_disagreement(row) for row in disagreements(rows)],
     }
+
+
+def _on_categories(rows: Sequence[Compared]) -> bool:
+    return any(row.judge.category is not None and row.judge_class == row.judge.category for row in rows)
 
 
 def disagreements(rows: Sequence[Compared]) -> list[Compared]:

@@ -63,6 +63,12 @@ def test_each_output_kind_against_the_hand_computation(tmp_path, capsys):
     assert resolution["kappa_kind"] == "Cohen's κ on the categories (unweighted)"
     assert resolution["accuracy"]["estimate"] == pytest.approx(0.75)
     assert resolution["kappa"]["estimate"] == pytest.approx(11 / 19)
+    # The failing categories (escalated, abandoned) as one class: people fail runs 2 4 6 8,
+    # the judge 2 4 8: precision 3/3, recall 3/4, F1 2·3 / (3 + 4).
+    assert resolution["failing"] == "the failing categories"
+    assert resolution["precision"]["estimate"] == pytest.approx(1.0)
+    assert resolution["recall"]["estimate"] == pytest.approx(0.75)
+    assert resolution["f1"]["estimate"] == pytest.approx(6 / 7)
     assert resolution["confusion"] == {
         "abandoned": {"abandoned": 1, "escalated": 1, "resolved": 0},
         "escalated": {"abandoned": 0, "escalated": 1, "resolved": 1},
@@ -166,3 +172,80 @@ def test_a_score_off_the_metric_s_scale_is_reported_at_its_line(tmp_path, capsys
     assert code == 2
     assert f"{labels}:2: score 7 is outside the metric's scale, 1-5: give the row its scale" in err
     assert "tone · judge-model" in out  # the other two were compared
+
+
+PASSING = {"resolved"}
+
+
+def category_root(n: int, category: str):
+    span = scored_root(trace_id(n), "ending", 1.0 if category in PASSING else 0.0)
+    span.attributes.add(key="eval.ending.category").value.string_value = category
+    return span
+
+
+def compare_categories(tmp_path, capsys, judge: list[str], people: list[str], *args: str) -> tuple[dict, str]:
+    scored = write_scored(tmp_path / "s.jsonl", [category_root(n, c) for n, c in enumerate(judge, 1)])
+    rows = [{"trace_id": trace_id(n), "metric": "ending", "label": c} for n, c in enumerate(people, 1)]
+    labels = write_labels(tmp_path / "l.jsonl", rows)
+    out_json = tmp_path / "a.json"
+    code, out, err = agree(str(scored), "--labels", str(labels), "--json", str(out_json), *args, capsys=capsys)
+    assert code == 0, err
+    [result] = json.loads(out_json.read_text())["results"]
+    return result, out
+
+
+def test_a_category_the_judge_never_chose(tmp_path, capsys):
+    # People R R E A, the judge R E E E: abandoned is never the judge's. Agree on 2 of 4;
+    # margins people R2 E1 A1, judge R1 E3 A0: chance (2·1 + 1·3 + 1·0) / 16 = 5/16, so
+    # κ = (8/16 − 5/16) / (11/16) = 3/11.
+    examples = tmp_path / "ending.yaml"
+    result, _ = compare_categories(
+        tmp_path,
+        capsys,
+        ["resolved", "escalated", "escalated", "escalated"],
+        ["resolved", "Resolved", "escalated", "abandoned"],  # a category's case is the judge's
+        "--write-examples",
+        str(examples),
+    )
+    assert result["kappa"]["estimate"] == pytest.approx(3 / 11)
+    assert result["confusion"]["abandoned"] == {"abandoned": 0, "escalated": 1, "resolved": 0}
+    assert result["confusion"]["resolved"] == {"abandoned": 0, "escalated": 1, "resolved": 1}
+    # No verdict is known for abandoned (the judge never chose it), so trace 4 gives no
+    # example; trace 2 (people resolved, a pass the judge failed) does.
+    items = (
+        judge_metrics_config(
+            "ending", {"categories": ["resolved", "escalated", "abandoned"], "pass": ["resolved"]}, examples
+        )
+        .settings("ending")
+        .examples.items
+    )
+    assert [(item.trace_id, item.label) for item in items] == [(trace_id(2), "pass")]
+    assert items[0].reason == "People's category: resolved; the judge's was escalated."
+
+
+def test_everyone_on_one_category_leaves_kappa_undefined(tmp_path, capsys):
+    result, out = compare_categories(tmp_path, capsys, ["resolved"] * 3, ["resolved"] * 3)
+    assert result["kappa"] == {"estimate": None, "low": None, "high": None}
+    assert result["accuracy"]["estimate"] == 1.0
+    assert "κ n/a  (Cohen's κ on the categories (unweighted))" in out
+
+
+def test_one_item_has_no_interval(tmp_path, capsys):
+    # Apart: observed and chance agreement are both 0 (people's only class is not the
+    # judge's), so κ = 0, with no interval from one trace.
+    result, _ = compare_categories(tmp_path, capsys, ["escalated"], ["abandoned"])
+    assert result["n"] == 1 and result["accuracy"] == {"estimate": 0.0, "low": None, "high": None}
+    assert result["kappa"] == {"estimate": 0.0, "low": None, "high": None}
+    # Agreeing: chance agreement is 1 as well, so κ is undefined.
+    result, _ = compare_categories(tmp_path, capsys, ["escalated"], ["escalated"])
+    assert result["kappa"]["estimate"] is None and result["accuracy"]["estimate"] == 1.0
+
+
+def test_a_pass_fail_label_on_a_category_metric_is_read_against_the_judge_s_verdict(tmp_path, capsys):
+    # People said pass/fail (spelled yes/no), not a category: compared with the label the
+    # metric gave the judge's category. People P F P, judge resolved (P), escalated (F),
+    # escalated (F): κ on pass/fail, agree 2 of 3, chance (2·1 + 1·2) / 9, κ = (6 − 4) / (9 − 4).
+    result, _ = compare_categories(tmp_path, capsys, ["resolved", "escalated", "escalated"], ["yes", "no", "pass"])
+    assert result["kappa_kind"] == "Cohen's κ on the labels"
+    assert result["confusion"] == {"fail": {"fail": 1, "pass": 0}, "pass": {"fail": 1, "pass": 1}}
+    assert result["kappa"]["estimate"] == pytest.approx(2 / 5)
