@@ -12,6 +12,7 @@ import pytest
 
 from spanscore.cli import main
 from spanscore.processors.judge_metrics.processor import JudgeMetricsConfig
+from tests.fixtures.agree_own.make import make
 from tests.support.agreement_files import scored_root, trace_id, write_labels, write_scored
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agree_own"
@@ -28,6 +29,26 @@ SCORED, LABELS = FIXTURES / "scored.jsonl", FIXTURES / "labels.jsonl"
 # resolution: people R E R A R E R A, judge R E R E R R R A. Agree on 6 of 8 (0.75);
 #   margins people R4 E2 A2, judge R5 E2 A1: chance (20 + 4 + 2) / 64, κ = (48 − 26) / (64 − 26)
 #   = 11/19.
+
+
+def eval_attributes(path: Path) -> dict[tuple[str, str], dict]:
+    """Each span's `eval.*` attributes, by trace and span id."""
+    found = {}
+    for line in path.read_text().splitlines():
+        for resource_spans in json.loads(line)["resourceSpans"]:
+            for scope_spans in resource_spans["scopeSpans"]:
+                for span in scope_spans["spans"]:
+                    found[(span["traceId"], span["spanId"])] = {
+                        a["key"]: a["value"] for a in span["attributes"] if a["key"].startswith("eval.")
+                    }
+    return found
+
+
+def test_the_fixture_is_what_spanscore_score_writes(tmp_path):
+    done = make(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "traces.jsonl").read_text() == (FIXTURES / "traces.jsonl").read_text()
+    assert eval_attributes(tmp_path / "scored.jsonl") == eval_attributes(SCORED)
 
 
 def agree(*args: str, capsys) -> tuple[int, str, str]:
