@@ -270,3 +270,26 @@ def test_a_pass_fail_label_on_a_category_metric_is_read_against_the_judge_s_verd
     assert result["kappa_kind"] == "Cohen's κ on the labels"
     assert result["confusion"] == {"fail": {"fail": 1, "pass": 0}, "pass": {"fail": 1, "pass": 1}}
     assert result["kappa"]["estimate"] == pytest.approx(2 / 5)
+
+
+def test_bad_invocations_say_what_to_do(tmp_path, capsys):
+    examples = tmp_path / "examples.yaml"
+    code, _, err = agree(str(SCORED), "--labels", str(LABELS), "--write-examples", str(examples), capsys=capsys)
+    assert code == 2 and not examples.exists()
+    assert "--write-examples writes one metric's examples: give --metric (the labels cover politeness, " in err
+    missing = tmp_path / "nowhere.jsonl"
+    code, _, err = agree(str(SCORED), "--labels", str(missing), capsys=capsys)
+    assert code == 2 and f"{missing}" in err and "No such file" in err
+    code, _, err = agree(str(SCORED), "--labels", str(LABELS), "--metric", "refund", capsys=capsys)
+    assert code == 2
+    assert "no label of metric 'refund' meets a score" in err
+
+
+def test_the_page_names_the_failing_categories(tmp_path, capsys):
+    page = tmp_path / "agree.html"
+    code, out, err = agree(
+        str(SCORED), "--labels", str(LABELS), "--metric", "resolution", "-o", str(page), capsys=capsys
+    )
+    assert code == 0, err
+    html = page.read_text()
+    assert "F1 of the failing categories" in html and "Cohen&#x27;s κ on the categories (unweighted)" in html
