@@ -195,12 +195,12 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         # The failing class of categories is the failing categories: each side's verdict,
         # where the person's category has one (a category the judge never chose has none).
         known = np.array([row.human_verdict is not None for row in rows], dtype=np.float64)
-        human_failed = np.array([int(row.human_verdict != FAIL) for row in rows])
-        judge_failed = np.array([int(row.judge.label != FAIL) for row in rows])
+        human_verdicts = np.array([int(row.human_verdict != FAIL) for row in rows])  # 0 fail, 1 pass
+        judge_verdicts = np.array([int(row.judge.label != FAIL) for row in rows])
         fail = 0
 
         def failing_table(weights: np.ndarray) -> np.ndarray:
-            return stats.tables(weights * known, human_failed, judge_failed, 2)
+            return stats.tables(weights * known, human_verdicts, judge_verdicts, 2)
 
     def failing(part: int):
         def statistic(weights: np.ndarray) -> np.ndarray:
