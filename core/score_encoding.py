@@ -85,6 +85,9 @@ class ResultKeys:
         "skipped",
         "threshold",
         "trial_scores",
+        "category",
+        "raw_score",
+        "scale",
         "spans",
         "min",
         "mean",
@@ -104,6 +107,11 @@ class ResultKeys:
         self.skipped = self.prefix + "skipped"  # not graded, and why: no result at all
         self.threshold = self.prefix + "threshold"  # the judge metrics' cut between pass and fail
         self.trial_scores = self.prefix + "trial_scores"  # the judge's trials, comma-separated
+        # A judge metric of your own's answer before it became a score: the category it
+        # chose, or its value on the metric's scale (`1-5`), which people label in.
+        self.category = self.prefix + "category"
+        self.raw_score = self.prefix + "raw_score"
+        self.scale = self.prefix + "scale"
         # A span-level metric's roll-up on the root (core.span_rollup): its spans' results
         # counted, their lowest and mean scores, how many failed and how many had an error.
         self.spans = self.prefix + "spans"

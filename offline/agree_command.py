@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     scored = read_judge_scores([Path(f) for f in args.files])
     problems.extend(scored.problems)
     joined = agreement.join(labels, scored, args.metric)
+    problems.extend(joined.problems)
     if joined.unscored_metrics:
         known = excerpt(", ".join(sorted(scored.metrics())), 400) or "none"  # names from the spans: quoted
         for metric, count in sorted(joined.unscored_metrics.items()):

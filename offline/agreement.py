@@ -5,8 +5,9 @@ People's labels (`offline.human_labels`) are joined to the scores on the spans
 grouped by metric, evaluator and revision: a new judge model or rubric is a new group,
 never blended with the old one. Per group (`agreement_stats` has the definitions):
 
-- n, accuracy, κ (Cohen's on the pass/fail classes; quadratic-weighted on the scale's
-  points when every label is a score on a scale such as 1–5), precision, recall and F1
+- n, accuracy, κ (Cohen's, unweighted, on the pass/fail classes or a metric's categories;
+  quadratic-weighted on the scale's points when every label is a score on a scale such
+  as 1–5), precision, recall and F1
   of the failing class, Spearman's ρ where people gave scores, each with its interval;
 - the confusion table of the classes (and of the scale's points, for such a scale);
 - the human ceiling: κ between people, where two or more labelled the same item;
@@ -16,7 +17,10 @@ never blended with the old one. Per group (`agreement_stats` has the definitions
 
 A person's class is their label, or for a score without a label, pass when the score
 (as a share of its scale) reaches the judge's threshold. The judge's class is the label
-on the span.
+on the span. For a judge metric of your own with categories, a person's label that is
+one of the categories the judge chose, or any label that is not a pass/fail spelling, is
+a category, compared with the category on the span (`eval.<metric>.category`); a
+person's score without a scale is on the scale on the span (`eval.<metric>.scale`).
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from spanscore.core.result import DEFAULT_THRESHOLD
 from spanscore.offline import agreement_stats as stats
-from spanscore.offline.human_labels import FAIL, PASS, HumanLabel, Scale
+from spanscore.offline.human_labels import FAIL, PASS, HumanLabel, LabelError, Scale, normalized_label, on_scale
 from spanscore.offline.judge_scores import JudgeScore, ScoredSpans
 
 
@@ -44,6 +48,9 @@ class Compared:
     human: HumanLabel
     human_class: str
     judge_class: str
+    # pass or fail, what the person's class means as a verdict (a category's as the
+    # metric labels it); None when not known
+    human_verdict: str | None = None
 
     @property
     def severity(self) -> float:
@@ -51,7 +58,7 @@ class Compared:
         (as a share of its scale), or against 1 for pass and 0 for fail."""
         unit = self.human.unit_score
         if unit is None:
-            unit = {PASS: 1.0, FAIL: 0.0}.get(self.human_class, 0.5)
+            unit = {PASS: 1.0, FAIL: 0.0}.get(self.human_verdict or "", 0.5)
         return abs(self.judge.score - unit)
 
 
@@ -74,13 +81,16 @@ class Joined:
     groups: list[Group]
     unmatched_traces: int  # labels about traces (or spans) no scored file holds
     unscored_metrics: dict[str, int]  # metric -> labels, for metrics no span carries
+    problems: list[str] = field(default_factory=list)  # labels that do not fit their metric, as file:line
 
 
 def join(labels: Iterable[HumanLabel], scored: ScoredSpans, metric: str | None = None) -> Joined:
     groups: dict[tuple[str, str, str], Group] = {}
     scored_metrics = scored.metrics()
+    verdicts: dict[str, dict[str, str]] = {}  # metric -> the judge's categories, each pass or fail
     unmatched = 0
     unscored: dict[str, int] = defaultdict(int)
+    problems: list[str] = []
     for label in labels:
         if metric is not None and label.metric != metric:
             continue
@@ -90,13 +100,34 @@ def join(labels: Iterable[HumanLabel], scored: ScoredSpans, metric: str | None =
         found = scored.find(label.trace_id, label.metric, label.span_id)
         if not found:
             unmatched += 1
+        if label.metric not in verdicts:
+            verdicts[label.metric] = scored.category_verdicts(label.metric)
         for judged in found:
+            try:
+                person = on_scale(label, judged.scale)
+            except LabelError as exc:
+                problems.append(f"{label.source}: {exc}")
+                break
             key = (judged.metric, judged.evaluator, judged.revision)
             group = groups.setdefault(key, Group(*key))
-            threshold = judged.threshold if judged.threshold is not None else DEFAULT_THRESHOLD
-            judge_class = judged.label or (PASS if judged.score >= threshold else FAIL)
-            group.rows.append(Compared(judged, label, label.verdict(threshold), judge_class))
-    return Joined(sorted(groups.values(), key=lambda g: (g.metric, g.evaluator, g.revision)), unmatched, dict(unscored))
+            group.rows.append(_compared(judged, person, verdicts[label.metric]))
+    return Joined(
+        sorted(groups.values(), key=lambda g: (g.metric, g.evaluator, g.revision)), unmatched, dict(unscored), problems
+    )
+
+
+def _compared(judged: JudgeScore, person: HumanLabel, verdicts: dict[str, str]) -> Compared:
+    """The person's class beside the judge's: categories when both are at that level."""
+    threshold = judged.threshold if judged.threshold is not None else DEFAULT_THRESHOLD
+    text = person.text
+    if judged.category is not None and text is not None:
+        category = next((c for c in verdicts if c.casefold() == text.casefold()), None)
+        if category is not None or normalized_label(text) not in (PASS, FAIL):
+            category = category or text
+            return Compared(judged, replace(person, label=category), category, judged.category, verdicts.get(category))
+    human_class = person.verdict(threshold)
+    judge_class = judged.label or (PASS if judged.score >= threshold else FAIL)
+    return Compared(judged, person, human_class, judge_class, human_class if human_class in (PASS, FAIL) else None)
 
 
 def classes_of(values: Iterable[str]) -> list[str]:
@@ -157,14 +188,25 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         def kappa(weights: np.ndarray) -> np.ndarray:
             return stats.kappa(table(weights), stats.nominal_weights(k))
 
-        kappa_kind = "Cohen's κ on the labels"
+        kappa_kind = "Cohen's κ on the categories (unweighted)" if _on_categories(rows) else "Cohen's κ on the labels"
     fail = index.get(FAIL)
+    failing_table = table
+    if _on_categories(rows):
+        # The failing class of categories is the failing categories: each side's verdict,
+        # where the person's category has one (a category the judge never chose has none).
+        known = np.array([row.human_verdict is not None for row in rows], dtype=np.float64)
+        human_verdicts = np.array([int(row.human_verdict != FAIL) for row in rows])  # 0 fail, 1 pass
+        judge_verdicts = np.array([int(row.judge.label != FAIL) for row in rows])
+        fail = 0
+
+        def failing_table(weights: np.ndarray) -> np.ndarray:
+            return stats.tables(weights * known, human_verdicts, judge_verdicts, 2)
 
     def failing(part: int):
         def statistic(weights: np.ndarray) -> np.ndarray:
             if fail is None:
                 return np.full(weights.shape[0], np.nan)
-            return stats.precision_recall_f1(table(weights), fail)[part]
+            return stats.precision_recall_f1(failing_table(weights), fail)[part]
 
         return statistic
 
@@ -189,6 +231,7 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         "n": len(rows),
         "traces": len(traces),
         "kappa_kind": kappa_kind,
+        "failing": "the failing categories" if _on_categories(rows) else "the failing class",
         "scale": str(scale) if scale is not None else None,
         **{name: estimate.as_dict() for name, estimate in estimates.items()},
         "spearman": estimates["spearman"].as_dict() if "spearman" in estimates else None,
@@ -199,6 +242,10 @@ def compare(group: Group, resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 
         "consistency": _consistency(rows, group.threshold),
         "disagreements": [_disagreement(row) for row in disagreements(rows)],
     }
+
+
+def _on_categories(rows: Sequence[Compared]) -> bool:
+    return any(row.judge.category is not None and row.judge_class == row.judge.category for row in rows)
 
 
 def disagreements(rows: Sequence[Compared]) -> list[Compared]:

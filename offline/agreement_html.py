@@ -143,7 +143,7 @@ def _headline(result: dict[str, Any]) -> str:
             f"{right:,} of {counted(result['n'], 'label')} in the judge's class",
         ),
         _card(
-            "F1 of the failing class",
+            f"F1 of {result['failing']}",
             result["f1"],
             UNIT_RANGE,
             f"precision <b>{escape(with_interval(result['precision']))}</b>: of what the judge failed, how much "

@@ -50,7 +50,7 @@ def _block(result: dict[str, Any]) -> str:
     lines.append(f"  κ {with_interval(result['kappa'])}  ({result['kappa_kind']})")
     lines.append(f"  accuracy {with_interval(result['accuracy'])}")
     lines.append(
-        f"  failing class: precision {with_interval(result['precision'])}, recall "
+        f"  {result['failing'].removeprefix('the ')}: precision {with_interval(result['precision'])}, recall "
         f"{with_interval(result['recall'])}, F1 {with_interval(result['f1'])}"
     )
     if result["spearman"] is not None:

@@ -6,12 +6,15 @@ label), told apart by its first non-blank character (`{` is JSON Lines). Its fie
 
 - `trace_id` (32 hex digits), `span_id` (16 hex digits, optional: without it the label is
   about the span the metric's score is on, the trace's root), `metric`;
-- `label` (a class such as `pass` or `fail`) and/or `score` with its `scale` (`0-1`,
-  `1-5`, ...; `0-1` when left out);
+- `label` (a class such as `pass` or `fail`, or a category of a judge metric of your own)
+  and/or `score` with its `scale` (`0-1`, `1-5`, ...). Left out, the scale is the metric's
+  own when its scored spans carry one (a metric of your own with `output: {scale: ...}`),
+  else `0-1`: `agreement.join` settles it;
 - `annotator` and `note`, optional.
 
 Common spellings of a verdict read as `pass` or `fail` (`yes`, `true`, `1`, `correct`,
-...); any other label is kept as its own class. A bad row is reported with its file and
+...); any other label is kept as its own class, and the label as written is kept beside
+it (`text`), since a category may be spelled like a verdict. A bad row is reported with its file and
 line and skipped; the other rows are read. Reading is bounded as for trace files
 (`reading_bounds`): a file over MAX_DOCUMENT_BYTES is not read, and past
 MAX_REPORTED_LINES bad rows of a file the rest are counted, not listed.
@@ -25,7 +28,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +87,11 @@ class HumanLabel:
     label: str | None = None  # a class; pass/fail spellings normalized
     score: float | None = None
     scale: Scale = UNIT_SCALE
+    scale_given: bool = True  # False: the row left it out, and the metric's scale applies
     annotator: str | None = None
     note: str | None = None
     source: str = ""  # where it was read: file:line, or the Phoenix annotation
+    text: str | None = None  # the label as written, before pass/fail spellings are normalized
 
     @property
     def unit_score(self) -> float | None:
@@ -142,8 +147,9 @@ def make_label(fields: Mapping[str, Any], source: str) -> HumanLabel:
     if metric is None or not _METRIC.match(metric):
         raise LabelError(f"metric must be a metric name (a-z, 0-9, _), got {excerpt(str(fields.get('metric')))}")
     label = _text(fields, "label")
+    scale_given = _text(fields, "scale") is not None
     scale = parse_scale(fields.get("scale"))
-    score = _score(fields.get("score"), scale)
+    score = _score(fields.get("score"), scale if scale_given else None)
     if label is None and score is None:
         raise LabelError("give a label, a score, or both")
     note = _text(fields, "note")
@@ -154,10 +160,24 @@ def make_label(fields: Mapping[str, Any], source: str) -> HumanLabel:
         label=normalized_label(label) if label is not None else None,
         score=score,
         scale=scale,
+        scale_given=scale_given,
         annotator=_text(fields, "annotator"),
         note=note[:MAX_NOTE_CHARS] if note else None,
         source=source,
+        text=label,
     )
+
+
+def on_scale(label: HumanLabel, scale: Scale | None) -> HumanLabel:
+    """`label` with its score on `scale` (0-1 when None) if the row gave none; LabelError
+    when the score is outside it."""
+    if label.scale_given:
+        return label
+    scale = scale or UNIT_SCALE
+    if label.score is not None and not scale.low <= label.score <= scale.high:
+        whose = "the metric's scale" if scale != UNIT_SCALE else "the scale when none is given"
+        raise LabelError(f"score {label.score:g} is outside {whose}, {scale}: give the row its scale")
+    return replace(label, scale=scale, scale_given=True)
 
 
 def _text(fields: Mapping[str, Any], key: str) -> str | None:
@@ -170,7 +190,8 @@ def _text(fields: Mapping[str, Any], key: str) -> str | None:
     return text or None
 
 
-def _score(value: Any, scale: Scale) -> float | None:
+def _score(value: Any, scale: Scale | None) -> float | None:
+    """The score, within `scale` when given (else the metric's scale checks it at the join)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
@@ -179,7 +200,9 @@ def _score(value: Any, scale: Scale) -> float | None:
         score = float(value)
     except (TypeError, ValueError):
         raise LabelError(f"score must be a number, got {excerpt(str(value))}") from None
-    if not math.isfinite(score) or not scale.low <= score <= scale.high:
+    if not math.isfinite(score):
+        raise LabelError(f"score must be a finite number, got {score:g}")
+    if scale is not None and not scale.low <= score <= scale.high:
         raise LabelError(f"score {score:g} is outside its scale {scale}")
     return score
 

@@ -6,6 +6,12 @@ two ways a judge goes wrong (passing what people failed, failing what they passe
 the file does not teach it to lean one way. Each example holds an excerpt of the trace
 (what the judge is shown of it, fields cut short), the person's verdict and their note
 as the reason.
+
+An example's verdict is what `examples:` reads, whatever the metric answers: pass or
+fail and a 0..1 score. For a judge metric of your own the answer people gave goes first
+in the reason, since the judge answers in it: the category (the verdict the metric gives
+that category, as its scored spans show; a category the judge never chose has none
+known, so it makes no example) or the value on the metric's scale.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from spanscore.core.redaction import Redaction
 from spanscore.offline.agreement import Compared, Joined, disagreements
-from spanscore.offline.human_labels import FAIL, PASS
+from spanscore.offline.human_labels import PASS
 from spanscore.offline.otlp_files import read_requests
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.settings import PipelineSettings
@@ -64,10 +70,10 @@ def most_informative(rows: Sequence[Compared], count: int) -> list[Compared]:
     seen: set[str] = set()
     lenient, harsh = [], []
     for row in disagreements(rows):
-        if row.judge.trace_id in seen or (row.human_class not in (PASS, FAIL) and row.human.score is None):
+        if row.judge.trace_id in seen or (row.human_verdict is None and row.human.score is None):
             continue  # an example needs a verdict the judge can give: pass, fail or a score
         seen.add(row.judge.trace_id)
-        (lenient if row.judge_class == PASS else harsh).append(row)
+        (lenient if (row.judge.label or row.judge_class) == PASS else harsh).append(row)
     alternated = itertools.chain.from_iterable(itertools.zip_longest(lenient, harsh))
     return [row for row in alternated if row is not None][:count]
 
@@ -109,13 +115,35 @@ def _example(row: Compared, excerpt: str) -> dict:
     """The disagreement as the metric reads it back, its fields in the order a reviewer reads them."""
     person = row.human
     judged = f"the judge scored {row.judge.score:.2f} ({row.judge_class})"
+    answer = _answer(row)
+    if answer is None:
+        reason = person.note or f"People labelled it {row.human_class}; {judged}."
+    else:
+        reason = f"{answer}. {person.note}" if person.note else f"{answer}; the judge's was {_judge_answer(row)}."
     example = WorkedExample(
         metric=row.judge.metric,
         trace_id=row.judge.trace_id,
         excerpt=excerpt,
-        label=row.human_class if row.human_class in (PASS, FAIL) else None,
+        label=row.human_verdict,
         score=None if person.unit_score is None else round(person.unit_score, 4),
-        reason=person.note or f"People labelled it {row.human_class}; {judged}.",
+        reason=reason,
     )
     fields = example.model_dump(exclude_none=True)
     return {key: fields[key] for key in _WRITTEN_ORDER if key in fields}
+
+
+def _answer(row: Compared) -> str | None:
+    """People's answer in a metric of your own's terms (its category, its scale), or None."""
+    if row.judge.category is not None and row.judge_class == row.judge.category:
+        return f"People's category: {row.human_class}"
+    if row.judge.scale is not None and row.human.score is not None:
+        return f"People's score: {row.human.score:g} on {row.human.scale}"
+    return None
+
+
+def _judge_answer(row: Compared) -> str:
+    if row.judge.category is not None and row.judge_class == row.judge.category:
+        return row.judge.category
+    scale = row.judge.scale
+    assert scale is not None
+    return f"{scale.low + row.judge.score * (scale.high - scale.low):g}"

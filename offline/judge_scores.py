@@ -3,7 +3,10 @@
 Every span that carries `eval.<metric>.score` gives one `JudgeScore` per metric, with the
 label, explanation, evaluator and revision beside it, the threshold the label was cut at
 (`eval.<metric>.threshold`, which the judge metrics write) and the trials' scores
-(`eval.<metric>.trial_scores`, when the judge was asked more than once). Spans are read
+(`eval.<metric>.trial_scores`, when the judge was asked more than once), and for a judge
+metric of your own its answer before it became a score: the category
+(`eval.<metric>.category`) or the value on its scale (`eval.<metric>.raw_score` on
+`eval.<metric>.scale`). Spans are read
 one by one as they come: no trace is assembled, so a large file costs little memory.
 """
 
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spanscore.core.score_encoding import read_results
+from spanscore.offline.human_labels import LabelError, Scale, parse_scale
 from spanscore.offline.otlp_files import read_requests
 
 
@@ -33,6 +37,8 @@ class JudgeScore:
     revision: str = ""
     threshold: float | None = None
     trial_scores: tuple[float, ...] = ()
+    category: str | None = None  # the category a judge metric of your own chose
+    scale: Scale | None = None  # the scale a judge metric of your own answered on
 
 
 @dataclass
@@ -45,6 +51,17 @@ class ScoredSpans:
 
     def metrics(self) -> set[str]:
         return {metric for _, metric in self.scores}
+
+    def category_verdicts(self, metric: str) -> dict[str, str]:
+        """Each category the judge chose for `metric`, with the label (pass or fail) the
+        metric gives it: what a person's category means as a verdict."""
+        return {
+            score.category: score.label
+            for (_, name), scores in self.scores.items()
+            if name == metric
+            for score in scores
+            if score.category is not None and score.label is not None
+        }
 
     def find(self, trace_id: str, metric: str, span_id: str | None) -> list[JudgeScore]:
         """The scores a label is about, one per evaluator and revision (a trace scored by
@@ -95,6 +112,8 @@ def _scores_of(span) -> list[JudgeScore]:
                 revision=result.revision or "",
                 threshold=float(threshold) if isinstance(threshold, (int, float)) else None,
                 trial_scores=_trial_scores(result.get("trial_scores")),
+                category=result.get("category") if isinstance(result.get("category"), str) else None,
+                scale=_scale(result.get("scale")),
             )
         )
     return found
@@ -108,3 +127,13 @@ def _trial_scores(value: object) -> tuple[float, ...]:
         return tuple(float(v) for v in value.split(",") if v.strip())
     except ValueError:
         return ()
+
+
+def _scale(value: object) -> Scale | None:
+    """The scale a metric of your own answered on (`1-5`); none when absent or unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_scale(value)
+    except LabelError:
+        return None

@@ -529,8 +529,9 @@ class JudgeMetrics(Processor):
 
 
 def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
-    """What reading a label against people needs beside it: the threshold it was cut at
-    and, when the judge was asked several times, each trial's score."""
+    """What reading a label against people needs beside it: the threshold it was cut at,
+    when the judge was asked several times each trial's score, and for a metric of your
+    own the category or scale value it answered (people label in those, not in 0..1)."""
     if result.score is None:
         return []
     keys = result_keys(result.name)
@@ -538,6 +539,12 @@ def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
     trial_scores = result.metadata.get("trials", {}).get("scores", [])
     if len(trial_scores) > 1:
         context.append(SpanAttribute(keys.trial_scores, ",".join(f"{s:g}" for s in trial_scores)))
+    if "category" in result.metadata:
+        context.append(SpanAttribute(keys.category, str(result.metadata["category"])))
+    if "raw_score" in result.metadata:
+        low, high = result.metadata["scale"]
+        context.append(SpanAttribute(keys.raw_score, float(result.metadata["raw_score"])))
+        context.append(SpanAttribute(keys.scale, f"{low:g}-{high:g}"))
     return context
 
 

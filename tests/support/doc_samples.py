@@ -273,6 +273,21 @@ def _agree(runs: Runs) -> str:
     )
 
 
+def _agree_own(runs: Runs) -> str:
+    fixtures = Path("tests/fixtures/agree_own")  # typed from a checkout, as it is
+    (runs.checkout / fixtures).mkdir(parents=True, exist_ok=True)
+    for name in ("scored.jsonl", "labels.jsonl"):
+        shutil.copy(ROOT / fixtures / name, runs.checkout / fixtures / name)
+    return runs.command(
+        "agree",
+        str(fixtures / "scored.jsonl"),
+        "--labels",
+        str(fixtures / "labels.jsonl"),
+        "--metric",
+        "resolution",
+    )
+
+
 SAMPLES: dict[str, Callable[[Runs], str]] = {
     "run-trace-lines": _trace_lines,
     "run-root-scores": _root_scores,
@@ -288,6 +303,7 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "report-span-level": _report_span_level,
     "compare": _compare,
     "agree": _agree,
+    "agree-own": _agree_own,
 }
 
 
