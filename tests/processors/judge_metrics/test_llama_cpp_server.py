@@ -151,6 +151,7 @@ SEVEN = (
 )
 
 
+@pytest.mark.timeout(900)  # a busy machine: calls may be held up to max_judge_wait (10 min)
 async def test_the_default_config_scores_the_seven_metrics_on_a_one_slot_server(llama_server, caplog):
     """The default judge settings (timeout 30s, max_concurrency 16) against a server that
     answers one request at a time on a shared 2-core machine: every metric gets a score,
