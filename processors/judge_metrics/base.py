@@ -46,7 +46,8 @@ class Verdict:
 
 class Judge(ABC):
     """Threading: `complete` is called concurrently from the event loop; the judge caps
-    its own concurrency. It never raises anything but JudgeError for judge failures."""
+    its own concurrency (`OpenAIJudge` adapts it to the server). It never raises anything
+    but JudgeError for judge failures."""
 
     model: str
 

@@ -48,8 +48,18 @@ Log lines and error messages never carry what a server echoed unfiltered: its me
 go through `core.redaction.scrub` (secret shapes hidden, cut to 300 characters), and the
 base URL is shown without user info or query.
 
+Concurrency adapts to the judge (`processors/openai_endpoint/limiter.py`): a judge
+starts with `START_CONCURRENCY` requests in flight, grows by one after each window of
+answers in time (as many answers as the limit, none slower than half the timeout) up to
+`max_concurrency`, and halves on a timeout, 429 or 503, once per round. A server with
+one slot (llama.cpp's, by default) thus gets about as many requests as it answers
+within the timeout, instead of a queue whose tail times out. A request's wait for a slot
+is spent inside spanscore: its timeout starts when it is sent, and the breaker counts
+only requests sent; a timeout or 503 while the judge answered others is the judge
+being busy, not down, and does not count toward opening the breaker.
+
 Threading: `complete` may run concurrently; each event loop gets its own AsyncOpenAI
-client and semaphore of `max_concurrency` (asyncio objects cannot cross loops). A
+client (asyncio objects cannot cross loops), and all share the judge's one limit. A
 request holds a slot only while in flight, not during a backoff sleep.
 """
 
@@ -110,6 +120,7 @@ _STATUS_TYPES = {
     429: "rate_limited",
 }
 UNAVAILABLE = "judge_unavailable"  # error_type of a call held past max_judge_wait
+START_CONCURRENCY = 2  # requests in flight at first: a one-slot server answers both in time
 
 _log = logging.getLogger(__name__)
 
@@ -209,6 +220,7 @@ class JudgeStats:
     input_tokens: int
     output_tokens: int
     request_seconds: float  # time spent in requests, any outcome: over `requests`, the mean latency
+    concurrency_limit: int  # requests allowed in flight now
 
 
 class OpenAIJudge(Judge):
@@ -230,11 +242,14 @@ class OpenAIJudge(Judge):
         seed: int | None = None,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         budget: JudgeBudget | None = None,
+        start_concurrency: int = START_CONCURRENCY,
     ):
         if not model:
             raise ValueError("the judge needs a model")
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_concurrency < 1 or start_concurrency < 1:
+            raise ValueError(
+                f"max_concurrency and start_concurrency must be at least 1, got {max_concurrency}, {start_concurrency}"
+            )
         if max_tokens < 1 or max_answer_bytes < 1:
             raise ValueError(f"max_tokens and max_answer_bytes must be positive, got {max_tokens}, {max_answer_bytes}")
         self.model = model
@@ -258,8 +273,10 @@ class OpenAIJudge(Judge):
             max_concurrency=max_concurrency,
             max_wait_s=max_wait_s,
             seed=seed,
+            start_concurrency=start_concurrency,
         )
         self.breaker = self.endpoint.breaker
+        self.concurrency = self.endpoint.limit
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(
             ("completions", "cache_hits", "failures", "input_tokens", "output_tokens"), 0
@@ -277,7 +294,11 @@ class OpenAIJudge(Judge):
         sent = self.endpoint.stats()
         with self._lock:
             return JudgeStats(
-                requests=sent.requests, retries=sent.retries, request_seconds=sent.request_seconds, **self._counts
+                requests=sent.requests,
+                retries=sent.retries,
+                request_seconds=sent.request_seconds,
+                concurrency_limit=self.concurrency.limit,
+                **self._counts,
             )
 
     def _count(self, **amounts: int) -> None:
@@ -493,6 +514,7 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_TIMEOUT_S",
+    "START_CONCURRENCY",
     "JudgeStats",
     "OpenAIJudge",
     "RetryPolicy",

@@ -8,7 +8,7 @@ judge:
   base_url: http://localhost:8080/v1   # default: $OPENAI_BASE_URL, else https://api.openai.com/v1
   api_key: sk-...                  # default: $OPENAI_API_KEY; local servers need none
   timeout: 30s                     # per request, its answer read whole included
-  max_concurrency: 16              # requests in flight, per event loop
+  max_concurrency: 16              # requests in flight at most: the limit starts at 2 and adapts
   max_retries: 4
   initial_backoff: 500ms
   max_backoff: 20s

@@ -2,8 +2,9 @@
 
 The collector reports what its judges spent and how they are (`spanscore_judge_*`,
 declared here beside the figures they read): summed over every judge a scoring stage
-runs, the breaker state the worst of them (open, then half-open, then closed) and the
-budget left the least. With `scoring_workers` the judges live in the worker processes,
+runs (the concurrency limits too: what may be in flight to all of them), the breaker
+state the worst of them (open, then half-open, then closed) and the budget left the
+least. With `scoring_workers` the judges live in the worker processes,
 which send their telemetry to the collector every `REPORT_INTERVAL_S`; a worker that
 exits leaves what it spent (`spent`) in the totals, so the counters never go back.
 """
@@ -53,6 +54,12 @@ JUDGE_BREAKER_STATE = TelemetryMetric(
 JUDGE_HELD_CALLS = TelemetryMetric(
     "spanscore_judge_held_calls", "{call}", "Judge calls held while the judge is unreachable", "gauge"
 )
+JUDGE_CONCURRENCY_LIMIT = TelemetryMetric(
+    "spanscore_judge_concurrency_limit",
+    "{request}",
+    "Judge requests allowed in flight now, as adapted to how the judge answers",
+    "gauge",
+)
 JUDGE_BUDGET_REFUSED_REQUESTS = TelemetryMetric(
     "spanscore_judge_budget_refused_requests",
     "{request}",
@@ -83,6 +90,7 @@ class JudgeTelemetry:
     request_seconds: float = 0.0
     breaker_state: int = BreakerState.CLOSED
     held_calls: int = 0  # calls waiting on an outage now
+    concurrency_limit: int = 0  # requests allowed in flight now
     refused: int = 0  # requests the hourly budget kept back
     remaining_requests: int | None = None  # None: no such cap
     remaining_tokens: int | None = None
@@ -97,6 +105,7 @@ class JudgeTelemetry:
             request_seconds=stats.request_seconds,
             breaker_state=int(judge.breaker.state),
             held_calls=judge.breaker.held,
+            concurrency_limit=stats.concurrency_limit,
             refused=budget.refused if budget is not None else 0,
             remaining_requests=budget.remaining_requests() if budget is not None else None,
             remaining_tokens=budget.remaining_tokens() if budget is not None else None,
@@ -123,6 +132,7 @@ def judge_readouts(figures: Callable[[], list[JudgeTelemetry]]) -> list[Readout]
         JUDGE_REQUEST_DURATION.reads(lambda: sum(f.request_seconds for f in figures())),
         JUDGE_BREAKER_STATE.reads(lambda: worst_breaker_state([f.breaker_state for f in figures()])),
         JUDGE_HELD_CALLS.reads(lambda: sum(f.held_calls for f in figures())),
+        JUDGE_CONCURRENCY_LIMIT.reads(lambda: sum(f.concurrency_limit for f in figures())),
         JUDGE_BUDGET_REFUSED_REQUESTS.reads(lambda: sum(f.refused for f in figures())),
         JUDGE_BUDGET_REMAINING_REQUESTS.reads(lambda: least([f.remaining_requests for f in figures()])),
         JUDGE_BUDGET_REMAINING_TOKENS.reads(lambda: least([f.remaining_tokens for f in figures()])),

@@ -65,6 +65,12 @@ class Hold:
     since: float | None = None  # when the outage first held the call
     answers: int = 0  # the breaker's count of answers then
 
+    def excuse(self, seconds: float) -> None:
+        """Leave out of the hold time the call spent on something else (waiting its turn
+        for a concurrency slot)."""
+        if self.since is not None:
+            self.since += seconds
+
 
 class CircuitBreaker:
     """See the module docstring. `name` says whose breaker it is in log lines."""
@@ -105,6 +111,11 @@ class CircuitBreaker:
     @property
     def state(self) -> BreakerState:
         return self._state
+
+    @property
+    def answers(self) -> int:
+        """How many answers the server has given so far."""
+        return self._answers
 
     # -- admission -------------------------------------------------------------------
     async def admit(self, hold: Hold) -> bool:

@@ -12,8 +12,14 @@ its config keys, its SDK clients, and the one loop that runs every call.
   every call and probes the server until it answers; a call gives up once held
   `max_wait_s`. When the server answers others meanwhile, a call's own outage failures
   are its own: `max_retries` bounds them again;
-- a request holds one of `max_concurrency` slots only while in flight, not while the
-  breaker holds it nor during a backoff sleep;
+- a request holds a slot of the endpoint's `ConcurrencyLimit` only while in flight, not
+  while the breaker holds it nor during a backoff sleep; the limit is `max_concurrency`,
+  or, given a `start_concurrency`, adapts between one and `max_concurrency` to what the
+  server answers (`limiter`). The time a request waits for a slot is not its own: its
+  timeout starts when it is sent, and an outage's hold of the call is not counted then;
+- a timeout or a 503 of a request while the server answered others is the server being
+  busy, not down: it does not count toward opening the breaker (the adaptive limit is
+  what answers it);
 - in `call`, `timeout` bounds a request whole, its answer's body read to the end
   included (the SDK's own timeout bounds each read only: a server answering a byte every
   few seconds would hold a request for ever); past it the request fails as the SDK's
@@ -37,7 +43,7 @@ bound their threads. A blocking read cannot be cut short from its own thread, so
 most `timeout` and one more read.
 
 Threading: `call` may run concurrently on any event loop; each loop gets its own
-AsyncOpenAI client and semaphore (asyncio objects cannot cross loops). `call_sync` may
+AsyncOpenAI client (asyncio objects cannot cross loops), and all share the one limit. `call_sync` may
 run concurrently on threads without a running loop, which share one sync client.
 """
 
@@ -45,7 +51,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import enum
 import json
 import logging
@@ -70,7 +75,8 @@ from spanscore.processors.openai_endpoint.breaker import (
     Hold,
     Unreachable,
 )
-from spanscore.processors.openai_endpoint.retry import GiveUp, RetryPolicy, RetrySettings
+from spanscore.processors.openai_endpoint.limiter import ConcurrencyLimit, Outcome, Slot
+from spanscore.processors.openai_endpoint.retry import GiveUp, RetryPolicy, RetrySettings, is_overload
 
 API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_TIMEOUT_S = 30.0
@@ -94,7 +100,9 @@ class EndpointSettings(RetrySettings):
     base_url: str | None = Field(None, min_length=1)  # None: $OPENAI_BASE_URL, else the OpenAI API
     api_key: str | None = Field(None, repr=False)  # None: $OPENAI_API_KEY
     timeout: Duration = Field(DEFAULT_TIMEOUT_S, gt=0)  # per request; in `call`, its answer read whole included
-    max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)  # requests in flight, per event loop
+    max_concurrency: int = Field(
+        DEFAULT_MAX_CONCURRENCY, ge=1
+    )  # requests in flight at most (an adaptive limit's ceiling)
 
     def client_args(self) -> dict[str, Any]:
         """These settings as keyword arguments of the clients (`OpenAIJudge`, `OpenAIEmbedder`)."""
@@ -236,6 +244,7 @@ class Endpoint:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         seed: int | None = None,
+        start_concurrency: int | None = None,
     ):
         self.retry = retry
         self.breaker = CircuitBreaker(
@@ -243,16 +252,17 @@ class Endpoint:
         )
         self._client_args = {"api_key": api_key, "base_url": base_url, "timeout": timeout_s, "max_retries": 0}
         self._timeout_s = timeout_s
-        self._max_concurrency = max_concurrency
+        # An answer past half the timeout means requests already queue at the server: the limit stops growing.
+        self.limit = ConcurrencyLimit(max_concurrency, start_concurrency, slow_s=timeout_s / 2)
         self._log = log
         self._what = what
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._counts: dict[str, float] = dict.fromkeys(EndpointStats.__dataclass_fields__, 0)
         self._sync_client: openai.OpenAI | None = None
-        self._async: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore]
-        ] = weakref.WeakKeyDictionary()
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def stats(self) -> EndpointStats:
         with self._lock:
@@ -271,13 +281,13 @@ class Endpoint:
                 self._sync_client = openai.OpenAI(**self._client_args)
             return self._sync_client
 
-    def _async_state(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+    def _async_client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
-        state = self._async.get(loop)
-        if state is None:
-            state = (openai.AsyncOpenAI(**self._client_args), asyncio.Semaphore(self._max_concurrency))
-            self._async[loop] = state
-        return state
+        client = self._async.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(**self._client_args)
+            self._async[loop] = client
+        return client
 
     async def close(self) -> None:
         """Close the running event loop's client, if it has one, and the sync client."""
@@ -285,9 +295,9 @@ class Endpoint:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        state = self._async.pop(loop, None) if loop is not None else None
-        if state is not None:
-            await state[0].close()
+        async_client = self._async.pop(loop, None) if loop is not None else None
+        if async_client is not None:
+            await async_client.close()
         with self._lock:
             client, self._sync_client = self._sync_client, None
         if client is not None:
@@ -296,8 +306,7 @@ class Endpoint:
     # -- calling ---------------------------------------------------------------------
     async def call(self, exchange: Exchange[T]) -> T:
         """The exchange's result, or the error it names when the call gives up."""
-        client, semaphore = self._async_state()
-        return await self._run(exchange, _Awaiting(self.breaker, client, semaphore, self._timeout_s))
+        return await self._run(exchange, _Awaiting(self.breaker, self._async_client(), self.limit, self._timeout_s))
 
     def call_sync(self, exchange: Exchange[T]) -> T:
         """`call` for threads: the same loop, blocking the calling thread while it waits."""
@@ -319,13 +328,17 @@ class Endpoint:
                 probe = await io.admit(hold)
             except Unreachable as outage:
                 raise exchange.unreachable(outage) from None
+            queued = time.monotonic()
+            slot = await io.take_slot()  # a backoff sleep does not hold a slot
+            hold.excuse(time.monotonic() - queued)  # waiting for a turn is not waiting out an outage
+            load: Outcome | None = None
             try:
-                async with io.slot:  # a backoff sleep does not hold a slot
-                    if not probe and self.breaker.state is not BreakerState.CLOSED:
-                        continue  # it opened while this call waited for a slot: wait for it instead
-                    exchange.before_request()
-                    outcome = await self._attempt(exchange, io, probe)
+                if not probe and self.breaker.state is not BreakerState.CLOSED:
+                    continue  # it opened while this call waited for a slot: wait for it instead
+                exchange.before_request()
+                outcome, load = await self._attempt(exchange, io, probe)
             finally:
+                io.give_back(slot, load)
                 self.breaker.abandon(probe)  # a probe stopped before it reported (cancelled); else a no-op
             if outcome is _AGAIN:
                 continue
@@ -339,24 +352,30 @@ class Endpoint:
 
     async def _attempt(
         self, exchange: Exchange[T], io: _Awaiting | _Blocking, probe: bool
-    ) -> T | Failure | Literal[_Again.AGAIN]:
-        """One request, its outcome reported to the breaker: any answer means the server is up."""
+    ) -> tuple[T | Failure | Literal[_Again.AGAIN], Outcome]:
+        """One request, its outcome reported to the breaker (any answer means the server is
+        up) and what it says of the server's load, for the limit."""
         exchange.requests += 1
         self._count(requests=1)
+        answers = self.breaker.answers
         started = time.monotonic()
         try:
             response = await io.send(exchange)
         except openai.OpenAIError as error:
             self._count(request_seconds=time.monotonic() - started)
             failure = exchange.classify(error)
+            overloaded = is_overload(error)
             if failure is None or failure.outage is None:
                 self.breaker.answered()
+            elif overloaded and not probe and self.breaker.answers > answers:
+                pass  # others were answered while it waited: the server is busy, not down
             else:
                 self.breaker.failed(probe, failure.outage, failure.retry_after_s)
-            return _AGAIN if failure is None else failure
-        self._count(request_seconds=time.monotonic() - started)
+            return (_AGAIN if failure is None else failure), Outcome.OVERLOADED if overloaded else Outcome.HOLD
+        took_s = time.monotonic() - started
+        self._count(request_seconds=took_s)
         self.breaker.answered()
-        return exchange.read(response)
+        return exchange.read(response), Outcome.ANSWERED if took_s < self.limit.slow_s else Outcome.HOLD
 
     def _delay_s(self, exchange: Exchange[Any], failure: Failure, retry: int, hold: Hold) -> float | None:
         """The wait before the next attempt (None: the breaker decides when it goes), or
@@ -382,14 +401,21 @@ class Endpoint:
 
 
 class _Awaiting:
-    """The loop's waits on the running event loop; a request takes a slot of its semaphore
+    """The loop's waits on the running event loop; a request takes a slot of the limit
     and is cut off `timeout_s` after it was sent, however its answer trickles in."""
 
-    def __init__(self, breaker: CircuitBreaker, client: openai.AsyncOpenAI, slot: asyncio.Semaphore, timeout_s: float):
-        self.breaker, self.client, self.slot, self.timeout_s = breaker, client, slot, timeout_s
+    def __init__(self, breaker: CircuitBreaker, client: openai.AsyncOpenAI, limit: ConcurrencyLimit, timeout_s: float):
+        self.breaker, self.client, self.limit, self.timeout_s = breaker, client, limit, timeout_s
 
     async def admit(self, hold: Hold) -> bool:
         return await self.breaker.admit(hold)
+
+    async def take_slot(self) -> Slot:
+        return await self.limit.acquire()
+
+    def give_back(self, slot: Slot | None, load: Outcome | None) -> None:
+        if slot is not None:
+            self.limit.release(slot, load)
 
     async def send(self, exchange: Exchange[Any]) -> Any:
         try:
@@ -406,13 +432,17 @@ class _Blocking:
     """The loop's waits blocking the calling thread: a coroutine making them never
     suspends, so `call_sync` runs it to its end without an event loop. No slot."""
 
-    slot = contextlib.nullcontext()
-
     def __init__(self, breaker: CircuitBreaker, client: openai.OpenAI):
         self.breaker, self.client = breaker, client
 
     async def admit(self, hold: Hold) -> bool:
         return self.breaker.admit_sync(hold)
+
+    async def take_slot(self) -> None:
+        return None
+
+    def give_back(self, slot: None, load: Outcome | None) -> None:
+        pass
 
     async def send(self, exchange: Exchange[Any]) -> Any:
         return exchange.send(self.client)

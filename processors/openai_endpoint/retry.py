@@ -12,6 +12,9 @@ client may retry more of its own (the judge, a malformed answer).
 An outage is a failure that says the server is not there to answer: no connection, no
 answer in time, or HTTP 5xx. Anything else (a 4xx, a reply that does not parse) is the
 server answering, and says nothing about whether it is up.
+
+An overload (`is_overload`) says the server is up with more requests than it takes: a
+timeout (they queue at it), 429 or 503. An adaptive concurrency limit halves on it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from spanscore.core.redaction import scrub
 
 RETRY_AFTER_JITTER = 0.1  # up to 10% on top of what the server asked for
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
+OVERLOAD_STATUS = frozenset({429, 503})  # "too many requests", "busy"
 
 
 class GiveUp(enum.Enum):
@@ -124,6 +128,14 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, openai.APIStatusError):
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
     return False
+
+
+def is_overload(error: BaseException) -> bool:
+    """Whether an error says the server has more requests than it can take now: a timeout
+    (requests queue at it), 429 or 503."""
+    if isinstance(error, openai.APITimeoutError):
+        return True
+    return isinstance(error, openai.APIStatusError) and error.status_code in OVERLOAD_STATUS
 
 
 def outage_reason(error: BaseException, timeout_s: float | None = None) -> str | None:

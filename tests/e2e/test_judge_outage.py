@@ -180,6 +180,7 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
         "spanscore_judge_output_tokens_total": 90.0,
         "spanscore_judge_breaker_state": 0.0,
         "spanscore_judge_held_calls": 0.0,
+        "spanscore_judge_concurrency_limit": 2.0,  # where the judge starts; three answers do not grow it
         "spanscore_judge_budget_refused_requests_total": 1.0,
         "spanscore_judge_budget_remaining_requests": 0.0,  # no token cap: no remaining-tokens gauge
     }

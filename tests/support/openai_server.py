@@ -22,7 +22,12 @@ once, for concurrency-cap tests.
 Chat completions have the same knobs: a queued `Delay` holds one response (then answers
 with its own `reply`, or the handler's, never the next queued one, so a client that gave
 up and retried gets the queue in order), `chat_latency_s` delays every response, and
-`chat_peak_in_flight` counts concurrency. `rejected_response_formats` names the
+`chat_peak_in_flight` counts concurrency. `chat_slots` makes the server a one-model
+server that answers that many requests at a time, as llama.cpp's server with its slots:
+the others wait their turn, connection open, each served `chat_latency_s` once it has
+a slot, unless their client has gone by then (llama.cpp's Python server checks that
+before it runs the model); with `chat_busy_status` set they are answered that status
+at once instead (a 503 "server busy"). `rejected_response_formats` names the
 `response_format` types the server refuses, the way llama.cpp's server answers HTTP 500
 to `json_schema` while it accepts `{"type": "json_object", "schema": ...}`; a refused
 request consumes no scripted reply. A `Reply` may set its own token counts, or none.
@@ -208,6 +213,10 @@ class OpenAIServer:
         self.chat_latency_s = 0.0
         self.chat_in_flight = 0
         self.chat_peak_in_flight = 0
+        self.chat_slots: int | None = None  # None: every request served at once
+        self.chat_busy_status: int | None = None  # None: requests wait for a slot
+        self._chat_slots_taken = 0
+        self._chat_slot_freed: asyncio.Condition | None = None  # made in the server's loop
         self.rejected_response_formats: set[str] = set()
         self.rejection_status = 500
         self.rejection_message = LLAMA_CPP_FORMAT_REJECTION  # formatted with the refused {type}
@@ -348,18 +357,38 @@ class OpenAIServer:
             self.chat_peak_in_flight = max(self.chat_peak_in_flight, self.chat_in_flight)
         try:
             recorded = await self._record(request)
-            if self.chat_latency_s > 0:
-                await asyncio.sleep(self.chat_latency_s)
-            rejection = self._format_rejection(recorded)
-            if rejection is not None:
-                return rejection
-            reply = await self._resolve(recorded, self._next_reply(recorded))
-            if isinstance(reply, ErrorReply):
-                return self._error(reply)
-            return await self._chat_reply(request, recorded, reply)
+            if self.chat_slots is None:
+                return await self._chat_served(request, recorded)
+            if self._chat_slot_freed is None:
+                self._chat_slot_freed = asyncio.Condition()
+            async with self._chat_slot_freed:
+                if self._chat_slots_taken >= self.chat_slots and self.chat_busy_status is not None:
+                    return self._error(ErrorReply(self.chat_busy_status, "server busy: all slots are taken"))
+                await self._chat_slot_freed.wait_for(lambda: self._chat_slots_taken < (self.chat_slots or 1))
+                if request.transport is None or request.transport.is_closing():
+                    self._chat_slot_freed.notify()
+                    return web.Response(status=499)  # nobody to answer: the client gave up
+                self._chat_slots_taken += 1
+            try:
+                return await self._chat_served(request, recorded)
+            finally:
+                async with self._chat_slot_freed:
+                    self._chat_slots_taken -= 1
+                    self._chat_slot_freed.notify()
         finally:
             with self._lock:
                 self.chat_in_flight -= 1
+
+    async def _chat_served(self, request: web.Request, recorded: RecordedRequest) -> web.StreamResponse:
+        if self.chat_latency_s > 0:
+            await asyncio.sleep(self.chat_latency_s)
+        rejection = self._format_rejection(recorded)
+        if rejection is not None:
+            return rejection
+        reply = await self._resolve(recorded, self._next_reply(recorded))
+        if isinstance(reply, ErrorReply):
+            return self._error(reply)
+        return await self._chat_reply(request, recorded, reply)
 
     async def _chat_reply(self, request: web.Request, recorded: RecordedRequest, reply: Reply) -> web.StreamResponse:
         body = recorded.body if isinstance(recorded.body, dict) else {}

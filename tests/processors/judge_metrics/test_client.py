@@ -71,7 +71,7 @@ async def test_a_llama_cpp_500_on_json_schema_falls_back_to_json_object_with_sch
 async def test_concurrent_refusals_step_down_only_one_mode(server):
     server.rejected_response_formats = {"json_schema"}
     server.chat_latency_s = 0.05
-    judge = make(server)
+    judge = make(server, start_concurrency=5)  # the five at once
     replies = await asyncio.gather(*(judge.complete(MESSAGES, SCHEMA, f"g{i}") for i in range(5)))
     assert all(r.calls == 2 for r in replies)
     assert judge.mode is StructuredMode.JSON_OBJECT_SCHEMA

@@ -97,7 +97,10 @@ async def test_the_breaker_opens_after_five_failures_then_probes_one_request_at_
     handler = server.handler = LoadingThenUp(server)
     with server:
         judge = judge_for(
-            server, retry=RetryPolicy(max_retries=1, initial_backoff_s=0.1, max_backoff_s=0.2), max_wait_s=1.0
+            server,
+            retry=RetryPolicy(max_retries=1, initial_backoff_s=0.1, max_backoff_s=0.2),
+            max_wait_s=1.0,
+            start_concurrency=10,  # the ten at once
         )
         await asyncio.gather(
             *(judge.complete(MESSAGES, SCHEMA, f"grade_{i}") for i in range(10)), return_exceptions=True
