@@ -58,6 +58,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
+from spanscore.core.score_encoding import result_keys
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.ports import free_port, wait_for_port  # noqa: E402
 
@@ -216,10 +218,13 @@ class ExportReader(threading.Thread):
                 self.first[trace_id] = {"at": at, "spans": spans}
 
 
+FAILURE_SCORE = result_keys("failure_localization").score
+
+
 def failure_score(spans: list[dict]) -> float | None:
     for s in spans:
         for attribute in s.get("attributes", []):
-            if attribute["key"] == "eval.failure_localization.score":
+            if attribute["key"] == FAILURE_SCORE:
                 value = attribute["value"]
                 return float(value.get("doubleValue", value.get("intValue", 0)))
     return None
