@@ -104,6 +104,7 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
         "eval.toy.score": 0.5,
         "eval.toy.label": "pass",
         "eval.toy.explanation": "2 spans",
+        "eval.toy.sequence": 1,  # the trace's first scoring
         **by_code("toy"),
     }
     assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.counts.exported_traces == 1
@@ -230,7 +231,7 @@ async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
 
 async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace_wait(rig_for):
     metric = toy()
-    rig = await rig_for(metric, score=EVERY_TRACE)
+    rig = await rig_for(metric, score=EVERY_TRACE, late_spans="forward")
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(1.0)
@@ -365,6 +366,8 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
         "eval.other.score": 0.25,
         "eval.other.label": "fail",
         "eval.other.explanation": "1 spans",
+        "eval.toy.sequence": 1,
+        "eval.other.sequence": 1,
         **by_code("toy"),
         **by_code("other"),
     }
@@ -411,6 +414,7 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     assert exported.anchor_attributes == {
         "eval.judged.score": 0.75,
         "eval.judged.label": "pass",
+        "eval.judged.sequence": 1,
         **by_code("judged"),
         "eval.judge.calls": 2,
         "eval.judge.input_tokens": 120,
