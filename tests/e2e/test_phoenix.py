@@ -530,6 +530,8 @@ def test_a_late_span_rescore_replaces_the_root_annotation_in_phoenix(phoenix, st
 
     status, _, _ = post(collector.http_port, request_of(agent).SerializeToString(), "application/x-protobuf")
     assert status == 200
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 3, timeout_s=20)
+    assert len(stored) == 3  # the project exists once its first spans are stored
     first = wait_for(root_annotations, lambda found: len(found) == 1, timeout_s=30)
     assert [(a["result"]["label"], a["metadata"]["sequence"]) for a in first] == [("none_found", 1)]
     status, _, _ = post(collector.http_port, request_of(tool_server).SerializeToString(), "application/x-protobuf")
