@@ -3,7 +3,8 @@
 A trace is ready when its root span has arrived and no span came for `trace_wait`, or
 `trace_timeout` after its first span (then it goes on without a root, marked
 incomplete). Spans arriving for a trace that was already released are not lost: they
-form a `late` trace that is forwarded after `trace_wait` without being scored again.
+form a `late` trace that is forwarded after `trace_wait` (and, with `late_spans:
+rescore`, makes the scheduler score its trace again: late_rescores).
 A released trace carries its session id: the first of `session_keys` found on it.
 
 The assembler is synchronous and takes the time as an argument, so the pipeline drives

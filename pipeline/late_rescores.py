@@ -2,10 +2,10 @@
 arrive later, and the results of that re-score as an `evaluate_trace` carrier span.
 
 What a re-score needs is the trace's spans as they were scored (before scores were
-written on them): each trace in the scoring scope leaves a copy of its spans here when
-it is scored, as one export request's bytes. Late spans of it (a `late` trace from the
-assembler, forwarded to the exporters as they are) are appended to that copy and the
-whole is parsed into a new trace with the next sequence number, which is scored like
+written on them): each trace released for scoring leaves a copy of its spans here, as
+one export request's bytes, dropped again if it is not scored (out of the scope). Late
+spans of it (a `late` trace from the assembler, forwarded to the exporters as they are)
+are appended to that copy and the whole is parsed into a new trace with the next sequence number, which is scored like
 any other. Its spans were sent already, so the re-score's results go on one new span,
 `evaluate_trace`, in the same trace, a child of the root and linked to it, with every
 result's `eval.<metric>.sequence` (docs/score-encoding.md, "Re-scores").
@@ -61,8 +61,8 @@ class LateRescores:
         return len(self._traces)
 
     def remember(self, trace: Trace, now: float) -> None:
-        """Keep a copy of the spans of `trace`, being scored for the first time (call it
-        before its scores are written on them)."""
+        """Keep a copy of the spans of `trace`, about to be scored for the first time (its
+        late spans may arrive while it is; no score is written on them yet)."""
         if trace.span_count > self.max_spans or trace.trace_id in self._traces:
             return
         self._expire(now)
@@ -93,6 +93,11 @@ class LateRescores:
             )
         self._bound()
         return rescore
+
+    def forget(self, trace_id: bytes) -> None:
+        """Drop the copy of a trace that is not scored (out of the scope, cut off)."""
+        if trace_id in self._traces:
+            self._forget(trace_id)
 
     def _keep(self, trace_id: bytes, remembered: _Remembered) -> None:
         self._traces[trace_id] = remembered

@@ -121,6 +121,8 @@ class Scheduler:
             if rescore is not None:
                 self.ready.put(rescore)
         else:
+            if self.late is not None:  # its spans as they are scored: late spans may come while it is
+                self.late.remember(trace, self.clock())
             # Whether it is scored, and its session, are settled by a scorer: the scope may
             # need the normalized view, whose cost belongs off the release tick.
             self.ready.put(trace)
@@ -182,6 +184,8 @@ class Scheduler:
         opened: dict[bytes, Session],
         observations: ScoreObservations | None = None,
     ) -> None:
+        if self.late is not None and (scored.skip_reason is not None or scored.cut_off):
+            self.late.forget(trace.trace_id)  # not scored: nothing to score again
         if trace.sequence > 1:  # a re-score: its spans were sent, its results go on a carrier
             if scored.skip_reason is None and not scored.cut_off:
                 carrier = self.attacher.rescore_carrier(trace, scored, time.time_ns(), observations)
@@ -199,8 +203,6 @@ class Scheduler:
             self._unscored.said(trace, scored.skip_reason)
             return
         session = opened.get(trace.trace_id)
-        if self.late is not None and not scored.cut_off:
-            self.late.remember(trace, self.clock())  # its spans as scored, before scores go on them
         if self.book is not None:
             if session is not None:
                 self.book.scored_in(trace, session)

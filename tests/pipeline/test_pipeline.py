@@ -272,6 +272,34 @@ async def test_late_spans_rescore_their_trace_onto_a_carrier_sending_no_span_twi
     assert rig.pipeline.counts.held_spans == 0
 
 
+async def test_late_spans_arriving_while_the_first_scoring_runs_rescore_it_too(rig_for):
+    rig = await rig_for(toy(delay_s=0.2), score=EVERY_TRACE)
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # released: being scored for 0.2 s
+    rig.receiver.send(request_of([span(trace_id, "tool", parent=root_id)]))
+    await rig.at(2.5)
+    exported = rig.exporter.by_trace_id(trace_id)
+    by_sequence = {
+        e.anchor_attributes["eval.toy.sequence"]: (e.span_names, e.scores["toy"]) for e in exported if e.results
+    }
+    assert by_sequence == {1: (["root"], 0.25), 2: (["evaluate_trace"], 0.5)}
+    assert [e.span_names for e in exported if not e.results] == [["tool"]]
+
+
+async def test_a_trace_outside_the_scoring_scope_is_not_kept_for_late_spans(rig_for):
+    rig = await rig_for(toy())  # agent traces only: this one is not
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
+    await rig.at(1.0)
+    assert len(rig.pipeline.late) == 0 and rig.pipeline.late.span_count == 0
+    rig.clock.now = 2.0
+    rig.receiver.send(request_of([span(trace_id, "late", parent=root_id)]))
+    await rig.at(3.0)
+    assert [e.span_names for e in rig.exporter.by_trace_id(trace_id)] == [["root"], ["late"]]
+
+
 async def test_late_spans_rescore_at_most_max_rescores_times_and_only_within_late_window(rig_for):
     metric = toy()
     rig = await rig_for(metric, score=EVERY_TRACE, max_rescores=2, late_window=100.0)
