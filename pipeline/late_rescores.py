@@ -5,10 +5,10 @@ What a re-score needs is the trace's spans as they were scored (before scores we
 written on them): each trace released for scoring leaves a copy of its spans here, as
 one export request's bytes, dropped again if it is not scored (out of the scope). Late
 spans of it (a `late` trace from the assembler, forwarded to the exporters as they are)
-are appended to that copy and the whole is parsed into a new trace with the next sequence number, which is scored like
-any other. Its spans were sent already, so the re-score's results go on one new span,
+are appended to that copy and the whole is parsed into a new trace with the next
+sequence number, which is scored like any other. Its spans were sent already, so the re-score's results go on one new span,
 `evaluate_trace`, in the same trace, a child of the root and linked to it, with every
-result's `eval.<metric>.sequence` (docs/score-encoding.md, "Re-scores").
+result's `eval.<metric>.sequence` (docs/score-encoding.md, "Re-scores: late spans").
 
 Memory is bounded: at most `late_memory_spans` spans are kept, the oldest trace forgotten
 first (logged), and a trace is forgotten `late_window` after its first scoring or once
