@@ -3,16 +3,18 @@ arrive later, and the results of that re-score as an `evaluate_trace` carrier sp
 
 What a re-score needs is the trace's spans as they were scored (before scores were
 written on them): each trace released for scoring leaves a copy of its spans here, as
-one export request's bytes, dropped again if it is not scored (out of the scope). Late
-spans of it (a `late` trace from the assembler, forwarded to the exporters as they are)
-are appended to that copy and the whole is parsed into a new trace with the next
-sequence number, which is scored like any other. Its spans were sent already, so the re-score's results go on one new span,
-`evaluate_trace`, in the same trace, a child of the root and linked to it, with every
-result's `eval.<metric>.sequence` (docs/score-encoding.md, "Re-scores: late spans").
+the bytes a scoring worker gets (worker_messages: sliced from the request they arrived
+in, whose bytes the intake keeps then), dropped again if it is not scored (out of the
+scope). Late spans of it (a `late` trace from the assembler, forwarded to the exporters
+as they are) are appended to that copy and the whole is parsed into a new trace with
+the next sequence number, which is scored like any other. Its spans were sent already,
+so the re-score's results go on one new span, `evaluate_trace`, in the same trace, a
+child of the root and linked to it, with every result's `eval.<metric>.sequence`
+(docs/score-encoding.md, "Re-scores: late spans").
 
 Memory is bounded: at most `late_memory_spans` spans are kept, the oldest trace forgotten
-first (logged), and a trace is forgotten `late_window` after its first scoring or once
-it was re-scored `max_rescores` times.
+first (logged), and a trace is forgotten `late_window` after its release or once it was
+re-scored `max_rescores` times.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
@@ -34,6 +35,7 @@ from spanscore.core.usage import per_evaluator
 from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, random_id
 from spanscore.pipeline.scoring import Scored
 from spanscore.pipeline.settings import PipelineSettings
+from spanscore.pipeline.worker_messages import Origins, received_trace, sent_trace
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -41,7 +43,7 @@ log = logging.getLogger("spanscore.pipeline")
 @dataclass
 class _Remembered:
     expires: float
-    spans: bytes  # ExportTraceServiceRequest bytes: every span the trace has had so far
+    origins: Origins  # every span the trace has had so far, as bytes (worker_messages)
     span_count: int
     sequence: int  # of its latest scoring
 
@@ -66,7 +68,8 @@ class LateRescores:
         if trace.span_count > self.max_spans or trace.trace_id in self._traces:
             return
         self._expire(now)
-        self._keep(trace.trace_id, _Remembered(now + self.window_s, _spans_bytes(trace), trace.span_count, 1))
+        _, _, origins = sent_trace(trace, None)
+        self._keep(trace.trace_id, _Remembered(now + self.window_s, origins, trace.span_count, 1))
 
     def rescore_of(self, late: Trace, now: float) -> Trace | None:
         """The trace to score again now that the spans of `late` arrived, with every span
@@ -78,11 +81,11 @@ class LateRescores:
         remembered = self._traces.get(late.trace_id)
         if remembered is None:
             return None
-        remembered.spans += _spans_bytes(late)  # repeated fields: concatenated messages merge
+        remembered.origins += sent_trace(late, None)[2]
         remembered.span_count += late.span_count
         remembered.sequence += 1
         self.span_count += late.span_count
-        rescore = _parse(late.trace_id, remembered.spans, now)
+        rescore = received_trace((late.trace_id, None, remembered.origins))
         rescore.sequence = remembered.sequence
         if remembered.sequence > self.max_rescores:
             self._forget(late.trace_id)  # no further re-score: its copy is not needed
@@ -126,29 +129,6 @@ class LateRescores:
             if remembered.expires > now:
                 break
             self._forget(trace_id)
-
-
-def _spans_bytes(trace: Trace) -> bytes:
-    request = ExportTraceServiceRequest()
-    for origin, positions in trace.spans_by_origin.items():
-        resource_spans = request.resource_spans.add(schema_url=origin.resource_spans.schema_url)
-        resource_spans.resource.CopyFrom(origin.resource)
-        scope_spans = resource_spans.scope_spans.add(schema_url=origin.scope_spans.schema_url)
-        scope_spans.scope.CopyFrom(origin.scope_spans.scope)
-        spans = origin.scope_spans.spans
-        scope_spans.spans.extend(spans[position] for position in positions)
-    return request.SerializeToString()
-
-
-def _parse(trace_id: bytes, data: bytes, now: float) -> Trace:
-    request = ExportTraceServiceRequest.FromString(data)
-    trace = Trace(trace_id, now)
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            origin = ScopeOrigin(resource_spans, scope_spans)
-            for position, span in enumerate(scope_spans.spans):
-                trace.add(position, span, origin)
-    return trace
 
 
 def trace_carrier(

@@ -82,7 +82,10 @@ class Pipeline:
         self.scoring: Scoring | None = workers or (
             LocalScoring(processors, ScoreScope(config.score)) if processors else None
         )
-        self.intake = Intake(assembler, self.counts, clock, book, keep_wire=workers is not None)
+        late = late_rescores(config, self.scoring)
+        # Workers and re-scores take spans as they arrived: sliced, not serialized again.
+        keep_wire = workers is not None or late is not None
+        self.intake = Intake(assembler, self.counts, clock, book, keep_wire=keep_wire)
         self.attacher = ScoreAttacher(self.counts, clock, span_events, score_metrics, evaluation_logs)
         if workers is not None:
             workers.on_observations = self.attacher.observe
@@ -99,7 +102,7 @@ class Pipeline:
             clock,
             book,
         )
-        self.late = late_rescores(config, self.scoring)
+        self.late = late
         self.scheduler = Scheduler(
             assembler, self.scoring, self.attacher, self.fanout, self.sessions, self.counts, clock, book, self.late
         )
