@@ -143,6 +143,6 @@ def late_rescores(config: PipelineSettings, scoring: Scoring | None) -> LateResc
     if config.late_spans != "rescore" or scoring is None:
         return None
     if not isinstance(scoring, LocalScoring):
-        log.warning("late spans are forwarded, not scored again, when scoring runs in scoring_workers")
+        log.info("late spans are forwarded, not scored again, when scoring runs in scoring_workers")
         return None
     return LateRescores(config)
