@@ -60,7 +60,7 @@ class PipelineSettings(ComponentConfig):
     forwarded_trace_memory: int = Field(default=DEFAULT_FORWARDED_TRACE_MEMORY, ge=0)
     # Spans arriving after their trace was scored: `rescore` scores the trace again with
     # them (its results on an `evaluate_trace` carrier span, pipeline/late_rescores.py),
-    # within `late_window` of its first scoring and at most `max_rescores` times;
+    # within `late_window` of its release for scoring and at most `max_rescores` times;
     # `forward` only forwards them. Re-scoring keeps a copy of the scored traces' spans,
     # at most `late_memory_spans` of them (the oldest trace is forgotten first).
     late_spans: Literal["rescore", "forward"] = "rescore"
