@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 PREFIX = "eval."  # every key spanscore writes on a span, so none overwrites the agent's own
 
 SESSION_SPAN_NAME = "evaluate_session"
+# A trace scored again (late spans): the new results on a span of this name in the
+# trace, linked to (and a child of) its root, as no span id is sent twice.
+TRACE_SPAN_NAME = "evaluate_trace"
 SCOPE_NAME = "spanscore"
 
 # Provenance on each evaluation event and score metric: who scored, by which definition.
@@ -83,6 +86,7 @@ class ResultKeys:
         "explanation",
         "error",
         "skipped",
+        "sequence",
         "threshold",
         "trial_scores",
         "category",
@@ -105,6 +109,8 @@ class ResultKeys:
         self.explanation = self.prefix + "explanation"
         self.error = self.prefix + "error"  # could not be computed: no score
         self.skipped = self.prefix + "skipped"  # not graded, and why: no result at all
+        # 1 for the trace's first scoring, 2.. for each re-score: the highest is the latest.
+        self.sequence = self.prefix + "sequence"
         self.threshold = self.prefix + "threshold"  # the judge metrics' cut between pass and fail
         self.trial_scores = self.prefix + "trial_scores"  # the judge's trials, comma-separated
         # A judge metric of your own's answer before it became a score: the category it
@@ -258,6 +264,17 @@ def is_session_carrier(trace: Trace) -> bool:
         and origin is not None
         and root.name == SESSION_SPAN_NAME
         and origin.scope_spans.scope.name == SCOPE_NAME
+    )
+
+
+def is_trace_carrier(trace: Trace) -> bool:
+    """Whether `trace` holds only `evaluate_trace` carriers spanscore wrote: the results of
+    a re-score, not spans of the agent's (nothing to score again)."""
+    origins = trace.spans_by_origin
+    return bool(origins) and all(
+        origin.scope_spans.scope.name == SCOPE_NAME
+        and all(origin.scope_spans.spans[position].name == TRACE_SPAN_NAME for position in positions)
+        for origin, positions in origins.items()
     )
 
 

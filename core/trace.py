@@ -84,6 +84,7 @@ class Trace:
         "last_seen",
         "session_id",
         "late",
+        "sequence",
         "results",
         "span_results",
         "derived",
@@ -102,7 +103,9 @@ class Trace:
         self.first_seen = now
         self.last_seen = now
         self.session_id: str | None = None
-        self.late = late  # spans of a trace already forwarded: exported, never re-scored
+        self.late = late  # spans of a trace already forwarded: exported as they are
+        # Which scoring of the trace this is: 1 the first, 2.. a re-score with late spans.
+        self.sequence = 1
         # Filled in once by the pipeline after scoring; an empty tuple until then keeps
         # unscored traces from allocating a list each.
         self.results: Sequence[MetricResult] = ()

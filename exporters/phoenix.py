@@ -18,7 +18,10 @@ on the span it names, as a trace's result is on the root, which has the metric's
 roll-up. Session
 results (an `evaluate_session` carrier) go in one
 `POST <endpoint>/v1/session_annotations` on the session id, or with
-`annotate_sessions: false` on the carrier span as span annotations.
+`annotate_sessions: false` on the carrier span as span annotations. The results of a
+trace scored again with late spans (an `evaluate_trace` carrier) go on the root span
+the carrier links to: same name, same identifier, so Phoenix replaces the first
+results with them; each annotation's metadata has the result's `sequence`.
 
 Phoenix ingests spans asynchronously, and the spans come through another exporter, so
 an annotation may reach Phoenix before its span: the requests are asynchronous
@@ -47,6 +50,7 @@ from spanscore.core.score_encoding import (
     FAILURE_DETAILS,
     FAILURE_SOURCE,
     is_session_carrier,
+    is_trace_carrier,
     result_keys,
 )
 from spanscore.core.trace import Trace
@@ -124,6 +128,9 @@ def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
     revision = find_attribute(span_attributes, keys.revision)
     if revision is not None:
         metadata["revision"] = revision
+    sequence = find_attribute(span_attributes, keys.sequence)
+    if sequence is not None:
+        metadata["sequence"] = sequence
     if result.error is not None:
         metadata["error_type"] = result.error_type or "error"
         outcome = {"label": ERROR_LABEL, "score": None, "explanation": result.error}
@@ -206,6 +213,10 @@ class PhoenixExporter(Exporter):
                 sessions.extend(
                     {**annotation(r, anchor.attributes), "session_id": trace.session_id} for r in trace.results
                 )
+            elif is_trace_carrier(trace):
+                # A re-score: on the root it is linked to, replacing the results there by name.
+                span_id = anchor.links[0].span_id.hex() if anchor.links else anchor.span_id.hex()
+                spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
             else:
                 span_id = anchor.span_id.hex()
                 spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)

@@ -13,7 +13,9 @@ metric is a trace result, without it); each label takes at most `max_label_value
 values per metric, later ones are `other`
 (`label_limit`). Each finding about one span (a failure_localization blame) is one
 increment of `gen_ai.evaluation.failures`, by `eval.failure.category`,
-`eval.failure.group`, `service.name` and `gen_ai.agent.name`. They leave
+`eval.failure.group`, `service.name` and `gen_ai.agent.name`. A trace scored again
+with late spans is not counted again: each result of a re-score is one increment of
+`gen_ai.evaluation.rescores`, by the results counter's labels. They leave
 through the exporters listed in `service.pipelines.metrics` (Prometheus scrape
 endpoint, OTLP gRPC or HTTP) via the SDK's MeterProvider; the histogram is aggregated
 by spanscore (`score_histogram`) and added to what each reader collects.
@@ -43,7 +45,7 @@ from spanscore.core.telemetry import Reading, Readout
 from spanscore.core.version import VERSION
 from spanscore.exporters.label_limit import DEFAULT_MAX_LABEL_VALUES, LabelValueLimit
 from spanscore.exporters.score_histogram import ScoreHistogram
-from spanscore.exporters.score_observations import CALLS, FAILURES, RESULTS, ScoreObservations
+from spanscore.exporters.score_observations import CALLS, FAILURES, RESCORES, RESULTS, ScoreObservations
 from spanscore.exporters.sdk_parts import create_all
 
 log = logging.getLogger("spanscore.exporters")
@@ -51,6 +53,7 @@ log = logging.getLogger("spanscore.exporters")
 SCORE_HISTOGRAM = "gen_ai.evaluation.score"
 RESULT_COUNTER = "gen_ai.evaluation.results"
 FAILURE_COUNTER = "gen_ai.evaluation.failures"
+RESCORE_COUNTER = "gen_ai.evaluation.rescores"
 # Per evaluator (`judge`): gen_ai.evaluation.judge.calls, gen_ai.evaluation.judge.tokens.
 USAGE_CALLS_COUNTER = "gen_ai.evaluation.{evaluator}.calls"
 USAGE_TOKENS_COUNTER = "gen_ai.evaluation.{evaluator}.tokens"
@@ -105,6 +108,11 @@ class ScoreMetrics:
             unit="{failure}",
             description="Errors failure_localization blamed on a span, by category and group",
         )
+        self._rescores = meter.create_counter(
+            RESCORE_COUNTER,
+            unit="{result}",
+            description="Results of traces scored again with late spans, by label (not counted as results again)",
+        )
         self._meter = meter
         for readout in self.observed:
             metric = readout.metric
@@ -142,6 +150,8 @@ class ScoreMetrics:
                 instrument, name = self._results, RESULT_COUNTER
             elif counter == FAILURES:
                 instrument, name = self._failures, FAILURE_COUNTER
+            elif counter == RESCORES:
+                instrument, name = self._rescores, RESCORE_COUNTER
             elif evaluator is None:  # usage is counted by the evaluator that was paid
                 raise ValueError(f"{counter} counted without an evaluator")
             elif counter == CALLS:
@@ -151,7 +161,7 @@ class ScoreMetrics:
                 instrument = self._usage_counters_for(evaluator)[1]
                 name = USAGE_TOKENS_COUNTER.format(evaluator=evaluator)
             # Results and failures count one per recording; usage is one recording a batch.
-            recordings = amount if counter in (RESULTS, FAILURES) else 1
+            recordings = amount if counter in (RESULTS, FAILURES, RESCORES) else 1
             instrument.add(amount, limit(name, dict(series), recordings))
 
     def _usage_counters_for(self, evaluator: str) -> tuple[Counter, Counter]:

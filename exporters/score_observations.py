@@ -26,6 +26,7 @@ from spanscore.exporters.score_histogram import ScoreBuckets, Series
 # Counters, each increment keyed by (counter, evaluator for the usage counters, series).
 RESULTS = "results"
 FAILURES = "failures"
+RESCORES = "rescores"
 CALLS = "calls"
 TOKENS = "tokens"
 # The finding attributes the failure counter is broken down by.
@@ -50,6 +51,19 @@ def _by_kind(results: Iterable[MetricResult], kinds: Mapping[str, str]) -> dict[
     for result in results:
         grouped.setdefault(kinds.get(result.span_id or "", "span"), []).append(result)
     return grouped
+
+
+def _result_series(result: MetricResult, provenance: Mapping[str, Provenance], common: Mapping[str, str]) -> Series:
+    source = provenance.get(result.name, CODE_PROVENANCE)
+    return _series(
+        {
+            EVALUATION_NAME: result.name,
+            SCORE_LABEL: result.label or "error",
+            EVALUATOR: source.evaluator,
+            REVISION: source.revision,
+            **common,
+        }
+    )
 
 
 @dataclass
@@ -85,21 +99,28 @@ class ScoreObservations:
             common.update(labels)
         provenance = provenance or {}
         for result in results:
-            source = provenance.get(result.name, CODE_PROVENANCE)
-            attributes = {
-                EVALUATION_NAME: result.name,
-                SCORE_LABEL: result.label or "error",
-                EVALUATOR: source.evaluator,
-                REVISION: source.revision,
-                **common,
-            }
-            series = _series(attributes)
+            series = _result_series(result, provenance, common)
             if result.score is not None:
                 buckets = self.scores.get(series)
                 if buckets is None:
                     buckets = self.scores[series] = ScoreBuckets()
                 buckets.add(result.score)
             key = (RESULTS, None, series)
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def add_rescores(
+        self,
+        results: Iterable[MetricResult],
+        service_name: str | None,
+        agent_name: str | None,
+        provenance: Mapping[str, Provenance] | None = None,
+    ) -> None:
+        """One re-score counted per result of a trace scored again (late spans), by the
+        labels of the results counter: its score is in no histogram, its trace's first
+        result is the one counted as a result."""
+        common = _common(service_name, agent_name)
+        for result in results:
+            key = (RESCORES, None, _result_series(result, provenance or {}, common))
             self.counts[key] = self.counts.get(key, 0) + 1
 
     def add_span_results(

@@ -5,7 +5,8 @@ A trace is ready when its root span has arrived, every parent its spans name has
 or the longest of the waits `trace_wait_by_service` gives the services it has spans of. Or
 `trace_timeout` after its first span, whatever it still lacks (without a root it is
 marked incomplete). Spans arriving for a trace that was already released are not lost: they
-form a `late` trace that is forwarded after `trace_wait` without being scored again.
+form a `late` trace that is forwarded after `trace_wait` (and, with `late_spans:
+rescore`, makes the scheduler score its trace again: late_rescores).
 A released trace carries its session id: the first of `session_keys` found on it.
 
 The assembler is synchronous and takes the time as an argument, so the pipeline drives

@@ -20,10 +20,12 @@ from spanscore.core.provenance import CODE_PROVENANCE, Provenance
 from spanscore.core.session import Session
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import EvaluatorUsage
+from spanscore.core.version import VERSION
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.late_rescores import trace_carrier
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_attributes import carry_over
 from spanscore.pipeline.score_writer import ScoreWriter, findings_by_span, results_by_span
@@ -153,6 +155,25 @@ class ScoreAttacher:
         )
         if observations and self.score_metrics is not None:
             self.score_metrics.record_observations(observations)
+        return carrier
+
+    def rescore_carrier(
+        self, trace: Trace, scored: Scored, start_ns: int, observations: ScoreObservations | None = None
+    ) -> Trace | None:
+        """The `evaluate_trace` carrier of a re-score of `trace` (late_rescores), or None
+        when it has nothing to carry; its results counted as re-scores, not as results
+        again, in `observations` when given, else recorded now."""
+        self._count(scored.usages)
+        carrier = trace_carrier(trace, scored, self.provenance, self.writer.span_events, VERSION, start_ns)
+        if carrier is None:
+            return None
+        if self.score_metrics is not None:
+            batch = observations if observations is not None else ScoreObservations()
+            self.writer.observe_rescore(batch, trace, scored)
+            if observations is None:
+                self.score_metrics.record_observations(batch)
+        if self.evaluation_logs is not None and carrier.anchor is not None:
+            self.evaluation_logs.emit(carrier.anchor, scored.results, self.provenance)
         return carrier
 
     def _count(self, usages: list[EvaluatorUsage]) -> None:

@@ -6,7 +6,9 @@ per session at a time, so a session's traces are scored in the order they were r
 at most `scoring_concurrency` traces out at once: waiting costs no task per trace, and
 CPU-bound metrics cannot keep the receivers and exporters that share the event loop
 waiting. Each scored trace gets its scores attached and goes to the fan-out; scoring
-never holds a trace back, even a crashed or cancelled scoring exports its traces.
+never holds a trace back, even a crashed or cancelled scoring exports its traces. Late
+spans of a scored trace are forwarded and, with `late_spans: rescore`, the trace is
+scored again with them (late_rescores): only the re-score's carrier span is exported.
 
 At shutdown scoring has until a deadline: past it the traces being scored and those
 still waiting leave unscored, every trace metric skipped with the reason, and so do the
@@ -27,6 +29,7 @@ from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
+from spanscore.pipeline.late_rescores import LateRescores
 from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.pipeline.score_scope import SESSION_CARRIER, UnscoredTraces
@@ -58,6 +61,7 @@ class Scheduler:
         counts: PipelineCounts,
         clock: Callable[[], float],
         book: LogRetention | None = None,
+        late: LateRescores | None = None,
     ):
         config = assembler.config
         self.assembler = assembler
@@ -78,6 +82,8 @@ class Scheduler:
         self._unscored = UnscoredTraces()
         self._why = NOT_SCORED  # what a trace skipped at shutdown says
         self._replaced: set[bytes] = set()  # ids of earlier carriers the sessions hold, not to export
+        self.late = late  # scored traces awaiting late spans, when they are scored again
+        self._rescore_carriers: dict[int, Trace] = {}  # by id() of the re-scored trace: what it sends
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -109,8 +115,14 @@ class Scheduler:
 
     def dispatch(self, trace: Trace) -> None:
         if trace.late or self.scoring is None:
+            # Late spans are sent as they came; the trace they complete is scored again.
+            rescore = self.late.rescore_of(trace, self.clock()) if trace.late and self.late is not None else None
             self.fanout.export(trace)
+            if rescore is not None:
+                self.ready.put(rescore)
         else:
+            if self.late is not None:  # its spans as they are scored: late spans may come while it is
+                self.late.remember(trace, self.clock())
             # Whether it is scored, and its session, are settled by a scorer: the scope may
             # need the normalized view, whose cost belongs off the release tick.
             self.ready.put(trace)
@@ -172,6 +184,14 @@ class Scheduler:
         opened: dict[bytes, Session],
         observations: ScoreObservations | None = None,
     ) -> None:
+        if self.late is not None and (scored.skip_reason is not None or scored.cut_off):
+            self.late.forget(trace.trace_id)  # not scored: nothing to score again
+        if trace.sequence > 1:  # a re-score: its spans were sent, its results go on a carrier
+            if scored.skip_reason is None and not scored.cut_off:
+                carrier = self.attacher.rescore_carrier(trace, scored, time.time_ns(), observations)
+                if carrier is not None:
+                    self._rescore_carriers[id(trace)] = carrier
+            return
         if scored.skip_reason is not None:
             held = self.sessions.hold_earlier_carrier(trace) if scored.skip_reason == SESSION_CARRIER else None
             if held is not None:
@@ -191,6 +211,12 @@ class Scheduler:
         self.attacher.attach(trace, scored, observations)
 
     def _export(self, trace: Trace) -> None:
+        if trace.sequence > 1:  # a re-score sends its carrier only: no span id is sent twice
+            carrier = self._rescore_carriers.pop(id(trace), None)
+            if carrier is not None:
+                self.counts.held_spans += carrier.span_count
+                self.fanout.export(carrier)
+            return
         if self._replaced and trace.trace_id in self._replaced:
             self._replaced.discard(trace.trace_id)
             self.fanout.discard(trace)

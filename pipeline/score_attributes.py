@@ -283,8 +283,8 @@ def carrier_spans(
     evaluator usage (per evaluator), linked to the anchor span of each of its traces
     (`links`: trace id and anchor span id, None when the trace had no span)."""
     span = Span(
-        trace_id=_random_nonzero(16),
-        span_id=_random_nonzero(8),
+        trace_id=random_id(16),
+        span_id=random_id(8),
         name=SESSION_SPAN_NAME,
         kind=Span.SPAN_KIND_INTERNAL,
         start_time_unix_nano=start_ns,
@@ -314,7 +314,7 @@ def _kv(key: str, value: AnyValue) -> KeyValue:
     return KeyValue(key=key, value=value)
 
 
-def _random_nonzero(size: int) -> bytes:
+def random_id(size: int) -> bytes:
     while True:
         value = os.urandom(size)
         if any(value):

@@ -130,6 +130,11 @@ class ScoreWriter:
             observations.add_span_results(scored.span_results, kinds, service, agent, self.provenance)
         observations.add_findings(scored.findings, service, agent)
 
+    def observe_rescore(self, observations: ScoreObservations, trace: Trace, scored: Scored) -> None:
+        """A re-score's results into `observations` on the re-score counter only: the trace's
+        first results stay the ones the score histogram and the results counter count."""
+        observations.add_rescores(scored.results, trace.service_name, agent_name_of(trace), self.provenance)
+
     def carrier(
         self,
         session_id: str,

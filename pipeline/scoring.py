@@ -82,6 +82,11 @@ class Scored:
         return cls(attributes=[SpanAttribute(result_keys(name).skipped, why) for name in metric_names], cut_off=True)
 
 
+def sequence_attributes(results: Sequence[MetricResult], sequence: int) -> list[SpanAttribute]:
+    """`eval.<metric>.sequence` of each result's metric: which scoring of the trace gave it."""
+    return [SpanAttribute(result_keys(name).sequence, sequence) for name in dict.fromkeys(r.name for r in results)]
+
+
 NOT_SCORED = "not scored before the pipeline stopped"  # why, unless the one stopping it says more
 
 # The session a trace in the scoring scope is scored in (opened if need be), or None.
@@ -204,6 +209,7 @@ class LocalScoring:
                         one.add(item)
         for (trace, _), one in zip(items, scored):
             one.sort_spans(trace)
+            one.attributes += sequence_attributes(one.results, trace.sequence)
         return scored
 
     async def score_session(self, session: Session) -> Scored:

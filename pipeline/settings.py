@@ -7,6 +7,8 @@ how much is held, how scoring is batched and where it runs, and which traces are
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -21,6 +23,9 @@ DEFAULT_SESSION_IDLE_S = 300.0
 DEFAULT_MAX_BUFFERED_SPANS = 200_000
 DEFAULT_FORWARDED_TRACE_MEMORY = 100_000
 DEFAULT_MAX_OPEN_SESSIONS = 50_000
+DEFAULT_LATE_WINDOW_S = 600.0
+DEFAULT_MAX_RESCORES = 3
+DEFAULT_LATE_MEMORY_SPANS = 100_000
 DEFAULT_SCORING_CONCURRENCY = 128
 DEFAULT_SCORING_BATCH = 64
 DEFAULT_SESSION_KEYS = (
@@ -61,6 +66,15 @@ class PipelineSettings(ComponentConfig):
     max_open_sessions: int = Field(default=DEFAULT_MAX_OPEN_SESSIONS, gt=0)
     # How many released trace ids are remembered to recognise late spans.
     forwarded_trace_memory: int = Field(default=DEFAULT_FORWARDED_TRACE_MEMORY, ge=0)
+    # Spans arriving after their trace was scored: `rescore` scores the trace again with
+    # them (its results on an `evaluate_trace` carrier span, pipeline/late_rescores.py),
+    # within `late_window` of its release for scoring and at most `max_rescores` times;
+    # `forward` only forwards them. Re-scoring keeps a copy of the scored traces' spans,
+    # at most `late_memory_spans` of them (the oldest trace is forgotten first).
+    late_spans: Literal["rescore", "forward"] = "rescore"
+    late_window: Duration = DEFAULT_LATE_WINDOW_S
+    max_rescores: int = Field(default=DEFAULT_MAX_RESCORES, ge=1, le=1000)
+    late_memory_spans: int = Field(default=DEFAULT_LATE_MEMORY_SPANS, ge=1)
     # Which traces the processors see: agent traces only unless told otherwise; the
     # others are forwarded untouched (see score_scope).
     score: ScoreScopeConfig = Field(default_factory=ScoreScopeConfig)

@@ -20,6 +20,7 @@ past the retry budget).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -37,15 +38,19 @@ from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
 from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.intake import Intake
+from spanscore.pipeline.late_rescores import LateRescores
 from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.scheduler import Scheduler
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.pipeline.scoring import NOT_SCORED, LocalScoring, Scoring
 from spanscore.pipeline.sessions import Sessions
+from spanscore.pipeline.settings import PipelineSettings
 from spanscore.processors.base import Processor
 
 if TYPE_CHECKING:
     from spanscore.pipeline.scoring_workers import WorkerScoring
+
+log = logging.getLogger("spanscore.pipeline")
 
 
 class Pipeline:
@@ -77,7 +82,10 @@ class Pipeline:
         self.scoring: Scoring | None = workers or (
             LocalScoring(processors, ScoreScope(config.score)) if processors else None
         )
-        self.intake = Intake(assembler, self.counts, clock, book, keep_wire=workers is not None)
+        late = late_rescores(config, self.scoring)
+        # Workers and re-scores take spans as they arrived: sliced, not serialized again.
+        keep_wire = workers is not None or late is not None
+        self.intake = Intake(assembler, self.counts, clock, book, keep_wire=keep_wire)
         self.attacher = ScoreAttacher(self.counts, clock, span_events, score_metrics, evaluation_logs)
         if workers is not None:
             workers.on_observations = self.attacher.observe
@@ -94,8 +102,9 @@ class Pipeline:
             clock,
             book,
         )
+        self.late = late
         self.scheduler = Scheduler(
-            assembler, self.scoring, self.attacher, self.fanout, self.sessions, self.counts, clock, book
+            assembler, self.scoring, self.attacher, self.fanout, self.sessions, self.counts, clock, book, self.late
         )
 
     def telemetry(self) -> list[Readout]:
@@ -126,3 +135,14 @@ class Pipeline:
         exporters flush when they are shut down afterwards.
         """
         await self.scheduler.drain(deadline, why)
+
+
+def late_rescores(config: PipelineSettings, scoring: Scoring | None) -> LateRescores | None:
+    """What re-scores traces with their late spans, when `late_spans: rescore` and the
+    processors run in this process; with scoring workers late spans are only forwarded."""
+    if config.late_spans != "rescore" or scoring is None:
+        return None
+    if not isinstance(scoring, LocalScoring):
+        log.info("late spans are forwarded, not scored again, when scoring runs in scoring_workers")
+        return None
+    return LateRescores(config)

@@ -209,7 +209,8 @@ def test_a_trace_without_content_gets_error_results_and_the_judge_is_not_called(
         attributes = attributes_to_dict(root.attributes)
         provenance = {k: v for k, v in attributes.items() if k.endswith((".evaluator", ".revision"))}
         assert {k: v for k, v in attributes.items() if k.startswith("eval.") and k not in provenance} == {
-            f"eval.{name}.error": message for name in METRIC_NAMES
+            **{f"eval.{name}.error": message for name in METRIC_NAMES},
+            **{f"eval.{name}.sequence": 1 for name in METRIC_NAMES},  # the trace's first scoring
         }  # no score, no label, no judge usage
         # Who would have judged, and by which rubric: one revision per metric.
         assert {provenance[f"eval.{name}.evaluator"] for name in METRIC_NAMES} == {"judge-test"}

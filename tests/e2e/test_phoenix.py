@@ -38,6 +38,8 @@ from spanscore.core.session import Session
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.exporters import phoenix as phoenix_exporter
 from spanscore.pipeline import score_attributes
+from spanscore.pipeline.late_rescores import trace_carrier
+from spanscore.pipeline.scoring import Scored, sequence_attributes
 from spanscore.processors.embedding_metrics import COHERENCE, LOOP_DETECTION
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.factories import TEST_FACTORIES
@@ -485,3 +487,56 @@ def test_span_level_results_are_annotated_in_phoenix_on_the_spans_they_name(phoe
     assert by_span[ids["root"].hex()]["label"] == "fail"  # the roll-up: a span failed
     found = phoenix.span_filter(project, "annotations['span_ok'].label == 'fail'")
     assert sorted(found) == sorted([ids["root"].hex(), ids["plan"].hex()])
+
+
+def test_a_rescore_carrier_annotates_the_root_it_links_to_replacing_by_name_with_its_sequence():
+    _, ids, spans = run_spans(failing=True)
+    request = request_of(spans)
+    scope_spans = request.resource_spans[0].scope_spans[0]
+    trace = Trace(spans[0].trace_id, 0.0)
+    for position, span in enumerate(scope_spans.spans):
+        trace.add(position, span, ScopeOrigin(request.resource_spans[0], scope_spans))
+    trace.sequence = 2
+    results = [MetricResult(name="failure_localization", score=1 / 3, explanation="failed")]
+    scored = Scored(results=results, attributes=sequence_attributes(results, 2))
+    carrier = trace_carrier(trace, scored, {}, span_events=True, scope_version="test", start_ns=1)
+    config = phoenix_exporter.PhoenixExporterConfig(endpoint="http://127.0.0.1:6006")
+    spans_annotated, sessions = phoenix_exporter.PhoenixExporter("phoenix", config).annotations([carrier])
+    assert sessions == []
+    assert [(a["span_id"], a["name"], a["identifier"]) for a in spans_annotated] == [
+        (ids["root"].hex(), "failure_localization", "spanscore")  # as the first scoring's: Phoenix replaces it
+    ]
+    assert spans_annotated[0]["metadata"]["sequence"] == 2
+
+
+def test_a_late_span_rescore_replaces_the_root_annotation_in_phoenix(phoenix, start_collector):
+    project = "spanscore-late"
+    collector = start_collector(
+        collector_config(
+            processors={"failure_localization": "{when: always}"},
+            exporters={
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
+            },
+        )
+    )
+    _, ids, spans = run_spans(failing=True)
+    root = ids["root"].hex()
+    agent, tool_server = [spans[0], spans[1], spans[4]], [spans[2], spans[3]]
+
+    def root_annotations() -> list[dict]:
+        found = phoenix.span_annotations(project, [root])
+        return [a for a in found if a["name"] == "failure_localization" and a["identifier"] == "spanscore"]
+
+    status, _, _ = post(collector.http_port, request_of(agent).SerializeToString(), "application/x-protobuf")
+    assert status == 200
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 3, timeout_s=20)
+    assert len(stored) == 3  # the project exists once its first spans are stored
+    first = wait_for(root_annotations, lambda found: len(found) == 1, timeout_s=30)
+    assert [(a["result"]["label"], a["metadata"]["sequence"]) for a in first] == [("none_found", 1)]
+    status, _, _ = post(collector.http_port, request_of(tool_server).SerializeToString(), "application/x-protobuf")
+    assert status == 200
+    latest = wait_for(root_annotations, lambda found: [a["metadata"]["sequence"] for a in found] == [2], timeout_s=30)
+    assert [(a["result"]["label"], a["metadata"]["sequence"]) for a in latest] == [("rate_limiting", 2)]
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 6, timeout_s=20)
+    assert sorted(s["name"] for s in stored).count("evaluate_trace") == 1

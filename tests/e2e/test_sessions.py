@@ -114,7 +114,7 @@ def test_traces_of_a_session_are_scored_in_order_with_earlier_traces_visible(sin
     assert [s for s, _, _ in toy.seen].count(None) == 1
 
 
-def test_late_spans_are_forwarded_not_rescored(sink, start_collector):
+def test_late_spans_are_forwarded_as_they_came_and_rescore_their_trace_on_a_carrier(sink, start_collector):
     collector = start_collector(
         sink_config(sink, processors="[assembler, toy_metric]", extra_processors=TOY, assembler="trace_wait: 50ms")
     )
@@ -122,10 +122,13 @@ def test_late_spans_are_forwarded_not_rescored(sink, start_collector):
     send(collector.grpc_port, request_of(spans))
     assert wait_until(lambda: len(sink.spans()) == 2)
     send(collector.grpc_port, request_of([span(trace_id, "straggler", parent=root_id)]))
-    assert wait_until(lambda: len(sink.spans()) == 3)
+    assert wait_until(lambda: len(sink.spans()) == 4)
     straggler = exported_span(sink, "straggler")
     assert straggler.trace_id == trace_id and not straggler.events
     assert len(evaluation_events(exported_span(sink, "agent"))) == 1
+    carrier = exported_span(sink, "evaluate_trace")
+    assert carrier.trace_id == trace_id and carrier.parent_span_id == root_id
+    assert attributes_to_dict(carrier.attributes)["eval.toy.sequence"] == 2
 
 
 def test_shutdown_flushes_buffered_traces_and_open_sessions(sink, start_collector):

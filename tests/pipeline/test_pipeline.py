@@ -7,6 +7,7 @@ and time moves only when a test sets the clock and ticks the pipeline.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -104,6 +105,7 @@ async def test_trace_is_exported_once_quiet_for_trace_wait_after_its_root_arrive
         "eval.toy.score": 0.5,
         "eval.toy.label": "pass",
         "eval.toy.explanation": "2 spans",
+        "eval.toy.sequence": 1,  # the trace's first scoring
         **by_code("toy"),
     }
     assert rig.pipeline.counts.held_spans == 0 and rig.pipeline.counts.exported_traces == 1
@@ -230,7 +232,7 @@ async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
 
 async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace_wait(rig_for):
     metric = toy()
-    rig = await rig_for(metric, score=EVERY_TRACE)
+    rig = await rig_for(metric, score=EVERY_TRACE, late_spans="forward")
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(1.0)
@@ -244,6 +246,103 @@ async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace
     assert late.late and late.span_names == ["straggler"] and late.results == ()
     assert not any(key.startswith("eval.") for key in late.anchor_attributes)
     assert [seen[2] for seen in metric.seen] == [trace_id]  # scored once
+
+
+async def test_late_spans_rescore_their_trace_onto_a_carrier_sending_no_span_twice(rig_for):
+    metric = toy()
+    rig = await rig_for(metric, score=EVERY_TRACE)
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
+    await rig.at(1.0)
+    rig.clock.now = 5.0
+    rig.receiver.send(request_of([span(trace_id, "tool", parent=root_id), span(trace_id, "llm", parent=root_id)]))
+    await rig.at(6.0)
+    scored, late, carrier = rig.exporter.by_trace_id(trace_id)
+    assert scored.anchor_attributes["eval.toy.sequence"] == 1 and scored.scores == {"toy": 0.25}
+    assert late.late and sorted(late.span_names) == ["llm", "tool"] and late.results == ()
+    # The re-score read all three spans (3 / 4); only its carrier is new.
+    assert carrier.span_names == ["evaluate_trace"] and carrier.scores == {"toy": 0.75}
+    (carrier_span,) = carrier.spans
+    assert carrier_span.parent_span_id == root_id and [link.span_id for link in carrier_span.links] == [root_id]
+    assert carrier.anchor_attributes["eval.toy.sequence"] == 2
+    assert carrier.anchor_attributes["eval.toy.explanation"] == "3 spans"
+    sent = [s.span_id for exported in rig.exporter.exported for s in exported.spans]
+    assert len(sent) == len(set(sent)) == 4
+    assert [seen[2] for seen in metric.seen] == [trace_id, trace_id]
+    assert rig.pipeline.counts.held_spans == 0
+
+
+async def test_late_spans_arriving_while_the_first_scoring_runs_rescore_it_too(rig_for):
+    rig = await rig_for(toy(delay_s=0.2), score=EVERY_TRACE)
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # released: being scored for 0.2 s
+    rig.receiver.send(request_of([span(trace_id, "tool", parent=root_id)]))
+    await rig.at(2.5)
+    exported = rig.exporter.by_trace_id(trace_id)
+    by_sequence = {
+        e.anchor_attributes["eval.toy.sequence"]: (e.span_names, e.scores["toy"]) for e in exported if e.results
+    }
+    assert by_sequence == {1: (["root"], 0.25), 2: (["evaluate_trace"], 0.5)}
+    assert [e.span_names for e in exported if not e.results] == [["tool"]]
+
+
+async def test_a_trace_outside_the_scoring_scope_is_not_kept_for_late_spans(rig_for):
+    rig = await rig_for(toy())  # agent traces only: this one is not
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
+    await rig.at(1.0)
+    assert len(rig.pipeline.late) == 0 and rig.pipeline.late.span_count == 0
+    rig.clock.now = 2.0
+    rig.receiver.send(request_of([span(trace_id, "late", parent=root_id)]))
+    await rig.at(3.0)
+    assert [e.span_names for e in rig.exporter.by_trace_id(trace_id)] == [["root"], ["late"]]
+
+
+async def test_late_spans_rescore_at_most_max_rescores_times_and_only_within_late_window(rig_for):
+    metric = toy()
+    rig = await rig_for(metric, score=EVERY_TRACE, max_rescores=2, late_window=100.0)
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
+    await rig.at(1.0)
+    for second in (10.0, 20.0, 30.0):
+        rig.clock.now = second
+        rig.receiver.send(request_of([span(trace_id, "late", parent=root_id)]))
+        await rig.at(second + 1.0)
+    carriers = [e for e in rig.exporter.by_trace_id(trace_id) if e.span_names == ["evaluate_trace"]]
+    assert [(c.anchor_attributes["eval.toy.sequence"], c.scores["toy"]) for c in carriers] == [(2, 0.5), (3, 0.75)]
+    assert len(metric.seen) == 3  # the third late span is only forwarded
+    assert len(rig.pipeline.late) == 0  # nothing kept once it cannot be scored again
+
+    other, other_root = new_trace_id(), new_span_id()
+    rig.clock.now = 40.0
+    rig.receiver.send(request_of([span(other, "root", span_id=other_root)]))
+    await rig.at(41.0)
+    rig.clock.now = 141.5  # past the window of its first scoring (at 41)
+    rig.receiver.send(request_of([span(other, "late", parent=other_root)]))
+    await rig.at(142.5)
+    assert [e.span_names for e in rig.exporter.by_trace_id(other)] == [["root"], ["late"]]
+
+
+async def test_late_memory_spans_forgets_the_oldest_scored_trace_with_a_warning(rig_for, caplog):
+    rig = await rig_for(toy(), score=EVERY_TRACE, late_memory_spans=3)
+    first, second = new_trace_id(), new_trace_id()
+    roots = {first: new_span_id(), second: new_span_id()}
+    for trace_id in (first, second):
+        rig.receiver.send(
+            request_of([span(trace_id, "root", span_id=roots[trace_id]), span(trace_id, "c", parent=roots[trace_id])])
+        )
+    with caplog.at_level(logging.WARNING, logger="spanscore.pipeline"):
+        await rig.at(1.0)
+    assert f"trace {first.hex()} will not be scored again" in caplog.text
+    assert rig.pipeline.late.span_count == 2
+    rig.clock.now = 2.0
+    for trace_id in (first, second):
+        rig.receiver.send(request_of([span(trace_id, "late", parent=roots[trace_id])]))
+    await rig.at(3.0)
+    assert [e.span_names for e in rig.exporter.by_trace_id(first)][1:] == [["late"]]
+    assert rig.exporter.by_trace_id(second)[-1].scores == {"toy": 0.75}
 
 
 async def test_drain_exports_every_buffered_trace_scored(rig_for):
@@ -365,6 +464,8 @@ async def test_a_failing_processor_yields_an_error_result_and_the_trace_is_still
         "eval.other.score": 0.25,
         "eval.other.label": "fail",
         "eval.other.explanation": "1 spans",
+        "eval.toy.sequence": 1,
+        "eval.other.sequence": 1,
         **by_code("toy"),
         **by_code("other"),
     }
@@ -411,6 +512,7 @@ async def test_evaluator_usage_from_a_processor_lands_on_the_root_span(rig_for):
     assert exported.anchor_attributes == {
         "eval.judged.score": 0.75,
         "eval.judged.label": "pass",
+        "eval.judged.sequence": 1,
         **by_code("judged"),
         "eval.judge.calls": 2,
         "eval.judge.input_tokens": 120,

@@ -15,7 +15,7 @@ from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.score_writer import ScoreWriter
-from spanscore.pipeline.scoring import Scored
+from spanscore.pipeline.scoring import Scored, sequence_attributes
 from tests.support.spans import assert_rescored, evaluation_events, kv, new_span_id, new_trace_id, scored_before, span
 
 PROVENANCE = {"toy": Provenance("spanscore/toy", "abc123"), "loops": Provenance("spanscore/loops", "def456")}
@@ -96,7 +96,8 @@ def test_without_span_events_only_attributes_are_written():
 def test_an_anchor_scored_before_is_left_to_writing_in_place_which_replaces_its_results():
     trace = trace_of([scored_before(TRACE_ID, "agent", span_id=ROOT_ID)])
     observations = ScoreObservations()
-    scored = Scored(results=[MetricResult(name="toy", score=0.25, explanation="1 spans")])
+    results = [MetricResult(name="toy", score=0.25, explanation="1 spans")]
+    scored = Scored(results=results, attributes=sequence_attributes(results, 1))  # as scoring adds them
     assert ScoreWriter().prepare_trace(trace, scored, observations) is None
     assert not observations  # the caller observes what it writes in place
     ScoreWriter().write_in_place(trace, scored)

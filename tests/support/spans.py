@@ -297,6 +297,7 @@ def assert_rescored(root, span_count: int) -> None:
         "eval.toy.score": span_count / 4,
         "eval.toy.label": "pass" if span_count >= 2 else "fail",
         "eval.toy.explanation": f"{span_count} spans",
+        "eval.toy.sequence": 1,
     }
     events = [(e.name, attributes_to_dict(e.attributes)) for e in root.events]
     assert events == [

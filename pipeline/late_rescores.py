@@ -1,0 +1,177 @@
+"""Late spans: a scored trace remembered for `late_window`, scored again when spans of it
+arrive later, and the results of that re-score as an `evaluate_trace` carrier span.
+
+What a re-score needs is the trace's spans as they were scored (before scores were
+written on them): each trace released for scoring leaves a copy of its spans here, as
+the bytes a scoring worker gets (worker_messages: sliced from the request they arrived
+in, whose bytes the intake keeps then), dropped again if it is not scored (out of the
+scope). Late spans of it (a `late` trace from the assembler, forwarded to the exporters
+as they are) are appended to that copy and the whole is parsed into a new trace with
+the next sequence number, which is scored like any other. Its spans were sent already,
+so the re-score's results go on one new span, `evaluate_trace`, in the same trace, a
+child of the root and linked to it, with every result's `eval.<metric>.sequence`
+(docs/score-encoding.md, "Re-scores: late spans").
+
+Memory is bounded: at most `late_memory_spans` spans are kept, the oldest trace forgotten
+first (logged), and a trace is forgotten `late_window` after its release or once it was
+re-scored `max_rescores` times.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
+
+from spanscore.core.provenance import Provenance
+from spanscore.core.score_encoding import SCOPE_NAME, TRACE_SPAN_NAME, is_trace_carrier
+from spanscore.core.trace import ScopeOrigin, Trace
+from spanscore.core.usage import per_evaluator
+from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, random_id
+from spanscore.pipeline.scoring import Scored
+from spanscore.pipeline.settings import PipelineSettings
+from spanscore.pipeline.worker_messages import Origins, received_trace, sent_trace
+
+log = logging.getLogger("spanscore.pipeline")
+
+
+@dataclass
+class _Remembered:
+    expires: float
+    origins: Origins  # every span the trace has had so far, as bytes (worker_messages)
+    span_count: int
+    sequence: int  # of its latest scoring
+
+
+class LateRescores:
+    """The scored traces awaiting late spans; on the collector's event loop."""
+
+    def __init__(self, config: PipelineSettings):
+        self.window_s = config.late_window
+        self.max_rescores = config.max_rescores
+        self.max_spans = config.late_memory_spans
+        self._traces: OrderedDict[bytes, _Remembered] = OrderedDict()  # first scored first
+        self.span_count = 0
+        self.forgotten = 0  # traces dropped for the bound before their window ended
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def remember(self, trace: Trace, now: float) -> None:
+        """Keep a copy of the spans of `trace`, about to be scored for the first time (its
+        late spans may arrive while it is; no score is written on them yet)."""
+        if trace.span_count > self.max_spans or trace.trace_id in self._traces:
+            return
+        self._expire(now)
+        _, _, origins = sent_trace(trace, None)
+        self._keep(trace.trace_id, _Remembered(now + self.window_s, origins, trace.span_count, 1))
+
+    def rescore_of(self, late: Trace, now: float) -> Trace | None:
+        """The trace to score again now that the spans of `late` arrived, with every span
+        it had and these, numbered with the next sequence; None when it is not remembered
+        (never scored, past its window, forgotten) or was re-scored `max_rescores` times."""
+        self._expire(now)
+        if is_trace_carrier(late):  # another collector's re-score results: nothing new to score
+            return None
+        remembered = self._traces.get(late.trace_id)
+        if remembered is None:
+            return None
+        remembered.origins += sent_trace(late, None)[2]
+        remembered.span_count += late.span_count
+        remembered.sequence += 1
+        self.span_count += late.span_count
+        rescore = received_trace((late.trace_id, None, remembered.origins))
+        rescore.sequence = remembered.sequence
+        if remembered.sequence > self.max_rescores:
+            self._forget(late.trace_id)  # no further re-score: its copy is not needed
+            log.info(
+                "trace %s re-scored %d times (max_rescores): later spans of it are forwarded, not scored",
+                late.trace_id_hex,
+                self.max_rescores,
+            )
+        self._bound()
+        return rescore
+
+    def forget(self, trace_id: bytes) -> None:
+        """Drop the copy of a trace that is not scored (out of the scope, cut off)."""
+        if trace_id in self._traces:
+            self._forget(trace_id)
+
+    def _keep(self, trace_id: bytes, remembered: _Remembered) -> None:
+        self._traces[trace_id] = remembered
+        self.span_count += remembered.span_count
+        self._bound()
+
+    def _bound(self) -> None:
+        while self.span_count > self.max_spans and self._traces:
+            trace_id, _ = next(iter(self._traces.items()))
+            self._forget(trace_id)
+            self.forgotten += 1
+            log.warning(
+                "more than %d spans kept for re-scoring (late_memory_spans): trace %s will not be scored "
+                "again if late spans of it arrive",
+                self.max_spans,
+                trace_id.hex(),
+            )
+
+    def _forget(self, trace_id: bytes) -> None:
+        remembered = self._traces.pop(trace_id)
+        self.span_count -= remembered.span_count
+
+    def _expire(self, now: float) -> None:
+        while self._traces:
+            trace_id, remembered = next(iter(self._traces.items()))
+            if remembered.expires > now:
+                break
+            self._forget(trace_id)
+
+
+def trace_carrier(
+    trace: Trace,
+    scored: Scored,
+    provenance: Mapping[str, Provenance],
+    span_events: bool,
+    scope_version: str,
+    start_ns: int,
+) -> Trace | None:
+    """The `evaluate_trace` carrier of a re-score of `trace`: one span in the trace, a
+    child of its anchor and linked to it, with the re-score's results (span-level metrics
+    by their roll-up), attributes, usage and sequence; None when there is nothing to carry
+    or no anchor to hang it on."""
+    anchor = trace.anchor
+    if anchor is None or not (scored.results or scored.attributes):
+        return None
+    origin = trace.root_origin or next(iter(trace.spans_by_origin))
+    end_ns = time.time_ns()
+    span = Span(
+        trace_id=trace.trace_id,
+        span_id=random_id(8),
+        parent_span_id=anchor.span_id,
+        name=TRACE_SPAN_NAME,
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=end_ns,
+        status=Status(code=Status.STATUS_CODE_UNSET),
+        attributes=[KeyValue(key="openinference.span.kind", value=AnyValue(string_value="EVALUATOR"))],
+        links=[Span.Link(trace_id=trace.trace_id, span_id=anchor.span_id)],
+    )
+    attach_results(span, scored.results, now_ns=end_ns, provenance=provenance, span_events=span_events)
+    attach_attributes(span, scored.attributes)  # the scoring's, `eval.<metric>.sequence` among them
+    for usage in per_evaluator(scored.usages):
+        attach_usage(span, usage)
+    resource_spans = ResourceSpans(schema_url=origin.resource_spans.schema_url)
+    resource_spans.resource.CopyFrom(origin.resource)
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.CopyFrom(InstrumentationScope(name=SCOPE_NAME, version=scope_version))
+    scope_spans.spans.append(span)
+    carrier = Trace(trace.trace_id, trace.last_seen)
+    carrier.late = True  # its trace was sent: this span only joins it
+    carrier.sequence = trace.sequence
+    carrier.results = scored.results
+    carrier.add(0, scope_spans.spans[0], ScopeOrigin(resource_spans, scope_spans))
+    return carrier
