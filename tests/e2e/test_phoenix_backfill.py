@@ -270,31 +270,23 @@ def test_an_interrupted_pull_goes_on_from_its_state_file(phoenix, project, tmp_p
 
 
 def test_since_and_until_pull_the_traces_whose_root_started_in_the_window(phoenix, project, tmp_path):
-    order = sorted(project["roots"])  # not in time order: found by time below
-    starts = {}
-    for s in phoenix.spans(PROJECT, parent_id="null"):
-        starts[s["context"]["trace_id"]] = s["start_time"]
-    by_time = sorted(order, key=lambda t: starts[t])
-    output = tmp_path / "window.jsonl"
+    """And --exporters: the config's own `file` exporter gets them, as `spanscore run` would send."""
+    starts = {s["context"]["trace_id"]: s["start_time"] for s in phoenix.spans(PROJECT, parent_id="null")}
+    by_time = sorted(project["roots"], key=lambda t: starts[t])
+    exported = tmp_path / "exported.jsonl"
+    config = tmp_path / "exporting.yaml"
+    config.write_text(
+        config_text(0.5).replace("debug: {}", f"file: {{path: '{exported}'}}").replace("[debug]", "[file]")
+    )
     since = datetime.fromtimestamp((START_NS + 2 * HOUR_NS) // 10**9, timezone.utc).isoformat()
     until = "2023-11-15T02:13:20Z"  # the fifth trace's start: excluded
-    done = spanscore(
-        "--phoenix",
-        phoenix.url,
-        "--project",
-        PROJECT,
-        "--since",
-        since,
-        "--until",
-        until,
-        "-o",
-        str(output),
-        "--config",
-        str(project["configs"]["rev1"]),
-        cwd=tmp_path,
-    )
+    args = ["--phoenix", phoenix.url, "--project", PROJECT, "--since", since, "--until", until]
+    done = spanscore(*args, "--exporters", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert set(root_results(output)) == set(by_time[2:4])
+    assert "4 spans of 2 traces pulled in 1 page -> 2 traces written to the config's exporters" in done.stderr
+    window = root_results(exported)
+    assert set(window) == set(by_time[2:4])
+    assert all("coherence" in metrics for metrics in window.values())
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:
