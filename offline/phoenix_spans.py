@@ -11,7 +11,8 @@ of traces at a time so that memory holds one page whatever the project's size:
    time, `SPANS_PAGE` a page by cursor.
 
 A trace is found by its root span: a trace Phoenix holds no root span of (its root is
-remote, or not exported) is not pulled.
+remote, or not exported) is not pulled, and one with parentless spans on two pages is
+pulled with each (no set of every trace id pulled is kept: memory stays a page's).
 
 Each trace becomes one OTLP request, its spans as Phoenix keeps them: ids, parent id,
 name, start and end times (Phoenix keeps microseconds), status code and message,
