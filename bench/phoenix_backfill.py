@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -58,8 +58,14 @@ def load(phoenix: PhoenixServer, spans: int, budget_s: float) -> tuple[int, int,
             data=body,
             headers={"Content-Type": "application/x-protobuf", "x-project-name": PROJECT},
         )
-        with urllib.request.urlopen(post, timeout=60):
-            pass
+        while True:
+            try:
+                with urllib.request.urlopen(post, timeout=60):
+                    break
+            except urllib.error.HTTPError as error:
+                if error.code != 503:
+                    raise
+                time.sleep(0.5)  # Phoenix's ingestion queue is full: its own backpressure
 
     def listed() -> bool:
         try:
@@ -71,19 +77,22 @@ def load(phoenix: PhoenixServer, spans: int, budget_s: float) -> tuple[int, int,
     return sent, traces, time.monotonic() - started, last_trace
 
 
-def run(args: list[str]) -> tuple[float, int, str]:
-    """(seconds, peak RSS in MiB of the child, its stderr's last lines)."""
+def run(args: list[str], stderr_path: Path) -> tuple[float, int]:
+    """(seconds, the peak RSS in MiB of this `spanscore score` process, from its own rusage)."""
     started = time.monotonic()
     environment = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    done = subprocess.run(
-        [sys.executable, "-m", "spanscore", "score", *args], capture_output=True, text=True, env=environment
-    )
+    with stderr_path.open("w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "spanscore", "score", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=environment,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
     seconds = time.monotonic() - started
-    if done.returncode != 0:
-        raise SystemExit(f"spanscore score exited {done.returncode}:\n{done.stderr}")
-    # The largest RSS among the children waited for so far: each run is larger than the load.
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-    return seconds, peak_mib, "\n".join(done.stderr.splitlines()[-8:])
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"spanscore score failed:\n{stderr_path.read_text()}")
+    return seconds, usage.ru_maxrss // 1024
 
 
 def main() -> None:
@@ -103,10 +112,10 @@ def main() -> None:
         for label, extra in (("pull and score, -o", []), ("pull, score and --write-back, -o", ["--write-back"])):
             output = Path(tmp) / "scored.jsonl"
             state = Path(tmp) / "pull.json"
-            seconds, peak_mib, _ = run([*pull, "-o", str(output), "--state", str(state), *extra])
+            seconds, peak_mib = run([*pull, "-o", str(output), "--state", str(state), *extra], Path(tmp) / "stderr")
             print(
                 f"{label}: {spans:,} spans in {seconds:.1f}s = {spans / seconds:,.0f} spans/s "
-                f"({traces / seconds:,.0f} traces/s); peak RSS so far {peak_mib} MiB; "
+                f"({traces / seconds:,.0f} traces/s); peak RSS {peak_mib} MiB; "
                 f"output {output.stat().st_size / 2**20:.0f} MiB"
             )
 
