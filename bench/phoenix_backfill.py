@@ -89,8 +89,9 @@ def run(args: list[str], stderr_path: Path) -> tuple[float, int]:
             env=environment,
         )
         _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)  # waited for here, not by Popen
     seconds = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) != 0:
+    if child.returncode != 0:
         raise SystemExit(f"spanscore score failed:\n{stderr_path.read_text()}")
     return seconds, usage.ru_maxrss // 1024
 
