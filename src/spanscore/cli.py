@@ -107,11 +107,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     score = commands.add_parser(
         "score",
-        help="score recorded OTLP/JSON files offline into an OTLP/JSON lines file",
+        help="score recorded OTLP/JSON files, or a Phoenix project's traces, offline",
         description="Replay OTLP/JSON files (the file exporter's lines, one request per file, gzip too) through "
         "the config's processors without opening a port; every trace and session is scored "
         "(sessions close at the end of input) and written to --output in the same format. Bad lines "
-        "are reported with file and line number and skipped.",
+        "are reported with file and line number and skipped. With --phoenix URL --project NAME, the traces of a "
+        "project in a running Phoenix instead, a page at a time, the results written back as annotations "
+        "(--write-back), to -o or to the config's exporters; an interrupted pull goes on from its --state file. "
+        "Exit 0, 2 on bad input or when Phoenix cannot be used, 1 when a file cannot be read or written, "
+        "130 when interrupted.",
     )
     score.add_argument(
         "files", nargs="*", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request (none with --phoenix)"
