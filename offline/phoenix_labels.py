@@ -124,10 +124,10 @@ def read_phoenix_labels(
     or metric:scale}; None reads every human annotation, its name being the metric. Each
     annotation that cannot be used is added to `problems` (grouped, see the module)."""
     wanted = _wanted(names)
-    client = _Client(url, os.environ.get(API_KEY_ENV) or None)
-    project_id = _project_id(client, project)
+    client = PhoenixClient(url, os.environ.get(API_KEY_ENV) or None)
+    found = project_id(client, project)
     reader = _Reader(wanted, _config_scales(client))
-    base = f"/v1/projects/{urllib.parse.quote(project_id, safe='')}"
+    base = f"/v1/projects/{urllib.parse.quote(found, safe='')}"
     named = {"include_annotation_names": sorted(wanted)} if wanted is not None else {}
     seen_traces: set[str] = set()
     for spans in client.pages(f"{base}/spans", {"limit": SPANS_PAGE}):
@@ -326,7 +326,7 @@ def _scale_text(scale: Scale) -> str:
     return f"{plain(scale.low)}-{plain(scale.high)}"
 
 
-def _span_ids(spans: list[Any], client: _Client) -> dict[str, str]:
+def _span_ids(spans: list[Any], client: PhoenixClient) -> dict[str, str]:
     """{span id: trace id} of a page of Phoenix's spans."""
     found = {}
     for span in spans:
@@ -347,7 +347,7 @@ def _batches(items: list[str], size: int) -> Iterator[list[str]]:
 # The project and its annotation configs --------------------------------------------------
 
 
-def _project_id(client: _Client, project: str) -> str:
+def project_id(client: PhoenixClient, project: str) -> str:
     """The project's id; PhoenixError naming the projects there are when it is unknown."""
     if not project.strip():
         raise PhoenixError("--project needs a project name")
@@ -375,7 +375,7 @@ def _project_id(client: _Client, project: str) -> str:
     )
 
 
-def _config_scales(client: _Client) -> dict[str, Scale]:
+def _config_scales(client: PhoenixClient) -> dict[str, Scale]:
     """{annotation name: scale} from Phoenix's annotation configs that give bounds."""
     scales = {}
     try:
@@ -494,7 +494,7 @@ class _WatchedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
         return self.do_open(functools.partial(_WatchedHTTPS, deadline=self.deadline), req)
 
 
-class _Client:
+class PhoenixClient:
     def __init__(self, url: str, api_key: str | None):
         parts = urllib.parse.urlsplit(url.strip())
         self.where = safe_url(url.strip()).rstrip("/") or "(no URL)"
@@ -546,7 +546,15 @@ class _Client:
         """Each page's `data` of a paginated list, by `next_cursor`. `missing_ok`: a 404 is
         an empty list (Phoenix answers 404 for span or trace ids that are gone). A page past
         the page bounds is asked again with half its `limit`, down to `MIN_PAGE`."""
-        cursor: str | None = None
+        for data, _ in self.cursor_pages(path, params, None, missing_ok):
+            yield data
+
+    def cursor_pages(
+        self, path: str, params: Mapping[str, Any], cursor: str | None, missing_ok: bool = False
+    ) -> Iterator[tuple[list[Any], str | None]]:
+        """As `pages`, from the page at `cursor` (None: the first), each page's `data` with
+        the cursor of the page after it (None after the last): a pull stopped after a page
+        goes on from that cursor."""
         seen: set[str] = set()
         params = dict(params)
         for _ in range(MAX_PAGES):
@@ -567,11 +575,11 @@ class _Client:
             data = answer.get("data") if isinstance(answer, dict) else None
             if not isinstance(data, list):
                 raise self.not_phoenix(f"GET {path} answered no list of data")
-            yield data
             following = answer.get("next_cursor")
-            if not following or not data:
+            following = str(following) if following and data else None
+            yield data, following
+            if following is None:
                 return
-            following = str(following)
             if following in seen:  # the current cursor included
                 raise self.not_phoenix(f"GET {path} gave the same page cursor twice")
             seen.add(following)

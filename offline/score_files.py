@@ -140,7 +140,7 @@ async def score_files(
             for where, request in read_requests(path, summary.problems, bar.at, summary.formats):
                 clock.now += step
                 summary.requests += 1
-                await _send(receiver, pipeline, clock, request, where, summary)
+                await send_request(receiver, pipeline, clock, request, where, summary)
                 bar.show()
             bar.file_done(path)
         deadline = time.monotonic() + DRAIN_S
@@ -217,7 +217,7 @@ def _size(path: Path) -> int:
         return 0  # unreadable: reported by the reader
 
 
-async def _send(
+async def send_request(
     receiver: MemoryReceiver, pipeline: Pipeline, clock: LogicalClock, request, where: str, summary: ScoreSummary
 ) -> None:
     spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
@@ -253,7 +253,14 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
         f"{counted(summary.traces, 'trace')} written to {output} in {summary.seconds:.1f}s "
         f"({summary.spans / max(summary.seconds, 1e-9):,.0f} spans/s); "
         f"{summary.unscored_traces:,} not agent {plural(summary.unscored_traces, 'trace')}, forwarded unscored",
+        *result_lines(summary),
     ]
+    return "\n".join(lines)
+
+
+def result_lines(summary: ScoreSummary) -> list[str]:
+    """The judge calls, a table of the results per metric, and the problems."""
+    lines = []
     if summary.evaluator_calls:
         lines.append(
             "model calls: " + ", ".join(f"{name} {count:,}" for name, count in summary.evaluator_calls.items())
@@ -268,7 +275,7 @@ def summary_table(summary: ScoreSummary, output: Path) -> str:
     if summary.problems:
         lines.append(f"{counted(len(summary.problems), 'problem')} (skipped):")
         lines.extend(f"  {line}" for line in shown_problems(summary.problems))
-    return "\n".join(lines)
+    return lines
 
 
 def with_dataset(config: Config, dataset: Path) -> Config:

@@ -30,6 +30,7 @@ EXIT_START = 1
 EXIT_REGRESSION = 1
 # What a shell reports for a tool killed by SIGPIPE (128 + 13): the reader went away.
 EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a tool stopped by SIGINT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +60,10 @@ def _dispatch(argv: list[str] | None) -> int:
     if args.command == "report":
         return _report_suite(args)
     if args.command == "score":
+        if args.phoenix is not None or args.project is not None:
+            return _backfill(args, subcommands["score"])
+        if not args.files or args.output is None:
+            subcommands["score"].error("give FILE... and -o OUT, or --phoenix URL --project NAME")
         return _score(args.files, args.output, args.config or default_config_path(), args.dataset, args.quiet)
     if args.command == "validate":
         return _validate(args.path)
@@ -102,14 +107,25 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     score = commands.add_parser(
         "score",
-        help="score recorded OTLP/JSON files offline into an OTLP/JSON lines file",
+        help="score recorded OTLP/JSON files, or a Phoenix project's traces, offline",
         description="Replay OTLP/JSON files (the file exporter's lines, one request per file, gzip too) through "
         "the config's processors without opening a port; every trace and session is scored "
         "(sessions close at the end of input) and written to --output in the same format. Bad lines "
-        "are reported with file and line number and skipped.",
+        "are reported with file and line number and skipped. With --phoenix URL --project NAME, the traces of a "
+        "project in a running Phoenix instead, a page at a time, the results written back as annotations "
+        "(--write-back), to -o or to the config's exporters; an interrupted pull goes on from its --state file. "
+        "Exit 0, 2 on bad input or when Phoenix cannot be used, 1 when a file cannot be read or written, "
+        "130 when interrupted.",
     )
-    _recorded_files(score)
-    score.add_argument("-o", "--output", required=True, help="where the scored OTLP/JSON lines go (overwritten)")
+    score.add_argument(
+        "files", nargs="*", metavar="FILE", help="OTLP/JSON lines file, or one OTLP/JSON request (none with --phoenix)"
+    )
+    score.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="where the scored OTLP/JSON lines go (overwritten; with --phoenix, kept up to where a pull resumes)",
+    )
     _config_flag(score, f"config whose processors score (default: ./{DEFAULT_CONFIG} if present, else the built-in)")
     score.add_argument(
         "--dataset",
@@ -121,6 +137,44 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--quiet",
         action="store_true",
         help="no progress and no summary; problems still go to stderr (the first 50, then a count)",
+    )
+    score.add_argument(
+        "--phoenix", default=None, metavar="URL", help="score the traces of a project in this running Phoenix"
+    )
+    score.add_argument("--project", default=None, metavar="NAME", help="with --phoenix: the project")
+    score.add_argument(
+        "--since",
+        default=None,
+        metavar="TIME",
+        help="with --phoenix: traces whose root span started at TIME or later (ISO 8601)",
+    )
+    score.add_argument(
+        "--until",
+        default=None,
+        metavar="TIME",
+        help="with --phoenix: traces whose root span started before TIME (ISO 8601)",
+    )
+    score.add_argument(
+        "--write-back",
+        action="store_true",
+        help="with --phoenix: write the results as annotations on the spans in that Phoenix, replacing spanscore's",
+    )
+    score.add_argument(
+        "--exporters", action="store_true", help="with --phoenix: also send the scored traces to the config's exporters"
+    )
+    score.add_argument(
+        "--state",
+        default=None,
+        metavar="FILE",
+        help="with --phoenix: where the pull's progress is kept, to go on after an interruption "
+        "(default: spanscore-pull.json here)",
+    )
+    score.add_argument(
+        "--page-traces",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --phoenix: traces pulled, scored and checkpointed at a time (default 100)",
     )
     report = commands.add_parser(
         "report",
@@ -334,6 +388,75 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
     else:
         print(score_files.summary_table(summary, out), file=sys.stderr)
     return EXIT_CONFIG if summary.problems else 0
+
+
+def _backfill(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
+    from datetime import datetime, timezone
+
+    from spanscore.config.loader import ConfigError, load_config
+    from spanscore.offline import backfill, phoenix_spans
+    from spanscore.offline.phoenix_labels import API_KEY_ENV, PhoenixError
+    from spanscore.offline.reading_bounds import shown_problems
+
+    if args.files or args.dataset is not None:
+        command.error("--phoenix scores a project's traces: give no FILE and no --dataset")
+    if args.phoenix is None or args.project is None:
+        command.error("--phoenix URL and --project NAME go together")
+    if args.output is None and not args.write_back and not args.exporters:
+        command.error("--phoenix needs somewhere for the results: -o FILE, --write-back or --exporters")
+    if args.page_traces is not None and not 1 <= args.page_traces <= 10_000:
+        command.error(f"--page-traces takes 1 to 10000, got {args.page_traces}")
+
+    def moment(flag: str, text: str | None) -> datetime | None:
+        if text is None:
+            return None
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            command.error(f"{flag} takes an ISO 8601 date or time (2026-05-01, 2026-05-01T12:00:00Z), got {text!r}")
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+
+    since, until = moment("--since", args.since), moment("--until", args.until)
+    if since is not None and until is not None and since >= until:
+        command.error("--since must be before --until")
+    config_path = args.config or default_config_path()
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        _report(f"spanscore score: {config_path} is invalid:", exc.problems)
+        return EXIT_CONFIG
+    for component in config.processors:
+        not_run = component.config.not_run(component.id)
+        if not_run:
+            print(f"spanscore score: {not_run}", file=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    api_key = os.environ.get(API_KEY_ENV) or None
+    sinks = backfill.Sinks(Path(args.output) if args.output else None, args.write_back, args.exporters)
+    state = Path(args.state or backfill.DEFAULT_STATE)
+    try:
+        traces = phoenix_spans.PhoenixTraces(
+            args.phoenix, api_key, args.project, since, until, args.page_traces or phoenix_spans.TRACES_PAGE
+        )
+        pull = backfill.pull_of(traces, since, until, sinks)
+        summary = asyncio.run(
+            backfill.backfill(traces, pull, config, sinks, state, api_key, backfill.stderr_progress(args.quiet))
+        )
+    except (PhoenixError, backfill.BackfillError) as exc:
+        resume = f" (run again to go on from {state})" if state.exists() else ""
+        print(f"spanscore score: {exc}{resume}", file=sys.stderr)
+        return EXIT_CONFIG
+    except OSError as exc:
+        print(f"spanscore score: {exc}", file=sys.stderr)
+        return EXIT_START
+    except KeyboardInterrupt:
+        print(f"spanscore score: interrupted; run the same command again to go on from {state}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if args.quiet:
+        for line in shown_problems(summary.scores.problems):
+            print(line, file=sys.stderr)
+    else:
+        print(backfill.summary_text(summary, traces, sinks), file=sys.stderr)
+    return EXIT_CONFIG if summary.scores.problems else 0
 
 
 def _unreadable(path: str) -> str | None:
