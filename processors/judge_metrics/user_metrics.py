@@ -2,14 +2,18 @@
 
 `processors.judge_metrics.metrics.<name>` with a `prompt` defines one. The prompt is the
 instructions; the texts it names by placeholder (`{input}`, `{output}`, `{context}`,
-`{tool_calls}`, `{steps}`, `{attributes.KEY}`) go into the data block PromptBuilder
+`{tool_calls}`, `{steps}`, `{expected_output}`, `{attributes.KEY}`) go into the data block PromptBuilder
 builds (redacted, cut, defanged inside `<trace_data>`), never into the instructions: in
 the prompt a placeholder becomes a pointer to its field in the block. `{{` and `}}` are
 literal braces. The answer's JSON schema comes from `output`; the judge client checks it
 and asks again when it is malformed, as for the built-ins.
 
 One call per scored target: the trace, or each span `on:` selects (`SpanTarget`); all of
-a trace's calls at once. `session` and `{expected_output}` are not supported yet.
+a trace's calls at once. `session` is not supported yet.
+
+`{expected_output}` is the answer the judge_metrics `dataset` (an eval suite's cases)
+expects of the trace's turn (processors/expected_output.py), on `trace` only; a trace
+that joins no case, or whose turn has none, is skipped with the reason, without a call.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import asyncio
 import json
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Annotated, Any, Literal
 
@@ -28,6 +32,7 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, Step, agent_trace_of
+from spanscore.processors.expected_output import ExpectedOutput
 from spanscore.processors.judge_metrics.base import Judge, JudgeError
 from spanscore.processors.judge_metrics.planner import INPUT_TOO_LARGE, MIN_DATA_TOKENS, Usage
 from spanscore.processors.judge_metrics.prompts import (
@@ -38,21 +43,25 @@ from spanscore.processors.judge_metrics.prompts import (
     PromptBuilder,
     prompt_tokens,
 )
-from spanscore.processors.judge_metrics.rubrics import MALFORMED
+from spanscore.processors.judge_metrics.rubrics import MALFORMED, NOT_APPLICABLE
 from spanscore.processors.judge_metrics.trace_view import DoesNotFit, fit
 from spanscore.processors.judge_metrics.trials import run_trials, trials_metadata
 
 ATTRIBUTES = "attributes"
+EXPECTED_OUTPUT = "expected_output"  # from the dataset, not the trace
 # What each target can fill; `attributes.KEY` is the scored span's (the root for trace).
 FILLABLE: dict[str, frozenset[str]] = {
-    "trace": frozenset({"input", "output", "context", "tool_calls", "steps", ATTRIBUTES}),
+    "trace": frozenset({"input", "output", "context", "tool_calls", "steps", EXPECTED_OUTPUT, ATTRIBUTES}),
     "llm": frozenset({"input", "output", "tool_calls", ATTRIBUTES}),
     "tool": frozenset({"input", "output", ATTRIBUTES}),
     "retrieval": frozenset({"input", "context", ATTRIBUTES}),
     "agent": frozenset({ATTRIBUTES}),
 }
 PLACEHOLDERS = ("input", "output", "context", "tool_calls", "steps", "expected_output", "attributes.KEY")
-NOT_YET = {"expected_output": "{expected_output} needs a suite's dataset: not supported yet in judge_metrics"}
+NEEDS_DATASET = (
+    "{expected_output} is the answer a suite's dataset expects: give judge_metrics a dataset "
+    "(an eval suite's cases, as ground_truth reads them)"
+)
 SESSION_NOT_YET = "on: session is not supported yet for a judge metric of your own; use trace or a span kind"
 
 
@@ -130,20 +139,21 @@ def placeholders(prompt: str) -> list[str]:
     return names
 
 
-def check_prompt(prompt: str, on: str) -> str:
-    """`prompt`, when every placeholder is known and `on` can fill it; else ValueError."""
+def check_prompt(prompt: str, on: str, has_dataset: bool = False) -> str:
+    """`prompt`, when every placeholder is known and `on` can fill it (`{expected_output}`
+    with a dataset only); else ValueError."""
     if on == "session":
         raise ValueError(SESSION_NOT_YET)
     problems = []
     for name in placeholders(prompt):
         field = ATTRIBUTES if name.startswith(ATTRIBUTES + ".") and len(name) > len(ATTRIBUTES) + 1 else name
-        if field in NOT_YET:
-            problems.append(NOT_YET[field])
-        elif field not in FILLABLE["trace"]:
+        if field not in FILLABLE["trace"]:
             problems.append(f"unknown placeholder {{{name}}}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
         elif field not in FILLABLE[on]:
             can = ", ".join("{" + (p + ".KEY" if p == ATTRIBUTES else p) + "}" for p in sorted(FILLABLE[on]))
             problems.append(f"{{{name}}} cannot be filled on: {on} (it fills {can})")
+        elif field == EXPECTED_OUTPUT and not has_dataset:
+            problems.append(NEEDS_DATASET)
     if problems:
         raise ValueError("; ".join(problems))
     return prompt
@@ -290,6 +300,7 @@ class Target:
     span_id: str | None  # None: the trace
     step: Step | None
     attributes: Mapping[str, Any]
+    expected_output: str | None = None  # the dataset's, for a trace target
 
 
 class UserMetrics:
@@ -323,6 +334,8 @@ class UserMetrics:
                 continue
             if name.startswith(ATTRIBUTES + "."):
                 value = target.attributes.get(name[len(ATTRIBUTES) + 1 :])
+            elif name == EXPECTED_OUTPUT:
+                value = target.expected_output
             else:
                 value = target_texts(name, metric.on, agent, target.step)
             (tail if entries else head).append((f"{name}: ", self.builder.redacted(value)))
@@ -351,14 +364,25 @@ class UserMetrics:
             return [Target(span_id, None, attributes.get(span_id, {})) for span_id in on_settings.span_ids(trace)]
         return [Target(step.span_id, step, attributes.get(step.span_id, {})) for step in on_settings.select(trace)]
 
-    async def judge_trace(self, trace: Trace, judge: Judge) -> tuple[list[MetricResult], Usage]:
+    async def judge_trace(
+        self, trace: Trace, judge: Judge, expected: ExpectedOutput | str | None = None
+    ) -> tuple[list[MetricResult], Usage]:
+        """`expected`: the trace's expected output, or why it has none, for the metrics
+        whose prompt names `{expected_output}`."""
         agent = agent_trace_of(trace)
         usage = Usage()
-        calls = [
-            self._judge_one(metric, agent, target, judge, usage)
-            for metric, settings in self.metrics
-            for target in self.targets(settings, metric, trace, agent)
-        ]
+        calls = []
+        for metric, settings in self.metrics:
+            if EXPECTED_OUTPUT in metric.fields:
+                if not isinstance(expected, ExpectedOutput):
+                    calls.append(_not_applicable(metric, expected or "no expected output: no dataset"))
+                    continue
+                targets = [
+                    replace(t, expected_output=expected.text) for t in self.targets(settings, metric, trace, agent)
+                ]
+            else:
+                targets = self.targets(settings, metric, trace, agent)
+            calls.extend(self._judge_one(metric, agent, target, judge, usage) for target in targets)
         return list(await asyncio.gather(*calls)), usage
 
     async def _judge_one(
@@ -413,3 +437,9 @@ class UserMetrics:
             metadata=metadata,
             span_id=target.span_id,
         )
+
+
+async def _not_applicable(metric: UserMetric, why: str) -> MetricResult:
+    """Skipped, not failed: nothing to compare the trace with (the judge_metrics processor
+    records `eval.<metric>.skipped`)."""
+    return MetricResult(name=metric.name, threshold=metric.threshold, error=why, error_type=NOT_APPLICABLE)

@@ -55,7 +55,7 @@ def test_every_problem_is_reported_at_its_key_path_in_one_run():
     assert "['c'] are not among the categories" in found["metrics.bad_pass.output"]
     assert "is a built-in judge metric" in found["metrics.task_completion.prompt"]
     assert "give it a prompt and an output" in found["metrics.no_prompt.prompt"]
-    assert "not supported yet" in found["metrics.expected.prompt"]
+    assert "give judge_metrics a dataset" in found["metrics.expected.prompt"]
     assert "not supported yet" in found["metrics.session.prompt"]
     assert len(found) == 9
 
