@@ -11,21 +11,32 @@ timing: the normalized view is built once per trace and shared by every processo
 (`bench/agent_trace.py` times it), so what is timed is what `checks` adds. Printed per
 check: the checks made (results; a span without the field makes none), and microseconds
 per check; then the whole config per trace. A figure is the best of `--rounds` rounds.
+
+Then the checks against an eval suite's expected output: a dataset made of the captured
+traces (a case per distinct first user message, its expected response the trace's final
+output), `equals` and `contains` on each trace, and the look-up that finds a trace's
+expected output (processors/expected_output.py) on its own: a trace without a session
+(the case key searched in its attributes, the first message looked up) and a session's
+later trace (the session's join read back).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spanscore.core.session import Session, TraceSummary  # noqa: E402
 from spanscore.processors.agent_trace import agent_trace_of, span_views_of  # noqa: E402
 from spanscore.processors.checks import Checks, ChecksConfig, check_trace  # noqa: E402
+from spanscore.processors.expected_output import ExpectedOutput  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR  # noqa: E402
 from tests.support.otlp_json import read_requests  # noqa: E402
 from tests.support.rag_trace import traces_of  # noqa: E402
@@ -92,6 +103,51 @@ def main() -> None:
 
     seconds, _ = best_seconds(whole, args.rounds)
     print(f"\nthe {len(METRICS)} checks, per trace: {seconds / len(traces) * 1e6:.0f} µs (an event-loop call each)")
+    expected_outputs(traces, args.rounds)
+
+
+def expected_outputs(traces, rounds: int) -> None:
+    cases = {}
+    for trace in traces:
+        run = agent_trace_of(trace)
+        if run.user_input and run.final_output:
+            case = {"id": f"case-{len(cases)}", "turns": [{"message": run.user_input.strip()}]}
+            case["turns"][0]["expected_response"] = run.final_output.strip()
+            cases.setdefault(run.user_input.strip(), case)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "suite.jsonl"
+        path.write_text("\n".join(json.dumps(case) for case in cases.values()), encoding="utf-8")
+        config = ChecksConfig.model_validate(
+            {
+                "dataset": str(path),
+                "metrics": {
+                    "same_answer": {"field": "output", "equals": "expected_output", "ignore_case": True},
+                    "mentions_answer": {"field": "output", "contains": "expected_output"},
+                },
+            }
+        )
+    lookup = Checks("checks", config).expected
+    assert lookup is not None
+    dataset = lookup.dataset
+    found = [lookup.of(trace, None) for trace in traces]
+    joined = sum(isinstance(f, ExpectedOutput) for f in found)
+    print(f"\nexpected outputs: {len(dataset.cases)} cases; {joined} of {len(traces)} traces join one")
+    seconds, _ = best_seconds(lambda: [lookup.of(trace, None) for trace in traces], rounds)
+    print(f"{'look-up, a trace without a session':<44} {seconds / len(traces) * 1e6:>7.1f} µs/trace")
+    session = Session("bench", resource=None, last_activity=0.0)  # type: ignore[arg-type]
+    lookup.of(traces[0], session)
+    session.traces.append(TraceSummary.of(traces[0]))
+    seconds, _ = best_seconds(lambda: [lookup.of(trace, session) for trace in traces], rounds)
+    print(f"{'look-up, a later trace of a session':<44} {seconds / len(traces) * 1e6:>7.1f} µs/trace")
+    for name, settings in config.metrics.items():
+        made = sum(len(check_trace(name, settings, trace, f)) for trace, f in zip(traces, found))
+
+        def run(name=name, settings=settings) -> None:
+            for trace, f in zip(traces, found):
+                check_trace(name, settings, trace, f)
+
+        seconds, _ = best_seconds(run, rounds)
+        print(f"{name:<44} {seconds / made * 1e6:>7.1f} µs/check ({made} made, skips included)")
 
 
 if __name__ == "__main__":
