@@ -198,6 +198,7 @@ def test_every_expected_output_problem_is_reported_at_its_key_path_in_one_run(su
             "metrics": {
                 "literal": {"field": "output", "equals": "Snowing"},
                 "on_llm": {"on": "llm", "field": "output", "contains": "expected_output"},
+                "on_session": {"on": "session", "field": "output", "equals": "expected_output"},
                 "no_field": {"equals": "expected_output"},
             },
         }
@@ -206,6 +207,7 @@ def test_every_expected_output_problem_is_reported_at_its_key_path_in_one_run(su
             f"{at}literal.equals: expected expected_output (the answer the dataset expects of the trace's turn); "
             "for a fixed text use regex (got 'Snowing')",
             f"{at}on_llm: contains compares with the answer expected of a turn, the trace's: it takes on: trace",
+            f"{at}on_session: equals compares with the answer expected of a turn, the trace's: it takes on: trace",
             f"{at}no_field: equals checks a field: give field: input, output, context or attributes.KEY",
         ]
     )

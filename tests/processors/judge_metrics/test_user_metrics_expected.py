@@ -159,3 +159,47 @@ def test_a_bad_dataset_is_reported_once_at_its_key(tmp_path):
     found = errors({"dataset": str(missing), "metrics": {"matches": {"prompt": PROMPT, "output": "binary"}}})
     assert list(found) == ["dataset"]
     assert found["dataset"].startswith(f"Value error, {missing} is invalid:\n    {missing}: cannot read: ")
+
+
+def test_in_combined_mode_a_metric_reading_the_expected_output_keeps_its_own_call(suite):
+    config = JudgeMetricsConfig.model_validate(
+        {
+            "judge": JUDGE,
+            "mode": "combined",
+            "dataset": suite,
+            "metrics": {
+                **OFF,
+                "matches": {"prompt": PROMPT, "output": "binary"},
+                "polite": {"prompt": "Polite?\n{output}", "output": "binary"},
+            },
+        }
+    )
+    judging = JudgeMetrics("judge_metrics", config)
+    assert judging.plan is not None and judging.plan.names == ("polite",)  # joined: the combined call
+    assert judging.own is not None and [m.name for m, _ in judging.own.metrics] == ["matches"]
+    judging.judge = judge = ScriptedJudge(
+        {"matches": {"reason": "same", "pass": True}, "combined": {"polite": {"reason": "kind", "pass": False}}}
+    )
+    outputs = asyncio.run(judging.process_trace(trace("What's the weather in Oslo?", "It snows."), None))
+    assert sorted(r.schema_name for r in judge.requests) == ["combined", "matches"]
+    [own] = judge.calls("matches")
+    assert own.user.split(f"\n{TRACE_CLOSE}", 1)[0] == f"{TRACE_OPEN}\noutput: It snows.\nexpected_output: Snowing, -3C"
+    assert "expected_output" not in judge.calls("combined")[0].user
+    scores = {o.name: o.score for o in outputs if isinstance(o, MetricResult)}
+    assert scores == {"matches": 1.0, "polite": 0.0}
+
+    # A trace with no expected output: the metric is skipped without a call, the combined call still made.
+    judge.requests.clear()
+    outputs = asyncio.run(judging.process_trace(trace("Hello", "Hi"), None))
+    assert [r.schema_name for r in judge.requests] == ["combined"]
+    assert any(isinstance(o, SpanAttribute) and o.key == "eval.matches.skipped" for o in outputs)
+    assert {o.name for o in outputs if isinstance(o, MetricResult)} == {"polite"}
+
+
+def test_a_session_target_cannot_fill_the_expected_output_even_with_a_dataset(suite):
+    found = errors(
+        {"dataset": suite, "metrics": {"matches": {"prompt": "{steps}\n{expected_output}", "output": "binary",
+                                                   "on": "session"}}}
+    )  # fmt: skip
+    assert list(found) == ["metrics.matches.prompt"]
+    assert "{expected_output} cannot be filled on: session" in found["metrics.matches.prompt"]
