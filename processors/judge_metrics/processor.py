@@ -589,7 +589,7 @@ def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
 SKIPPED_ERROR_TYPES = frozenset({BUDGET_EXHAUSTED, NOT_APPLICABLE})
 
 
-def _skipped_when_not_judged(result: MetricResult) -> TraceOutput:
+def _skipped_when_not_judged(result: MetricResult) -> MetricResult | SpanAttribute:
     if result.error_type in SKIPPED_ERROR_TYPES and result.error is not None:  # it says why
         return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result
