@@ -15,19 +15,29 @@ checks over every turn, a json_schema on every answer, the session's tokens, dur
 tool error rate), each capture's traces one session: microseconds per trace for the part
 a turn leaves, and per session for the result at its close. A figure is the best of
 `--rounds` rounds.
+
+Then the checks against an eval suite's expected output: a dataset made of the captured
+traces (a case per distinct first user message, its expected response the trace's final
+output), `equals` and `contains` on each trace, and the look-up that finds a trace's
+expected output (processors/expected_output.py) on its own: a trace without a session
+(the case key searched in its attributes, the first message looked up) and a session's
+later trace (the session's join read back).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spanscore.core.session import Session, TraceSummary  # noqa: E402
 from spanscore.processors.agent_trace import agent_trace_of, span_views_of  # noqa: E402
 from spanscore.processors.checks import (  # noqa: E402
     Checks,
@@ -36,6 +46,7 @@ from spanscore.processors.checks import (  # noqa: E402
     check_trace,
     turn_part,
 )
+from spanscore.processors.expected_output import ExpectedOutput  # noqa: E402
 from tests.support.agent_fixtures import SPANS_DIR  # noqa: E402
 from tests.support.otlp_json import read_requests  # noqa: E402
 from tests.support.rag_trace import traces_of  # noqa: E402
@@ -116,6 +127,7 @@ def main() -> None:
             agent_trace_of(trace)
             span_views_of(trace)
     session_costs(sessions, args.rounds)
+    expected_outputs(traces, args.rounds)
 
 
 def session_costs(sessions, rounds: int) -> None:
@@ -141,6 +153,50 @@ def session_costs(sessions, rounds: int) -> None:
             f"{name:<14} {settings.check:<16} {per_turn / len(traces) * 1e6:>8.1f} "
             f"{per_close / len(sessions) * 1e6:>9.1f}"
         )
+
+
+def expected_outputs(traces, rounds: int) -> None:
+    cases = {}
+    for trace in traces:
+        run = agent_trace_of(trace)
+        if run.user_input and run.final_output:
+            case = {"id": f"case-{len(cases)}", "turns": [{"message": run.user_input.strip()}]}
+            case["turns"][0]["expected_response"] = run.final_output.strip()
+            cases.setdefault(run.user_input.strip(), case)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "suite.jsonl"
+        path.write_text("\n".join(json.dumps(case) for case in cases.values()), encoding="utf-8")
+        config = ChecksConfig.model_validate(
+            {
+                "dataset": str(path),
+                "metrics": {
+                    "same_answer": {"field": "output", "equals": "expected_output", "ignore_case": True},
+                    "mentions_answer": {"field": "output", "contains": "expected_output"},
+                },
+            }
+        )
+    lookup = Checks("checks", config).expected
+    assert lookup is not None
+    dataset = lookup.dataset
+    found = [lookup.of(trace, None) for trace in traces]
+    joined = sum(isinstance(f, ExpectedOutput) for f in found)
+    print(f"\nexpected outputs: {len(dataset.cases)} cases; {joined} of {len(traces)} traces join one")
+    seconds, _ = best_seconds(lambda: [lookup.of(trace, None) for trace in traces], rounds)
+    print(f"{'look-up, a trace without a session':<44} {seconds / len(traces) * 1e6:>7.1f} µs/trace")
+    session = Session("bench", resource=None, last_activity=0.0)  # type: ignore[arg-type]
+    lookup.of(traces[0], session)
+    session.traces.append(TraceSummary.of(traces[0]))
+    seconds, _ = best_seconds(lambda: [lookup.of(trace, session) for trace in traces], rounds)
+    print(f"{'look-up, a later trace of a session':<44} {seconds / len(traces) * 1e6:>7.1f} µs/trace")
+    for name, settings in config.metrics.items():
+        made = sum(len(check_trace(name, settings, trace, f)) for trace, f in zip(traces, found))
+
+        def run(name=name, settings=settings) -> None:
+            for trace, f in zip(traces, found):
+                check_trace(name, settings, trace, f)
+
+        seconds, _ = best_seconds(run, rounds)
+        print(f"{name:<44} {seconds / made * 1e6:>7.1f} µs/check ({made} made, skips included)")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spanscore.processors.agent_trace import AgentTrace  # noqa: E402
-from spanscore.processors.ground_truth.dataset import Case  # noqa: E402
+from spanscore.processors.eval_dataset import Case  # noqa: E402
 from spanscore.processors.ground_truth.judging import GroundTruthJudge  # noqa: E402
 from spanscore.processors.judge_metrics.config import JudgeConfig, build_judge  # noqa: E402
 from tests.support.ground_truth_judge import parts  # noqa: E402

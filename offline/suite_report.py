@@ -35,7 +35,7 @@ from spanscore.core.wording import counted
 from spanscore.offline import span_level
 from spanscore.offline.blamed_spans import group_of, group_words
 from spanscore.offline.suite_attempts import Attempt, ScoredRun
-from spanscore.processors.ground_truth.dataset import Dataset
+from spanscore.processors.eval_dataset import Dataset
 from spanscore.processors.metrics.intervals import (
     mean_rate_interval,
     pass_at_k_interval,

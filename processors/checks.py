@@ -15,9 +15,15 @@ key. The text checks read a `field` of the scored span:
 The checks: `regex` (the field matches), `not_regex` (it does not), `json_schema` (it
 parses as JSON and satisfies the schema), `no_pii` (the redaction's built-in detectors
 find no e-mail address, card number, API key, token, private key or secret-named value),
-and, on the span itself rather than a field: `max_duration`, `max_tokens` (the usage the span
-records; on `trace` the sum over its model calls), `tool_error_rate` (on `trace`: the
-share of its tool spans that failed, by failure_localization's `error_status` reading).
+`contains` / `equals` (the field holds, or is, the answer the eval suite's dataset
+expects of the trace's turn: `contains: expected_output`, on `trace` only, with the
+processor's `dataset`; both texts Unicode-normalized (NFC), whitespace runs read as one
+space and the ends trimmed, case kept unless `ignore_case: true`; a trace that joins no
+case, or whose turn has no expected response, is skipped with the reason:
+processors/expected_output.py), and, on the span itself rather than a field:
+`max_duration`, `max_tokens` (the usage the span records; on `trace` the sum over its
+model calls), `tool_error_rate` (on `trace`: the share of its tool spans that failed, by
+failure_localization's `error_status` reading).
 
 `on: session` checks the session when it closes, over the turns its traces left (each
 trace's part is kept in the session's state as it is scored; the result goes on the
@@ -37,12 +43,13 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import BeforeValidator, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from spanscore.core.component import ComponentConfig, ComponentFactory
 from spanscore.core.durations import Duration, format_duration
@@ -50,11 +57,21 @@ from spanscore.core.provenance import CODE, Provenance, revision_of
 from spanscore.core.quoting import excerpt
 from spanscore.core.redaction import API_KEY, CARD, EMAIL, PRIVATE_KEY, SECRET, TOKEN, Redaction
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, SpanView, SpanViews, Step, agent_trace_of, span_views_of
 from spanscore.processors.agent_trace.spans import AGENT, LLM, RETRIEVAL, TOOL
 from spanscore.processors.base import Processor, SessionOutput, TraceOutput
+from spanscore.processors.expected_output import (
+    DEFAULT_CASE_KEY,
+    CaseKey,
+    DatasetFile,
+    DatasetSetting,
+    ExpectedOutput,
+    ExpectedOutputs,
+)
 from spanscore.processors.judge_metrics.answers import MalformedAnswer, validate
 from spanscore.processors.localization.evidence import span_failure
 from spanscore.processors.span_target import SpanTarget
@@ -64,12 +81,14 @@ MAX_CHECKED_CHARS = 100_000  # of a field's text, read by a regex, the JSON pars
 QUOTE_CHARS = 120  # of a match or an error, quoted in an explanation
 MAX_FAILED_TOOLS_NAMED = 5
 
-TEXT_CHECKS = ("regex", "not_regex", "json_schema", "no_pii")
+EXPECTED_CHECKS = ("contains", "equals")  # against the dataset's expected output
+TEXT_CHECKS = ("regex", "not_regex", "json_schema", "no_pii", *EXPECTED_CHECKS)
 SPAN_CHECKS = ("max_duration", "max_tokens", "tool_error_rate")
 CHECKS = TEXT_CHECKS + SPAN_CHECKS
 FIELDS = ("input", "output", "context")
 ATTRIBUTES = "attributes."
 SESSION = "session"
+EXPECTED_OUTPUT = "expected_output"  # what contains and equals compare with
 
 # The JSON Schema keywords `judge_metrics.answers.validate` checks, and those that only
 # describe. Any other is refused at config time rather than silently not checked.
@@ -122,6 +141,34 @@ class ToolErrorRate(ComponentConfig):
     max: float = Field(ge=0.0, le=1.0)  # the share of failed tool spans that still passes
 
 
+@dataclass(frozen=True)
+class _ExpectedReference:
+    """A `contains` / `equals` value as written under `metrics.<metric>`, and whether the
+    processor has a dataset to take the expected output from."""
+
+    value: Any
+    has_dataset: bool
+
+    def __repr__(self) -> str:  # as a config problem quotes it: the value as written
+        return repr(self.value)
+
+
+def _expected_reference(value: Any) -> Any:
+    if isinstance(value, _ExpectedReference):
+        if not value.has_dataset:
+            raise ValueError(
+                "compares with the dataset's expected output: give the checks processor a dataset "
+                "(an eval suite's cases, as ground_truth reads them)"
+            )
+        value = value.value
+    if value is not None and value != EXPECTED_OUTPUT:
+        raise ValueError(
+            f"expected {EXPECTED_OUTPUT} (the answer the dataset expects of the trace's turn); "
+            "for a fixed text use regex"
+        )
+    return value
+
+
 class CheckSettings(SpanTarget):
     """One check: its target, the field it reads, and exactly one check key."""
 
@@ -133,6 +180,9 @@ class CheckSettings(SpanTarget):
     max_duration: Duration | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=0)
     tool_error_rate: ToolErrorRate | None = None
+    contains: Annotated[str | None, BeforeValidator(_expected_reference)] = None
+    equals: Annotated[str | None, BeforeValidator(_expected_reference)] = None
+    ignore_case: bool | None = None  # contains and equals: compare case-insensitively
 
     @field_validator("field")
     @classmethod
@@ -182,6 +232,10 @@ class CheckSettings(SpanTarget):
             raise ValueError("tool_error_rate is a share of a run's tool spans: it takes on: trace or on: session")
         if check == "max_tokens" and self.on not in ("trace", LLM, SESSION):
             raise ValueError("max_tokens reads model calls' usage: it takes on: trace, llm or session")
+        if check in EXPECTED_CHECKS and self.on != "trace":
+            raise ValueError(f"{check} compares with the answer expected of a turn, the trace's: it takes on: trace")
+        if self.ignore_case is not None and check not in EXPECTED_CHECKS:
+            raise ValueError("ignore_case belongs to contains and equals (for a regex, write (?i))")
         return self
 
     def _field_readable(self, check: str) -> None:
@@ -238,7 +292,31 @@ MetricName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]  # 
 
 
 class ChecksConfig(ComponentConfig):
+    dataset: DatasetSetting | None = None  # an eval suite's cases: the expected outputs contains and equals read
+    case_key: CaseKey = DEFAULT_CASE_KEY
     metrics: dict[MetricName, CheckSettings] = Field(default_factory=dict)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _expected_needs_a_dataset(cls, value: Any, info: ValidationInfo) -> Any:
+        # Checked at the metric's key; a dataset that failed to load has its own problem.
+        if not isinstance(value, dict):
+            return value
+        has_dataset = info.data.get("dataset", "invalid") is not None
+        marked = {}
+        for name, settings in value.items():
+            if isinstance(settings, dict):
+                settings = {
+                    key: _ExpectedReference(item, has_dataset) if key in EXPECTED_CHECKS else item
+                    for key, item in settings.items()
+                }
+            marked[name] = settings
+        return marked
+
+    @property
+    def expected_metrics(self) -> tuple[str, ...]:
+        """The metrics comparing with the dataset's expected output."""
+        return tuple(name for name, settings in self.metrics.items() if settings.check in EXPECTED_CHECKS)
 
 
 @dataclass(frozen=True)
@@ -257,12 +335,21 @@ class Checks(Processor):
         self.id = component_id
         self.config = config
         self.metric_names = tuple(config.metrics)
+        self.expected: ExpectedOutputs | None = None
+        if config.expected_metrics:
+            assert isinstance(config.dataset, DatasetFile)  # the config requires it
+            self.expected = ExpectedOutputs(config.dataset.loaded, config.case_key, f"{component_id}.expected_output")
 
     def provenance(self, metric_name: str) -> Provenance:
         # Which spans are checked (on, where, sample_ratio) is no part of how each is checked.
         settings = self.config.metrics[metric_name].model_dump(exclude=set(SpanTarget.model_fields))
         if self.config.metrics[metric_name].on == SESSION:  # every turn's verdicts, combined: another reading
             settings["on"] = SESSION
+        if self.expected is not None and metric_name in self.config.expected_metrics:
+            # The expected outputs are what the field is checked against: a changed dataset is a new revision.
+            return Provenance(
+                CODE, revision_of(metric_name, CODE, settings, self.expected.dataset.model_dump(mode="json"))
+            )
         return Provenance(CODE, revision_of(metric_name, CODE, settings))
 
     @property
@@ -271,18 +358,20 @@ class Checks(Processor):
 
     @property
     def uses_sessions(self) -> bool:
-        return bool(self.session_metric_names)
+        # A trace's turn, and so its expected output, is its place in its session.
+        return self.expected is not None or bool(self.session_metric_names)
 
     async def process_trace(self, trace: Trace, session: Session | None) -> Sequence[TraceOutput]:
         outputs: list[TraceOutput] = []
         turn: dict[str, TurnPart | Exception] = {}
+        expected = self.expected.of(trace, session) if self.expected is not None else None
         for name, settings in self.config.metrics.items():
             try:
                 if settings.on == SESSION:
                     if session is not None:
                         turn[name] = turn_part(settings, trace)
                     continue
-                outputs.extend(check_trace(name, settings, trace))
+                outputs.extend(check_trace(name, settings, trace, expected))
             except Exception as exc:  # one check's bug must not cost the others their results
                 if settings.on == SESSION:
                     turn[name] = exc  # the session's result says so when it closes
@@ -305,8 +394,14 @@ class Checks(Processor):
         return outputs
 
 
-def check_trace(name: str, settings: CheckSettings, trace: Trace) -> list[MetricResult]:
-    """The results of check `name` on `trace`: one per span it targets, or one on the root."""
+def check_trace(
+    name: str, settings: CheckSettings, trace: Trace, expected: ExpectedOutput | str | None = None
+) -> list[MetricResult | SpanAttribute]:
+    """The results of check `name` on `trace`: one per span it targets, or one on the root.
+    `expected`: the trace's expected output, or why it has none, for contains and equals."""
+    if settings.check in EXPECTED_CHECKS and not isinstance(expected, ExpectedOutput):
+        why = expected if isinstance(expected, str) else "no expected output: the processor has no dataset"
+        return [SpanAttribute(result_keys(name).skipped, why)]
     views = span_views_of(trace)
     by_id = {} if views is None else views.by_id
     run = agent_trace_of(trace)
@@ -318,16 +413,21 @@ def check_trace(name: str, settings: CheckSettings, trace: Trace) -> list[Metric
         subjects = [Subject(span_id, by_id.get(span_id), None) for span_id in settings.span_ids(trace)]
     else:
         subjects = [Subject(step.span_id, by_id.get(step.span_id), step) for step in settings.select(trace)]
-    results = []
+    results: list[MetricResult | SpanAttribute] = []
     for subject in subjects:
-        result = _check(name, settings, subject, run, views)
+        result = _check(name, settings, subject, run, views, expected)
         if result is not None:
             results.append(result)
     return results
 
 
 def _check(
-    name: str, settings: CheckSettings, subject: Subject, run: AgentTrace, views: SpanViews | None
+    name: str,
+    settings: CheckSettings,
+    subject: Subject,
+    run: AgentTrace,
+    views: SpanViews | None,
+    expected: ExpectedOutput | str | None = None,
 ) -> MetricResult | None:
     check = settings.check
     if check in TEXT_CHECKS:
@@ -337,7 +437,10 @@ def _check(
             return None
         cut = len(text) > MAX_CHECKED_CHARS
         checked = text[:MAX_CHECKED_CHARS] if cut else text
-        verdict = _TEXT_CHECKS[check](settings, field, checked)
+        if isinstance(expected, ExpectedOutput) and check in EXPECTED_CHECKS:
+            verdict = _against_expected(settings, field, checked, expected)
+        else:
+            verdict = _TEXT_CHECKS[check](settings, field, checked)
         if verdict is None:
             return None
         passed, explanation = verdict
@@ -454,6 +557,34 @@ def _no_pii(settings: CheckSettings, field: str, text: str) -> Verdict:
     if not found:  # the detectors changed the text without a marker of theirs: say so rather than guess
         found.append("a secret")
     return False, f"{field} holds {', '.join(found)}"
+
+
+def comparable(text: str, ignore_case: bool) -> str:
+    """`text` as contains and equals compare it: NFC, whitespace runs as one space, the ends
+    trimmed, casefolded when case is ignored."""
+    text = " ".join(unicodedata.normalize("NFC", text).split())
+    return text.casefold() if ignore_case else text
+
+
+def _against_expected(settings: CheckSettings, field: str, text: str, expected: ExpectedOutput) -> Verdict:
+    ignore_case = bool(settings.ignore_case)
+    actual, wanted = comparable(text, ignore_case), comparable(expected.text, ignore_case)
+    how = "whitespace collapsed" + (", case ignored" if ignore_case else "")
+    quoted = excerpt(expected.text, QUOTE_CHARS)
+    if settings.equals is not None:
+        if actual == wanted:
+            return True, f"{field} equals the expected output of {expected.source} ({how})"
+        at = next((i for i, (a, b) in enumerate(zip(actual, wanted)) if a != b), min(len(actual), len(wanted)))
+        return False, (
+            f"{field} differs from the expected output of {expected.source} at character {at:,} ({how}): "
+            f"expected {quoted}, got {excerpt(text, QUOTE_CHARS)}"
+        )
+    # Positions are in the texts as compared.
+    found = actual.find(wanted)
+    if found >= 0:
+        return True, f"{field} contains the expected output of {expected.source} at character {found:,} ({how})"
+    missing = f"does not contain the expected output of {expected.source} ({how})"
+    return False, f"{field} ({len(text):,} characters) {missing}: {quoted}"
 
 
 _TEXT_CHECKS: dict[str, Callable[[CheckSettings, str, str], Verdict]] = {

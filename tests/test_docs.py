@@ -66,7 +66,7 @@ import yaml
 
 from spanscore.config.components import build_factories
 from spanscore.config.loader import ConfigError, parse_config
-from spanscore.processors.ground_truth.dataset import DatasetError, parse_dataset
+from spanscore.processors.eval_dataset import DatasetError, parse_dataset
 from spanscore.processors.judge_metrics.examples import ExamplesError, parse_examples
 
 if sys.version_info >= (3, 11):

@@ -4,7 +4,8 @@ An attempt is one session (a trace without a session is a one-turn attempt); its
 are its traces in the order they were scored. The case is found once, from the first
 trace that names it: the case key (`eval.case.id` by default) on the root span, any other
 span, or the resource — `OTEL_RESOURCE_ATTRIBUTES=eval.case.id=...` on the agent is
-enough — else the session's first user message equal to a case's first message.
+enough — else the session's first user message equal to a case's first message
+(`expected_output.join`, the join every component reading a suite's cases makes).
 """
 
 from __future__ import annotations
@@ -12,16 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spanscore.core.attributes import find_attribute
-from spanscore.core.quoting import excerpt
-from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.agent_trace.content import parse_json
-from spanscore.processors.ground_truth.dataset import Case, Dataset
+from spanscore.processors.eval_dataset import Case
 from spanscore.processors.metrics.expected_calls import ActualCall
-
-JOINED_BY_ID = "id"
-JOINED_BY_MESSAGE = "first message"
 
 
 @dataclass
@@ -59,26 +54,6 @@ class AttemptState:
                 arguments = step.arguments if isinstance(step.arguments, dict) else {}
                 calls.append(ActualCall(turn=turn, name=step.name, arguments=arguments, output=_output(step.result)))
         return calls
-
-
-def case_id_of(trace: Trace, key: str) -> str | None:
-    """The case key on the root span, then any span, then a resource."""
-    for attributes in trace.attribute_lists():
-        value = find_attribute(attributes, key)
-        if value is not None and str(value).strip():
-            return str(value).strip()
-    return None
-
-
-def join(dataset: Dataset, case_id: str | None, first_message: str) -> tuple[Case | None, str | None, str | None]:
-    """(case, how it was joined, a problem) for an attempt's first trace."""
-    if case_id is not None:
-        case = dataset.by_id(case_id)
-        if case is None:
-            return None, None, f"case id {excerpt(case_id)!r} is not in the dataset"
-        return case, JOINED_BY_ID, None
-    case = dataset.match_first_message(first_message) if first_message else None
-    return case, (JOINED_BY_MESSAGE if case is not None else None), None
 
 
 def _output(result: str | None) -> Any:

@@ -39,7 +39,7 @@ from typing import Any
 
 from spanscore.core.redaction import Redaction
 from spanscore.processors.agent_trace import AgentTrace
-from spanscore.processors.ground_truth.dataset import Case
+from spanscore.processors.eval_dataset import Case
 from spanscore.processors.ground_truth.prompts import (
     CHECK_SCHEMA,
     SUBGOAL_KEY,

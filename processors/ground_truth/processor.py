@@ -48,9 +48,17 @@ from spanscore.core.usage import EvaluatorUsage
 from spanscore.core.wording import counted
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, SessionOutput, TraceOutput
+from spanscore.processors.eval_dataset import Case, Dataset
+from spanscore.processors.expected_output import (
+    DEFAULT_CASE_KEY,
+    CaseKey,
+    DatasetFile,
+    DatasetSetting,
+    case_id_of,
+    join,
+)
 from spanscore.processors.ground_truth import prompts
-from spanscore.processors.ground_truth.attempt import AttemptState, case_id_of, join
-from spanscore.processors.ground_truth.dataset import Case, Dataset, DatasetError, load_dataset
+from spanscore.processors.ground_truth.attempt import AttemptState
 from spanscore.processors.ground_truth.judging import AnswerVerdict, GroundTruthJudge
 from spanscore.processors.ground_truth.result_values import ToolOutcome, answer_utilization, known_text
 from spanscore.processors.judge_metrics.base import Judge, JudgeError
@@ -81,7 +89,6 @@ from spanscore.processors.metrics.tool_usage import (
 log = logging.getLogger("spanscore.ground_truth")
 
 CASE_ATTRIBUTE = CASE_ID
-DEFAULT_CASE_KEY = CASE_ID
 DEFAULT_ANSWER_THRESHOLD = 0.7
 DEFAULT_TOOL_THRESHOLD = 1.0
 EVALUATOR = "judge"
@@ -91,15 +98,9 @@ PROGRESS_METRICS = ("progress", "progress_auc", "progress_per_turn", "success_fi
 ATTEMPT_METRICS = (*PROGRESS_METRICS, "tool_call_accuracy", "conversation_correctness", "success")
 
 
-class DatasetFile(str):
-    """A dataset's path, checked: `loaded` is the dataset it held when the config was validated."""
-
-    loaded: Dataset
-
-
 class GroundTruthConfig(ComponentConfig):
-    dataset: str = Field(min_length=1)  # YAML or JSON Lines, see `dataset`
-    case_key: str = Field(default=DEFAULT_CASE_KEY, min_length=1)
+    dataset: DatasetSetting  # YAML or JSON Lines, see `eval_dataset`
+    case_key: CaseKey = DEFAULT_CASE_KEY
     judge: JudgeSection = None
     trials: JudgeTrials = 5
     early_stop: bool = True
@@ -117,19 +118,6 @@ class GroundTruthConfig(ComponentConfig):
         if any(k < 1 for k in value):
             raise ValueError("every k must be >= 1")
         return sorted(set(value))
-
-    @field_validator("dataset")
-    @classmethod
-    def _load(cls, value: str) -> DatasetFile:
-        # Loaded as a field, not after the model, so `spanscore validate` lists the
-        # dataset's problems in the same run as those of the other settings.
-        try:
-            loaded = load_dataset(value)
-        except DatasetError as exc:
-            raise ValueError(f"{value} is invalid:\n" + "\n".join(f"    {p}" for p in exc.problems)) from None
-        checked = DatasetFile(value)
-        checked.loaded = loaded
-        return checked
 
     @property
     def loaded(self) -> Dataset:

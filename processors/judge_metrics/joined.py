@@ -7,7 +7,9 @@ its own call (`UserMetric.verdict`). The call's data block is the built-ins' tra
 block, which shows the user's input, the steps and the final output under its own
 labels; the placeholders point there. What it does not show (retrieved documents,
 `attributes.KEY` of the root) is added to the block, once for all joined metrics
-(`joined_data`). Metrics on spans keep one call per span (`user_metrics`).
+(`joined_data`). Metrics on spans keep one call per span (`user_metrics`), and one
+naming `{expected_output}` keeps its own call: a trace without an expected output skips
+it without a call, which a section of the shared call cannot do.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace
 from spanscore.processors.judge_metrics.prompts import Line, PromptBuilder
 from spanscore.processors.judge_metrics.rubrics import Judgment, Rubric, TraceFacts, malformed
-from spanscore.processors.judge_metrics.user_metrics import ATTRIBUTES, UserMetric, target_texts
+from spanscore.processors.judge_metrics.user_metrics import ATTRIBUTES, EXPECTED_OUTPUT, UserMetric, target_texts
 
 # Where the trace block shows what a placeholder names.
 TRACE_LABELS = {
@@ -45,6 +47,8 @@ class JoinedRubric(Rubric):
     def __init__(self, metric: UserMetric):
         if metric.on != "trace":
             raise ValueError(f"{metric.name}: only a metric on trace joins the combined call, not on {metric.on}")
+        if EXPECTED_OUTPUT in metric.fields:
+            raise ValueError(f"{metric.name}: a metric reading {{{EXPECTED_OUTPUT}}} keeps its own call")
         self.metric = metric
         self.name = metric.name
 

@@ -12,7 +12,8 @@ Any other name under `metrics` with a `prompt` is a judge metric of the user's o
 scored span, or, `on: session`, one per session when it closes, its result on the
 session's carrier; in `combined` mode one on `trace` is scored in the built-ins' combined
 call instead (`joined`). Which sessions are judged follows `sample_ratio` by a hash of
-the session id; a trace without a session is no session's turn.
+the session id; a trace without a session is no session's turn. Their `{expected_output}`
+(on `trace` only) is what the `dataset` (an eval suite's cases) expects of the trace's turn.
 
 With no judge configured (no `judge` section, or one with neither `api_key` nor
 `base_url`, as the default config has when OPENAI_API_KEY is unset) the metrics are not
@@ -61,6 +62,14 @@ from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
 from spanscore.processors.agent_trace import AgentTrace, agent_trace_of
 from spanscore.processors.base import Processor, SessionOutput, TraceOutput
+from spanscore.processors.expected_output import (
+    DEFAULT_CASE_KEY,
+    CaseKey,
+    DatasetFile,
+    DatasetSetting,
+    ExpectedOutput,
+    ExpectedOutputs,
+)
 from spanscore.processors.judge_metrics import user_metrics
 from spanscore.processors.judge_metrics.base import Judge
 from spanscore.processors.judge_metrics.budget import BUDGET_EXHAUSTED
@@ -122,10 +131,12 @@ def _load_examples(value: Any) -> WorkedExamples | None:
 
 @dataclass(frozen=True)
 class _NamedPrompt:
-    """A `prompt` as written under `metrics.<metric>` (None: not given), with that metric's name."""
+    """A `prompt` as written under `metrics.<metric>` (None: not given), with that metric's
+    name and whether the processor has a dataset for `{expected_output}`."""
 
     text: Any
     metric: str
+    has_dataset: bool = False
 
     def __repr__(self) -> str:  # as a config problem quotes it: the prompt as written
         return repr(self.text)
@@ -161,7 +172,7 @@ class JudgeMetricSettings(SpanTarget):
         if not isinstance(value.text, str) or not value.text.strip():
             raise ValueError("expected the criterion as text")
         if "on" in info.data:  # else `on` has its own error
-            check_prompt(value.text, info.data["on"])
+            check_prompt(value.text, info.data["on"], value.has_dataset)
         return value.text
 
     @field_validator("output")
@@ -184,8 +195,12 @@ class JudgeMetricSettings(SpanTarget):
         return self
 
     def joins_combined_call(self, mode: str) -> bool:
-        """A metric of your own on trace is scored in the combined call, in combined mode."""
-        return self.prompt is not None and self.on == "trace" and mode == "combined"
+        """A metric of your own on trace is scored in the combined call, in combined mode;
+        one naming `{expected_output}` keeps its own call, skipped without one for a trace
+        that joins no case (the combined call is the built-ins' too)."""
+        if self.prompt is None or self.on != "trace" or mode != "combined":
+            return False
+        return user_metrics.EXPECTED_OUTPUT not in user_metrics.placeholders(self.prompt)
 
     def worked_examples(self, redaction: Redaction) -> tuple[str, int]:
         """The text of the examples that fit `examples_max_tokens`, and how many they are."""
@@ -202,6 +217,8 @@ MetricName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
 class JudgeMetricsConfig(ComponentConfig):
     judge: JudgeSection = None
     mode: Literal["per_metric", "combined"] = "per_metric"
+    dataset: DatasetSetting | None = None  # an eval suite's cases: what {expected_output} reads
+    case_key: CaseKey = DEFAULT_CASE_KEY
     metrics: dict[MetricName, JudgeMetricSettings] = Field(default_factory=dict)
     # Share of traces judged, chosen by trace id as the TraceIdRatioBased sampler does,
     # so the same traces are judged on every replica; the rest get no judge results.
@@ -214,18 +231,19 @@ class JudgeMetricsConfig(ComponentConfig):
 
     @field_validator("metrics", mode="before")
     @classmethod
-    def _examples_know_their_metric(cls, value: Any) -> Any:
+    def _examples_know_their_metric(cls, value: Any, info: ValidationInfo) -> Any:
         # An example may name its metric; the file's setting says which one that must be.
         # A prompt says which metric it is for: a built-in name takes none, another needs one.
         if not isinstance(value, dict):
             return value
+        has_dataset = info.data.get("dataset", "invalid") is not None  # one that failed to load has its own problem
         named = {}
         for name, settings in value.items():
             if isinstance(settings, dict) and isinstance(name, str):
                 settings = dict(settings)
                 if isinstance(settings.get("examples"), str):
                     settings["examples"] = _ExamplesPath(settings["examples"], name)
-                settings["prompt"] = _NamedPrompt(settings.get("prompt"), name)
+                settings["prompt"] = _NamedPrompt(settings.get("prompt"), name, has_dataset)
             named[name] = settings
         return named
 
@@ -278,6 +296,15 @@ class JudgeMetricsConfig(ComponentConfig):
             name for name, settings in self.metrics.items() if settings.prompt is not None and settings.enabled
         )
 
+    @property
+    def expected_metrics(self) -> tuple[str, ...]:
+        """The enabled metrics of the user's own whose prompt names `{expected_output}`."""
+        return tuple(
+            name
+            for name in self.own_metrics
+            if user_metrics.EXPECTED_OUTPUT in user_metrics.placeholders(self.settings(name).prompt or "")
+        )
+
     def not_run(self, component_id: str) -> str | None:
         if self.configured:
             return None
@@ -297,6 +324,10 @@ class JudgeMetrics(Processor):
         self.plan: JudgePlan | None = None
         self.own: UserMetrics | None = None
         self.judge: Judge | None = None
+        self.expected: ExpectedOutputs | None = None
+        if config.configured and config.expected_metrics:
+            assert isinstance(config.dataset, DatasetFile)  # the config requires it
+            self.expected = ExpectedOutputs(config.dataset.loaded, config.case_key, f"{component_id}.expected_output")
         self._no_content_services = FirstSeen()
         redaction = config.redact.redaction()
         # Per metric: the worked examples' text and how many of the file's it holds.
@@ -383,7 +414,8 @@ class JudgeMetrics(Processor):
 
     @property
     def uses_sessions(self) -> bool:
-        return bool(self.session_metric_names)
+        # A trace's turn, and so its expected output, is its place in its session.
+        return self.expected is not None or bool(self.session_metric_names)
 
     def provenance(self, metric_name: str) -> Provenance:
         # The rubric's wording and code, and every setting that changes how it is asked.
@@ -429,7 +461,14 @@ class JudgeMetrics(Processor):
             self.config.max_input_tokens,
             self.config.redact.model_dump(),
             self.examples[metric_name][0],
+            *self._expected_outputs_of(metric_name),
         )
+
+    def _expected_outputs_of(self, metric_name: str) -> list[Any]:
+        # What the judge compares with: a changed dataset is a new revision of the metrics reading it.
+        if self.expected is None or metric_name not in self.config.expected_metrics:
+            return []
+        return [self.expected.dataset.model_dump(mode="json")]
 
     async def shutdown(self, deadline: float) -> None:
         judge, self.judge = self.judge, None
@@ -442,7 +481,9 @@ class JudgeMetrics(Processor):
         self._keep_turn(trace, session)
         if not self._sampled(trace.trace_id):
             return []
-        own, builtin = await asyncio.gather(self._judge_own(trace, self.judge), self._judge_builtin(trace, self.judge))
+        own, builtin = await asyncio.gather(
+            self._judge_own(trace, session, self.judge), self._judge_builtin(trace, self.judge)
+        )
         own_results, own_usage = own
         outputs = [
             *builtin,
@@ -455,10 +496,13 @@ class JudgeMetrics(Processor):
             )
         return outputs
 
-    async def _judge_own(self, trace: Trace, judge: Judge) -> tuple[list[MetricResult], Usage]:
+    async def _judge_own(self, trace: Trace, session: Session | None, judge: Judge) -> tuple[list[MetricResult], Usage]:
         if self.own is None:
             return [], Usage()
-        return await self.own.judge_trace(trace, judge)
+        expected: ExpectedOutput | str | None = None
+        if self.expected is not None:
+            expected = self.expected.of(trace, session)
+        return await self.own.judge_trace(trace, judge, expected)
 
     async def _judge_builtin(self, trace: Trace, judge: Judge) -> list[TraceOutput]:
         if self.plan is None:
@@ -552,7 +596,7 @@ def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
 SKIPPED_ERROR_TYPES = frozenset({BUDGET_EXHAUSTED, NOT_APPLICABLE})
 
 
-def _skipped_when_not_judged(result: MetricResult) -> TraceOutput:
+def _skipped_when_not_judged(result: MetricResult) -> MetricResult | SpanAttribute:
     if result.error_type in SKIPPED_ERROR_TYPES and result.error is not None:  # it says why
         return SpanAttribute(result_keys(result.name).skipped, result.error)
     return result

@@ -2,7 +2,7 @@
 
 `processors.judge_metrics.metrics.<name>` with a `prompt` defines one. The prompt is the
 instructions; the texts it names by placeholder (`{input}`, `{output}`, `{context}`,
-`{tool_calls}`, `{steps}`, `{attributes.KEY}`) go into the data block PromptBuilder
+`{tool_calls}`, `{steps}`, `{expected_output}`, `{attributes.KEY}`) go into the data block PromptBuilder
 builds (redacted, cut, defanged inside `<trace_data>`), never into the instructions: in
 the prompt a placeholder becomes a pointer to its field in the block, and delimiter
 text the prompt itself holds is defanged as the block's is. `{{` and `}}` are
@@ -14,8 +14,11 @@ a trace's calls at once. `on: session`: one call when the session closes, over t
 its traces left (`SessionTurn`, kept in the session's state as each trace is scored):
 `{steps}` every turn's user message, steps and answer as one numbered run, `{input}` the
 first user message, `{output}` the last answer, `{context}` and `{tool_calls}` those of
-every turn, `{attributes.KEY}` the first trace's root's. `{expected_output}` is not
-supported yet.
+every turn, `{attributes.KEY}` the first trace's root's.
+
+`{expected_output}` is the answer the judge_metrics `dataset` (an eval suite's cases)
+expects of the trace's turn (processors/expected_output.py), on `trace` only; a trace
+that joins no case, or whose turn has none, is skipped with the reason, without a call.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import asyncio
 import json
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Annotated, Any, Literal
 
@@ -34,6 +37,7 @@ from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.result import MetricResult
 from spanscore.core.trace import Trace
 from spanscore.processors.agent_trace import AgentTrace, Step, agent_trace_of
+from spanscore.processors.expected_output import ExpectedOutput
 from spanscore.processors.judge_metrics.base import Judge, JudgeError, Verdict
 from spanscore.processors.judge_metrics.planner import INPUT_TOO_LARGE, MIN_DATA_TOKENS, Usage
 from spanscore.processors.judge_metrics.prompts import (
@@ -46,16 +50,17 @@ from spanscore.processors.judge_metrics.prompts import (
     neutralize,
     prompt_tokens,
 )
-from spanscore.processors.judge_metrics.rubrics import MALFORMED
+from spanscore.processors.judge_metrics.rubrics import MALFORMED, NOT_APPLICABLE
 from spanscore.processors.judge_metrics.trace_view import DoesNotFit, fit
 from spanscore.processors.judge_metrics.trials import run_trials, trials_metadata
 
 ATTRIBUTES = "attributes"
 SESSION = "session"
+EXPECTED_OUTPUT = "expected_output"  # from the dataset, not the trace: a trace's turn only
 # What each target can fill; `attributes.KEY` is the scored span's (the root for trace,
 # the first trace's root for session).
 FILLABLE: dict[str, frozenset[str]] = {
-    "trace": frozenset({"input", "output", "context", "tool_calls", "steps", ATTRIBUTES}),
+    "trace": frozenset({"input", "output", "context", "tool_calls", "steps", EXPECTED_OUTPUT, ATTRIBUTES}),
     SESSION: frozenset({"input", "output", "context", "tool_calls", "steps", ATTRIBUTES}),
     "llm": frozenset({"input", "output", "tool_calls", ATTRIBUTES}),
     "tool": frozenset({"input", "output", ATTRIBUTES}),
@@ -63,7 +68,10 @@ FILLABLE: dict[str, frozenset[str]] = {
     "agent": frozenset({ATTRIBUTES}),
 }
 PLACEHOLDERS = ("input", "output", "context", "tool_calls", "steps", "expected_output", "attributes.KEY")
-NOT_YET = {"expected_output": "{expected_output} needs a suite's dataset: not supported yet in judge_metrics"}
+NEEDS_DATASET = (
+    "{expected_output} is the answer a suite's dataset expects: give judge_metrics a dataset "
+    "(an eval suite's cases, as ground_truth reads them)"
+)
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
@@ -140,18 +148,19 @@ def placeholders(prompt: str) -> list[str]:
     return names
 
 
-def check_prompt(prompt: str, on: str) -> str:
-    """`prompt`, when every placeholder is known and `on` can fill it; else ValueError."""
+def check_prompt(prompt: str, on: str, has_dataset: bool = False) -> str:
+    """`prompt`, when every placeholder is known and `on` can fill it (`{expected_output}`
+    with a dataset only); else ValueError."""
     problems = []
     for name in placeholders(prompt):
         field = ATTRIBUTES if name.startswith(ATTRIBUTES + ".") and len(name) > len(ATTRIBUTES) + 1 else name
-        if field in NOT_YET:
-            problems.append(NOT_YET[field])
-        elif field not in FILLABLE["trace"]:
+        if field not in FILLABLE["trace"]:
             problems.append(f"unknown placeholder {{{name}}}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
         elif field not in FILLABLE[on]:
             can = ", ".join("{" + (p + ".KEY" if p == ATTRIBUTES else p) + "}" for p in sorted(FILLABLE[on]))
             problems.append(f"{{{name}}} cannot be filled on: {on} (it fills {can})")
+        elif field == EXPECTED_OUTPUT and not has_dataset:
+            problems.append(NEEDS_DATASET)
     if problems:
         raise ValueError("; ".join(problems))
     return prompt
@@ -335,6 +344,7 @@ class Target:
     step: Step | None
     attributes: Mapping[str, Any]
     turns: tuple[AgentTrace, ...] = ()  # a session's, in the order they were scored
+    expected_output: str | None = None  # the dataset's, for a trace target
 
 
 class UserMetrics:
@@ -373,6 +383,8 @@ class UserMetrics:
                 continue
             if name.startswith(ATTRIBUTES + "."):
                 value = target.attributes.get(name[len(ATTRIBUTES) + 1 :])
+            elif name == EXPECTED_OUTPUT:
+                value = target.expected_output
             else:
                 value = target_texts(name, metric.on, agent, target.step)
             (tail if entries else head).append((f"{name}: ", self.builder.redacted(value)))
@@ -403,14 +415,25 @@ class UserMetrics:
             return [Target(span_id, None, attributes.get(span_id, {})) for span_id in on_settings.span_ids(trace)]
         return [Target(step.span_id, step, attributes.get(step.span_id, {})) for step in on_settings.select(trace)]
 
-    async def judge_trace(self, trace: Trace, judge: Judge) -> tuple[list[MetricResult], Usage]:
+    async def judge_trace(
+        self, trace: Trace, judge: Judge, expected: ExpectedOutput | str | None = None
+    ) -> tuple[list[MetricResult], Usage]:
+        """`expected`: the trace's expected output, or why it has none, for the metrics
+        whose prompt names `{expected_output}`."""
         agent = agent_trace_of(trace)
         usage = Usage()
-        calls = [
-            self._judge_one(metric, agent, target, judge, usage)
-            for metric, settings in self.metrics
-            for target in self.targets(settings, metric, trace, agent)
-        ]
+        calls = []
+        for metric, settings in self.metrics:
+            if EXPECTED_OUTPUT in metric.fields:
+                if not isinstance(expected, ExpectedOutput):
+                    calls.append(_not_applicable(metric, expected or "no expected output: no dataset"))
+                    continue
+                targets = [
+                    replace(t, expected_output=expected.text) for t in self.targets(settings, metric, trace, agent)
+                ]
+            else:
+                targets = self.targets(settings, metric, trace, agent)
+            calls.extend(self._judge_one(metric, agent, target, judge, usage) for target in targets)
         return list(await asyncio.gather(*calls)), usage
 
     def session_entries(self, turns: Sequence[AgentTrace]) -> tuple[Entry, ...]:
@@ -493,3 +516,9 @@ class UserMetrics:
             metadata=metadata,
             span_id=target.span_id,
         )
+
+
+async def _not_applicable(metric: UserMetric, why: str) -> MetricResult:
+    """Skipped, not failed: nothing to compare the trace with (the judge_metrics processor
+    records `eval.<metric>.skipped`)."""
+    return MetricResult(name=metric.name, threshold=metric.threshold, error=why, error_type=NOT_APPLICABLE)

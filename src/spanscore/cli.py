@@ -344,7 +344,7 @@ def _score(files: list[str], output: str, config_path: str, dataset: str | None,
     from spanscore.config.loader import ConfigError, load_config
     from spanscore.offline import score_files
     from spanscore.offline.reading_bounds import shown_problems
-    from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
+    from spanscore.processors.eval_dataset import DatasetError, load_dataset
 
     # The config and the dataset are checked apart, so one run lists the problems of both.
     config, failed = None, False
@@ -472,7 +472,7 @@ def _report_suite(args: argparse.Namespace) -> int:
 
     from spanscore.offline import suite_html, suite_report
     from spanscore.offline.suite_attempts import read_scored
-    from spanscore.processors.ground_truth.dataset import DatasetError, load_dataset
+    from spanscore.processors.eval_dataset import DatasetError, load_dataset
 
     try:
         k_values = sorted({int(k) for k in args.k.split(",") if k.strip()})

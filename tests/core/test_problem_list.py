@@ -3,7 +3,7 @@ import yaml
 
 from spanscore.config.loader import ConfigError
 from spanscore.core.problem_list import ProblemListError, kind_of, yaml_problem
-from spanscore.processors.ground_truth.dataset import DatasetError
+from spanscore.processors.eval_dataset import DatasetError
 from spanscore.processors.judge_metrics.examples import ExamplesError
 
 

@@ -280,7 +280,8 @@ def test_every_problem_is_reported_at_its_key_path_in_one_run():
         parse_config(text)
     at = "processors.checks.metrics."
     one_check = (
-        "give exactly one check of regex, not_regex, json_schema, no_pii, max_duration, max_tokens, tool_error_rate"
+        "give exactly one check of regex, not_regex, json_schema, no_pii, contains, equals, max_duration, max_tokens, "
+        "tool_error_rate"
     )
     assert sorted(raised.value.problems) == sorted(
         [

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from spanscore.processors.ground_truth.dataset import (
+from spanscore.processors.eval_dataset import (
     Case,
     Dataset,
     DatasetError,

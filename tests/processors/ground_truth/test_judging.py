@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from spanscore.processors.agent_trace import AgentTrace, Step
-from spanscore.processors.ground_truth.dataset import Case
+from spanscore.processors.eval_dataset import Case
 from spanscore.processors.ground_truth.judging import (
     AnswerVerdict,
     CheckVerdict,

@@ -169,3 +169,5 @@ def test_only_trace_metrics_join_and_only_in_combined_mode():
         JudgePlan(mode="per_metric", joined=[JoinedRubric(metric)])
     with pytest.raises(ValueError, match="only a metric on trace"):
         JoinedRubric(UserMetric("own", "{output}", "binary", "llm", 0.5))
+    with pytest.raises(ValueError, match="keeps its own call"):
+        JoinedRubric(UserMetric("own", "{output} {expected_output}", "binary", "trace", 0.5))

@@ -52,7 +52,7 @@ def test_every_problem_is_reported_at_its_key_path_in_one_run():
             "no_prompt": {"threshold": 0.3},
             "expected": {"prompt": "{expected_output}", "output": "score"},
             "session_expected": {"prompt": "{steps} {expected_output}", "output": "score", "on": "session"},
-            # A session fills every placeholder a trace fills.
+            # A session fills every placeholder a trace fills but {expected_output}, a turn's.
             "session": {"prompt": "{input} {output} {context} {tool_calls} {steps} {attributes.a}", "output": "score",
                         "on": "session"},
         }
@@ -64,8 +64,8 @@ def test_every_problem_is_reported_at_its_key_path_in_one_run():
     assert "['c'] are not among the categories" in found["metrics.bad_pass.output"]
     assert "is a built-in judge metric" in found["metrics.task_completion.prompt"]
     assert "give it a prompt and an output" in found["metrics.no_prompt.prompt"]
-    assert "not supported yet" in found["metrics.expected.prompt"]
-    assert "not supported yet" in found["metrics.session_expected.prompt"]
+    assert "give judge_metrics a dataset" in found["metrics.expected.prompt"]
+    assert "{expected_output} cannot be filled on: session" in found["metrics.session_expected.prompt"]
     assert "metrics.session.prompt" not in found
     assert len(found) == 9
 
