@@ -289,6 +289,12 @@ def _agree_own(runs: Runs) -> str:
     )
 
 
+def _own_evaluators(runs: Runs) -> str:
+    config = "examples/own-evaluators.yaml"
+    scored = runs.command("score", "--config", config, "examples/rag-chatbot.json", "-o", "own.jsonl")
+    return scored + runs.command("inspect", "own.jsonl")
+
+
 SAMPLES: dict[str, Callable[[Runs], str]] = {
     "run-trace-lines": _trace_lines,
     "run-root-scores": _root_scores,
@@ -305,6 +311,7 @@ SAMPLES: dict[str, Callable[[Runs], str]] = {
     "compare": _compare,
     "agree": _agree,
     "agree-own": _agree_own,
+    "own-evaluators": _own_evaluators,
 }
 
 
