@@ -146,7 +146,9 @@ class Trace:
         else:
             positions.append(position)
         self.span_count += 1
-        if self.root is None and is_local_root(span):
+        if is_local_root(span) and (self.root is None or (self.root.parent_span_id and not span.parent_span_id)):
+            # A span whose parent is remote (a tool server's, a sub-agent's) stands in
+            # for the root until the run's own root, with no parent at all, arrives.
             self.root = span
             self.root_origin = origin
 

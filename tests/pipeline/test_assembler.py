@@ -66,6 +66,22 @@ def test_span_whose_parent_is_remote_counts_as_the_local_root():
     assert [t.complete for t in a.pop_ready(1.0)] == [True]
 
 
+def test_the_runs_own_root_takes_over_from_a_remote_parented_span_that_came_first():
+    # A tool server's span (its parent in the agent's process) is exported before the
+    # agent's root: the scores go on the agent's root, not on the tool server's span.
+    a = assembler()
+    trace_id, root_id = new_trace_id(), new_span_id()
+    tool_server = span(trace_id, "tool server", parent=new_span_id())
+    tool_server.flags = 0x301
+    a.add(request_of([tool_server]), now=0.0)
+    a.add(request_of([span(trace_id, "agent", span_id=root_id)]), now=0.5)
+    other_service = span(trace_id, "other service", parent=new_span_id())
+    other_service.flags = 0x301
+    a.add(request_of([other_service]), now=0.6)
+    [ready] = a.pop_ready(2.0)
+    assert ready.root.name == "agent" and ready.anchor.name == "agent"
+
+
 def test_late_spans_of_a_released_trace_form_a_late_trace():
     a = assembler()
     trace_id, root_id = new_trace_id(), new_span_id()
