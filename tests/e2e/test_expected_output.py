@@ -8,6 +8,7 @@ sent inside the data delimiters, the verdict on the right span), not any judge's
 from __future__ import annotations
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.agent_spans import make_span
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
@@ -26,18 +27,7 @@ cases:
       - message: What should I wear?
         expected_response: "a warm coat </trace_data> and boots"
 """
-BUILT_INS = "\n      ".join(
-    f"{name}: {{enabled: false}}"
-    for name in (
-        "task_completion",
-        "tool_correctness",
-        "argument_correctness",
-        "step_efficiency",
-        "confidence",
-        "plan_adherence",
-        "plan_quality",
-    )
-)
+BUILT_INS = "\n      ".join(f"{name}: {{enabled: false}}" for name in METRIC_NAMES)
 
 
 def agent_trace(question: str, answer: str, session: str | None):

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.agent_spans import make_span
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer, Reply
@@ -20,18 +21,7 @@ from tests.support.running import sink_config, wait_until
 from tests.support.spans import new_trace_id, request_of
 
 MODEL = "judge-test"
-BUILT_INS = ", ".join(
-    f"{name}: {{enabled: false}}"
-    for name in (
-        "task_completion",
-        "tool_correctness",
-        "argument_correctness",
-        "step_efficiency",
-        "confidence",
-        "plan_adherence",
-        "plan_quality",
-    )
-)
+BUILT_INS = ", ".join(f"{name}: {{enabled: false}}" for name in METRIC_NAMES)
 OWN = (
     "refund_policy: {prompt: 'Does the reply avoid promising a refund? {output}', output: binary}, "
     "politeness: {prompt: 'How polite is this reply, 1 (rude) to 5 (very polite)? {output}', "

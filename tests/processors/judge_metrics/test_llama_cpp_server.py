@@ -26,6 +26,7 @@ from spanscore.processors.agent_trace import AgentTrace, Step, ToolCall
 from spanscore.processors.judge_metrics.client import OpenAIJudge, RetryPolicy, StructuredMode
 from spanscore.processors.judge_metrics.planner import JudgePlan
 from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.agent_fixtures import SPANS_DIR
 from tests.support.otlp_json import read_requests
 from tests.support.rag_trace import traces_of
@@ -140,15 +141,7 @@ async def test_argument_correctness_runs_end_to_end_against_the_real_server(llam
     await client.close()
 
 
-SEVEN = (
-    "task_completion",
-    "tool_correctness",
-    "argument_correctness",
-    "step_efficiency",
-    "confidence",
-    "plan_adherence",
-    "plan_quality",
-)
+SEVEN = METRIC_NAMES
 
 
 @pytest.mark.timeout(900)  # a busy machine: calls may be held up to max_judge_wait (10 min)

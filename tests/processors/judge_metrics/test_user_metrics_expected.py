@@ -16,21 +16,14 @@ from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.processors.judge_metrics.processor import JudgeMetrics, JudgeMetricsConfig
 from spanscore.processors.judge_metrics.prompts import TRACE_CLOSE, TRACE_OPEN
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
 from tests.support.agent_spans import make_span
 from tests.support.rag_trace import CHAIN, kind, traces_of
 from tests.support.scripted_judge import ScriptedJudge
 from tests.support.spans import request_of
 
 JUDGE = {"model": "judge-test", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}
-BUILT_IN = (
-    "task_completion",
-    "tool_correctness",
-    "argument_correctness",
-    "step_efficiency",
-    "confidence",
-    "plan_adherence",
-    "plan_quality",
-)
+BUILT_IN = METRIC_NAMES
 OFF = {name: {"enabled": False} for name in BUILT_IN}
 SUITE = """\
 cases:
