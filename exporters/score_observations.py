@@ -53,7 +53,9 @@ def _by_kind(results: Iterable[MetricResult], kinds: Mapping[str, str]) -> dict[
     return grouped
 
 
-def _result_series(result: MetricResult, provenance: Mapping[str, Provenance], common: Mapping[str, str]) -> Series:
+def _result_series(
+    result: MetricResult, provenance: Mapping[str, Provenance], common: Mapping[str, str | int | float | bool]
+) -> Series:
     source = provenance.get(result.name, CODE_PROVENANCE)
     return _series(
         {

@@ -120,11 +120,12 @@ def _example(row: Compared, excerpt: str) -> dict:
         reason = person.note or f"People labelled it {row.human_class}; {judged}."
     else:
         reason = f"{answer}. {person.note}" if person.note else f"{answer}; the judge's was {_judge_answer(row)}."
+    verdict = row.human_verdict
     example = WorkedExample(
         metric=row.judge.metric,
         trace_id=row.judge.trace_id,
         excerpt=excerpt,
-        label=row.human_verdict,
+        label=verdict if verdict in ("pass", "fail") else None,
         score=None if person.unit_score is None else round(person.unit_score, 4),
         reason=reason,
     )

@@ -441,7 +441,7 @@ class _Blocking:
     async def take_slot(self) -> None:
         return None
 
-    def give_back(self, slot: None, load: Outcome | None) -> None:
+    def give_back(self, slot: Slot | None, load: Outcome | None) -> None:
         pass
 
     async def send(self, exchange: Exchange[Any]) -> Any:
