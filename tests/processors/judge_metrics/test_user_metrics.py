@@ -159,8 +159,8 @@ def test_the_revision_follows_the_prompt_not_the_span_filter():
 
 
 def test_the_docs_shapes_validate():
-    page = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text(encoding="utf-8")
-    section = page.split("### Judge metrics of your own\n", 1)[1]
+    page = (Path(__file__).resolve().parents[3] / "docs" / "evaluators.md").read_text(encoding="utf-8")
+    section = page.split("## Judge metrics of your own\n", 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     config = JudgeMetricsConfig.model_validate({"judge": JUDGE, **yaml.safe_load(block)})
     assert config.own_metrics == ("refund_policy", "politeness", "resolution", "grounded")
