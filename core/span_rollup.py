@@ -7,16 +7,21 @@ any span failed, with the spans' count, lowest and mean score and failing count 
 it (`eval.<metric>.spans`, `.min`, `.mean`, `.failing`, `.errors`; docs/score-encoding.md).
 A result naming a span the trace does not have is a processor's bug: the metric's root
 result is then an error saying so, and nothing is written for it on any span.
+An attribute naming a span (a result's context, such as the category a judge chose) goes
+on that span; one naming a span the trace lacks is dropped, as its result is.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import result_keys
 from spanscore.core.span_attribute import SpanAttribute
+
+log = logging.getLogger("spanscore.span_rollup")
 
 UNKNOWN_SPAN = "unknown_span"  # error_type of a roll-up over results naming spans the trace lacks
 _IDS_QUOTED = 3  # of the unknown span ids, in the error: enough to find the bug, bounded
@@ -62,6 +67,24 @@ def sort_results(results: Sequence[MetricResult], span_ids: Collection[str]) -> 
             sorted_results.trace.append(rollup)
         sorted_results.rollup_fields += fields
     return sorted_results
+
+
+def sort_attributes(
+    attributes: Sequence[SpanAttribute], span_ids: Collection[str]
+) -> tuple[list[SpanAttribute], list[SpanAttribute]]:
+    """`attributes` sorted by where they go: the anchor's (no `span_id`), and those naming a
+    span of `span_ids` (hex, the trace's spans). One naming another span is dropped with a
+    debug log, not an error: context with no span to be read beside."""
+    anchor: list[SpanAttribute] = []
+    on_spans: list[SpanAttribute] = []
+    for attribute in attributes:
+        if attribute.span_id is None:
+            anchor.append(attribute)
+        elif attribute.span_id in span_ids:
+            on_spans.append(attribute)
+        else:
+            log.debug("attribute %s dropped: it names span %s, not in the trace", attribute.key, attribute.span_id)
+    return anchor, on_spans
 
 
 def _rollup(name: str, results: Sequence[MetricResult]) -> tuple[MetricResult, list[SpanAttribute]]:

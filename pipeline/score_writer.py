@@ -3,7 +3,8 @@
 One path, wherever scoring ran: the attach stage calls it for traces scored in the
 collector process, a scoring worker for the copies it scored, and either way the
 outcome is the span field bytes the attach stage merges (`PreparedScores`): the anchor
-span's results, evaluator usage and processors' attributes, each finding's event on the
+span's results, evaluator usage and processors' attributes, span-level results and the
+attributes naming a span on theirs, each finding's event on the
 span it is about (on the anchor when the trace has no span of that id), a closed
 session's carrier span, and the score metrics' observations of all of it. A trace whose
 anchor was scored before (a replayed file, a chained collector) cannot take appended
@@ -64,8 +65,8 @@ class ScoreWriter:
     ) -> PreparedScores | None:
         """The trace's scores as span field bytes, its score metrics observed into
         `observations`; None (nothing observed) when it has no anchor, or its anchor or a
-        span a span-level result names has some of the keys already: `write_in_place`
-        then writes them."""
+        span a span-level result or attribute names has some of the keys already:
+        `write_in_place` then writes them."""
         anchor = trace.anchor
         if anchor is None:
             return None
@@ -75,8 +76,8 @@ class ScoreWriter:
         if fields is None:
             return None
         span_fields = []
-        for span, results in results_by_span(trace, scored.span_results):
-            one = prepared_anchor(span, results, (), (), self.provenance, self.span_events)
+        for span, results, attributes in span_outputs(trace, scored):
+            one = prepared_anchor(span, results, (), attributes, self.provenance, self.span_events)
             if one is None:
                 return None
             span_fields.append((span.span_id, one))
@@ -97,8 +98,8 @@ class ScoreWriter:
         """The scores written on the trace's spans themselves, for a trace `prepare_trace`
         declined: the anchor's earlier results of these metrics (and the findings they
         had blamed) replaced, any key it has overwritten; with `other_spans`, span-level
-        results on their spans (every other span's earlier results of their metrics
-        removed first, so a span not scored now keeps none) and the findings on theirs."""
+        results and attributes on their spans (every other span's earlier results of their
+        metrics removed first, so a span not scored now keeps none) and the findings on theirs."""
         anchor = trace.anchor
         if anchor is not None:
             if scored.results:
@@ -114,8 +115,10 @@ class ScoreWriter:
             return
         if scored.span_results:
             clear_other_spans(trace, anchor, {result.name for result in scored.span_results})
-            for span, results in results_by_span(trace, scored.span_results):
+        for span, results, attributes in span_outputs(trace, scored):
+            if results:
                 attach_results(span, results, provenance=self.provenance, span_events=self.span_events)
+            attach_attributes(span, attributes)
         if not scored.findings or not self.span_events:
             return
         for span, finding in findings_by_span(trace, scored.findings):
@@ -193,6 +196,20 @@ def results_by_span(trace: Trace, results: Sequence[MetricResult]) -> list[tuple
         wanted.setdefault(result.span_id or "", []).append(result)
     spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
     return [(spans[hex_id], found) for hex_id, found in wanted.items() if hex_id in spans]
+
+
+def span_outputs(trace: Trace, scored: Scored) -> list[tuple[Span, list[MetricResult], list[SpanAttribute]]]:
+    """The span-level results and attributes of `scored`, grouped by the span they name
+    (`Scored.sort_spans` kept only spans of the trace; of a repeated id, the last span)."""
+    if not scored.span_results and not scored.span_attributes:
+        return []
+    wanted: dict[str, tuple[list[MetricResult], list[SpanAttribute]]] = {}
+    for result in scored.span_results:
+        wanted.setdefault(result.span_id or "", ([], []))[0].append(result)
+    for attribute in scored.span_attributes:
+        wanted.setdefault(attribute.span_id or "", ([], []))[1].append(attribute)
+    spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
+    return [(spans[hex_id], *found) for hex_id, found in wanted.items() if hex_id in spans]
 
 
 def findings_by_span(trace: Trace, findings: Sequence[SpanFinding]) -> list[tuple[Span, SpanFinding]]:

@@ -23,7 +23,7 @@ from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
-from spanscore.core.span_rollup import sort_results
+from spanscore.core.span_rollup import sort_attributes, sort_results
 from spanscore.core.telemetry import Readout
 from spanscore.core.trace import Trace
 from spanscore.core.usage import EvaluatorUsage
@@ -43,7 +43,8 @@ class Scored:
     results: list[MetricResult] = field(default_factory=list)  # for the anchor (or a session's carrier)
     span_results: list[MetricResult] = field(default_factory=list)  # each on the span it names (sort_spans)
     usages: list[EvaluatorUsage] = field(default_factory=list)
-    attributes: list[SpanAttribute] = field(default_factory=list)
+    attributes: list[SpanAttribute] = field(default_factory=list)  # for the anchor (or carrier)
+    span_attributes: list[SpanAttribute] = field(default_factory=list)  # each on the span it names (sort_spans)
     findings: list[SpanFinding] = field(default_factory=list)  # each about one span of the trace
     skip_reason: str | None = None  # set when the trace is outside the scoring scope
     cut_off: bool = False  # the shutdown left it unscored: every metric skipped
@@ -61,12 +62,19 @@ class Scored:
             self.results.append(output)
 
     def sort_spans(self, trace: Trace | None) -> None:
-        """Span-level results moved to `span_results` (those naming a span of `trace`; a
-        session has none), the roll-up of each span-level metric into `results`, its
-        fields into `attributes` (core.span_rollup). In place: `trace.results` is this list."""
-        if not any(result.span_id is not None for result in self.results):
+        """Span-level results moved to `span_results` and attributes naming a span to
+        `span_attributes` (those naming a span of `trace`; a session has none), the roll-up
+        of each span-level metric into `results`, its fields into `attributes`
+        (core.span_rollup). In place: `trace.results` is this list."""
+        on_spans = any(result.span_id is not None for result in self.results)
+        if not on_spans and not any(attribute.span_id is not None for attribute in self.attributes):
             return
         span_ids = {span.span_id.hex() for span, _ in trace.spans()} if trace is not None else set()
+        anchor_attributes, named = sort_attributes(self.attributes, span_ids)
+        self.attributes[:] = anchor_attributes
+        self.span_attributes += named
+        if not on_spans:
+            return
         sorted_results = sort_results(self.results, span_ids)
         self.results[:] = sorted_results.trace
         self.span_results += sorted_results.spans

@@ -241,7 +241,7 @@ class Worker:
             scored.prepared = prepared
             return
         encoded = _encoded(origins, trace, anchor, prepared.anchor, prepared.span_fields)
-        scored.attributes = []  # encoded with the trace; the collector reads them nowhere else
+        scored.attributes, scored.span_attributes = [], []  # encoded with the trace; read nowhere else
         if self.setup.send_results:
             scored.prepared = PreparedScores(anchor.span_id, encoded=encoded)
             return

@@ -488,7 +488,7 @@ class JudgeMetrics(Processor):
         outputs = [
             *builtin,
             *_skipped_spans_counted(own_results),
-            *(attribute for result in own_results for attribute in _verdict_context(result) if result.span_id is None),
+            *(attribute for result in own_results for attribute in _verdict_context(result)),
         ]
         if own_usage.calls + own_usage.cached > 0 or own_results:
             outputs.append(
@@ -575,21 +575,22 @@ class JudgeMetrics(Processor):
 def _verdict_context(result: MetricResult) -> list[SpanAttribute]:
     """What reading a label against people needs beside it: the threshold it was cut at,
     when the judge was asked several times each trial's score, and for a metric of your
-    own the category or scale value it answered (people label in those, not in 0..1)."""
+    own the category or scale value it answered (people label in those, not in 0..1). On
+    the span the result is about, for a span-level one."""
     if result.score is None:
         return []
     keys = result_keys(result.name)
-    context = [SpanAttribute(keys.threshold, float(result.threshold))]
+    pairs: list[tuple[str, str | float]] = [(keys.threshold, float(result.threshold))]
     trial_scores = result.metadata.get("trials", {}).get("scores", [])
     if len(trial_scores) > 1:
-        context.append(SpanAttribute(keys.trial_scores, ",".join(f"{s:g}" for s in trial_scores)))
+        pairs.append((keys.trial_scores, ",".join(f"{s:g}" for s in trial_scores)))
     if "category" in result.metadata:
-        context.append(SpanAttribute(keys.category, str(result.metadata["category"])))
+        pairs.append((keys.category, str(result.metadata["category"])))
     if "raw_score" in result.metadata:
         low, high = result.metadata["scale"]
-        context.append(SpanAttribute(keys.raw_score, float(result.metadata["raw_score"])))
-        context.append(SpanAttribute(keys.scale, f"{low:g}-{high:g}"))
-    return context
+        pairs.append((keys.raw_score, float(result.metadata["raw_score"])))
+        pairs.append((keys.scale, f"{low:g}-{high:g}"))
+    return [SpanAttribute(key, value, result.span_id) for key, value in pairs]
 
 
 # A result with one of these error types was not judged rather than failed.

@@ -45,7 +45,17 @@ SCRIPT = {
 }
 
 
-def run(sink, start_collector, metrics: str, mode: str = "per_metric", output: str = ANSWER):
+# Where the processors run and how scores reach the spans: in the collector's process; in
+# two scoring workers that send each trace back encoded with its scores (every exporter
+# sends protobuf); in two that send the span fields the collector merges (JSON out).
+PLACES = {
+    "in_process": ("trace_wait: 50ms", "otlp", ""),
+    "workers_encoded": ("trace_wait: 50ms, scoring_workers: 2", "otlp", ""),
+    "workers_merged": ("trace_wait: 50ms, scoring_workers: 2", "otlphttp", "encoding: json, "),
+}
+
+
+def run(sink, start_collector, metrics: str, mode: str = "per_metric", output: str = ANSWER, place: str = "in_process"):
     """The spans' attributes after the run, by name (root, retrieve, chat, lookup_order),
     and the judge's requests by schema name."""
     root = make_span(
@@ -77,11 +87,15 @@ def run(sink, start_collector, metrics: str, mode: str = "per_metric", output: s
             f"  judge_metrics: {{judge: {{model: {MODEL}, base_url: '{server.base_url}', api_key: test-key, "
             f"max_retries: 1, initial_backoff: 10ms, max_backoff: 20ms}}, mode: {mode}, metrics: {{{metrics}}}}}"
         )
-        collector = start_collector(
-            sink_config(
-                sink, processors="[assembler, judge_metrics]", extra_processors=processor, assembler="trace_wait: 50ms"
-            )
+        assembler, exporter, encoding = PLACES[place]
+        config = sink_config(
+            sink,
+            processors="[assembler, judge_metrics]",
+            extra_processors=processor,
+            assembler=assembler,
+            exporter=exporter,
         )
+        collector = start_collector(config.replace("retry_on_failure", f"{encoding}retry_on_failure"))
         send(collector.grpc_port, request_of(list(spans.values())))
         assert wait_until(lambda: len(sink.spans()) == len(spans), timeout_s=15)
         requests = server.requests_to("/chat/completions")
@@ -97,8 +111,9 @@ def block_and_instructions(request) -> tuple[str, str]:
     return block, instructions
 
 
-def test_each_output_kind_is_scored_on_its_target_from_the_placeholders_it_names(sink, start_collector):
-    spans, requests = run(sink, start_collector, f"{BUILT_INS_OFF}, {KINDS}")
+@pytest.mark.parametrize("place", PLACES)
+def test_each_output_kind_is_scored_on_its_target_from_the_placeholders_it_names(sink, start_collector, place):
+    spans, requests = run(sink, start_collector, f"{BUILT_INS_OFF}, {KINDS}", place=place)
     qa, retrieve, chat, lookup = spans["qa"], spans["retrieve"], spans["chat"], spans["lookup_order"]
     # binary on the trace: false is 0.0; score on the retrieval as answered; 2 on 1..5 is
     # 0.25; the category found passes: 1.0.
@@ -112,6 +127,15 @@ def test_each_output_kind_is_scored_on_its_target_from_the_placeholders_it_names
         scored["retrieve"] == {"grounded"} and scored["chat"] == {"politeness"} and scored["lookup_order"] == {"lookup"}
     )
     assert "refund_policy" in scored["qa"]
+    # The answer before it became a score, and the threshold, beside each result on its
+    # span: people label in those. A roll-up on the root has none of them.
+    assert (chat["eval.politeness.raw_score"], chat["eval.politeness.scale"]) == (2.0, "1-5")
+    assert (lookup["eval.lookup.category"], lookup["eval.lookup.threshold"]) == ("found", 0.5)
+    assert chat["eval.politeness.threshold"] == retrieve["eval.grounded.threshold"] == 0.5
+    assert (qa["eval.refund_policy.threshold"], qa["eval.politeness.spans"], qa["eval.lookup.spans"]) == (0.5, 1, 1)
+    context = ("raw_score", "scale", "category", "threshold")
+    assert not any(f"eval.{metric}.{key}" in qa for metric in ("politeness", "lookup") for key in context)
+    assert not any(key.startswith(("eval.politeness.", "eval.lookup.")) for key in retrieve)
     assert {name: len(calls) for name, calls in requests.items()} == dict.fromkeys(SCRIPT, 1)
     assert qa["eval.judge.calls"] == 4
 

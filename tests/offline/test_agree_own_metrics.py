@@ -29,6 +29,12 @@ SCORED, LABELS = FIXTURES / "scored.jsonl", FIXTURES / "labels.jsonl"
 # resolution: people R E R A R E R A, judge R E R E R R R A. Agree on 6 of 8 (0.75);
 #   margins people R4 E2 A2, judge R5 E2 A1: chance (20 + 4 + 2) / 64, κ = (48 − 26) / (64 − 26)
 #   = 11/19.
+# reply_kind (categories on each chat span): people A H A R A H A R, judge A H H R A A A H.
+#   Agree on runs 1 2 4 5 7, 5 of 8; margins people A4 H2 R2, judge A4 H3 R1: chance
+#   (16 + 6 + 2) / 64, κ = (40 − 24) / (64 − 24) = 2/5. Failing (refused): people 4 8, the
+#   judge 4: precision 1/1, recall 1/2, F1 2/3.
+# politeness and reply_kind are on the chat spans: their labels name the span, and
+# politeness's give no `scale` (the span's eval.politeness.scale says 1-5).
 
 
 def eval_attributes(path: Path) -> dict[tuple[str, str], dict]:
@@ -66,7 +72,7 @@ def results(tmp_path, capsys, *args: str) -> dict[str, dict]:
 
 def test_each_output_kind_against_the_hand_computation(tmp_path, capsys):
     by_metric = results(tmp_path, capsys)
-    assert sorted(by_metric) == ["politeness", "refund_policy", "resolution"]
+    assert sorted(by_metric) == ["politeness", "refund_policy", "reply_kind", "resolution"]
     refund = by_metric["refund_policy"]
     assert refund["evaluator"] == "judge-test" and refund["n"] == 8
     assert refund["kappa_kind"] == "Cohen's κ on the labels"
@@ -79,6 +85,25 @@ def test_each_output_kind_against_the_hand_computation(tmp_path, capsys):
     assert polite["kappa"]["estimate"] == pytest.approx(9 / 11)
     assert polite["scale_confusion"]["4"] == {"1": 0, "2": 0, "3": 0, "4": 2, "5": 1}
     assert polite["spearman"]["estimate"] is not None
+
+    reply_kind = by_metric["reply_kind"]
+    assert reply_kind["n"] == 8 and reply_kind["kappa_kind"] == "Cohen's κ on the categories (unweighted)"
+    assert reply_kind["accuracy"]["estimate"] == pytest.approx(5 / 8)
+    assert reply_kind["kappa"]["estimate"] == pytest.approx(2 / 5)
+    assert reply_kind["precision"]["estimate"] == pytest.approx(1.0)
+    assert reply_kind["recall"]["estimate"] == pytest.approx(0.5)
+    assert reply_kind["f1"]["estimate"] == pytest.approx(2 / 3)
+    assert reply_kind["confusion"] == {
+        "answered": {"answered": 3, "handed_off": 1, "refused": 0},
+        "handed_off": {"answered": 1, "handed_off": 1, "refused": 0},
+        "refused": {"answered": 0, "handed_off": 1, "refused": 1},
+    }
+    # Compared on the spans the labels name, not on the roots' roll-ups.
+    assert {(d["span_id"], d["human_label"], d["judge_label"]) for d in reply_kind["disagreements"]} == {
+        ("0000000300000002", "answered", "handed_off"),
+        ("0000000600000002", "handed_off", "answered"),
+        ("0000000800000002", "refused", "handed_off"),
+    }
 
     resolution = by_metric["resolution"]
     assert resolution["kappa_kind"] == "Cohen's κ on the categories (unweighted)"

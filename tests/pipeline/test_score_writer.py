@@ -3,6 +3,8 @@ trace scored in a worker and one scored in the collector carry the same spans.""
 
 from __future__ import annotations
 
+import logging
+
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
@@ -219,3 +221,74 @@ def test_span_level_results_are_observed_with_their_span_kind():
     merged(trace, on_spans(trace, (TOOL_ID, 0.25), (LLM_ID, 0.75)), observations)
     series = {dict(key[2]).get("eval.span.kind") for key in observations.counts if key[0] == "results"}
     assert series == {None, "span"}  # the trace's (toy, the roll-up) unlabelled; these spans are read as no kind
+
+
+def with_context(trace: Trace | None, *categories: tuple[bytes, str]) -> Scored:
+    """`loops` scored on the given spans with its category beside each result, and one
+    attribute for the trace's anchor, sorted as scoring sorts them."""
+    scored = Scored(attributes=[SpanAttribute("eval.toy.tier", "gold")])
+    for span_id, category in categories:
+        scored.results.append(MetricResult(name="loops", score=float(category == "none"), span_id=span_id.hex()))
+        scored.attributes.append(SpanAttribute("eval.loops.category", category, span_id.hex()))
+    scored.sort_spans(trace)
+    return scored
+
+
+def test_an_attribute_naming_a_span_goes_on_that_span_both_ways():
+    in_place = trace_of(THREE)
+    WRITER.write_in_place(in_place, with_context(in_place, (TOOL_ID, "repeated"), (LLM_ID, "none")))
+    prepared = trace_of(THREE)
+    assert written(merged(prepared, with_context(prepared, (TOOL_ID, "repeated"), (LLM_ID, "none")))) == written(
+        in_place
+    )
+    root, tool, llm = written(in_place)
+    on_tool, on_llm, on_root = (attributes_to_dict(one.attributes) for one in (tool, llm, root))
+    assert (on_tool["eval.loops.category"], on_tool["eval.loops.score"]) == ("repeated", 0.0)
+    assert (on_llm["eval.loops.category"], on_llm["eval.loops.score"]) == ("none", 1.0)
+    assert on_root["eval.toy.tier"] == "gold" and on_root["eval.loops.spans"] == 2
+    assert "eval.loops.category" not in on_root
+
+
+def test_scored_again_a_span_keeps_only_the_attributes_of_now():
+    trace = trace_of(THREE)
+    WRITER.write_in_place(trace, with_context(trace, (TOOL_ID, "repeated"), (LLM_ID, "none")))
+    WRITER.write_in_place(trace, with_context(trace, (LLM_ID, "repeated")))
+    _, tool, llm = written(trace)
+    assert not any(kv.key.startswith("eval.loops.") for kv in tool.attributes)
+    on_llm = attributes_to_dict(llm.attributes)
+    assert (on_llm["eval.loops.category"], on_llm["eval.loops.score"]) == ("repeated", 0.0)
+    assert sum(kv.key == "eval.loops.category" for kv in llm.attributes) == 1
+
+
+def test_an_attribute_naming_a_span_the_trace_lacks_is_dropped_with_a_debug_log(caplog):
+    trace = trace_of(THREE)
+    scored = Scored(
+        results=[MetricResult(name="loops", score=1.0, span_id=TOOL_ID.hex())],
+        attributes=[
+            SpanAttribute("eval.loops.category", "none", TOOL_ID.hex()),
+            SpanAttribute("eval.loops.raw_score", 3.0, "07" * 8),
+        ],
+    )
+    with caplog.at_level(logging.DEBUG, logger="spanscore.span_rollup"):
+        scored.sort_spans(trace)
+    assert [a.key for a in scored.span_attributes] == ["eval.loops.category"]
+    assert "eval.loops.raw_score dropped: it names span 0707070707070707, not in the trace" in caplog.text
+    assert all(record.levelno == logging.DEBUG for record in caplog.records)
+    WRITER.write_in_place(trace, scored)
+    root, tool, llm = written(trace)
+    assert attributes_to_dict(tool.attributes)["eval.loops.category"] == "none"
+    assert attributes_to_dict(root.attributes)["eval.loops.label"] == "pass"  # no error for the roll-up
+    assert not any(kv.key == "eval.loops.raw_score" for one in (root, tool, llm) for kv in one.attributes)
+
+
+def test_an_attribute_naming_a_span_has_no_place_on_a_session_s_carrier():
+    scored = Scored(
+        results=[MetricResult(name="toy", score=0.5)],
+        attributes=[SpanAttribute("eval.toy.tier", "gold"), SpanAttribute("eval.toy.category", "x", TOOL_ID.hex())],
+    )
+    scored.sort_spans(None)
+    assert scored.span_attributes == [] and [a.key for a in scored.attributes] == ["eval.toy.tier"]
+    carrier = WRITER.carrier("session-1", Resource(), [], scored.results, scored, 0)
+    assert carrier is not None
+    on_carrier = attributes_to_dict(carrier.scope_spans[0].spans[0].attributes)
+    assert on_carrier["eval.toy.tier"] == "gold" and "eval.toy.category" not in on_carrier

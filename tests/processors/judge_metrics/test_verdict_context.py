@@ -19,7 +19,8 @@ OFF = {name: {"enabled": False} for name in METRIC_NAMES}
 ENDING = {"categories": ["resolved", "escalated"], "pass": ["resolved"]}
 
 
-def context_of(metrics: dict, answers: dict) -> dict[str, object]:
+def context_of(metrics: dict, answers: dict, on_span: bool = False) -> dict[str, object]:
+    """The attributes for the root; with `on_span`, those for the model call's span."""
     config = JudgeMetricsConfig.model_validate({"judge": JUDGE, "metrics": {**OFF, **metrics}})
     processor = JudgeMetrics("judge_metrics", config)
     processor.judge = ScriptedJudge(answers)
@@ -27,7 +28,8 @@ def context_of(metrics: dict, answers: dict) -> dict[str, object]:
     call = make_span("chat", kind(LLM, **answer(ANSWER)), parent=root, start=10, end=20)
     [trace] = traces_of(request_of([root, call]))
     outputs = asyncio.run(processor.process_trace(trace, None))
-    return {o.key: o.value for o in outputs if isinstance(o, SpanAttribute)}
+    span_id = call.span_id.hex() if on_span else None
+    return {o.key: o.value for o in outputs if isinstance(o, SpanAttribute) and o.span_id == span_id}
 
 
 def test_the_category_and_the_scale_value_go_beside_the_score():
@@ -50,11 +52,19 @@ def test_the_category_and_the_scale_value_go_beside_the_score():
     assert not any(key.startswith(("eval.ending.raw", "eval.tone.category")) for key in context)
 
 
-def test_a_span_level_metric_writes_none_of_it_on_the_root():
-    # The results of `on: llm` go on their spans, which this context cannot reach yet: the
-    # root, where it would go, must not claim them.
-    context = context_of(
-        {"tone": {"prompt": "Tone, 1 to 5? {output}", "output": {"scale": [1, 5]}, "on": "llm"}},
-        {"tone": {"reason": "fine", "score": 2}},
-    )
-    assert not any(key.startswith(("eval.tone.raw_score", "eval.tone.scale")) for key in context)
+def test_a_span_level_metric_writes_it_on_the_span_it_scored_not_on_the_root():
+    # The results of `on: llm` go on their spans; the root holds only their roll-up.
+    metrics = {
+        "tone": {"prompt": "Tone, 1 to 5? {output}", "output": {"scale": [1, 5]}, "on": "llm"},
+        "ending": {"prompt": "Ended how? {output}", "output": ENDING, "on": "llm", "threshold": 0.7},
+    }
+    answers = {"tone": {"reason": "fine", "score": 2}, "ending": {"reason": "ok", "category": "escalated"}}
+    on_call = context_of(metrics, answers, on_span=True)
+    assert on_call == {
+        "eval.tone.threshold": 0.5,
+        "eval.tone.raw_score": 2.0,
+        "eval.tone.scale": "1-5",
+        "eval.ending.threshold": 0.7,
+        "eval.ending.category": "escalated",
+    }
+    assert not any(key.startswith(("eval.tone.", "eval.ending.")) for key in context_of(metrics, answers))
