@@ -104,8 +104,9 @@ def test_a_judge_that_never_answers_costs_no_trace_at_sigterm_and_the_next_start
                 trace_id, spans = session_turn(session_id, turn)
                 sessions.setdefault(session_id, []).append(trace_id)
                 send(port, request_of(spans))
-        # The first turn of each session waits on the judge; the second waits its turn.
-        assert wait_until(lambda: len(judge.requests) >= 3, timeout_s=10)
+        # The first turn of each session waits on the judge (two requests in flight, where
+        # the judge's adaptive limit starts; the rest queue for a slot); the second waits its turn.
+        assert wait_until(lambda: len(judge.requests) >= 2, timeout_s=10)
         took, stderr = stop(collector, within_s=6 + 1)
 
         copies = written(output)
