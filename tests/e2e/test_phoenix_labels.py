@@ -243,14 +243,15 @@ def test_human_annotations_are_read_as_labels_field_by_field(phoenix, projects, 
         return HumanLabel(trace_id=c[trace][0], metric=METRIC, span_id=span, source=f"phoenix:{index}", **fields)
 
     expected = [
-        label(ids[0], 0, c[0][1], label="pass", score=1.0, annotator="alice", note="did it"),
-        label(ids[1], 1, c[1][1], label="fail", annotator="alice", note="booked the wrong day"),
-        label(ids[2], 2, c[2][1], label="fail", annotator="alice"),
-        label(ids[3], 2, c[2][1], label="fail", annotator="bob"),
+        label(ids[0], 0, c[0][1], label="pass", score=1.0, annotator="alice", note="did it", text="pass"),
+        label(ids[1], 1, c[1][1], label="fail", annotator="alice", note="booked the wrong day", text="fail"),
+        label(ids[2], 2, c[2][1], label="fail", annotator="alice", text="fail"),
+        label(ids[3], 2, c[2][1], label="fail", annotator="bob", text="fail"),
         label(ids[4], 3, c[3][1], score=0.8, annotator=unnamed["user_id"]),
-        label(ids[5], 4, c[4][1], label="pass", annotator="alice"),  # "Correct", normalized
-        label(ids[6], 0, c[0][2], label="pass", annotator="alice"),
-        label(projects["trace_id"], 5, None, label="fail", annotator="alice"),  # a trace annotation: no span
+        label(ids[5], 4, c[4][1], label="pass", annotator="alice", text="Correct"),  # normalized, kept as written
+        label(ids[6], 0, c[0][2], label="pass", annotator="alice", text="pass"),
+        # a trace annotation: no span
+        label(projects["trace_id"], 5, None, label="fail", annotator="alice", text="fail"),
     ]
     assert sorted(labels, key=lambda x: x.source) == sorted(expected, key=lambda x: x.source)
     assert all(x.scale == UNIT for x in labels)
