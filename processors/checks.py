@@ -441,32 +441,29 @@ def _check(
             verdict = _against_expected(settings, field, checked, expected)
         else:
             verdict = _TEXT_CHECKS[check](settings, field, checked)
-        if verdict is None:
-            return None
-        passed, explanation = verdict
-        if cut:
-            explanation += f" (its first {MAX_CHECKED_CHARS:,} of {len(text):,} characters checked)"
+        if verdict is not None and cut:
+            passed, explanation = verdict
+            verdict = passed, f"{explanation} (its first {MAX_CHECKED_CHARS:,} of {len(text):,} characters checked)"
     elif check == "max_duration":
         verdict = _duration(settings, subject)
-        if verdict is None:
-            return None
-        passed, explanation = verdict
     elif check == "max_tokens":
         verdict = _tokens(settings, subject, run, views)
-        if verdict is None:
-            return None
-        passed, explanation = verdict
     else:
         verdict = _tool_error_rate(settings, run, views)
-        if verdict is None:
-            return None
-        passed, explanation = verdict
+    return _result(name, check, verdict, subject.span_id)
+
+
+def _result(name: str, check: str, verdict: Verdict, span_id: str | None = None) -> MetricResult | None:
+    """A check's result from its verdict; None when it did not apply."""
+    if verdict is None:
+        return None
+    passed, explanation = verdict
     return MetricResult(
         name=name,
         score=1.0 if passed else 0.0,
         threshold=THRESHOLD,
         explanation=explanation,
-        span_id=subject.span_id,
+        span_id=span_id,
         metadata={"check": check},
     )
 
@@ -735,16 +732,7 @@ def check_session(
     else:
         calls = sum(p.tool_calls for _, p in parts)
         verdict = _error_rate(settings, calls, [tool for _, p in parts for tool in p.failed_tools], " in the session")
-    if verdict is None:
-        return None
-    passed, explanation = verdict
-    return MetricResult(
-        name=name,
-        score=1.0 if passed else 0.0,
-        threshold=THRESHOLD,
-        explanation=explanation,
-        metadata={"check": check},
-    )
+    return _result(name, check, verdict)
 
 
 def _every_turn(field: str, verdicts: list[tuple[int, tuple[bool, str]]]) -> Verdict:
