@@ -29,8 +29,12 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spanscore.core.telemetry import Readout, TelemetryMetric
+
+if TYPE_CHECKING:
+    from spanscore.extensions.rescore_copies import RescoreCopies
 
 log = logging.getLogger("spanscore.file_storage")
 
@@ -58,6 +62,41 @@ MAX_BYTES = TelemetryMetric(
 )
 
 
+def framed(kind: bytes, payload: bytes) -> bytes:
+    """One record: kind, length and CRC-32 of `payload`, then `payload`."""
+    return _HEADER.pack(kind, len(payload), zlib.crc32(payload)) + payload
+
+
+def read_records(path: Path, kinds: tuple[bytes, ...], cut_off: bool) -> list[tuple[bytes, int, bytes]]:
+    """The records of file `path` up to the first that is torn, corrupt or of no kind in
+    `kinds`: (kind, offset, payload). What follows is ignored with a warning and, with
+    `cut_off` (the file written last: the crash came mid-write), truncated away."""
+    blob = path.read_bytes()
+    records = []
+    offset = 0
+    while offset + _HEADER.size <= len(blob):
+        kind, length, crc = _HEADER.unpack_from(blob, offset)
+        end = offset + _HEADER.size + length
+        payload = blob[offset + _HEADER.size : end]
+        if end > len(blob) or zlib.crc32(payload) != crc or kind not in kinds:
+            break
+        records.append((kind, offset, payload))
+        offset = end
+    if offset < len(blob):
+        where = "cut off at the end" if cut_off else "corrupt"
+        log.warning(
+            "file_storage %s: %d bytes after offset %d are %s; ignoring them",
+            path.name,
+            len(blob) - offset,
+            offset,
+            where,
+        )
+        if cut_off:
+            with open(path, "r+b") as f:
+                f.truncate(offset)
+    return records
+
+
 @dataclass
 class _Request:
     segment: int  # first sequence number of its segment
@@ -77,8 +116,18 @@ class Replayed:
 class WriteAheadLog:
     """Not thread-safe: used from the collector's event loop (fsync runs in a thread)."""
 
-    def __init__(self, directory: Path, fsync: str = "batch", max_bytes: int = 1 << 30, segment_bytes: int = 16 << 20):
+    def __init__(
+        self,
+        directory: Path,
+        fsync: str = "batch",
+        max_bytes: int = 1 << 30,
+        segment_bytes: int = 16 << 20,
+        copies: RescoreCopies | None = None,
+    ):
         self.directory = Path(directory)
+        # Scored traces' copies kept for late spans (rescore_copies): not requests, but
+        # on the same disk budget.
+        self.copies = copies
         self.fsync = fsync
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
@@ -91,7 +140,7 @@ class WriteAheadLog:
         self._synced_through = -1  # highest sequence number known durable
         self._sync_task: asyncio.Task | None = None
         self._sync_waiters: list[tuple[int, asyncio.Future]] = []
-        self.bytes_on_disk = 0
+        self.segments_on_disk = 0
         self.written_requests = 0
         self.replayed_requests = 0
         # Spans the log held marked exported at `open` (done with, or kept to rebuild an
@@ -117,7 +166,7 @@ class WriteAheadLog:
             size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1, payloads=payloads)
             self._segment_sizes[segment] = size
             self._segment_pending[segment] = 0
-            self.bytes_on_disk += size
+            self.segments_on_disk += size
         replay: list[Replayed] = []
         for sequence in sorted(data):
             segment, spans_total, payload, offset, length = data[sequence]
@@ -141,14 +190,8 @@ class WriteAheadLog:
         return replay
 
     def _read_segment(self, path: Path, data, marks, unsettled, last: bool, payloads: bool) -> int:
-        blob = path.read_bytes()
-        offset, segment = 0, int(path.stem)
-        while offset + _HEADER.size <= len(blob):
-            kind, length, crc = _HEADER.unpack_from(blob, offset)
-            end = offset + _HEADER.size + length
-            payload = blob[offset + _HEADER.size : end]
-            if end > len(blob) or zlib.crc32(payload) != crc or kind not in (DATA, MARK, EXPORTED):
-                break
+        segment = int(path.stem)
+        for kind, offset, payload in read_records(path, (DATA, MARK, EXPORTED), cut_off=last):
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
                 start = offset + _HEADER.size + _DATA.size
@@ -157,7 +200,7 @@ class WriteAheadLog:
                     spans,
                     payload[_DATA.size :] if payloads else b"",
                     start,
-                    length - _DATA.size,
+                    len(payload) - _DATA.size,
                 )
             elif kind == MARK:
                 sequence, spans, trace_id = _MARK.unpack(payload)
@@ -165,23 +208,13 @@ class WriteAheadLog:
             else:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 unsettled.setdefault(sequence, {})[trace_id] = spans  # marked again after a replay: once
-            offset = end
-        if offset < len(blob):
-            where = "cut off at the end" if last else "corrupt"
-            log.warning(
-                "write-ahead log %s: %d bytes after offset %d are %s; ignoring them",
-                path.name,
-                len(blob) - offset,
-                offset,
-                where,
-            )
-            if last:
-                with open(path, "r+b") as f:
-                    f.truncate(offset)
-                return offset
-        return len(blob)
+        return path.stat().st_size
 
     # Appending -------------------------------------------------------------------------
+
+    @property
+    def bytes_on_disk(self) -> int:
+        return self.segments_on_disk + (0 if self.copies is None else self.copies.bytes_on_disk)
 
     @property
     def full(self) -> bool:
@@ -297,6 +330,8 @@ class WriteAheadLog:
         ]
 
     def close(self) -> None:
+        if self.copies is not None:
+            self.copies.close()
         if self._fd >= 0:
             if self.fsync != "never":
                 os.fsync(self._fd)
@@ -309,10 +344,10 @@ class WriteAheadLog:
         return self.directory / f"{segment:020d}{SUFFIX}"
 
     def _write(self, kind: bytes, payload: bytes) -> None:
-        record = _HEADER.pack(kind, len(payload), zlib.crc32(payload)) + payload
+        record = framed(kind, payload)
         os.write(self._fd, record)
         self._segment_sizes[self._segment] += len(record)
-        self.bytes_on_disk += len(record)
+        self.segments_on_disk += len(record)
 
     def _open_segment(self) -> None:
         self._segment = self._next
@@ -331,5 +366,5 @@ class WriteAheadLog:
 
     def _delete(self, segment: int) -> None:
         self._path(segment).unlink(missing_ok=True)
-        self.bytes_on_disk -= self._segment_sizes.pop(segment, 0)
+        self.segments_on_disk -= self._segment_sizes.pop(segment, 0)
         self._segment_pending.pop(segment, None)
