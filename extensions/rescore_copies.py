@@ -3,8 +3,8 @@
 With `file_storage`, a trace scored and exported leaves the write-ahead log, but its
 copy (the spans as scored, and late spans added since, as export request bytes) is
 kept here for its late window, so a restart inside it still re-scores. One file,
-`late_spans.copies` in the storage directory, of records framed as the log's (kind |
-length | CRC-32 | payload): `K` a trace's copy kept (trace id, when its window ends in
+`late_spans.copies` in the storage directory, of records framed as the log's
+(`records`): `K` a trace's copy kept (trace id, when its window ends in
 Unix seconds, its sequence, its spans), `A` late spans added by a re-score (trace id,
 the re-score's sequence, the spans), `F` the copy forgotten (window over, the memory
 bound, max_rescores, not scored). Only what a re-score needs is kept: the spans' bytes,
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spanscore.extensions.write_ahead_log import framed, read_records
+from spanscore.extensions.records import framed, read_records
 
 log = logging.getLogger("spanscore.file_storage")
 

@@ -9,7 +9,7 @@ sent again. On start, `open` returns what was acknowledged and is not done with:
 requests without the traces done with, and with the ids of the traces only to score
 again (to rebuild their open sessions), so a crash repeats as little as the marks allow.
 
-Records: kind (1 byte) | payload length (4) | CRC-32 of the payload (4) | payload.
+Records (`records`): kind (1 byte) | payload length (4) | CRC-32 of the payload (4) | payload.
 Segments are files `NNNNNNNNNNNNNNNNNNNN.wal` named by their first sequence number; one
 is written to, the others are deleted once every request in them is done. A torn record
 at the end of the last segment (the crash came mid-write) is cut off on start.
@@ -26,20 +26,16 @@ import asyncio
 import logging
 import os
 import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from spanscore.core.telemetry import Readout, TelemetryMetric
-
-if TYPE_CHECKING:
-    from spanscore.extensions.rescore_copies import RescoreCopies
+from spanscore.extensions.records import HEADER, framed, read_records
+from spanscore.extensions.rescore_copies import RescoreCopies
 
 log = logging.getLogger("spanscore.file_storage")
 
 DATA, MARK, EXPORTED = b"D", b"M", b"E"
-_HEADER = struct.Struct("<cII")  # kind, payload length, crc32
 _DATA = struct.Struct("<QI")  # sequence number, accepted spans
 _MARK = struct.Struct("<QI16s")  # request sequence number, spans, trace id
 SUFFIX = ".wal"
@@ -60,41 +56,6 @@ BYTES_ON_DISK = TelemetryMetric("spanscore_write_ahead_size", "By", "Bytes of wr
 MAX_BYTES = TelemetryMetric(
     "spanscore_write_ahead_size_limit", "By", "The write-ahead log size past which requests are refused", "gauge"
 )
-
-
-def framed(kind: bytes, payload: bytes) -> bytes:
-    """One record: kind, length and CRC-32 of `payload`, then `payload`."""
-    return _HEADER.pack(kind, len(payload), zlib.crc32(payload)) + payload
-
-
-def read_records(path: Path, kinds: tuple[bytes, ...], cut_off: bool) -> list[tuple[bytes, int, bytes]]:
-    """The records of file `path` up to the first that is torn, corrupt or of no kind in
-    `kinds`: (kind, offset, payload). What follows is ignored with a warning and, with
-    `cut_off` (the file written last: the crash came mid-write), truncated away."""
-    blob = path.read_bytes()
-    records = []
-    offset = 0
-    while offset + _HEADER.size <= len(blob):
-        kind, length, crc = _HEADER.unpack_from(blob, offset)
-        end = offset + _HEADER.size + length
-        payload = blob[offset + _HEADER.size : end]
-        if end > len(blob) or zlib.crc32(payload) != crc or kind not in kinds:
-            break
-        records.append((kind, offset, payload))
-        offset = end
-    if offset < len(blob):
-        where = "cut off at the end" if cut_off else "corrupt"
-        log.warning(
-            "file_storage %s: %d bytes after offset %d are %s; ignoring them",
-            path.name,
-            len(blob) - offset,
-            offset,
-            where,
-        )
-        if cut_off:
-            with open(path, "r+b") as f:
-                f.truncate(offset)
-    return records
 
 
 @dataclass
@@ -194,7 +155,7 @@ class WriteAheadLog:
         for kind, offset, payload in read_records(path, (DATA, MARK, EXPORTED), cut_off=last):
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
-                start = offset + _HEADER.size + _DATA.size
+                start = offset + HEADER.size + _DATA.size
                 data[sequence] = (
                     segment,
                     spans,
@@ -232,7 +193,7 @@ class WriteAheadLog:
         if self._segment_sizes[self._segment] >= self.segment_bytes:
             self._rotate()
         payload = _DATA.pack(sequence, spans) + data
-        start = self._segment_sizes[self._segment] + _HEADER.size + _DATA.size
+        start = self._segment_sizes[self._segment] + HEADER.size + _DATA.size
         self._write(DATA, payload)
         self._requests[sequence] = _Request(self._segment, spans, start, len(data))
         self._segment_pending[self._segment] += 1
