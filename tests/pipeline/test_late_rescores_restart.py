@@ -8,10 +8,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from spanscore.core.session import Session
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.extensions.rescore_copies import FILE_NAME, RescoreCopies
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.receivers.memory import MemoryReceiver
@@ -183,3 +185,29 @@ async def test_with_late_spans_forwarded_a_restart_drops_the_copies_on_disk(tmp_
     run = await start(tmp_path, late_spans="forward")
     await run.stop()
     assert (tmp_path / FILE_NAME).stat().st_size == 0
+
+
+def test_late_spans_exported_before_their_trace_leave_its_session_marks_alone(tmp_path):
+    # Late spans and a re-score's carrier have the scored trace's id: exported first (its
+    # export retried, theirs not), they must not take the trace's session from the log's book.
+    log = WriteAheadLog(tmp_path)
+    log.open()
+    assembler = Assembler(PipelineSettings(trace_wait=1.0))
+    trace_id, root_id = new_trace_id(), new_span_id()
+    first = request_of([span(trace_id, "root", span_id=root_id)])
+    first_record = log.append(first.SerializeToString(), 1)
+    assembler.add(first, 0.0, first_record)
+    [trace] = assembler.pop_all()
+    later = request_of([span(trace_id, "late", parent=root_id)])
+    assembler.add(later, 5.0, log.append(later.SerializeToString(), 1))
+    [late] = assembler.pop_all()
+    assert late.late
+    book = LogRetention(log)
+    session = Session("chat-1", next(iter(trace.spans_by_origin)).resource, 0.0)
+    book.scored_in(trace, session)
+    book.exported(late, {"chat-1": session})
+    book.exported(trace, {"chat-1": session})
+    log.close()
+    # The trace is kept to rebuild its open session (scored again, not sent); the late span is done with.
+    [replayed] = WriteAheadLog(tmp_path).open()
+    assert (replayed.sequence, replayed.rescore_traces, replayed.exported_traces) == (first_record, {trace_id}, set())
