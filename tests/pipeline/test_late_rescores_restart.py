@@ -211,3 +211,26 @@ def test_late_spans_exported_before_their_trace_leave_its_session_marks_alone(tm
     # The trace is kept to rebuild its open session (scored again, not sent); the late span is done with.
     [replayed] = WriteAheadLog(tmp_path).open()
     assert (replayed.sequence, replayed.rescore_traces, replayed.exported_traces) == (first_record, {trace_id}, set())
+
+
+async def test_a_trace_killed_while_being_scored_is_replayed_once_and_keeps_its_copy(tmp_path):
+    # Its copy is written at its release, before scoring; its request is not done with
+    # until it is exported: the replay scores and sends it, the copy is not doubled.
+    trace_id, root_id = new_trace_id(), new_span_id()
+    request = request_of([span(trace_id, "root", span_id=root_id)])
+    log = WriteAheadLog(tmp_path, copies=RescoreCopies(tmp_path))
+    log.open()
+    assert log.copies is not None
+    log.copies.open()
+    log.append(request.SerializeToString(), 1)
+    log.copies.keep(trace_id, time.time() + 600, 1, request.SerializeToString())
+    log.close()  # killed: nothing exported
+
+    run = await start(tmp_path)
+    await run.at(2.0)
+    assert run.exporter.only(trace_id).scores == {"toy": 0.25}
+    run.receiver.send(request_of([span(trace_id, "late", parent=root_id)]))
+    await run.at(4.0)
+    [carrier] = run.carriers(trace_id)
+    assert (carrier["eval.toy.sequence"], carrier["eval.toy.explanation"]) == (2, "2 spans")
+    await run.stop()
