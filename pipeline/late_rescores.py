@@ -95,8 +95,8 @@ class LateRescores:
         awaiting late spans again."""
         wall_now = self.wall_clock()
         for copy in kept:
-            if copy.sequence > self.max_rescores or copy.trace_id in self._traces:  # max_rescores lowered since
-                if self.copies is not None and copy.trace_id not in self._traces:
+            if copy.sequence > self.max_rescores:  # lowered since: no re-score left
+                if self.copies is not None:
                     self.copies.forget(copy.trace_id)
                 continue
             origins = request_origins(b"".join(copy.parts))
