@@ -9,12 +9,18 @@ request's bytes as the intake keeps them then. Reported: the time per trace and 
 of keeping the copy, the kept span bytes per span (what `late_memory_spans` bounds;
 resource and scope bytes, shared per request, come on top), and the time of building one re-score trace from a copy
 with one late span. Best of three rounds, on whatever machine runs it.
+
+With file_storage each copy is written to disk too (extensions/rescore_copies):
+reported are the time per span that adds to keeping the copy, the bytes on disk per
+kept span, and the start's cost of taking the copies back (reading the file, dropping
+nothing, rewriting it compacted, parsing the spans into the in-memory copies).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from bench.agent_spans import AgentRequests  # noqa: E402
 from spanscore.core.request_wire import RequestWire  # noqa: E402
+from spanscore.extensions.rescore_copies import FILE_NAME, RescoreCopies  # noqa: E402
 from spanscore.pipeline.assembler import Assembler  # noqa: E402
 from spanscore.pipeline.late_rescores import LateRescores  # noqa: E402
 from spanscore.pipeline.settings import PipelineSettings  # noqa: E402
@@ -74,6 +81,33 @@ def main() -> None:
             late.rescore_of(straggler, 1.0)
         best = min(best, time.perf_counter() - started)
     print(f"re-score trace built: {best / rounds * 1e6:.1f} us ({args.spans_per_trace + 2} spans)")
+    durable(traces, settings, spans)
+
+
+def durable(traces: list, settings: PipelineSettings, spans: int) -> None:
+    """Keeping the copies on disk as well (fsync `never` so that the figure is the write's, not the disk's)."""
+    best = float("inf")
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as directory:
+            copies = RescoreCopies(Path(directory), fsync="never")
+            copies.open()
+            late = LateRescores(settings, copies)
+            started = time.perf_counter()
+            for trace in traces:
+                late.remember(trace, 0.0)
+            best = min(best, time.perf_counter() - started)
+            copies.close()
+            on_disk = (Path(directory) / FILE_NAME).stat().st_size
+            started = time.perf_counter()
+            reopened = RescoreCopies(Path(directory), fsync="never")
+            restored = LateRescores(settings, reopened)
+            restored.restore(reopened.open(), 0.0)
+            start_s = time.perf_counter() - started
+            reopened.close()
+            assert restored.span_count == spans
+    print(f"remember with the copy on disk: {best / spans * 1e6:.2f} us a span")
+    print(f"on disk: {on_disk / spans:.0f} bytes a span, {on_disk / 2**20:.1f} MiB in all")
+    print(f"start: {spans} kept spans taken back in {start_s:.2f} s ({start_s / spans * 1e6:.1f} us a span)")
 
 
 if __name__ == "__main__":

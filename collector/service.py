@@ -107,6 +107,8 @@ class Service:
             if self.storage is not None:  # what was acknowledged before the last stop, before anything new
                 self.pipeline.intake.replay(self.storage.replay)
                 self.storage.replay = []
+                self.pipeline.restore_late(self.storage.kept_copies)
+                self.storage.kept_copies = []
             for receiver in self.receivers:
                 await receiver.start(self.host)
         except BaseException:

@@ -5,6 +5,9 @@ is on disk before the client is acknowledged, and whatever was acknowledged but 
 exported by every exporter is replayed on the next start (see `write_ahead_log`). At
 `max_size_mib` on disk, receivers answer "retry later" until exports catch up.
 
+With `late_spans: rescore`, the copies of scored traces awaiting late spans are kept
+here too (`rescore_copies`), so a restart inside a trace's late window still re-scores it.
+
 Exporters that name it in `sending_queue.storage` get a persistent sending queue in a
 folder of their own under `directory/sending_queue/` (see `persistent_queue`), bounded
 by `max_size_mib` too.
@@ -21,6 +24,7 @@ from pydantic import Field, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
 from spanscore.extensions.persistent_queue import PersistentQueue
+from spanscore.extensions.rescore_copies import KeptCopy, RescoreCopies
 from spanscore.extensions.write_ahead_log import Replayed, WriteAheadLog
 
 log = logging.getLogger("spanscore.file_storage")
@@ -45,13 +49,14 @@ class FileStorage:
     def __init__(self, component_id: str, config: FileStorageConfig):
         self.id = component_id
         self.config = config
-        self.log = self._log(config.directory)
+        self.log = self._log(config.directory, RescoreCopies(config.directory, config.fsync))
         self.replay: list[Replayed] = []
+        self.kept_copies: list[KeptCopy] = []  # scored traces awaiting late spans at the last stop
         self._queues: list[PersistentQueue] = []
 
-    def _log(self, directory: Path) -> WriteAheadLog:
+    def _log(self, directory: Path, copies: RescoreCopies | None = None) -> WriteAheadLog:
         config = self.config
-        return WriteAheadLog(directory, config.fsync, config.max_size_mib << 20, config.segment_size_mib << 20)
+        return WriteAheadLog(directory, config.fsync, config.max_size_mib << 20, config.segment_size_mib << 20, copies)
 
     def queue_for(self, component_id: str) -> PersistentQueue:
         """The persistent sending queue of exporter `component_id` (opened by the exporter)."""
@@ -63,6 +68,8 @@ class FileStorage:
     async def start(self, host: Host = NO_EXTENSIONS) -> None:
         try:
             self.replay = self.log.open()
+            if self.log.copies is not None:
+                self.kept_copies = self.log.copies.open()
         except OSError as exc:
             raise OSError(f"file_storage cannot use {self.config.directory}: {exc}") from exc
         if self.replay:

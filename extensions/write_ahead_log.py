@@ -9,7 +9,7 @@ sent again. On start, `open` returns what was acknowledged and is not done with:
 requests without the traces done with, and with the ids of the traces only to score
 again (to rebuild their open sessions), so a crash repeats as little as the marks allow.
 
-Records: kind (1 byte) | payload length (4) | CRC-32 of the payload (4) | payload.
+Records (`records`): kind (1 byte) | payload length (4) | CRC-32 of the payload (4) | payload.
 Segments are files `NNNNNNNNNNNNNNNNNNNN.wal` named by their first sequence number; one
 is written to, the others are deleted once every request in them is done. A torn record
 at the end of the last segment (the crash came mid-write) is cut off on start.
@@ -26,16 +26,16 @@ import asyncio
 import logging
 import os
 import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from spanscore.core.telemetry import Readout, TelemetryMetric
+from spanscore.extensions.records import HEADER, framed, read_records
+from spanscore.extensions.rescore_copies import RescoreCopies
 
 log = logging.getLogger("spanscore.file_storage")
 
 DATA, MARK, EXPORTED = b"D", b"M", b"E"
-_HEADER = struct.Struct("<cII")  # kind, payload length, crc32
 _DATA = struct.Struct("<QI")  # sequence number, accepted spans
 _MARK = struct.Struct("<QI16s")  # request sequence number, spans, trace id
 SUFFIX = ".wal"
@@ -77,8 +77,18 @@ class Replayed:
 class WriteAheadLog:
     """Not thread-safe: used from the collector's event loop (fsync runs in a thread)."""
 
-    def __init__(self, directory: Path, fsync: str = "batch", max_bytes: int = 1 << 30, segment_bytes: int = 16 << 20):
+    def __init__(
+        self,
+        directory: Path,
+        fsync: str = "batch",
+        max_bytes: int = 1 << 30,
+        segment_bytes: int = 16 << 20,
+        copies: RescoreCopies | None = None,
+    ):
         self.directory = Path(directory)
+        # Scored traces' copies kept for late spans (rescore_copies): not requests, but
+        # on the same disk budget.
+        self.copies = copies
         self.fsync = fsync
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
@@ -91,7 +101,7 @@ class WriteAheadLog:
         self._synced_through = -1  # highest sequence number known durable
         self._sync_task: asyncio.Task | None = None
         self._sync_waiters: list[tuple[int, asyncio.Future]] = []
-        self.bytes_on_disk = 0
+        self.segments_on_disk = 0
         self.written_requests = 0
         self.replayed_requests = 0
         # Spans the log held marked exported at `open` (done with, or kept to rebuild an
@@ -117,7 +127,7 @@ class WriteAheadLog:
             size = self._read_segment(path, data, marks, unsettled, last=index == len(segments) - 1, payloads=payloads)
             self._segment_sizes[segment] = size
             self._segment_pending[segment] = 0
-            self.bytes_on_disk += size
+            self.segments_on_disk += size
         replay: list[Replayed] = []
         for sequence in sorted(data):
             segment, spans_total, payload, offset, length = data[sequence]
@@ -141,23 +151,17 @@ class WriteAheadLog:
         return replay
 
     def _read_segment(self, path: Path, data, marks, unsettled, last: bool, payloads: bool) -> int:
-        blob = path.read_bytes()
-        offset, segment = 0, int(path.stem)
-        while offset + _HEADER.size <= len(blob):
-            kind, length, crc = _HEADER.unpack_from(blob, offset)
-            end = offset + _HEADER.size + length
-            payload = blob[offset + _HEADER.size : end]
-            if end > len(blob) or zlib.crc32(payload) != crc or kind not in (DATA, MARK, EXPORTED):
-                break
+        segment = int(path.stem)
+        for kind, offset, payload in read_records(path, (DATA, MARK, EXPORTED), cut_off=last):
             if kind == DATA:
                 sequence, spans = _DATA.unpack_from(payload)
-                start = offset + _HEADER.size + _DATA.size
+                start = offset + HEADER.size + _DATA.size
                 data[sequence] = (
                     segment,
                     spans,
                     payload[_DATA.size :] if payloads else b"",
                     start,
-                    length - _DATA.size,
+                    len(payload) - _DATA.size,
                 )
             elif kind == MARK:
                 sequence, spans, trace_id = _MARK.unpack(payload)
@@ -165,23 +169,13 @@ class WriteAheadLog:
             else:
                 sequence, spans, trace_id = _MARK.unpack(payload)
                 unsettled.setdefault(sequence, {})[trace_id] = spans  # marked again after a replay: once
-            offset = end
-        if offset < len(blob):
-            where = "cut off at the end" if last else "corrupt"
-            log.warning(
-                "write-ahead log %s: %d bytes after offset %d are %s; ignoring them",
-                path.name,
-                len(blob) - offset,
-                offset,
-                where,
-            )
-            if last:
-                with open(path, "r+b") as f:
-                    f.truncate(offset)
-                return offset
-        return len(blob)
+        return path.stat().st_size
 
     # Appending -------------------------------------------------------------------------
+
+    @property
+    def bytes_on_disk(self) -> int:
+        return self.segments_on_disk + (0 if self.copies is None else self.copies.bytes_on_disk)
 
     @property
     def full(self) -> bool:
@@ -199,7 +193,7 @@ class WriteAheadLog:
         if self._segment_sizes[self._segment] >= self.segment_bytes:
             self._rotate()
         payload = _DATA.pack(sequence, spans) + data
-        start = self._segment_sizes[self._segment] + _HEADER.size + _DATA.size
+        start = self._segment_sizes[self._segment] + HEADER.size + _DATA.size
         self._write(DATA, payload)
         self._requests[sequence] = _Request(self._segment, spans, start, len(data))
         self._segment_pending[self._segment] += 1
@@ -297,6 +291,8 @@ class WriteAheadLog:
         ]
 
     def close(self) -> None:
+        if self.copies is not None:
+            self.copies.close()
         if self._fd >= 0:
             if self.fsync != "never":
                 os.fsync(self._fd)
@@ -309,10 +305,10 @@ class WriteAheadLog:
         return self.directory / f"{segment:020d}{SUFFIX}"
 
     def _write(self, kind: bytes, payload: bytes) -> None:
-        record = _HEADER.pack(kind, len(payload), zlib.crc32(payload)) + payload
+        record = framed(kind, payload)
         os.write(self._fd, record)
         self._segment_sizes[self._segment] += len(record)
-        self.bytes_on_disk += len(record)
+        self.segments_on_disk += len(record)
 
     def _open_segment(self) -> None:
         self._segment = self._next
@@ -331,5 +327,5 @@ class WriteAheadLog:
 
     def _delete(self, segment: int) -> None:
         self._path(segment).unlink(missing_ok=True)
-        self.bytes_on_disk -= self._segment_sizes.pop(segment, 0)
+        self.segments_on_disk -= self._segment_sizes.pop(segment, 0)
         self._segment_pending.pop(segment, None)

@@ -170,7 +170,14 @@ class Assembler:
             trace.session_id = self.session_id_of(trace)
         self._idle[self._waits.pop(trace_id, self.config.trace_wait)].pop(trace_id, None)
         self.buffered_spans -= trace.span_count
-        if self.config.forwarded_trace_memory:
+        self.forwarded([trace_id])
+
+    def forwarded(self, trace_ids: list[bytes]) -> None:
+        """These traces were released: spans of them arriving from now on are late (also
+        after a restart, for the traces awaiting late spans then)."""
+        if not self.config.forwarded_trace_memory:
+            return
+        for trace_id in trace_ids:
             self._forwarded[trace_id] = None
             self._forwarded.move_to_end(trace_id)
             if len(self._forwarded) > self.config.forwarded_trace_memory:

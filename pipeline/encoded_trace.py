@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from spanscore.core.trace import Trace
 from spanscore.pipeline.score_wire import length_delimited
 
@@ -42,3 +44,30 @@ def encoded_trace(origins: Origins, trace: Trace, appended: Mapping[int, bytes])
             resource_spans.append(length_delimited(_FIELD_3, resource_schema.encode()))
         out.append(length_delimited(_FIELD_1, b"".join(resource_spans)))
     return b"".join(out)
+
+
+def origins_request(origins: Origins) -> bytes:
+    """ExportTraceServiceRequest bytes of `origins` as they are (two such requests joined
+    are one request holding both)."""
+    out = []
+    for resource, scope, spans, resource_schema, scope_schema in origins:
+        scope_spans = [length_delimited(_FIELD_1, scope), *(length_delimited(_FIELD_2, data) for data in spans)]
+        if scope_schema:
+            scope_spans.append(length_delimited(_FIELD_3, scope_schema.encode()))
+        resource_spans = [length_delimited(_FIELD_1, resource), length_delimited(_FIELD_2, b"".join(scope_spans))]
+        if resource_schema:
+            resource_spans.append(length_delimited(_FIELD_3, resource_schema.encode()))
+        out.append(length_delimited(_FIELD_1, b"".join(resource_spans)))
+    return b"".join(out)
+
+
+def request_origins(data: bytes) -> Origins:
+    """The origins of ExportTraceServiceRequest bytes, one per scope spans."""
+    origins: Origins = []
+    for resource_spans in ExportTraceServiceRequest.FromString(data).resource_spans:
+        resource = resource_spans.resource.SerializeToString()
+        for scope_spans in resource_spans.scope_spans:
+            spans = [span.SerializeToString() for span in scope_spans.spans]
+            scope = scope_spans.scope.SerializeToString()
+            origins.append((resource, scope, spans, resource_spans.schema_url, scope_spans.schema_url))
+    return origins

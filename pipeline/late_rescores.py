@@ -15,6 +15,12 @@ child of the root and linked to it, with every result's `eval.<metric>.sequence`
 Memory is bounded: at most `late_memory_spans` spans are kept, the oldest trace forgotten
 first (logged), and a trace is forgotten `late_window` after its release or once it was
 re-scored `max_rescores` times.
+
+With `file_storage` each copy is on disk too (extensions/rescore_copies: its spans as
+export request bytes when kept, each re-score's late spans with its sequence number,
+and its forgetting), so a restart inside the late window takes the copies back
+(`restore`): a late span after it re-scores with every span the trace had and the
+sequence after the last one on disk.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
@@ -32,6 +38,8 @@ from spanscore.core.provenance import Provenance
 from spanscore.core.score_encoding import SCOPE_NAME, TRACE_SPAN_NAME, is_trace_carrier
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.core.usage import per_evaluator
+from spanscore.extensions.rescore_copies import KeptCopy, RescoreCopies
+from spanscore.pipeline.encoded_trace import origins_request, request_origins
 from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, random_id
 from spanscore.pipeline.scoring import Scored
 from spanscore.pipeline.settings import PipelineSettings
@@ -46,12 +54,20 @@ class _Remembered:
     origins: Origins  # every span the trace has had so far, as bytes (worker_messages)
     span_count: int
     sequence: int  # of its latest scoring
+    expires_at: float  # `expires` in Unix seconds, for the copy on disk
 
 
 class LateRescores:
     """The scored traces awaiting late spans; on the collector's event loop."""
 
-    def __init__(self, config: PipelineSettings):
+    def __init__(
+        self,
+        config: PipelineSettings,
+        copies: RescoreCopies | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ):
+        self.copies = copies  # on disk too, with file_storage
+        self.wall_clock = wall_clock  # a window's end on disk outlives the process's monotonic clock
         self.window_s = config.late_window
         self.max_rescores = config.max_rescores
         self.max_spans = config.late_memory_spans
@@ -69,7 +85,26 @@ class LateRescores:
             return
         self._expire(now)
         _, _, origins = sent_trace(trace, None)
-        self._keep(trace.trace_id, _Remembered(now + self.window_s, origins, trace.span_count, 1))
+        remembered = _Remembered(now + self.window_s, origins, trace.span_count, 1, self.wall_clock() + self.window_s)
+        if self.copies is not None:
+            self.copies.keep(trace.trace_id, remembered.expires_at, 1, origins_request(origins))
+        self._keep(trace.trace_id, remembered)
+
+    def restore(self, kept: list[KeptCopy], now: float) -> list[bytes]:
+        """Take back the copies on disk at start (file_storage); the ids of the traces
+        awaiting late spans again."""
+        wall_now = self.wall_clock()
+        for copy in kept:
+            if copy.sequence > self.max_rescores:  # lowered since: no re-score left
+                if self.copies is not None:
+                    self.copies.forget(copy.trace_id)
+                continue
+            origins = request_origins(b"".join(copy.parts))
+            spans = sum(len(spans) for _, _, spans, _, _ in origins)
+            expires = now + (copy.expires_at - wall_now)
+            self._keep(copy.trace_id, _Remembered(expires, origins, spans, copy.sequence, copy.expires_at))
+        self._expire(now)
+        return list(self._traces)
 
     def rescore_of(self, late: Trace, now: float) -> Trace | None:
         """The trace to score again now that the spans of `late` arrived, with every span
@@ -81,10 +116,13 @@ class LateRescores:
         remembered = self._traces.get(late.trace_id)
         if remembered is None:
             return None
-        remembered.origins += sent_trace(late, None)[2]
+        late_origins = sent_trace(late, None)[2]
+        remembered.origins += late_origins
         remembered.span_count += late.span_count
         remembered.sequence += 1
         self.span_count += late.span_count
+        if self.copies is not None:
+            self.copies.add(late.trace_id, remembered.sequence, origins_request(late_origins))
         rescore = received_trace((late.trace_id, None, remembered.origins))
         rescore.sequence = remembered.sequence
         if remembered.sequence > self.max_rescores:
@@ -122,6 +160,15 @@ class LateRescores:
     def _forget(self, trace_id: bytes) -> None:
         remembered = self._traces.pop(trace_id)
         self.span_count -= remembered.span_count
+        copies = self.copies
+        if copies is not None:
+            copies.forget(trace_id)
+            if copies.wants_compaction:
+                copies.compact(self._kept_copies())
+
+    def _kept_copies(self) -> Iterator[KeptCopy]:
+        for trace_id, remembered in self._traces.items():
+            yield KeptCopy(trace_id, remembered.expires_at, remembered.sequence, [origins_request(remembered.origins)])
 
     def _expire(self, now: float) -> None:
         while self._traces:

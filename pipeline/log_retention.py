@@ -64,6 +64,15 @@ class LogRetention:
 
     def exported(self, trace: Trace, open_sessions: Mapping[str, Session]) -> None:
         """Every exporter is done with `trace`."""
+        if trace.late:
+            # Late spans, or a re-score's carrier: outside any session, and under the id
+            # of the scored trace, whose marks below are its own. The late spans are in
+            # the re-score's copy (late_rescores) by now.
+            if not trace.undelivered:
+                for origin, positions in trace.spans_by_origin.items():
+                    if origin.record is not None:
+                        self.log.done(origin.record, trace.trace_id, len(positions))
+            return
         session = self._scored_in.pop(trace.trace_id, None)
         carried = self._carried.pop(trace.trace_id, None)
         unscored = trace.trace_id in self._unscored

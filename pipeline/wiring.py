@@ -32,6 +32,7 @@ from spanscore.core.telemetry import Readout, reported
 from spanscore.core.trace_exporter import TraceExporter, exporter_telemetry
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.extensions.rescore_copies import KeptCopy, RescoreCopies
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.attach import ScoreAttacher
@@ -75,6 +76,7 @@ class Pipeline:
         self.exporters = exporters
         self.workers = workers
         self.write_ahead = write_ahead
+        self.clock = clock
         self.counts = PipelineCounts(config.max_buffered_spans)
         book = LogRetention(write_ahead) if write_ahead is not None else None
         # Scoring runs here, or in worker processes (`scoring_workers`) that run the
@@ -82,7 +84,7 @@ class Pipeline:
         self.scoring: Scoring | None = workers or (
             LocalScoring(processors, ScoreScope(config.score)) if processors else None
         )
-        late = late_rescores(config, self.scoring)
+        late = late_rescores(config, self.scoring, write_ahead.copies if write_ahead is not None else None)
         # Workers and re-scores take spans as they arrived: sliced, not serialized again.
         keep_wire = workers is not None or late is not None
         self.intake = Intake(assembler, self.counts, clock, book, keep_wire=keep_wire)
@@ -112,6 +114,16 @@ class Pipeline:
         exporters = [readout for exporter in self.exporters for readout in exporter_telemetry(exporter)]
         return [*reported([self.counts, self.intake]), *exporters, *reported([self.scoring, self.write_ahead])]
 
+    def restore_late(self, kept: list[KeptCopy]) -> None:
+        """Take back the scored traces awaiting late spans at the last stop (file_storage's
+        copies), after the write-ahead log's replay: late spans of them re-score them."""
+        if self.late is None:
+            copies = self.write_ahead.copies if self.write_ahead is not None else None
+            if copies is not None and kept:  # late spans are not re-scored now: nothing to keep
+                copies.compact([])
+            return
+        self.assembler.forwarded(self.late.restore(kept, self.clock()))
+
     async def start(self) -> None:
         """Start scoring and releasing; the processors and exporters are already started."""
         if self.scoring is not None:
@@ -137,12 +149,15 @@ class Pipeline:
         await self.scheduler.drain(deadline, why)
 
 
-def late_rescores(config: PipelineSettings, scoring: Scoring | None) -> LateRescores | None:
+def late_rescores(
+    config: PipelineSettings, scoring: Scoring | None, copies: RescoreCopies | None = None
+) -> LateRescores | None:
     """What re-scores traces with their late spans, when `late_spans: rescore` and the
-    processors run in this process; with scoring workers late spans are only forwarded."""
+    processors run in this process; with scoring workers late spans are only forwarded.
+    With `copies` (file_storage) the copies it keeps are on disk too."""
     if config.late_spans != "rescore" or scoring is None:
         return None
     if not isinstance(scoring, LocalScoring):
         log.info("late spans are forwarded, not scored again, when scoring runs in scoring_workers")
         return None
-    return LateRescores(config)
+    return LateRescores(config, copies)

@@ -2,14 +2,23 @@
 was scored re-scores the trace. The re-score's results reach the sink on an
 `evaluate_trace` carrier in the same trace, told apart from the first by
 `eval.<metric>.sequence`; no span id is sent twice; Prometheus counts the trace's
-result once and the re-score on its own series."""
+result once and the re-score on its own series. With file_storage the trace awaits its
+late spans across a restart, killed or stopped."""
 
 from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from tests.support.failing_run import run_spans
 from tests.support.otlp_client import send
+from tests.support.otlp_json import read_requests
 from tests.support.ports import free_port
+from tests.support.processes import launch
 from tests.support.running import scraped_samples, wait_until
 from tests.support.spans import request_of
 
@@ -87,3 +96,75 @@ def test_late_spans_forward_sends_the_late_spans_and_scores_nothing_again(sink, 
     collector.stop()
     assert [s.name for s in sink.spans()].count("evaluate_trace") == 0
     assert len(sink.spans()) == 5
+
+
+DURABLE_CONFIG = """
+receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
+processors:
+  assembler: {{trace_wait: 50ms, late_window: 1m}}
+  failure_localization: {{when: always}}
+exporters:
+  file: {{path: '{output}'}}
+extensions:
+  file_storage: {{directory: '{directory}'}}
+service:
+  extensions: [file_storage]
+  pipelines:
+    traces: {{receivers: [otlp], processors: [assembler, failure_localization], exporters: [file]}}
+"""
+
+
+def _written(output: Path) -> list:
+    """The spans the file exporter wrote, over every run (it appends)."""
+    if not output.exists():
+        return []
+    return [
+        span for r in read_requests(output) for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans
+    ]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_late_failing_tool_span_after_a_restart_still_rescores_the_trace(tmp_path, stop):
+    port, output = free_port(), tmp_path / "scored.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(DURABLE_CONFIG.format(port=port, output=output, directory=tmp_path / "storage"))
+    trace_id, ids, spans = run_spans(failing=True)
+    agent, tool_server = [spans[0], spans[1], spans[4]], [spans[2], spans[3]]
+
+    collector = launch(config, port)
+    try:
+        send(port, request_of(agent))
+        assert wait_until(lambda: len(_written(output)) == 3, timeout_s=10)
+        time.sleep(0.5)  # its log marks written: a kill before them would send it again, as the log's docs say
+        collector.send_signal(stop)
+        _, stderr = collector.communicate(timeout=60)
+    finally:
+        if collector.poll() is None:
+            collector.kill()
+    assert collector.returncode == -stop if stop == signal.SIGKILL else collector.returncode == 0, stderr
+
+    collector = launch(config, port)
+    try:
+        send(port, request_of(tool_server))
+        assert wait_until(lambda: any(s.name == "evaluate_trace" for s in _written(output)), timeout_s=15)
+        collector.send_signal(signal.SIGTERM)
+        _, stderr = collector.communicate(timeout=60)
+    finally:
+        if collector.poll() is None:
+            collector.kill()
+    assert collector.returncode == 0, stderr
+    assert "replayed" not in stderr  # the trace was done with in the log: only its copy was kept
+
+    written = _written(output)
+    sent = [span.span_id for span in written]
+    assert len(sent) == len(set(sent)) == 6  # the five of the run and the carrier, each once, over both runs
+    root = attributes_to_dict(next(s for s in written if s.span_id == ids["root"]).attributes)
+    assert (root["eval.failure_localization.label"], root["eval.failure_localization.sequence"]) == ("none_found", 1)
+    [carrier] = [s for s in written if s.name == "evaluate_trace"]
+    assert carrier.trace_id == trace_id and carrier.parent_span_id == ids["root"]
+    rescored = attributes_to_dict(carrier.attributes)
+    # Re-scored with the spans the trace had before the restart and the late ones.
+    assert rescored["eval.failure_localization.label"] == "rate_limiting"
+    assert rescored["eval.failure_localization.sequence"] == 2
+    assert rescored["eval.failure_localization.span_ids"] == ids["http"].hex()
+    assert rescored["eval.failure_localization.score"] == 1 / 3
