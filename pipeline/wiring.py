@@ -101,6 +101,9 @@ class Pipeline:
             self.counts,
             clock,
             book,
+            # A late trace of a closed session opens it again where a late span re-scores its trace.
+            late_window=config.late_window if late is not None else 0.0,
+            max_rescores=config.max_rescores,
         )
         self.late = late
         self.scheduler = Scheduler(
