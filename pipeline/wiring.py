@@ -146,6 +146,9 @@ def late_rescores(config: PipelineSettings, scoring: Scoring | None) -> LateResc
     if config.late_spans != "rescore" or scoring is None:
         return None
     if not isinstance(scoring, LocalScoring):
-        log.info("late spans are forwarded, not scored again, when scoring runs in scoring_workers")
+        log.info(
+            "late spans are forwarded, not scored again, and closed sessions not opened again by late traces, "
+            "when scoring runs in scoring_workers"
+        )
         return None
     return LateRescores(config)
