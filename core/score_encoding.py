@@ -49,6 +49,8 @@ SPAN_KIND = "eval.span.kind"
 CASE_ID = "eval.case.id"  # the eval-suite case an attempt was graded against
 ROUTE = "eval.route"  # on a trace a score_router kept: the routes it matched, comma-separated
 SESSION_TRACE_COUNT = "eval.session.trace_count"  # on a session carrier
+# On a session carrier's link to the carrier of the session's previous close (late traces).
+PREVIOUS_CARRIER_LINK = "eval.session.previous_carrier"
 
 # failure_localization's findings ("Findings on other spans" in docs/score-encoding.md):
 # the root lists the spans it blamed, in order, comma-separated; each blamed span has a

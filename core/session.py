@@ -59,6 +59,34 @@ class Session:
     close_pending: bool = False
     # A shutdown left one of its traces unscored: its own metrics are skipped too.
     cut_off: bool = False
+    # Which close of the session this is: 1 the first, 2.. once a late trace re-opened it.
+    sequence: int = 1
+    # (trace id, span id) of the carrier of its previous close, when one was sent by then.
+    previous_carrier: tuple[bytes, bytes] | None = None
+    # That of its own carrier, once sent: a re-opened session's carrier links to it.
+    carrier_span: tuple[bytes, bytes] | None = None
+
+    def replace_trace(self, summary: TraceSummary) -> bool:
+        """Put the summary of a trace scored again in place of its earlier one; False when
+        the trace is not one of the session's."""
+        for index, earlier in enumerate(self.traces):
+            if earlier.trace_id == summary.trace_id:
+                self.traces[index] = summary
+                return True
+        return False
+
+    def reopened(self, state: dict[str, Any], now: float) -> Session:
+        """The session opened again by a late trace: its traces so far, the processors'
+        state as it was before it closed (`state`), the next sequence; no results yet."""
+        return Session(
+            self.session_id,
+            self.resource,
+            now,
+            traces=list(self.traces),
+            state=state,
+            sequence=self.sequence + 1,
+            previous_carrier=self.carrier_span,
+        )
 
     @property
     def signals(self) -> dict[str, dict[str, float]]:

@@ -151,7 +151,15 @@ class ScoreAttacher:
         observations = ScoreObservations() if self.score_metrics is not None else None
         links = [(t.trace_id, t.anchor_span_id) for t in session.traces]
         carrier = self.writer.carrier(
-            session.session_id, session.resource, links, session.results, scored, start_ns, observations
+            session.session_id,
+            session.resource,
+            links,
+            session.results,
+            scored,
+            start_ns,
+            observations,
+            previous=session.previous_carrier if session.sequence > 1 else None,
+            rescore=session.sequence > 1,
         )
         if observations and self.score_metrics is not None:
             self.score_metrics.record_observations(observations)

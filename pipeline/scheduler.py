@@ -191,6 +191,8 @@ class Scheduler:
                 carrier = self.attacher.rescore_carrier(trace, scored, time.time_ns(), observations)
                 if carrier is not None:
                     self._rescore_carriers[id(trace)] = carrier
+                if self.tracks_sessions and (session_id := self.assembler.session_id_of(trace)):
+                    self.sessions.rescored(trace, session_id)  # its session's input changed
             return
         if scored.skip_reason is not None:
             held = self.sessions.hold_earlier_carrier(trace) if scored.skip_reason == SESSION_CARRIER else None

@@ -37,6 +37,7 @@ from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import (
     BLAMED_SPAN_IDS,
     PREFIX,
+    PREVIOUS_CARRIER_LINK,
     SCOPE_NAME,
     SESSION_SPAN_NAME,
     SESSION_TRACE_COUNT,
@@ -278,10 +279,12 @@ def carrier_spans(
     span_events: bool = True,
     attributes: Iterable[SpanAttribute] = (),
     usages: Iterable[EvaluatorUsage] = (),
+    previous: tuple[bytes, bytes | None] | None = None,
 ) -> ResourceSpans:
     """A session's carrier trace: one span with its results, processors' attributes and
     evaluator usage (per evaluator), linked to the anchor span of each of its traces
-    (`links`: trace id and anchor span id, None when the trace had no span)."""
+    (`links`: trace id and anchor span id, None when the trace had no span), and last to
+    `previous`, the carrier of the session's previous close, marked so."""
     span = Span(
         trace_id=random_id(16),
         span_id=random_id(8),
@@ -298,6 +301,9 @@ def carrier_spans(
         ],
         links=[Span.Link(trace_id=trace_id, span_id=span_id) for trace_id, span_id in links if span_id],
     )
+    if previous is not None and previous[1]:
+        marked = [_kv(PREVIOUS_CARRIER_LINK, AnyValue(bool_value=True))]
+        span.links.append(Span.Link(trace_id=previous[0], span_id=previous[1], attributes=marked))
     attach_results(span, results, now_ns=end_ns, provenance=provenance, span_events=span_events)
     attach_attributes(span, attributes)
     for usage in per_evaluator(usages):

@@ -147,15 +147,24 @@ class ScoreWriter:
         scored: Scored,
         start_ns: int,
         observations: ScoreObservations | None = None,
+        previous: Link | None = None,
+        rescore: bool = False,
     ) -> ResourceSpans | None:
         """A closed session's carrier trace with `results` and the scoring's attributes and
-        usage, linked to each of its traces, its score metrics observed; None (nothing
-        observed) when it has neither results nor attributes."""
+        usage, linked to each of its traces (and to `previous`, the carrier of its previous
+        close), its score metrics observed (with `rescore`, a session opened again by a late
+        trace: on the re-score counter, as a trace's re-score); None (nothing observed)
+        when it has neither results nor attributes."""
         if not results and not scored.attributes:
             return None
         if observations is not None:
             service = find_attribute(resource.attributes, "service.name")
-            self._observe(observations, results, scored.usages, scored.attributes, service, None)
+            if rescore:  # its first close's results stay the ones counted as results
+                observations.add_rescores(results, service, None, self.provenance)
+                for usage in scored.usages:
+                    observations.add_usage(usage, service, None)
+            else:
+                self._observe(observations, results, scored.usages, scored.attributes, service, None)
         return carrier_spans(
             session_id,
             resource,
@@ -168,6 +177,7 @@ class ScoreWriter:
             self.span_events,
             scored.attributes,
             scored.usages,
+            previous,
         )
 
     def _observe(

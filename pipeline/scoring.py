@@ -232,4 +232,5 @@ class LocalScoring:
                 log.warning("processor %s failed on session %s: %s", processor_id, excerpt(session.session_id), exc)
                 scored.results.extend(MetricResult.failure(name, exc) for name in processor.metric_names)
         scored.sort_spans(None)  # a session's carrier is its only span: a result naming another is an error
+        scored.attributes += sequence_attributes(scored.results, session.sequence)
         return scored

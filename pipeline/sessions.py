@@ -6,6 +6,15 @@ A session closes after `session_idle` without a new trace, or early when more th
 being scored closes once that batch is done, so its processors see every trace. At
 shutdown a session not scored by the deadline still sends its carrier, each session
 metric skipped with the reason.
+
+With `late_spans: rescore` a closed session is remembered for `late_window`: a trace of
+it arriving by then (a new one, or one of its traces scored again with late spans)
+opens it again with its earlier traces and the processors' state as it was before it
+closed, so its metrics are scored over the whole session when it closes again, on a new
+carrier with the next `eval.<metric>.sequence`; at most `max_rescores` times, then a
+later trace opens a new session as if none had been. At most `max_open_sessions` closed
+sessions are remembered, the one closed first forgotten first (docs/score-encoding.md,
+"Re-scores: late traces of a session").
 """
 
 from __future__ import annotations
@@ -15,11 +24,13 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from spanscore.core.quoting import excerpt
-from spanscore.core.session import Session
+from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import Trace
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
@@ -28,6 +39,13 @@ from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
 
 log = logging.getLogger("spanscore.pipeline")
+
+
+@dataclass
+class _Closed:
+    session: Session
+    state: dict[str, Any]  # the processors' state before its close ran them (they may pop theirs)
+    expires: float
 
 
 class Sessions:
@@ -44,6 +62,8 @@ class Sessions:
         counts: PipelineCounts,
         clock: Callable[[], float],
         book: LogRetention | None = None,
+        late_window: float = 0.0,
+        max_rescores: int = 0,
     ):
         self.open = open_sessions  # least recently active first; the fan-out reads it too
         self.idle_s = idle_s
@@ -60,6 +80,13 @@ class Sessions:
         # collector) while the session was open here, oldest first; its new carrier
         # replaces them when it closes.
         self._earlier_carriers: dict[str, list[ResourceSpans]] = {}
+        # Closed sessions a late trace may open again (none with a window of 0), closed
+        # first first; at most `max_open` of them.
+        self.late_window = late_window
+        self.max_rescores = max_rescores
+        self._kept: OrderedDict[str, _Closed] = OrderedDict()
+        self.forgotten = 0  # closed sessions dropped for the bound before their window ended
+        self._stopping = False
 
     def __len__(self) -> int:
         return len(self.open)
@@ -69,10 +96,12 @@ class Sessions:
         now = self.clock()
         session = self.open.get(session_id)
         if session is None:
-            origin = trace.root_origin or next(iter(trace.spans_by_origin))
-            resource = type(origin.resource)()
-            resource.CopyFrom(origin.resource)
-            session = Session(session_id, resource, now)
+            session = self._reopen(session_id, now)
+            if session is None:
+                origin = trace.root_origin or next(iter(trace.spans_by_origin))
+                resource = type(origin.resource)()
+                resource.CopyFrom(origin.resource)
+                session = Session(session_id, resource, now)
             self.open[session_id] = session
             if len(self.open) > self.max_open:
                 oldest = next(iter(self.open))
@@ -85,6 +114,72 @@ class Sessions:
         session.last_activity = now
         self.open.move_to_end(session_id)
         return session
+
+    def rescored(self, trace: Trace, session_id: str) -> None:
+        """`trace`, of session `session_id`, was scored again with late spans: its new
+        scores replace its earlier ones in the session, open (marked active) or closed and
+        remembered (opened again); a session it is not a trace of is left alone."""
+        session = self.open.get(session_id)
+        if session is None:
+            self._expire(self.clock())
+            closed = self._kept.get(session_id)
+            session = closed.session if closed is not None else None
+        if session is None or not any(t.trace_id == trace.trace_id for t in session.traces):
+            return
+        self.open_for(trace, session_id).replace_trace(TraceSummary.of(trace))
+
+    @property
+    def remembered(self) -> list[str]:
+        """Ids of the closed sessions a late trace would open again, closed first first."""
+        self._expire(self.clock())
+        return list(self._kept)
+
+    def _reopen(self, session_id: str, now: float) -> Session | None:
+        self._expire(now)
+        closed = self._kept.pop(session_id, None)
+        if closed is None:
+            return None
+        session = closed.session.reopened(closed.state, now)
+        log.debug(
+            "session %s opened again by a late trace: its metrics are scored again over its traces when it "
+            "closes (sequence %d)",
+            excerpt(session_id),
+            session.sequence,
+        )
+        return session
+
+    def _remember(self, session: Session) -> None:
+        """Keep a closing session for a late trace of it to open again, within `late_window`."""
+        if self.late_window <= 0 or self._stopping or session.cut_off:
+            return
+        if session.sequence > self.max_rescores:
+            log.info(
+                "session %s scored again %d times (max_rescores): a later trace of it opens a new session",
+                excerpt(session.session_id),
+                self.max_rescores,
+            )
+            return
+        now = self.clock()
+        self._expire(now)
+        self._kept[session.session_id] = _Closed(session, dict(session.state), now + self.late_window)
+        while len(self._kept) > self.max_open:
+            session_id, _ = self._kept.popitem(last=False)
+            self.forgotten += 1
+            log.log(
+                logging.WARNING if self.forgotten == 1 else logging.DEBUG,
+                "more than %d closed sessions kept for late traces (max_open_sessions): session %s is forgotten, "
+                "a late trace of it opens a new session (%d forgotten so far; later ones logged at debug)",
+                self.max_open,
+                excerpt(session_id),
+                self.forgotten,
+            )
+
+    def _expire(self, now: float) -> None:
+        while self._kept:
+            closed = next(iter(self._kept.values()))
+            if closed.expires > now:
+                break
+            self._kept.popitem(last=False)
 
     def hold_earlier_carrier(self, carrier: Trace) -> Session | None:
         """Keep a session carrier that arrived scored for the session's own carrier to
@@ -126,6 +221,8 @@ class Sessions:
     async def close_all(self, deadline: float, why: str) -> None:
         """Close every session by `deadline`; those not scored by then skip their metrics with `why`."""
         self._why = why
+        self._stopping = True  # nothing closed from now on is opened again
+        self._kept.clear()
         await self.wait(deadline)
         for session_id in list(self.open):
             self.close(session_id)
@@ -173,10 +270,13 @@ class Sessions:
             if self.book is not None:
                 self.book.session_closed(session, carrier, scored=scored is None or not scored.cut_off)
             if carrier is not None:
+                if (span := carrier.anchor) is not None:
+                    session.carrier_span = (carrier.trace_id, span.span_id)
                 self.counts.held_spans += 1
                 self.fanout.export(carrier)
 
     def _spawn_close(self, session: Session) -> None:
+        self._remember(session)  # before its processors run: they may take their state
         task = asyncio.create_task(self._close(session))
         self._closing.add(task)
         task.add_done_callback(self._closed)

@@ -103,6 +103,9 @@ class Pipeline:
             self.counts,
             clock,
             book,
+            # A late trace of a closed session opens it again where a late span re-scores its trace.
+            late_window=config.late_window if late is not None else 0.0,
+            max_rescores=config.max_rescores,
         )
         self.late = late
         self.scheduler = Scheduler(
@@ -158,6 +161,9 @@ def late_rescores(
     if config.late_spans != "rescore" or scoring is None:
         return None
     if not isinstance(scoring, LocalScoring):
-        log.info("late spans are forwarded, not scored again, when scoring runs in scoring_workers")
+        log.info(
+            "late spans are forwarded, not scored again, and closed sessions not opened again by late traces, "
+            "when scoring runs in scoring_workers"
+        )
         return None
     return LateRescores(config, copies)

@@ -42,6 +42,7 @@ from spanscore.pipeline.late_rescores import trace_carrier
 from spanscore.pipeline.scoring import Scored, sequence_attributes
 from spanscore.processors.embedding_metrics import COHERENCE, LOOP_DETECTION
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
+from tests.support import spans as test_spans
 from tests.support.factories import TEST_FACTORIES
 from tests.support.failing_run import run_spans
 from tests.support.judge_answers import answer_for, schema_of
@@ -51,7 +52,7 @@ from tests.support.phoenix_server import REQUIRE_ENV, PhoenixServer, phoenix_pyt
 from tests.support.ports import free_port
 from tests.support.running import wait_until
 from tests.support.span_metric import agent_run, scored_run
-from tests.support.spans import request_of
+from tests.support.spans import AGENT_ROOT, new_trace_id, request_of
 
 SESSION = "phoenix-session-1"
 QUESTION = "What is the weather in Paris today?"
@@ -86,7 +87,9 @@ def judge_server():
         yield server
 
 
-def collector_config(processors: dict[str, str], exporters: dict[str, str]) -> str:
+def collector_config(
+    processors: dict[str, str], exporters: dict[str, str], assembler: str = "trace_wait: 100ms"
+) -> str:
     """A config receiving OTLP/HTTP on an ephemeral port; sections given as flow YAML by id."""
 
     def section(components: dict[str, str]) -> str:
@@ -96,7 +99,7 @@ def collector_config(processors: dict[str, str], exporters: dict[str, str]) -> s
 receivers:
   otlp: {{protocols: {{http: {{endpoint: 127.0.0.1:0}}}}}}
 processors:
-  assembler: {{trace_wait: 100ms}}
+  assembler: {{{assembler}}}
 {section(processors)}exporters:
 {section(exporters)}service:
   shutdown_timeout: 15s
@@ -540,3 +543,39 @@ def test_a_late_span_rescore_replaces_the_root_annotation_in_phoenix(phoenix, st
     assert [(a["result"]["label"], a["metadata"]["sequence"]) for a in latest] == [("rate_limiting", 2)]
     stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 6, timeout_s=20)
     assert sorted(s["name"] for s in stored).count("evaluate_trace") == 1
+
+
+def test_a_late_trace_of_a_closed_session_replaces_its_session_annotation_in_phoenix(phoenix, start_collector):
+    project, session_id = "spanscore-late-session", "phoenix-late-session"
+    collector = start_collector(
+        collector_config(
+            processors={"toy_metric": "{name: toy}"},
+            exporters={
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
+            },
+            assembler="trace_wait: 100ms, session_idle: 500ms, late_window: 1m",
+        )
+    )
+
+    def send_turn() -> None:
+        turn = test_spans.span(new_trace_id(), "turn", attributes={**AGENT_ROOT, "session.id": session_id})
+        status, _, _ = post(collector.http_port, request_of([turn]).SerializeToString(), "application/x-protobuf")
+        assert status == 200
+
+    def annotations() -> list[dict]:
+        found = phoenix.get(f"/v1/projects/{project}/session_annotations", session_ids=[session_id], limit=100)
+        return [a for a in found["data"] if a["name"] == "toy_session"]
+
+    def read(found: list[dict]) -> list[tuple]:
+        return [(a["result"]["explanation"], a["metadata"]["sequence"], a["identifier"]) for a in found]
+
+    send_turn()
+    send_turn()
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) >= 2, timeout_s=20)
+    assert len(stored) >= 2  # the project exists once its first spans are stored
+    first = wait_for(annotations, lambda found: len(found) == 1, timeout_s=30)
+    assert read(first) == [("2 of 2 traces complete", 1, "spanscore")]
+    send_turn()  # within late_window of the close: the session opens again
+    latest = wait_for(annotations, lambda found: [a["metadata"]["sequence"] for a in found] == [2], timeout_s=30)
+    assert read(latest) == [("3 of 3 traces complete", 2, "spanscore")]  # replaced, not added

@@ -192,6 +192,7 @@ async def test_idle_session_closes_and_exports_a_carrier_linked_to_its_root_span
         "eval.toy_session.score": 1.0,
         "eval.toy_session.label": "pass",
         "eval.toy_session.explanation": "2 of 2 traces complete",
+        "eval.toy_session.sequence": 1,
         **by_code("toy_session"),
     }
     assert {(link.trace_id, link.span_id) for link in carrier.anchor.links} == set(traces)

@@ -11,6 +11,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
+from spanscore.core.score_encoding import PREVIOUS_CARRIER_LINK
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.span_finding import SpanFinding
 from spanscore.core.trace import ScopeOrigin, Trace
@@ -133,6 +134,26 @@ def test_a_session_carrier_links_its_traces_and_is_observed():
     assert attributes["session.id"] == "session-1" and attributes["eval.session.trace_count"] == 2
     assert attributes["eval.toy.score"] == 1.0 and carried.start_time_unix_nano == 1_000
     assert observations
+
+
+def test_a_session_scored_again_is_observed_as_re_scores_and_links_its_previous_carrier():
+    resource = Resource(attributes=[kv("service.name", "agent")])
+    links = [(new_trace_id(), new_span_id())]
+    previous = (new_trace_id(), new_span_id())
+    results = [MetricResult(name="toy", score=1.0), MetricResult(name="loops", score=0.0)]
+    usage = EvaluatorUsage(evaluator="judge", calls=2, input_tokens=10, output_tokens=3)
+    observations = ScoreObservations()
+    carrier = WRITER.carrier(
+        "session-1", resource, links, results, Scored(usages=[usage]), 0, observations, previous, rescore=True
+    )
+    [carried] = carrier.scope_spans[0].spans
+    assert [(link.trace_id, link.span_id) for link in carried.links] == [*links, previous]
+    assert [kv.key for kv in carried.links[1].attributes] == [PREVIOUS_CARRIER_LINK]
+    assert attributes_to_dict(carried.attributes)["eval.session.trace_count"] == 1  # the previous carrier is no trace
+    kinds = sorted((kind, amount) for (kind, _, _), amount in observations.counts.items())
+    # One re-score per result, no result counted again, no score observed; the judge's calls and tokens are.
+    assert kinds == [("calls", 2), ("rescores", 1), ("rescores", 1), ("tokens", 3), ("tokens", 10)]
+    assert not observations.scores
 
 
 def test_a_session_without_results_or_attributes_has_no_carrier():

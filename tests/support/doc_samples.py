@@ -164,7 +164,7 @@ def _root_scores(runs: Runs) -> str:
 def _session_carrier(runs: Runs) -> str:
     _, spans = runs.collector
     carrier = next(s for s in spans if s["name"] == "evaluate_session")
-    return _attributes(carrier, lambda key: not key.endswith(".revision"))
+    return _attributes(carrier, lambda key: not key.endswith((".revision", ".sequence")))
 
 
 def _inspect_examples(runs: Runs) -> str:
