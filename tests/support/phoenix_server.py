@@ -56,9 +56,12 @@ def phoenix_python() -> tuple[str | None, str]:
 class PhoenixServer:
     """`python -m phoenix.server.main serve` on 127.0.0.1, stopped by `stop()` or `with`."""
 
-    def __init__(self, python: str, settings: dict[str, str] | None = None):
-        """`settings`: more PHOENIX_* variables, such as authentication's."""
-        self.directory = Path(tempfile.mkdtemp(prefix="spanscore-phoenix-"))
+    def __init__(self, python: str, settings: dict[str, str] | None = None, working_dir: Path | None = None):
+        """`settings`: more PHOENIX_* variables, such as authentication's. `working_dir`:
+        a directory to keep (its database included) instead of a fresh one removed at stop."""
+        self.keep_directory = working_dir is not None
+        self.directory = working_dir if working_dir is not None else Path(tempfile.mkdtemp(prefix="spanscore-phoenix-"))
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.port, self.grpc_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}
@@ -120,7 +123,8 @@ class PhoenixServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)  # its own session: only what it started
                 self.process.wait(timeout=5)
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if not self.keep_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def log_tail(self, lines: int = 30) -> str:
         try:
