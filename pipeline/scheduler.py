@@ -221,12 +221,13 @@ class Scheduler:
                 continue
             so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in progress.pending]
             early[id(trace)] = so_far
-            results = trace.results
             session = opened.get(trace.trace_id)
             if self.book is not None and session is not None:
                 self.book.scored_in(trace, session)
+            # From here `trace.results` are the ones it left with, what the exporters read
+            # (the scoring goes on adding to its own list): a processor starting after
+            # max_hold reads the results computed by then.
             self.attacher.attach(trace, so_far)
-            trace.results = results  # the processors still running read and add to the scoring's own
             self.fanout.export(trace)
 
     def _follow(self, trace: Trace, scored: Scored, observations: ScoreObservations) -> None:
