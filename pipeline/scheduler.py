@@ -6,7 +6,10 @@ per session at a time, so a session's traces are scored in the order they were r
 at most `scoring_concurrency` traces out at once: waiting costs no task per trace, and
 CPU-bound metrics cannot keep the receivers and exporters that share the event loop
 waiting. Each scored trace gets its scores attached and goes to the fan-out; scoring
-never holds a trace back, even a crashed or cancelled scoring exports its traces. Late
+never holds a trace back, even a crashed or cancelled scoring exports its traces, and a
+scoring still running `max_hold` after it started lets its traces go with the results
+computed by then, the others following on `evaluate_trace` carriers when it ends (its
+scorer takes the next batch meanwhile). Late
 spans of a scored trace are forwarded and, with `late_spans: rescore`, the trace is
 scored again with them (late_rescores): only the re-score's carrier span is exported.
 
@@ -150,7 +153,7 @@ class Scheduler:
             left = asyncio.Event()
             task = asyncio.create_task(self._score_batch(scoring, batch, left), name="scoring-batch")
             self._batches.add(task)
-            task.add_done_callback(self._batches.discard)
+            task.add_done_callback(self._batch_done)
             waiting = asyncio.ensure_future(left.wait())
             try:
                 await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
@@ -165,6 +168,11 @@ class Scheduler:
             # queue would otherwise keep the loop from the receivers, the exporters and
             # the ticker until the backlog is gone: clients time out, nothing leaves.
             await asyncio.sleep(0)
+
+    def _batch_done(self, task: asyncio.Task) -> None:
+        self._batches.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scoring a batch failed", exc_info=task.exception())
 
     async def _score_batch(self, scoring: Scoring, traces: list[Trace], left: asyncio.Event) -> None:
         opened: dict[bytes, Session] = {}
