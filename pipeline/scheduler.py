@@ -194,15 +194,18 @@ class Scheduler:
                 task.cancel()
                 for trace in traces:
                     if id(trace) in early:
-                        self._follow(trace, Scored(attributes=skipped_attributes(pending, self._why)), observations)
+                        if early[id(trace)].skip_reason is None:
+                            cut_off = Scored(attributes=skipped_attributes(pending, self._why))
+                            self._follow(trace, cut_off, observations)
                     else:
                         self._conclude(trace, scoring.left_unscored(trace, session_of, self._why), opened)
                 raise
             for trace, scored in zip(traces, answers):
-                if id(trace) in early:
-                    self._follow(trace, following(scored, early[id(trace)], pending), observations)
-                else:
+                left_with = early.get(id(trace))
+                if left_with is None:
                     self._conclude(trace, scored, opened, observations)
+                elif left_with.skip_reason is None:
+                    self._follow(trace, following(scored, left_with, pending), observations)
         finally:
             self.attacher.observe(observations)
             for session in opened.values():
@@ -219,16 +222,22 @@ class Scheduler:
     def _leave_early(
         self, traces: list[Trace], progress: ScoringProgress, early: dict[int, Scored], opened: dict[bytes, Session]
     ) -> None:
-        """Each trace whose progress is known leaves now with the results computed so far,
-        `eval.<metric>.pending` for the metrics still being computed; the others (out of
-        the scope, or scored where progress is not seen) wait for the whole scoring."""
+        """Each trace whose progress is known leaves now: out of the scope as it came, else
+        with the results computed so far and `eval.<metric>.pending` for the metrics still
+        being computed; the others (scored where progress is not seen) wait for the whole
+        scoring."""
         reason = f"not scored within max_hold ({format_duration(self.max_hold)})"
         for trace in traces:
             so_far = progress.so_far(trace)
             if so_far is None or trace.sequence > 1:  # a re-score sends one carrier, when done
                 continue
-            so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in progress.pending]
             early[id(trace)] = so_far
+            if so_far.skip_reason is not None:
+                self._conclude(trace, so_far, opened)
+                trace.release_derived()
+                self._export(trace)
+                continue
+            so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in progress.pending]
             session = opened.get(trace.trace_id)
             if self.book is not None and session is not None:
                 self.book.scored_in(trace, session)

@@ -105,12 +105,16 @@ class ScoringProgress:
     def track(self, trace: Trace, scored: Scored) -> None:
         self._scored[id(trace)] = scored
 
+    def out_of_scope(self, trace: Trace, skip_reason: str) -> None:
+        self._scored[id(trace)] = Scored(skip_reason=skip_reason)
+
     def so_far(self, trace: Trace) -> Scored | None:
         """A copy of the trace's outputs so far, span-level results sorted and sequenced as
-        the whole scoring's will be; None when its progress is not known."""
+        the whole scoring's will be; its skip reason when it is out of the scope; None when
+        its progress is not known."""
         scored = self._scored.get(id(trace))
-        if scored is None:
-            return None
+        if scored is None or scored.skip_reason is not None:
+            return scored
         early = Scored(
             results=list(scored.results),
             attributes=list(scored.attributes),
@@ -229,6 +233,8 @@ class LocalScoring:
             answers.append(Scored(skip_reason=skip))
             if skip is None:  # settled before a session is opened for it
                 items.append((trace, session_of(trace)))
+            elif progress is not None:
+                progress.out_of_scope(trace, skip)
         scored = iter(await self._run_processors(items, progress) if items else ())
         answers = [answer if answer.skip_reason is not None else next(scored) for answer in answers]
         for trace, session in items:

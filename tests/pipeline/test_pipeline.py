@@ -669,3 +669,16 @@ async def test_a_pending_metric_still_running_at_the_shutdown_deadline_follows_s
         "eval.slow.skipped": "stopped before scoring it"
     }
     assert rig.pipeline.counts.held_spans == 0
+
+
+async def test_a_trace_outside_the_scope_leaves_at_max_hold_as_it_came_not_after_its_batch(rig_for):
+    rig = await rig_for(toy(name="slow", delay_s=0.6), max_hold=0.1)  # agent traces only
+    agent, health_check = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(agent, "root", attributes=AGENT_ROOT), span(health_check, "GET /health")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # one batch
+    await asyncio.sleep(0.4)
+    assert not [k for k in rig.exporter.only(health_check).anchor_attributes if k.startswith("eval.")]
+    assert "eval.slow.pending" in rig.exporter.only(agent).anchor_attributes
+    await rig.pipeline.settle()
+    assert len(rig.exporter.by_trace_id(health_check)) == 1 and len(rig.exporter.by_trace_id(agent)) == 2
