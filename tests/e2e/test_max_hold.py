@@ -20,11 +20,11 @@ from tests.support.running import scraped_samples, wait_until
 HOLD = "not scored within max_hold (500ms)"
 
 
-def config(sink, judge_url: str, prometheus: int, judge: str = "") -> str:
+def config(sink, judge_url: str, prometheus: int, judge: str = "", assembler: str = "") -> str:
     return f"""
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
 processors:
-  assembler: {{trace_wait: 50ms, max_hold: 500ms}}
+  assembler: {{trace_wait: 50ms, max_hold: 500ms{assembler}}}
   failure_localization: {{when: always}}
 {judge_metrics(judge_url, judge)}
 exporters:
@@ -123,5 +123,26 @@ def test_a_judge_that_never_answers_leaves_the_trace_scored_its_errors_follow_by
         followed = attributes_to_dict(carrier.attributes)
         assert {m for m in JUDGED if f"eval.{m}.error" in followed} == set(JUDGED)
         assert {followed[f"eval.{m}.sequence"] for m in JUDGED} == {1}
+    finally:
+        judge.stop()
+
+
+def test_with_scoring_workers_the_trace_still_waits_for_its_whole_scoring(sink, start_collector):
+    """Not built there: a worker's partial results do not cross back (docs say so)."""
+    judge = OpenAIServer(handler=schema_judge(score=0.8), port=free_port())
+    judge.chat_latency_s = 2.0
+    judge.start()
+    try:
+        collector = start_collector(config(sink, judge.base_url, free_port(), assembler=", scoring_workers: 1"))
+        sent = time.monotonic()
+        send_trace(collector, "worker-scored")
+        assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=20)
+        assert time.monotonic() - sent > 2.0  # held for the judge's answer, past max_hold
+        [root] = sink.spans()
+        attributes = attributes_to_dict(root.attributes)
+        assert {attributes[f"eval.{m}.score"] for m in JUDGED} == {0.8}
+        assert not [k for k in attributes if k.endswith(".pending")]
+        time.sleep(0.5)
+        assert len(sink.spans()) == 1  # no carrier follows
     finally:
         judge.stop()
