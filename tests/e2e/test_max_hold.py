@@ -10,14 +10,44 @@ from __future__ import annotations
 import time
 
 from spanscore.core.attributes import attributes_to_dict
-from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES
-from tests.e2e.test_judge_outage import JUDGED, SKIPPED, judge_metrics, send_trace
+from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_TOOL_CALLS, NO_TOOLS
+from tests.support.agent_session import messages
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
+from tests.support.otlp_client import grpc_export
 from tests.support.ports import free_port
 from tests.support.running import scraped_samples, wait_until
+from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
 HOLD = "not scored within max_hold (500ms)"
+# No tools offered or called: these are skipped without the judge, `.skipped` saying why.
+SKIPPED = {"tool_correctness": NO_TOOLS, "argument_correctness": NO_TOOL_CALLS}
+JUDGED = [m for m in METRIC_NAMES if m not in SKIPPED]
+
+
+def judge_metrics(base_url: str, judge: str = "") -> str:
+    fast = "max_retries: 1, initial_backoff: 50ms, max_backoff: 200ms"
+    return (
+        f"  judge_metrics: {{judge: {{model: judge-test, base_url: '{base_url}', api_key: test-key, {fast}{judge}}}}}"
+    )
+
+
+def send_trace(collector, name: str) -> bytes:
+    """One agent turn, its root alone; each its own answer, so the judge's cache does not answer."""
+    trace_id = new_trace_id()
+    root = span(
+        trace_id,
+        name,
+        span_id=new_span_id(),
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "helper",
+            "gen_ai.input.messages": messages("user", "Summarise my last order."),
+            "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name})."),
+        },
+    )
+    grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
+    return trace_id
 
 
 def config(sink, judge_url: str, prometheus: int, judge: str = "", assembler: str = "") -> str:
