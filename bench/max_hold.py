@@ -185,8 +185,12 @@ def main() -> int:
             )
         )
     finally:
-        collector.terminate()
-        collector.wait(30)
+        collector.terminate()  # its shutdown gives the held judge calls their skipped results
+        try:
+            collector.wait(120)
+        except subprocess.TimeoutExpired:
+            collector.kill()
+            collector.wait()
     return 0
 
 
