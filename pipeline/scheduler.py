@@ -6,7 +6,10 @@ per session at a time, so a session's traces are scored in the order they were r
 at most `scoring_concurrency` traces out at once: waiting costs no task per trace, and
 CPU-bound metrics cannot keep the receivers and exporters that share the event loop
 waiting. Each scored trace gets its scores attached and goes to the fan-out; scoring
-never holds a trace back, even a crashed or cancelled scoring exports its traces. Late
+never holds a trace back, even a crashed or cancelled scoring exports its traces, and a
+scoring still running `max_hold` after it started lets its traces go with the results
+computed by then, the others following on `evaluate_trace` carriers when it ends (its
+scorer takes the next batch meanwhile). Late
 spans of a scored trace are forwarded and, with `late_spans: rescore`, the trace is
 scored again with them (late_rescores): only the re-score's carrier span is exported.
 
@@ -22,7 +25,10 @@ import logging
 import time
 from collections.abc import Callable
 
+from spanscore.core.durations import format_duration
+from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.assembler import Assembler
@@ -33,7 +39,14 @@ from spanscore.pipeline.late_rescores import LateRescores
 from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.pipeline.score_scope import SESSION_CARRIER, UnscoredTraces
-from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
+from spanscore.pipeline.scoring import (
+    NOT_SCORED,
+    Scored,
+    Scoring,
+    ScoringProgress,
+    following,
+    skipped_attributes,
+)
 from spanscore.pipeline.sessions import Sessions
 
 log = logging.getLogger("spanscore.pipeline")
@@ -84,6 +97,8 @@ class Scheduler:
         self._replaced: set[bytes] = set()  # ids of earlier carriers the sessions hold, not to export
         self.late = late  # scored traces awaiting late spans, when they are scored again
         self._rescore_carriers: dict[int, Trace] = {}  # by id() of the re-scored trace: what it sends
+        self.max_hold = config.max_hold
+        self._batches: set[asyncio.Task] = set()  # batches being scored, some of whose traces may have left
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -133,36 +148,113 @@ class Scheduler:
         ready = self.ready
         while True:
             batch = await ready.get_batch()
+            # The batch's traces leave within max_hold; a scoring still running then goes
+            # on beside the scorers, its remaining results to follow on carriers.
+            left = asyncio.Event()
+            task = asyncio.create_task(self._score_batch(scoring, batch, left), name="scoring-batch")
+            self._batches.add(task)
+            task.add_done_callback(self._batch_done)
+            waiting = asyncio.ensure_future(left.wait())
             try:
-                await self._score_batch(scoring, batch)
+                await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
             finally:
+                waiting.cancel()
                 ready.done(batch)
             # A processor that never suspends (an inline embedder) and a backlog in the
             # queue would otherwise keep the loop from the receivers, the exporters and
             # the ticker until the backlog is gone: clients time out, nothing leaves.
             await asyncio.sleep(0)
 
-    async def _score_batch(self, scoring: Scoring, traces: list[Trace]) -> None:
+    def _batch_done(self, task: asyncio.Task) -> None:
+        self._batches.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scoring a batch failed", exc_info=task.exception())
+
+    async def _score_batch(self, scoring: Scoring, traces: list[Trace], left: asyncio.Event) -> None:
         opened: dict[bytes, Session] = {}
         session_of = self._session_of(opened)
         observations = ScoreObservations()  # the batch's score metrics, recorded once per series
+        progress = ScoringProgress()
+        early: dict[int, Scored] = {}  # by id() of each trace that left before its scoring ended
+        pending: tuple[str, ...] = ()  # the metrics they left without
+        task = asyncio.ensure_future(scoring.score_batch(traces, session_of, progress))
         try:
             try:
-                answers = await scoring.score_batch(traces, session_of)
+                done, _ = await asyncio.wait({task}, timeout=self.max_hold)
+                if not done:
+                    pending = progress.pending
+                    self._leave_early(traces, progress, early, opened)
+                    left.set()
+                answers = await task
             except asyncio.CancelledError:  # the scoring deadline at shutdown
+                task.cancel()
                 for trace in traces:
-                    self._conclude(trace, scoring.left_unscored(trace, session_of, self._why), opened)
+                    if id(trace) in early:
+                        if early[id(trace)].skip_reason is None:
+                            cut_off = Scored(attributes=skipped_attributes(pending, self._why))
+                            self._follow(trace, cut_off, observations)
+                    else:
+                        self._conclude(trace, scoring.left_unscored(trace, session_of, self._why), opened)
                 raise
             for trace, scored in zip(traces, answers):
-                self._conclude(trace, scored, opened, observations)
+                left_with = early.get(id(trace))
+                if left_with is None:
+                    self._conclude(trace, scored, opened, observations)
+                elif left_with.skip_reason is None:
+                    self._follow(trace, following(scored, left_with, pending), observations)
         finally:
             self.attacher.observe(observations)
             for session in opened.values():
                 self.sessions.scored(session)
             for trace in traces:
                 trace.release_derived()  # the views derived for the processors are not kept while exporting
-                self._export(trace)
+                if id(trace) in early:
+                    self._export_carrier(trace)
+                else:
+                    self._export(trace)
                 self.ready.release(trace)  # the next trace of its session, held back until now, may go
+            left.set()
+
+    def _leave_early(
+        self, traces: list[Trace], progress: ScoringProgress, early: dict[int, Scored], opened: dict[bytes, Session]
+    ) -> None:
+        """Each trace whose progress is known leaves now: out of the scope as it came, else
+        with the results computed so far and `eval.<metric>.pending` for the metrics still
+        being computed; the others (scored where progress is not seen) wait for the whole
+        scoring."""
+        reason = f"not scored within max_hold ({format_duration(self.max_hold)})"
+        for trace in traces:
+            so_far = progress.so_far(trace)
+            if so_far is None or trace.sequence > 1:  # a re-score sends one carrier, when done
+                continue
+            early[id(trace)] = so_far
+            if so_far.skip_reason is not None:
+                self._conclude(trace, so_far, opened)
+                trace.release_derived()
+                self._export(trace)
+                continue
+            so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in progress.pending]
+            session = opened.get(trace.trace_id)
+            if self.book is not None and session is not None:
+                self.book.scored_in(trace, session)
+            # From here `trace.results` are the ones it left with, what the exporters read
+            # (the scoring goes on adding to its own list): a processor starting after
+            # max_hold reads the results computed by then.
+            self.attacher.attach(trace, so_far)
+            self.fanout.export(trace)
+
+    def _follow(self, trace: Trace, scored: Scored, observations: ScoreObservations) -> None:
+        """The results that follow a trace that left before its scoring ended, on a carrier
+        numbered with the same sequence: they complete that scoring."""
+        if scored.skip_reason is not None or not (scored.results or scored.attributes):
+            return
+        carrier = self.attacher.following_carrier(trace, scored, time.time_ns(), observations)
+        if carrier is not None:
+            self._rescore_carriers[id(trace)] = carrier
 
     def _session_of(self, opened: dict[bytes, Session]) -> Callable[[Trace], Session | None]:
         """Opens the session of a trace in the scope, marked as being scored, into `opened`."""
@@ -212,16 +304,20 @@ class Scheduler:
 
     def _export(self, trace: Trace) -> None:
         if trace.sequence > 1:  # a re-score sends its carrier only: no span id is sent twice
-            carrier = self._rescore_carriers.pop(id(trace), None)
-            if carrier is not None:
-                self.counts.held_spans += carrier.span_count
-                self.fanout.export(carrier)
+            self._export_carrier(trace)
             return
         if self._replaced and trace.trace_id in self._replaced:
             self._replaced.discard(trace.trace_id)
             self.fanout.discard(trace)
         else:
             self.fanout.export(trace)
+
+    def _export_carrier(self, trace: Trace) -> None:
+        """The carrier of results for a trace whose spans were sent already, if it has one."""
+        carrier = self._rescore_carriers.pop(id(trace), None)
+        if carrier is not None:
+            self.counts.held_spans += carrier.span_count
+            self.fanout.export(carrier)
 
     # Shutdown --------------------------------------------------------------------------
 
@@ -236,6 +332,7 @@ class Scheduler:
             self.dispatch(trace)
         share = min(SESSION_SHARE_S, max(0.0, deadline - time.monotonic()) / 2)
         await self._drain_ready(deadline - share)
+        await self._drain_following(deadline - share)
         await self.sessions.close_all(deadline, why)
         for scorer in self._scorers:
             scorer.cancel()
@@ -246,7 +343,19 @@ class Scheduler:
         every closing session is done (for tests and embedders driving `tick`)."""
         if self._scorers:
             await self.ready.join()
+        while self._batches:  # the results following traces that left early
+            await asyncio.gather(*self._batches, return_exceptions=True)
         await self.sessions.wait()
+
+    async def _drain_following(self, deadline: float) -> None:
+        """The scorings of traces that left early, until `deadline`; past it their pending
+        metrics follow as skipped, saying why."""
+        remaining = deadline - time.monotonic()
+        if self._batches and remaining > 0:
+            await asyncio.wait(set(self._batches), timeout=remaining)
+        for task in self._batches:
+            task.cancel()
+        await asyncio.gather(*self._batches, return_exceptions=True)
 
     async def _drain_ready(self, deadline: float) -> None:
         ready = self.ready
