@@ -134,7 +134,7 @@ class ScoringProgress:
         return early
 
 
-def following(final: Scored, early: Scored, pending: Sequence[str]) -> Scored:
+def following_results(final: Scored, early: Scored, pending: Sequence[str]) -> Scored:
     """What `final` adds to the `early` outputs a trace left with: the results and
     attributes of the `pending` metrics, and the usage of the calls made since."""
     prefixes = tuple(result_keys(name).prefix for name in pending)
@@ -160,8 +160,13 @@ class Scoring(Protocol):
     trace_metric_names: tuple[str, ...]  # those scored per trace
     session_metric_names: tuple[str, ...]  # those scored when a session closes
     tracks_sessions: bool  # a processor reads sessions: they are opened and closed for it
+    shows_progress: bool  # `score_batch` keeps a `ScoringProgress` up to date: traces may leave before it ends
 
     def provenance(self) -> dict[str, Provenance]: ...
+
+    def skip_reason(self, trace: Trace) -> str | None:
+        """Why `trace` is outside the scoring scope, or None."""
+        ...
 
     async def score_batch(
         self, traces: Sequence[Trace], session_of: SessionOf, progress: ScoringProgress | None = None
@@ -203,6 +208,8 @@ def unscored_in_scope(
 
 class LocalScoring:
     """The processors of one pipeline, run in this process."""
+
+    shows_progress = True
 
     def __init__(self, processors: list[tuple[str, Processor]], scope: ScoreScope):
         self.processors = processors

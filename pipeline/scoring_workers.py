@@ -86,6 +86,7 @@ class WorkerScoring:
         self.session_metric_names = session_metric_names
         self.metric_names = (*trace_metric_names, *session_metric_names)
         self.tracks_sessions = tracks_sessions
+        self.shows_progress = False  # a worker's partial results do not cross back
         self._scope = ScoreScope(setup.scope)  # here only for the traces a shutdown leaves unscored
         self._retired = JudgeTelemetry()  # what the judges of workers that exited spent
         self._start_worker = start_worker
@@ -169,9 +170,11 @@ class WorkerScoring:
                 session.traces.append(TraceSummary.of(trace, prepared.scores if prepared is not None else None))
         return scored_traces
 
+    def skip_reason(self, trace: Trace) -> str | None:
+        return scope_skip_reason(self._scope, trace)
+
     def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
-        skip = scope_skip_reason(self._scope, trace)
-        return unscored_in_scope(skip, trace, session_of, self.trace_metric_names, why)
+        return unscored_in_scope(self.skip_reason(trace), trace, session_of, self.trace_metric_names, why)
 
     async def score_session(self, session: Session) -> Scored:
         worker = self._workers[zlib.crc32(session.session_id.encode("utf-8")) % len(self._workers)]

@@ -682,3 +682,102 @@ async def test_a_trace_outside_the_scope_leaves_at_max_hold_as_it_came_not_after
     assert "eval.slow.pending" in rig.exporter.only(agent).anchor_attributes
     await rig.pipeline.settle()
     assert len(rig.exporter.by_trace_id(health_check)) == 1 and len(rig.exporter.by_trace_id(agent)) == 2
+
+
+async def test_a_trace_waiting_for_a_scorer_leaves_at_max_hold_and_its_results_follow_once_scored(rig_for):
+    rig = await rig_for(
+        toy(name="quick"),
+        toy(name="slow", delay_s=0.3),
+        score=EVERY_TRACE,
+        max_hold=0.5,
+        scoring_concurrency=1,
+        scoring_batch=1,
+    )
+    first, second = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(first, "root"), span(second, "root")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # both ready: the one scorer takes the first, the second waits in line
+    await asyncio.sleep(0.05)
+    rig.clock.now = 1.6  # ready 600 ms ago, still without a scorer
+    rig.pipeline.tick()
+    left = rig.exporter.only(second)
+    assert left.scores == {}
+    assert {k: v for k, v in left.anchor_attributes.items() if k.endswith(".pending")} == {
+        "eval.quick.pending": "not scored within max_hold (500ms)",
+        "eval.slow.pending": "not scored within max_hold (500ms)",
+    }
+    assert rig.exporter.by_trace_id(first) == []  # scored within its max_hold: it leaves whole
+
+    await rig.pipeline.settle()
+    assert rig.exporter.only(first).scores == {"quick": 0.25, "slow": 0.25}
+    _, followed = rig.exporter.by_trace_id(second)
+    assert followed.span_names == ["evaluate_trace"] and followed.scores == {"quick": 0.25, "slow": 0.25}
+    assert (followed.anchor_attributes["eval.quick.sequence"], followed.anchor_attributes["eval.slow.sequence"]) == (
+        1,
+        1,
+    )
+    assert rig.pipeline.counts.held_spans == 0
+
+
+GIVEN_UP = "given up: results of more than {} traces were following (max_following_traces)"
+
+
+async def test_past_max_following_traces_the_oldest_waiting_in_line_are_given_up(rig_for):
+    rig = await rig_for(
+        toy(name="quick"),
+        toy(name="slow", delay_s=30.0),
+        score=EVERY_TRACE,
+        max_hold=0.1,
+        max_following_traces=2,
+        scoring_concurrency=1,
+        scoring_batch=1,
+    )
+    first, second, third, fourth = traces = [new_trace_id() for _ in range(4)]
+    rig.receiver.send(request_of([span(trace_id, "root") for trace_id in traces]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # the one scorer takes the first, the others wait in line
+    await asyncio.sleep(0.02)
+    rig.clock.now = 1.2
+    rig.pipeline.tick()  # the three waiting leave: one more than the bound, the oldest given up
+    await asyncio.sleep(0.3)  # the first leaves at its max_hold: one more again
+    for given_up in (second, third):
+        left, followed = rig.exporter.by_trace_id(given_up)
+        assert left.scores == {} and "eval.slow.pending" in left.anchor_attributes
+        assert followed.span_names == ["evaluate_trace"] and followed.results == ()
+        assert {k: v for k, v in followed.anchor_attributes.items() if k.endswith(".skipped")} == {
+            "eval.quick.skipped": GIVEN_UP.format(2),
+            "eval.slow.skipped": GIVEN_UP.format(2),
+        }
+    assert rig.exporter.only(first).scores == {"quick": 0.25}  # its slow metric still follows
+    assert "eval.quick.pending" in rig.exporter.only(fourth).anchor_attributes
+    assert len(rig.pipeline.scheduler._following) == 2
+    assert rig.pipeline.scheduler.ready.unfinished == 0  # the given up left the line
+
+
+async def test_past_max_following_traces_the_oldest_scoring_is_cancelled_its_pending_metrics_skipped(rig_for):
+    rig = await rig_for(
+        toy(name="quick"),
+        toy(name="slow", delay_s=30.0),
+        score=EVERY_TRACE,
+        max_hold=0.1,
+        max_following_traces=1,
+        scoring_concurrency=2,
+        scoring_batch=1,
+    )
+    older, newer = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(older, "root")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()
+    await asyncio.sleep(0.15)  # it left at max_hold, its slow metric following
+    rig.receiver.send(request_of([span(newer, "root")]))
+    rig.clock.now = 2.0
+    rig.pipeline.tick()
+    await asyncio.sleep(0.3)  # the newer left too: past the bound, the older's scoring is given up
+    left, followed = rig.exporter.by_trace_id(older)
+    assert left.scores == {"quick": 0.25} and "eval.slow.pending" in left.anchor_attributes
+    assert followed.span_names == ["evaluate_trace"] and followed.results == ()
+    assert {k: v for k, v in followed.anchor_attributes.items() if k.startswith("eval.")} == {
+        "eval.slow.skipped": GIVEN_UP.format(1)
+    }
+    assert rig.exporter.only(newer).scores == {"quick": 0.25}
+    assert len(rig.pipeline.scheduler._batches) == 1  # the older's scoring ended, its judge calls with it
