@@ -176,3 +176,29 @@ def test_with_scoring_workers_the_trace_still_waits_for_its_whole_scoring(sink, 
         assert len(sink.spans()) == 1  # no carrier follows
     finally:
         judge.stop()
+
+
+def test_past_max_following_traces_the_oldest_judge_calls_are_given_up_their_metrics_skipped(sink, start_collector):
+    judge = OpenAIServer(handler=schema_judge(score=0.8), port=free_port())
+    judge.chat_latency_s = 60.0  # accepts the connection, never answers in the test's time
+    judge.start()
+    try:
+        collector = start_collector(config(sink, judge.base_url, free_port(), assembler=", max_following_traces: 2"))
+        sent = []
+        for number in range(4):  # one at a time: each its own scoring
+            sent.append(send_trace(collector, f"silent judge {number}"))
+            assert wait_until(lambda: len(sink.spans()) >= number + 1, timeout_s=10)
+        # The third and fourth to leave took the first two past the bound: given up now,
+        # not at max_judge_wait (10 min).
+        assert wait_until(lambda: len(sink.spans()) == 6, timeout_s=10)
+        time.sleep(0.5)
+        spans = sink.spans()
+        assert len(spans) == 6
+        carriers = {s.trace_id: attributes_to_dict(s.attributes) for s in spans if s.name == "evaluate_trace"}
+        assert set(carriers) == set(sent[:2])
+        reason = "given up: results of more than 2 traces were following (max_following_traces)"
+        for followed in carriers.values():
+            assert {followed[f"eval.{m}.skipped"] for m in JUDGED} == {reason}
+            assert not [k for k in followed if k.endswith((".score", ".error", ".pending"))]
+    finally:
+        judge.stop()
