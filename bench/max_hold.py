@@ -1,28 +1,34 @@
 """max_hold bench: a judge that accepts connections and never answers, at a steady rate.
 
-    python bench/max_hold.py [--seconds 60] [--traces-per-s 100] [--max-hold 1s]
+    python bench/max_hold.py [--seconds 300] [--traces-per-s 200] [--max-hold 30s]
+                             [--max-following-traces N] [--follow-s 180]
 
 A `spanscore run` process receives OTLP/HTTP on loopback, scores with
-`failure_localization` (no judge) then `judge_metrics`, whose judge is a socket that
-accepts every connection and never answers, and writes what it exports to a file
-exporter. The bench sends agent traces of 5 spans (a root and four children, one
-request each trace) at a steady rate and reports: requests refused (HTTP 503, the
-collector at `max_buffered_spans`), roots exported and how long after they were sent
-(read from the file once a second: a delay is up to 1 s late), and the collector's RSS sampled every second
-(start, end, peak). Loopback, one machine; the judge's scores are never computed here,
-so nothing in it says anything about judge quality.
+`failure_localization` (no judge) then `judge_metrics`, whose judge is a loopback
+OpenAI server that accepts every request and holds it unanswered, and writes what it
+exports to a file exporter. The bench sends agent traces of 5 spans (a root and four
+children, one request each trace) at a steady rate and reports: requests refused (HTTP
+503, the collector at `max_buffered_spans`), roots exported and how long after they
+were sent (p50/p99/max; read from the file once a second, so up to 1 s late), the
+collector's RSS sampled every second (start, peak, end, and the slope over the last 4
+minutes), and the traces whose roots left with `eval.<metric>.pending` and whose
+results had not followed when sending stopped. Then the judge starts answering (held
+requests included) and the bench counts, for up to `--follow-s`, the carriers that
+follow those traces: with the judge's results, given up (`max_following_traces`) or in
+error. Loopback, one machine; the judge answers from the schema (every score 0.8), so
+nothing here says anything about judge quality, only about the plumbing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
-import socket
+import logging
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -33,12 +39,15 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.ports import free_port, wait_for_port  # noqa: E402
+from spanscore.core.attributes import attributes_to_dict  # noqa: E402
 from spanscore.core.otlp_json import decode_request  # noqa: E402
+from tests.support.judge_answers import schema_judge  # noqa: E402
+from tests.support.openai_server import OpenAIServer, RecordedRequest  # noqa: E402
 
 CONFIG = """
 receivers: {{otlp: {{protocols: {{http: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
 processors:
-  assembler: {{trace_wait: 200ms, max_hold: {max_hold}}}
+  assembler: {{trace_wait: 200ms, max_hold: {max_hold}{following}}}
   failure_localization: {{when: always}}
   judge_metrics: {{judge: {{model: bench-judge, base_url: 'http://127.0.0.1:{judge}/v1', api_key: k}}}}
 exporters:
@@ -49,20 +58,40 @@ service:
 """
 
 
-def silent_judge() -> int:
-    """A listening socket whose connections are accepted and never answered."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1024)
-    held: list[socket.socket] = []
+class SwitchableJudge(OpenAIServer):
+    """A loopback judge that holds every chat request unanswered until `answer()`, then
+    answers them all, and every later one, from the request's schema. It keeps no
+    record of the requests (a soak sends many)."""
 
-    def accept() -> None:
-        while True:
-            connection, _ = server.accept()
-            held.append(connection)
+    def __init__(self) -> None:
+        super().__init__(handler=schema_judge(score=0.8))
+        self._answering: asyncio.Event | None = None  # made in the server's loop
+        self.held = 0
 
-    threading.Thread(target=accept, daemon=True).start()
-    return server.getsockname()[1]
+    async def _record(self, request) -> RecordedRequest:
+        recorded = await super()._record(request)
+        with self._lock:
+            self.requests.clear()
+        return recorded
+
+    async def _chat_served(self, request, recorded):
+        if self._answering is None:
+            self._answering = asyncio.Event()
+        self.held += 1
+        try:
+            await self._answering.wait()
+        finally:
+            self.held -= 1
+        return await super()._chat_served(request, recorded)
+
+    def answer(self) -> None:
+        def start_answering() -> None:
+            if self._answering is None:
+                self._answering = asyncio.Event()
+            self._answering.set()
+
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(start_answering)
 
 
 def _kv(key: str, value: str) -> KeyValue:
@@ -103,43 +132,104 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+class Exports:
+    """What the file exporter wrote so far: when each root arrived, which roots left with
+    pending results, and how each carrier that followed them ended."""
+
+    GIVEN_UP = "given up:"
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.root_at: dict[bytes, float] = {}
+        self.pending: set[bytes] = set()  # roots that left with `eval.<metric>.pending`
+        self.followed: dict[bytes, str] = {}  # by trace: "scored", "given up", "error" or "other"
+
+    def read(self) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open(encoding="utf-8") as f:
+            f.seek(self.offset)
+            for line in f:
+                if not line.endswith("\n"):
+                    break
+                self.offset += len(line.encode("utf-8"))
+                for rs in decode_request(line).resource_spans:
+                    for ss in rs.scope_spans:
+                        for span in ss.spans:
+                            self._saw(span)
+
+    def _saw(self, span) -> None:
+        if not span.parent_span_id:
+            self.root_at.setdefault(span.trace_id, time.monotonic())
+            if any(kv.key.endswith(".pending") for kv in span.attributes):
+                self.pending.add(span.trace_id)
+        elif span.name == "evaluate_trace":
+            attributes = attributes_to_dict(span.attributes)
+            if any(str(v).startswith(self.GIVEN_UP) for k, v in attributes.items() if k.endswith(".skipped")):
+                how = "given up"
+            elif any(k.endswith(".error") for k in attributes):
+                how = "error"
+            elif any(k.endswith(".score") for k in attributes):
+                how = "scored"
+            else:
+                how = "other"
+            self.followed[span.trace_id] = how
+
+    def still_pending(self) -> set[bytes]:
+        return self.pending - self.followed.keys()
+
+    def outcomes(self, traces: set[bytes]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for trace_id in traces:
+            how = self.followed.get(trace_id, "still pending")
+            counts[how] = counts.get(how, 0) + 1
+        return counts
+
+
+def slope_mb_per_min(samples: list[tuple[float, int]]) -> float | None:
+    """Least-squares slope of (seconds, RSS kB) samples, in MB a minute."""
+    if len(samples) < 2:
+        return None
+    xs, ys = [t for t, _ in samples], [kb / 1024 for _, kb in samples]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return 60 * sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread if spread else None
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    return round(values[min(len(values) - 1, int(share * len(values)))], 2) if values else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--traces-per-s", type=float, default=100.0)
-    parser.add_argument("--max-hold", default="1s")
+    parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--traces-per-s", type=float, default=200.0)
+    parser.add_argument("--max-hold", default="30s")
+    parser.add_argument("--max-following-traces", type=int, default=None, help="the collector's default if not given")
+    parser.add_argument("--follow-s", type=float, default=180.0, help="how long results may follow once it answers")
     args = parser.parse_args()
+    # The held requests of calls the collector gave up end as lost connections: not news.
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     work = Path(tempfile.mkdtemp(prefix="max-hold-"))
     port, output = free_port(), work / "out.jsonl"
     config = work / "config.yaml"
-    config.write_text(CONFIG.format(port=port, max_hold=args.max_hold, judge=silent_judge(), output=output))
+    judge = SwitchableJudge()
+    judge.start()
+    following = "" if args.max_following_traces is None else f", max_following_traces: {args.max_following_traces}"
+    config.write_text(
+        CONFIG.format(port=port, max_hold=args.max_hold, following=following, judge=judge.port, output=output)
+    )
     collector = subprocess.Popen(
         [sys.executable, "-m", "spanscore", "run", "--config", str(config)], stderr=open(work / "stderr.log", "w")
     )
     try:
         wait_for_port(port)
         sent_at: dict[bytes, float] = {}
-        exported_at: dict[bytes, float] = {}
-        refused, rss = 0, [rss_kb(collector.pid)]
-        read_offset = 0
-
-        def read_exports() -> None:
-            nonlocal read_offset
-            if not output.exists():
-                return
-            with output.open(encoding="utf-8") as f:
-                f.seek(read_offset)
-                for line in f:
-                    if not line.endswith("\n"):
-                        break
-                    read_offset += len(line.encode("utf-8"))
-                    for rs in decode_request(line).resource_spans:
-                        for ss in rs.scope_spans:
-                            for span in ss.spans:
-                                if not span.parent_span_id:
-                                    exported_at.setdefault(span.trace_id, time.monotonic())
-
+        exports = Exports(output)
+        refused = 0
         started = time.monotonic()
+        rss: list[tuple[float, int]] = [(0.0, rss_kb(collector.pid))]
         number, next_sample = 0, started + 1.0
         while (now := time.monotonic()) < started + args.seconds:
             due = int((now - started) * args.traces_per_s)
@@ -157,16 +247,27 @@ def main() -> int:
                         raise
                     refused += 1
             if now >= next_sample:
-                rss.append(rss_kb(collector.pid))
-                read_exports()
+                rss.append((now - started, rss_kb(collector.pid)))
+                exports.read()
                 next_sample += 1.0
             time.sleep(0.002)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            read_exports()
-            time.sleep(0.2)
-        rss.append(rss_kb(collector.pid))
-        delays = sorted(exported_at[t] - sent_at[t] for t in sent_at if t in exported_at)
+        exports.read()
+        sending_stopped = time.monotonic()
+        pending_then = exports.still_pending()
+        given_up_while_sending = sum(1 for how in exports.followed.values() if how == "given up")
+        unexported_then = len(sent_at) - len(exports.root_at.keys() & sent_at.keys())
+        judge.answer()
+        follow_deadline = sending_stopped + args.follow_s
+        while time.monotonic() < follow_deadline:
+            time.sleep(1.0)
+            exports.read()
+            if not exports.still_pending() and len(exports.root_at.keys() & sent_at.keys()) == len(sent_at):
+                break
+        followed_within_s = round(time.monotonic() - sending_stopped, 1)
+        rss_end = rss_kb(collector.pid)
+        delays = sorted(exports.root_at[t] - sent_at[t] for t in sent_at if t in exports.root_at)
+        last_4_min = [(t, kb) for t, kb in rss if t >= args.seconds - 240]
+        slope = slope_mb_per_min(last_4_min)
         print(
             json.dumps(
                 {
@@ -174,23 +275,37 @@ def main() -> int:
                     "traces_per_s": args.traces_per_s,
                     "spans_per_s": args.traces_per_s * 5,
                     "max_hold": args.max_hold,
+                    "max_following_traces": args.max_following_traces or "default",
                     "sent_traces": len(sent_at),
                     "refused_requests": refused,
                     "exported_roots": len(delays),
-                    "export_delay_s_p50": round(statistics.median(delays), 2) if delays else None,
-                    "export_delay_s_max": round(delays[-1], 2) if delays else None,
-                    "rss_mb_start_end_peak": [round(rss[0] / 1024), round(rss[-1] / 1024), round(max(rss) / 1024)],
+                    "roots_not_exported_when_sending_stopped": unexported_then,
+                    "export_delay_s_p50_p99_max": [percentile(delays, 0.5), percentile(delays, 0.99)]
+                    + [round(delays[-1], 2) if delays else None],
+                    "rss_mb_start_peak_end_of_sending": [
+                        round(rss[0][1] / 1024),
+                        round(max(kb for _, kb in rss) / 1024),
+                        round(rss[-1][1] / 1024),
+                    ],
+                    "rss_slope_mb_per_min_last_4_min": None if slope is None else round(slope, 1),
+                    "given_up_while_sending": given_up_while_sending,
+                    "traces_pending_when_sending_stopped": len(pending_then),
+                    "their_results_once_the_judge_answered": exports.outcomes(pending_then),
+                    "follow_phase_s": followed_within_s,
+                    "still_pending_at_the_end": len(exports.still_pending()),
+                    "rss_mb_at_the_end": round(rss_end / 1024),
                 },
                 indent=2,
             )
         )
     finally:
-        collector.terminate()  # its shutdown gives the held judge calls their skipped results
+        collector.terminate()
         try:
             collector.wait(120)
         except subprocess.TimeoutExpired:
             collector.kill()
             collector.wait()
+        judge.stop()
     return 0
 
 

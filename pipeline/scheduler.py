@@ -118,7 +118,8 @@ class Scheduler:
         self.late = late  # scored traces awaiting late spans, when they are scored again
         self._rescore_carriers: dict[int, Trace] = {}  # by id() of the re-scored trace: what it sends
         self.max_hold = config.max_hold
-        self._batches: set[asyncio.Task] = set()  # batches being scored, some of whose traces may have left
+        # Batches being scored, some of whose traces may have left, and their traces.
+        self._batches: dict[asyncio.Task, list[Trace]] = {}
         # By id() of the trace, oldest first: those whose results are still to follow.
         self._following: dict[int, Following] = {}
         self.max_following = config.max_following_traces
@@ -186,7 +187,7 @@ class Scheduler:
                 following = self._following.get(id(trace))
                 if following is not None:
                     following.batch = task
-            self._batches.add(task)
+            self._batches[task] = batch
             task.add_done_callback(self._batch_done)
             waiting = asyncio.ensure_future(left.wait())
             try:
@@ -204,7 +205,7 @@ class Scheduler:
             await asyncio.sleep(0)
 
     def _batch_done(self, task: asyncio.Task) -> None:
-        self._batches.discard(task)
+        self._batches.pop(task, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("scoring a batch failed", exc_info=task.exception())
 
@@ -343,7 +344,7 @@ class Scheduler:
             else:
                 # Its batch's traces are given up with it: out of the count now, their
                 # skipped results sent when the cancelled scoring ends.
-                siblings = [key for key, other in self._following.items() if other.batch is batch]
+                siblings = [id(trace) for trace in self._batches.get(batch, ()) if id(trace) in self._following]
                 self._given_up_unlogged += len(siblings) - 1
                 self._given_up[batch] = (why, {key: self._following.pop(key) for key in siblings})
                 batch.cancel()
@@ -446,6 +447,7 @@ class Scheduler:
         await self._drain_ready(deadline - share)
         await self._drain_following(deadline - share)
         await self.sessions.close_all(deadline, why)
+        self._log_given_up(self._given_up_logged_at + GIVEN_UP_LOG_INTERVAL_S)  # what the last interval gave up
         for scorer in self._scorers:
             scorer.cancel()
         await asyncio.gather(*self._scorers, return_exceptions=True)
