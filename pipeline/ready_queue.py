@@ -157,8 +157,8 @@ class ReadyQueue:
         if self._waiting.pop(id(trace), None) is None:
             return False
         session_id = trace.session_id if self.ordered_sessions else None
-        held = self._held.get(session_id) if session_id is not None else None
-        if held is not None and trace in held:
+        if session_id is not None and trace in self._held.get(session_id, ()):
+            held = self._held[session_id]
             held.remove(trace)
             if not held:
                 del self._held[session_id]

@@ -228,7 +228,8 @@ class Scheduler:
                 answers = await task
             except asyncio.CancelledError:  # the scoring deadline at shutdown, or given up past the bound
                 task.cancel()
-                why, given_up = self._given_up.pop(asyncio.current_task(), (self._why, {}))  # type: ignore[arg-type]
+                this = asyncio.current_task()
+                why, given_up = self._given_up.pop(this, (self._why, {})) if this is not None else (self._why, {})
                 for trace in traces:
                     following = self._following.pop(id(trace), None) or given_up.get(id(trace))
                     if following is not None:
