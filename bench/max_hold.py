@@ -8,7 +8,7 @@ A `spanscore run` process receives OTLP/HTTP on loopback, scores with
 OpenAI server that accepts every request and holds it unanswered, and writes what it
 exports to a file exporter. The bench sends agent traces of 5 spans (a root and four
 children, one request each trace) at a steady rate and reports: requests refused (HTTP
-503, the collector at `max_buffered_spans`), roots exported and how long after they
+503, the collector at `max_buffered_spans`) or left unanswered for 10 s, roots exported and how long after they
 were sent (p50/p99/max; read from the file once a second, so up to 1 s late), the
 collector's RSS sampled every second (start, peak, end, and the slope over the last 4
 minutes), and the traces whose roots left with `eval.<metric>.pending` and whose
@@ -227,7 +227,7 @@ def main() -> int:
         wait_for_port(port)
         sent_at: dict[bytes, float] = {}
         exports = Exports(output)
-        refused = 0
+        refused = unanswered = 0
         started = time.monotonic()
         rss: list[tuple[float, int]] = [(0.0, rss_kb(collector.pid))]
         number, next_sample = 0, started + 1.0
@@ -246,6 +246,8 @@ def main() -> int:
                     if error.code != 503:
                         raise
                     refused += 1
+                except (TimeoutError, urllib.error.URLError):  # no answer within 10 s: the client gave up
+                    unanswered += 1
             if now >= next_sample:
                 rss.append((now - started, rss_kb(collector.pid)))
                 exports.read()
@@ -278,6 +280,7 @@ def main() -> int:
                     "max_following_traces": args.max_following_traces or "default",
                     "sent_traces": len(sent_at),
                     "refused_requests": refused,
+                    "requests_unanswered_in_10s": unanswered,
                     "exported_roots": len(delays),
                     "roots_not_exported_when_sending_stopped": unexported_then,
                     "export_delay_s_p50_p99_max": [percentile(delays, 0.5), percentile(delays, 0.99)]
