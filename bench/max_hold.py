@@ -5,11 +5,11 @@
 
 A `spanscore run` process receives OTLP/HTTP on loopback, scores with
 `failure_localization` (no judge) then `judge_metrics`, whose judge is a loopback
-OpenAI server that accepts every request and holds it unanswered, and writes what it
-exports to a file exporter. The bench sends agent traces of 5 spans (a root and four
+OpenAI server that accepts every request and holds it unanswered, and exports OTLP/HTTP
+(protobuf) to a sink in the bench's process. The bench sends agent traces of 5 spans (a root and four
 children, one request each trace) at a steady rate and reports: requests refused (HTTP
 503, the collector at `max_buffered_spans`) or left unanswered for 10 s, roots exported and how long after they
-were sent (p50/p99/max; read from the file once a second, so up to 1 s late), the
+were sent (p50/p99/max), the
 collector's RSS sampled every second (start, peak, end, and the slope over the last 4
 minutes), and the traces whose roots left with `eval.<metric>.pending` and whose
 results had not followed when sending stopped. Then the judge starts answering (held
@@ -23,24 +23,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import logging
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.ports import free_port, wait_for_port  # noqa: E402
 from spanscore.core.attributes import attributes_to_dict  # noqa: E402
-from spanscore.core.otlp_json import decode_request  # noqa: E402
 from tests.support.judge_answers import schema_judge  # noqa: E402
 from tests.support.openai_server import OpenAIServer, RecordedRequest  # noqa: E402
 
@@ -51,10 +56,10 @@ processors:
   failure_localization: {{when: always}}
   judge_metrics: {{judge: {{model: bench-judge, base_url: 'http://127.0.0.1:{judge}/v1', api_key: k}}}}
 exporters:
-  file: {{path: '{output}'}}
+  otlphttp: {{endpoint: 'http://127.0.0.1:{sink}'}}
 service:
   pipelines:
-    traces: {{receivers: [otlp], processors: [assembler, failure_localization, judge_metrics], exporters: [file]}}
+    traces: {{receivers: [otlp], processors: [assembler, failure_localization, judge_metrics], exporters: [otlphttp]}}
 """
 
 
@@ -132,32 +137,27 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-class Exports:
-    """What the file exporter wrote so far: when each root arrived, which roots left with
-    pending results, and how each carrier that followed them ended."""
+class Exports(ThreadingHTTPServer):
+    """A loopback OTLP/HTTP sink for what the collector exports: when each root arrived,
+    which roots left with pending results, and how each carrier that followed them ended."""
 
     GIVEN_UP = "given up:"
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = 0
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _SinkHandler)
+        self.lock = threading.Lock()
         self.root_at: dict[bytes, float] = {}
         self.pending: set[bytes] = set()  # roots that left with `eval.<metric>.pending`
         self.followed: dict[bytes, str] = {}  # by trace: "scored", "given up", "error" or "other"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
 
-    def read(self) -> None:
-        if not self.path.exists():
-            return
-        with self.path.open(encoding="utf-8") as f:
-            f.seek(self.offset)
-            for line in f:
-                if not line.endswith("\n"):
-                    break
-                self.offset += len(line.encode("utf-8"))
-                for rs in decode_request(line).resource_spans:
-                    for ss in rs.scope_spans:
-                        for span in ss.spans:
-                            self._saw(span)
+    def received(self, body: bytes) -> None:
+        request = ExportTraceServiceRequest.FromString(body)
+        with self.lock:
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        self._saw(span)
 
     def _saw(self, span) -> None:
         if not span.parent_span_id:
@@ -177,7 +177,12 @@ class Exports:
             self.followed[span.trace_id] = how
 
     def still_pending(self) -> set[bytes]:
-        return self.pending - self.followed.keys()
+        with self.lock:
+            return self.pending - self.followed.keys()
+
+    def exported(self, traces: dict[bytes, float]) -> int:
+        with self.lock:
+            return len(self.root_at.keys() & traces.keys())
 
     def outcomes(self, traces: set[bytes]) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -185,6 +190,24 @@ class Exports:
             how = self.followed.get(trace_id, "still pending")
             counts[how] = counts.get(how, 0) + 1
         return counts
+
+
+class _SinkHandler(BaseHTTPRequestHandler):
+    server: Exports
+    protocol_version = "HTTP/1.1"  # the exporter keeps its connections
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.received(gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body)
+        body = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
 
 
 def slope_mb_per_min(samples: list[tuple[float, int]]) -> float | None:
@@ -212,13 +235,15 @@ def main() -> int:
     # The held requests of calls the collector gave up end as lost connections: not news.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     work = Path(tempfile.mkdtemp(prefix="max-hold-"))
-    port, output = free_port(), work / "out.jsonl"
+    port, exports = free_port(), Exports()
     config = work / "config.yaml"
     judge = SwitchableJudge()
     judge.start()
     following = "" if args.max_following_traces is None else f", max_following_traces: {args.max_following_traces}"
     config.write_text(
-        CONFIG.format(port=port, max_hold=args.max_hold, following=following, judge=judge.port, output=output)
+        CONFIG.format(
+            port=port, max_hold=args.max_hold, following=following, judge=judge.port, sink=exports.server_port
+        )
     )
     collector = subprocess.Popen(
         [sys.executable, "-m", "spanscore", "run", "--config", str(config)], stderr=open(work / "stderr.log", "w")
@@ -226,7 +251,6 @@ def main() -> int:
     try:
         wait_for_port(port)
         sent_at: dict[bytes, float] = {}
-        exports = Exports(output)
         refused = unanswered = 0
         started = time.monotonic()
         rss: list[tuple[float, int]] = [(0.0, rss_kb(collector.pid))]
@@ -250,24 +274,23 @@ def main() -> int:
                     unanswered += 1
             if now >= next_sample:
                 rss.append((now - started, rss_kb(collector.pid)))
-                exports.read()
                 next_sample += 1.0
             time.sleep(0.002)
-        exports.read()
         sending_stopped = time.monotonic()
         pending_then = exports.still_pending()
         given_up_while_sending = sum(1 for how in exports.followed.values() if how == "given up")
-        unexported_then = len(sent_at) - len(exports.root_at.keys() & sent_at.keys())
+        unexported_then = len(sent_at) - exports.exported(sent_at)
         judge.answer()
         follow_deadline = sending_stopped + args.follow_s
         while time.monotonic() < follow_deadline:
             time.sleep(1.0)
-            exports.read()
-            if not exports.still_pending() and len(exports.root_at.keys() & sent_at.keys()) == len(sent_at):
+            if not exports.still_pending() and exports.exported(sent_at) == len(sent_at):
                 break
         followed_within_s = round(time.monotonic() - sending_stopped, 1)
         rss_end = rss_kb(collector.pid)
-        delays = sorted(exports.root_at[t] - sent_at[t] for t in sent_at if t in exports.root_at)
+        with exports.lock:
+            delays = sorted(exports.root_at[t] - sent_at[t] for t in sent_at if t in exports.root_at)
+            outcomes = exports.outcomes(pending_then)
         last_4_min = [(t, kb) for t, kb in rss if t >= args.seconds - 240]
         slope = slope_mb_per_min(last_4_min)
         print(
@@ -293,7 +316,7 @@ def main() -> int:
                     "rss_slope_mb_per_min_last_4_min": None if slope is None else round(slope, 1),
                     "given_up_while_sending": given_up_while_sending,
                     "traces_pending_when_sending_stopped": len(pending_then),
-                    "their_results_once_the_judge_answered": exports.outcomes(pending_then),
+                    "their_results_once_the_judge_answered": outcomes,
                     "follow_phase_s": followed_within_s,
                     "still_pending_at_the_end": len(exports.still_pending()),
                     "rss_mb_at_the_end": round(rss_end / 1024),
@@ -309,6 +332,7 @@ def main() -> int:
             collector.kill()
             collector.wait()
         judge.stop()
+        exports.shutdown()
     return 0
 
 
