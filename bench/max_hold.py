@@ -314,6 +314,7 @@ def main() -> int:
                         round(rss[-1][1] / 1024),
                     ],
                     "rss_slope_mb_per_min_last_4_min": None if slope is None else round(slope, 1),
+                    "rss_mb_every_30_s": [round(kb / 1024) for t, kb in rss if round(t) % 30 == 0],
                     "given_up_while_sending": given_up_while_sending,
                     "traces_pending_when_sending_stopped": len(pending_then),
                     "their_results_once_the_judge_answered": outcomes,

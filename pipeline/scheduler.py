@@ -120,6 +120,7 @@ class Scheduler:
         self.max_hold = config.max_hold
         # Batches being scored, some of whose traces may have left, and their traces.
         self._batches: dict[asyncio.Task, list[Trace]] = {}
+        self._started: set[asyncio.Task] = set()  # those whose scoring began (a cancel reaches their cleanup)
         # By id() of the trace, oldest first: those whose results are still to follow.
         self._following: dict[int, Following] = {}
         self.max_following = config.max_following_traces
@@ -206,6 +207,7 @@ class Scheduler:
 
     def _batch_done(self, task: asyncio.Task) -> None:
         self._batches.pop(task, None)
+        self._started.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("scoring a batch failed", exc_info=task.exception())
 
@@ -214,10 +216,16 @@ class Scheduler:
         session_of = self._session_of(opened)
         observations = ScoreObservations()  # the batch's score metrics, recorded once per series
         progress = ScoringProgress()
-        gone = {id(trace) for trace in traces if id(trace) in self._following}  # exported already
+        this = asyncio.current_task()
+        assert this is not None
+        self._started.add(this)
+        _, given_up_early = self._given_up.get(this, ("", {}))  # past the bound before it started
+        gone = {id(trace) for trace in traces if id(trace) in self._following or id(trace) in given_up_early}
         task = asyncio.ensure_future(scoring.score_batch(traces, session_of, progress))
         try:
             try:
+                if given_up_early:
+                    raise asyncio.CancelledError
                 if scoring.shows_progress:
                     hold = self._hold_left(traces, gone)
                     if hold is not None:
@@ -228,8 +236,7 @@ class Scheduler:
                 answers = await task
             except asyncio.CancelledError:  # the scoring deadline at shutdown, or given up past the bound
                 task.cancel()
-                this = asyncio.current_task()
-                why, given_up = self._given_up.pop(this, (self._why, {})) if this is not None else (self._why, {})
+                why, given_up = self._given_up.pop(this, (self._why, {}))
                 for trace in traces:
                     following = self._following.pop(id(trace), None) or given_up.get(id(trace))
                     if following is not None:
@@ -348,7 +355,8 @@ class Scheduler:
                 siblings = [id(trace) for trace in self._batches.get(batch, ()) if id(trace) in self._following]
                 self._given_up_unlogged += len(siblings) - 1
                 self._given_up[batch] = (why, {key: self._following.pop(key) for key in siblings})
-                batch.cancel()
+                if batch in self._started:  # else it gives up as it starts
+                    batch.cancel()
 
     def _log_given_up(self, now: float) -> None:
         """What `_bound_following` gave up since the last time, at most once an interval."""
