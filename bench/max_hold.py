@@ -17,6 +17,16 @@ requests included) and the bench counts, for up to `--follow-s`, the carriers th
 follow those traces: with the judge's results, given up (`max_following_traces`) or in
 error. Loopback, one machine; the judge answers from the schema (every score 0.8), so
 nothing here says anything about judge quality, only about the plumbing.
+
+Measured (300 s at 200 traces/s, defaults: max_hold 30s, max_following_traces 5000; a
+shared 2-core machine, load average 7.24 / 4.87 / 3.53 before and 4.09 / 4.92 / 4.11
+after): 0 refused, 0 unanswered; 59,999 of 59,999 roots exported, 30.23 / 31.98 /
+33.44 s after sending (p50 / p99 / max); RSS 99 MB at the start, 1,115 MB at the end of
+sending (every 30 s: 99, 157, 484, 590, 692, 824, 830, 903, 1022, 1019), 143.9 MB/min
+over the last 4 minutes, so not flat; 48,923 traces' results given up while sending,
+4,992 pending when it stopped, all of them then given up (the 6,084 traces still within
+max_hold left after the judge began answering and took the bound past 5,000 again),
+none pending after 122 s.
 """
 
 from __future__ import annotations
