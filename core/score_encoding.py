@@ -88,6 +88,7 @@ class ResultKeys:
         "explanation",
         "error",
         "skipped",
+        "pending",
         "sequence",
         "threshold",
         "trial_scores",
@@ -111,6 +112,8 @@ class ResultKeys:
         self.explanation = self.prefix + "explanation"
         self.error = self.prefix + "error"  # could not be computed: no score
         self.skipped = self.prefix + "skipped"  # not graded, and why: no result at all
+        # Not computed when the trace left (max_hold), and why: its result follows on a carrier.
+        self.pending = self.prefix + "pending"
         # 1 for the trace's first scoring, 2.. for each re-score: the highest is the latest.
         self.sequence = self.prefix + "sequence"
         self.threshold = self.prefix + "threshold"  # the judge metrics' cut between pass and fail

@@ -171,13 +171,31 @@ class ScoreAttacher:
         """The `evaluate_trace` carrier of a re-score of `trace` (late_rescores), or None
         when it has nothing to carry; its results counted as re-scores, not as results
         again, in `observations` when given, else recorded now."""
+        return self._trace_carrier(trace, scored, start_ns, observations, self.writer.observe_rescore)
+
+    def following_carrier(
+        self, trace: Trace, scored: Scored, start_ns: int, observations: ScoreObservations | None = None
+    ) -> Trace | None:
+        """The `evaluate_trace` carrier of the results that follow `trace`, which left
+        before its scoring ended (max_hold), or None when it has nothing to carry; they
+        are the trace's first results of their metrics, counted as results."""
+        return self._trace_carrier(trace, scored, start_ns, observations, self.writer.observe_trace)
+
+    def _trace_carrier(
+        self,
+        trace: Trace,
+        scored: Scored,
+        start_ns: int,
+        observations: ScoreObservations | None,
+        observe: Callable[[ScoreObservations, Trace, Scored], None],
+    ) -> Trace | None:
         self._count(scored.usages)
         carrier = trace_carrier(trace, scored, self.provenance, self.writer.span_events, VERSION, start_ns)
         if carrier is None:
             return None
         if self.score_metrics is not None:
             batch = observations if observations is not None else ScoreObservations()
-            self.writer.observe_rescore(batch, trace, scored)
+            observe(batch, trace, scored)
             if observations is None:
                 self.score_metrics.record_observations(batch)
         if self.evaluation_logs is not None and carrier.anchor is not None:

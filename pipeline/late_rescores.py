@@ -186,7 +186,8 @@ def trace_carrier(
     scope_version: str,
     start_ns: int,
 ) -> Trace | None:
-    """The `evaluate_trace` carrier of a re-score of `trace`: one span in the trace, a
+    """The `evaluate_trace` carrier of a re-score of `trace`, or of the results following
+    it when it left before its scoring ended (max_hold): one span in the trace, a
     child of its anchor and linked to it, with the re-score's results (span-level metrics
     by their roll-up), attributes, usage and sequence; None when there is nothing to carry
     or no anchor to hang it on."""

@@ -11,21 +11,33 @@ goes first in line, so a backlog does not space its turns out.
 
 Getters wait on futures of their own: a new trace wakes one idle getter, which wakes the
 next if it left traces behind, so an idle pool of getters costs nothing per trace.
+
+Each trace is stamped with when it was put: `overdue` names, once each, those still
+waiting past a time (the scheduler lets them leave at `max_hold` while they wait), and
+`remove` takes one out of line (its session's next trace then goes first).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 from spanscore.core.trace import Trace
 
 
 class ReadyQueue:
-    def __init__(self, batch_size: int, max_out: int | None = None, ordered_sessions: bool = True):
+    def __init__(
+        self,
+        batch_size: int,
+        max_out: int | None = None,
+        ordered_sessions: bool = True,
+        clock: Callable[[], float] | None = None,
+    ):
         """`max_out`: traces handed out and not yet done, at most (None: no bound);
         `ordered_sessions`: keep each session's traces in order, one out at a time (off
-        when sessions are not tracked: traces then need no order among themselves)."""
+        when sessions are not tracked: traces then need no order among themselves);
+        `clock`: what each trace is stamped with when put (none: not stamped)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if max_out is not None and max_out < 1:
@@ -41,6 +53,14 @@ class ReadyQueue:
         self._unfinished = 0  # put and not yet marked done
         self._finished = asyncio.Event()
         self._finished.set()
+        self.clock = clock
+        # When each trace was put, in that order, until it is overdue: numbers, not the
+        # traces, so a trace scored meanwhile is not kept alive by it.
+        self._arrivals: deque[tuple[float, int, int]] = deque()  # (time, number, id())
+        # By id(): (number, trace, when put) of the traces free or held.
+        self._waiting: dict[int, tuple[int, Trace, float]] = {}
+        self._number = 0
+        self._out_since: dict[int, float] = {}  # by id(): when each trace out in a batch was put
 
     def __len__(self) -> int:
         return len(self._free) + sum(len(held) for held in self._held.values())
@@ -48,6 +68,11 @@ class ReadyQueue:
     def put(self, trace: Trace) -> None:
         self._unfinished += 1
         self._finished.clear()
+        self._number += 1
+        put_at = self.clock() if self.clock is not None else 0.0
+        self._waiting[id(trace)] = (self._number, trace, put_at)
+        if self.clock is not None:
+            self._arrivals.append((put_at, self._number, id(trace)))
         session_id = trace.session_id if self.ordered_sessions else None
         if session_id is not None:
             if session_id in self._out:
@@ -96,6 +121,8 @@ class ReadyQueue:
                     self.wake()
                 raise
         batch = [free.popleft() for _ in range(min(len(free), self.batch_size, self._room()))]
+        for trace in batch:
+            self._out_since[id(trace)] = self._waiting.pop(id(trace))[2]
         self._taken += len(batch)
         if free and self._room():
             self.wake()
@@ -104,9 +131,42 @@ class ReadyQueue:
     def done(self, batch: list[Trace]) -> None:
         """The scorer is done with a batch it got."""
         self._taken -= len(batch)
+        for trace in batch:
+            self._out_since.pop(id(trace), None)
         self._finish(len(batch))
         if self._free:
             self.wake()
+
+    def ready_at(self, trace: Trace) -> float | None:
+        """When a trace out in a batch was put, if the queue has a clock."""
+        return self._out_since.get(id(trace)) if self.clock is not None else None
+
+    def overdue(self, put_before: float) -> list[Trace]:
+        """The traces still waiting that were put before `put_before`, in the order put;
+        each is named once (a trace named stays in line until taken or removed)."""
+        arrivals, named = self._arrivals, []
+        while arrivals and arrivals[0][0] < put_before:
+            _, number, trace_id = arrivals.popleft()
+            waiting = self._waiting.get(trace_id)
+            if waiting is not None and waiting[0] == number:
+                named.append(waiting[1])
+        return named
+
+    def remove(self, trace: Trace) -> bool:
+        """Take a waiting trace out of line, marked done; False when it is not waiting."""
+        if self._waiting.pop(id(trace), None) is None:
+            return False
+        session_id = trace.session_id if self.ordered_sessions else None
+        if session_id is not None and trace in self._held.get(session_id, ()):
+            held = self._held[session_id]
+            held.remove(trace)
+            if not held:
+                del self._held[session_id]
+        else:
+            self._free.remove(trace)
+            self.release(trace)  # its session's next trace goes first
+        self._finish(1)
+        return True
 
     def _room(self) -> int:
         return self.batch_size if self.max_out is None else self.max_out - self._taken
@@ -134,5 +194,7 @@ class ReadyQueue:
         self._free.clear()
         self._held.clear()
         self._out.clear()
+        self._waiting.clear()
+        self._arrivals.clear()
         self._finish(len(traces))
         return traces

@@ -6,7 +6,13 @@ per session at a time, so a session's traces are scored in the order they were r
 at most `scoring_concurrency` traces out at once: waiting costs no task per trace, and
 CPU-bound metrics cannot keep the receivers and exporters that share the event loop
 waiting. Each scored trace gets its scores attached and goes to the fan-out; scoring
-never holds a trace back, even a crashed or cancelled scoring exports its traces. Late
+never holds a trace back, even a crashed or cancelled scoring exports its traces. A
+trace ready `max_hold` ago leaves with the results computed by then, whether its
+scoring is running (its scorer then takes the next batch) or it still waits for a
+scorer (it stays in line); the others follow on `evaluate_trace` carriers when its
+scoring ends. At most `max_following_traces` traces have results still to follow: past
+it the oldest is given up, its pending metrics following as skipped, so a judge that
+never answers costs bounded memory. Late
 spans of a scored trace are forwarded and, with `late_spans: rescore`, the trace is
 scored again with them (late_rescores): only the re-score's carrier span is exported.
 
@@ -18,11 +24,16 @@ carriers of the sessions still closing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from spanscore.core.durations import format_duration
+from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session
+from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.assembler import Assembler
@@ -33,7 +44,14 @@ from spanscore.pipeline.late_rescores import LateRescores
 from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.ready_queue import ReadyQueue
 from spanscore.pipeline.score_scope import SESSION_CARRIER, UnscoredTraces
-from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
+from spanscore.pipeline.scoring import (
+    NOT_SCORED,
+    Scored,
+    Scoring,
+    ScoringProgress,
+    following_results,
+    skipped_attributes,
+)
 from spanscore.pipeline.sessions import Sessions
 
 log = logging.getLogger("spanscore.pipeline")
@@ -46,6 +64,18 @@ SESSION_SHARE_S = 1.0
 # Traces left unscored between yields to the event loop at shutdown: deciding the scope
 # may normalize each, and meanwhile the exporters send what was handed over already.
 UNSCORED_CHUNK = 64
+# Traces given up past `max_following_traces` are logged at most this often, summed.
+GIVEN_UP_LOG_INTERVAL_S = 60.0
+
+
+@dataclass
+class Following:
+    """A trace that left for the exporters before its scoring ended, and what it left with."""
+
+    trace: Trace
+    left_with: Scored
+    pending: tuple[str, ...]  # the trace metrics whose results follow
+    batch: asyncio.Task | None = None  # its scoring, once a scorer took it (None: it waits in line)
 
 
 class Scheduler:
@@ -75,7 +105,10 @@ class Scheduler:
         self.concurrency = config.scoring_concurrency
         self.tracks_sessions = scoring is not None and scoring.tracks_sessions
         self.ready = ReadyQueue(
-            config.scoring_batch, max_out=config.scoring_concurrency, ordered_sessions=self.tracks_sessions
+            config.scoring_batch,
+            max_out=config.scoring_concurrency,
+            ordered_sessions=self.tracks_sessions,
+            clock=clock,
         )
         self._scorers: list[asyncio.Task] = []
         self._ticker: asyncio.Task | None = None
@@ -84,6 +117,17 @@ class Scheduler:
         self._replaced: set[bytes] = set()  # ids of earlier carriers the sessions hold, not to export
         self.late = late  # scored traces awaiting late spans, when they are scored again
         self._rescore_carriers: dict[int, Trace] = {}  # by id() of the re-scored trace: what it sends
+        self.max_hold = config.max_hold
+        # Batches being scored, some of whose traces may have left, and their traces.
+        self._batches: dict[asyncio.Task, list[Trace]] = {}
+        self._started: set[asyncio.Task] = set()  # those whose scoring began (a cancel reaches their cleanup)
+        # By id() of the trace, oldest first: those whose results are still to follow.
+        self._following: dict[int, Following] = {}
+        self.max_following = config.max_following_traces
+        # Batches cancelled past the bound: why, and their traces' results that were following.
+        self._given_up: dict[asyncio.Task, tuple[str, dict[int, Following]]] = {}
+        self._given_up_unlogged = 0
+        self._given_up_logged_at = -GIVEN_UP_LOG_INTERVAL_S
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -107,11 +151,14 @@ class Scheduler:
             await asyncio.sleep(min(max(sleep_s, MIN_TICK_S), MAX_TICK_S, max(wait_s, MIN_TICK_S)))
 
     def tick(self) -> None:
-        """Release ready traces and close idle sessions as of now."""
+        """Release ready traces, let those waiting for a scorer since `max_hold` leave,
+        and close idle sessions, as of now."""
         now = self.clock()
         for trace in self.assembler.pop_ready(now):
             self.dispatch(trace)
+        self._leave_waiting(now)
         self.sessions.close_idle(now)
+        self._log_given_up(now)
 
     def dispatch(self, trace: Trace) -> None:
         if trace.late or self.scoring is None:
@@ -133,36 +180,203 @@ class Scheduler:
         ready = self.ready
         while True:
             batch = await ready.get_batch()
+            # The batch's traces leave within max_hold; a scoring still running then goes
+            # on beside the scorers, its remaining results to follow on carriers.
+            left = asyncio.Event()
+            task = asyncio.create_task(self._score_batch(scoring, batch, left), name="scoring-batch")
+            for trace in batch:  # those that left while waiting for a scorer
+                following = self._following.get(id(trace))
+                if following is not None:
+                    following.batch = task
+            self._batches[task] = batch
+            task.add_done_callback(self._batch_done)
+            waiting = asyncio.ensure_future(left.wait())
             try:
-                await self._score_batch(scoring, batch)
+                await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
             finally:
+                waiting.cancel()
                 ready.done(batch)
             # A processor that never suspends (an inline embedder) and a backlog in the
             # queue would otherwise keep the loop from the receivers, the exporters and
             # the ticker until the backlog is gone: clients time out, nothing leaves.
             await asyncio.sleep(0)
 
-    async def _score_batch(self, scoring: Scoring, traces: list[Trace]) -> None:
+    def _batch_done(self, task: asyncio.Task) -> None:
+        self._batches.pop(task, None)
+        self._started.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scoring a batch failed", exc_info=task.exception())
+
+    async def _score_batch(self, scoring: Scoring, traces: list[Trace], left: asyncio.Event) -> None:
         opened: dict[bytes, Session] = {}
         session_of = self._session_of(opened)
         observations = ScoreObservations()  # the batch's score metrics, recorded once per series
+        progress = ScoringProgress()
+        this = asyncio.current_task()
+        assert this is not None
+        self._started.add(this)
+        _, given_up_early = self._given_up.get(this, ("", {}))  # past the bound before it started
+        gone = {id(trace) for trace in traces if id(trace) in self._following or id(trace) in given_up_early}
+        task = asyncio.ensure_future(scoring.score_batch(traces, session_of, progress))
         try:
             try:
-                answers = await scoring.score_batch(traces, session_of)
-            except asyncio.CancelledError:  # the scoring deadline at shutdown
+                if given_up_early:
+                    raise asyncio.CancelledError
+                if scoring.shows_progress:
+                    hold = self._hold_left(traces, gone)
+                    if hold is not None:
+                        done, _ = await asyncio.wait({task}, timeout=hold)
+                        if not done:
+                            self._leave_early(traces, progress, gone, opened)
+                    left.set()  # its scorer takes the next batch: this one goes on beside
+                answers = await task
+            except asyncio.CancelledError:  # the scoring deadline at shutdown, or given up past the bound
+                task.cancel()
+                why, given_up = self._given_up.pop(this, (self._why, {}))
                 for trace in traces:
-                    self._conclude(trace, scoring.left_unscored(trace, session_of, self._why), opened)
+                    following = self._following.pop(id(trace), None) or given_up.get(id(trace))
+                    if following is not None:
+                        self._follow(trace, Scored(attributes=skipped_attributes(following.pending, why)), observations)
+                    elif id(trace) not in gone:
+                        self._conclude(trace, scoring.left_unscored(trace, session_of, why), opened)
                 raise
             for trace, scored in zip(traces, answers):
-                self._conclude(trace, scored, opened, observations)
+                following = self._following.pop(id(trace), None)
+                if following is not None:
+                    self._follow(trace, following_results(scored, following.left_with, following.pending), observations)
+                elif id(trace) not in gone:
+                    self._conclude(trace, scored, opened, observations)
         finally:
             self.attacher.observe(observations)
             for session in opened.values():
                 self.sessions.scored(session)
             for trace in traces:
+                self._following.pop(id(trace), None)  # a scoring that failed: nothing follows
                 trace.release_derived()  # the views derived for the processors are not kept while exporting
-                self._export(trace)
+                if id(trace) in gone:
+                    self._export_carrier(trace)
+                else:
+                    self._export(trace)
                 self.ready.release(trace)  # the next trace of its session, held back until now, may go
+            left.set()
+
+    def _hold_left(self, traces: list[Trace], gone: set[int]) -> float | None:
+        """How long the batch's scoring may run before its traces still here leave: until
+        the first of them was ready `max_hold` ago (at least a tick, for the scoring to
+        show its progress); None when all of them left while waiting for a scorer."""
+        now = self.clock()
+        ready_at = [self.ready.ready_at(trace) for trace in traces if id(trace) not in gone]
+        if not ready_at:
+            return None
+        return max(min(now if at is None else at for at in ready_at) + self.max_hold - now, MIN_TICK_S)
+
+    def _leave_early(
+        self, traces: list[Trace], progress: ScoringProgress, gone: set[int], opened: dict[bytes, Session]
+    ) -> None:
+        """Each trace whose progress is known leaves now: out of the scope as it came, else
+        with the results computed so far and `eval.<metric>.pending` for the metrics still
+        being computed; the others (scored where progress is not seen) wait for the whole
+        scoring."""
+        batch = asyncio.current_task()
+        for trace in traces:
+            so_far = progress.so_far(trace)
+            if so_far is None or id(trace) in gone or trace.sequence > 1:  # a re-score sends one carrier, when done
+                continue
+            gone.add(id(trace))
+            if so_far.skip_reason is not None:
+                self._conclude(trace, so_far, opened)
+                trace.release_derived()
+                self._export(trace)
+                continue
+            session = opened.get(trace.trace_id)
+            if self.book is not None and session is not None:
+                self.book.scored_in(trace, session)
+            # From here `trace.results` are the ones it left with, what the exporters read
+            # (the scoring goes on adding to its own list): a processor starting after
+            # max_hold reads the results computed by then.
+            self._leave(trace, so_far, progress.pending, batch)
+        self._bound_following()
+
+    def _leave_waiting(self, now: float) -> None:
+        """The traces waiting for a scorer since `max_hold` leave: out of the scope as they
+        came, else with every trace metric pending; they stay in line to be scored."""
+        scoring = self.scoring
+        if scoring is None or not scoring.shows_progress:
+            return
+        for trace in self.ready.overdue(now - self.max_hold):
+            if trace.sequence > 1:  # a re-score sends one carrier, when done
+                continue
+            skip = scoring.skip_reason(trace)
+            if skip is not None:
+                self.ready.remove(trace)
+                self._conclude(trace, Scored(skip_reason=skip), {})
+                trace.release_derived()
+                self._export(trace)
+            else:
+                self._leave(trace, Scored(), scoring.trace_metric_names, None)
+        self._bound_following()
+
+    def _leave(self, trace: Trace, so_far: Scored, pending: tuple[str, ...], batch: asyncio.Task | None) -> None:
+        """`trace` to the exporters with `so_far` and its `pending` metrics said pending."""
+        reason = f"not scored within max_hold ({format_duration(self.max_hold)})"
+        so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in pending]
+        self.attacher.attach(trace, so_far)
+        self.fanout.export(trace)
+        self._following[id(trace)] = Following(trace, so_far, pending, batch)
+
+    def _bound_following(self) -> None:
+        """Past `max_following_traces` the oldest traces' results are given up: a batch
+        being scored is cancelled (its traces' pending metrics follow as skipped), a trace
+        still in line leaves the line with its pending metrics skipped."""
+        excess = len(self._following) - self.max_following
+        if excess <= 0:
+            return
+        why = f"given up: results of more than {self.max_following} traces were following (max_following_traces)"
+        oldest = list(itertools.islice(self._following.values(), excess))
+        for following in oldest:
+            if id(following.trace) not in self._following:  # given up with its batch
+                continue
+            self._given_up_unlogged += 1
+            batch = following.batch
+            if batch is None:
+                trace = following.trace
+                del self._following[id(trace)]
+                self.ready.remove(trace)
+                self._follow(trace, Scored(attributes=skipped_attributes(following.pending, why)), None)
+                trace.release_derived()
+                self._export_carrier(trace)
+            else:
+                # Its batch's traces are given up with it: out of the count now, their
+                # skipped results sent when the cancelled scoring ends.
+                siblings = [id(trace) for trace in self._batches.get(batch, ()) if id(trace) in self._following]
+                self._given_up_unlogged += len(siblings) - 1
+                self._given_up[batch] = (why, {key: self._following.pop(key) for key in siblings})
+                if batch in self._started:  # else it gives up as it starts
+                    batch.cancel()
+
+    def _log_given_up(self, now: float) -> None:
+        """What `_bound_following` gave up since the last time, at most once an interval."""
+        if self._given_up_unlogged and now - self._given_up_logged_at >= GIVEN_UP_LOG_INTERVAL_S:
+            log.warning(
+                "gave up the results still following %d traces (more than max_following_traces %d traces had "
+                "results to follow): their pending metrics follow as skipped",
+                self._given_up_unlogged,
+                self.max_following,
+            )
+            self._given_up_unlogged, self._given_up_logged_at = 0, now
+
+    def _follow(self, trace: Trace, scored: Scored, observations: ScoreObservations | None) -> None:
+        """The results that follow a trace that left before its scoring ended, on a carrier
+        numbered with the same sequence: they complete that scoring."""
+        if scored.skip_reason is not None or not (scored.results or scored.attributes):
+            return
+        carrier = self.attacher.following_carrier(trace, scored, time.time_ns(), observations)
+        if carrier is not None:
+            self._rescore_carriers[id(trace)] = carrier
 
     def _session_of(self, opened: dict[bytes, Session]) -> Callable[[Trace], Session | None]:
         """Opens the session of a trace in the scope, marked as being scored, into `opened`."""
@@ -214,16 +428,20 @@ class Scheduler:
 
     def _export(self, trace: Trace) -> None:
         if trace.sequence > 1:  # a re-score sends its carrier only: no span id is sent twice
-            carrier = self._rescore_carriers.pop(id(trace), None)
-            if carrier is not None:
-                self.counts.held_spans += carrier.span_count
-                self.fanout.export(carrier)
+            self._export_carrier(trace)
             return
         if self._replaced and trace.trace_id in self._replaced:
             self._replaced.discard(trace.trace_id)
             self.fanout.discard(trace)
         else:
             self.fanout.export(trace)
+
+    def _export_carrier(self, trace: Trace) -> None:
+        """The carrier of results for a trace whose spans were sent already, if it has one."""
+        carrier = self._rescore_carriers.pop(id(trace), None)
+        if carrier is not None:
+            self.counts.held_spans += carrier.span_count
+            self.fanout.export(carrier)
 
     # Shutdown --------------------------------------------------------------------------
 
@@ -238,7 +456,9 @@ class Scheduler:
             self.dispatch(trace)
         share = min(SESSION_SHARE_S, max(0.0, deadline - time.monotonic()) / 2)
         await self._drain_ready(deadline - share)
+        await self._drain_following(deadline - share)
         await self.sessions.close_all(deadline, why)
+        self._log_given_up(self._given_up_logged_at + GIVEN_UP_LOG_INTERVAL_S)  # what the last interval gave up
         for scorer in self._scorers:
             scorer.cancel()
         await asyncio.gather(*self._scorers, return_exceptions=True)
@@ -248,7 +468,19 @@ class Scheduler:
         every closing session is done (for tests and embedders driving `tick`)."""
         if self._scorers:
             await self.ready.join()
+        while self._batches:  # the results following traces that left early
+            await asyncio.gather(*self._batches, return_exceptions=True)
         await self.sessions.wait()
+
+    async def _drain_following(self, deadline: float) -> None:
+        """The scorings of traces that left early, until `deadline`; past it their pending
+        metrics follow as skipped, saying why."""
+        remaining = deadline - time.monotonic()
+        if self._batches and remaining > 0:
+            await asyncio.wait(set(self._batches), timeout=remaining)
+        for task in self._batches:
+            task.cancel()
+        await asyncio.gather(*self._batches, return_exceptions=True)
 
     async def _drain_ready(self, deadline: float) -> None:
         ready = self.ready
@@ -271,11 +503,16 @@ class Scheduler:
             scorer.cancel()  # a cancelled scoring still exports its traces, its metrics skipped
         await asyncio.gather(*self._scorers, return_exceptions=True)
         for count, trace in enumerate(ready.take_all(), 1):
+            trace.release_derived()
+            following = self._following.pop(id(trace), None)
+            if following is not None:  # it left while waiting: its pending metrics follow as skipped
+                self._follow(trace, Scored(attributes=skipped_attributes(following.pending, self._why)), None)
+                self._export_carrier(trace)
+                continue
             opened: dict[bytes, Session] = {}
             self._conclude(trace, self.scoring.left_unscored(trace, self._session_of(opened), self._why), opened)
             for session in opened.values():
                 self.sessions.scored(session)
-            trace.release_derived()
             self._export(trace)
             if count % UNSCORED_CHUNK == 0:
                 await asyncio.sleep(0)

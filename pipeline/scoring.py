@@ -87,12 +87,63 @@ class Scored:
     @classmethod
     def skipped(cls, metric_names: tuple[str, ...], why: str) -> Scored:
         """No result, only `eval.<metric>.skipped` saying why: not scored, not failed."""
-        return cls(attributes=[SpanAttribute(result_keys(name).skipped, why) for name in metric_names], cut_off=True)
+        return cls(attributes=skipped_attributes(metric_names, why), cut_off=True)
+
+
+def skipped_attributes(metric_names: Sequence[str], why: str) -> list[SpanAttribute]:
+    """`eval.<metric>.skipped` of each metric, saying why."""
+    return [SpanAttribute(result_keys(name).skipped, why) for name in metric_names]
 
 
 def sequence_attributes(results: Sequence[MetricResult], sequence: int) -> list[SpanAttribute]:
     """`eval.<metric>.sequence` of each result's metric: which scoring of the trace gave it."""
     return [SpanAttribute(result_keys(name).sequence, sequence) for name in dict.fromkeys(r.name for r in results)]
+
+
+class ScoringProgress:
+    """What a batch's scoring has computed so far, for its traces to leave before it ends
+    (`max_hold`): each trace's outputs as the processors add them, and the trace metrics
+    of the processors not done yet. `LocalScoring` fills it; a scoring that cannot show
+    its progress (the scoring workers) leaves it empty, and its traces wait for it."""
+
+    def __init__(self) -> None:
+        self._scored: dict[int, Scored] = {}  # by id() of the trace
+        self.pending: tuple[str, ...] = ()
+
+    def track(self, trace: Trace, scored: Scored) -> None:
+        self._scored[id(trace)] = scored
+
+    def out_of_scope(self, trace: Trace, skip_reason: str) -> None:
+        self._scored[id(trace)] = Scored(skip_reason=skip_reason)
+
+    def so_far(self, trace: Trace) -> Scored | None:
+        """A copy of the trace's outputs so far, span-level results sorted and sequenced as
+        the whole scoring's will be; its skip reason when it is out of the scope; None when
+        its progress is not known."""
+        scored = self._scored.get(id(trace))
+        if scored is None or scored.skip_reason is not None:
+            return scored
+        early = Scored(
+            results=list(scored.results),
+            attributes=list(scored.attributes),
+            usages=list(scored.usages),
+            findings=list(scored.findings),
+        )
+        early.sort_spans(trace)
+        early.attributes += sequence_attributes(early.results, trace.sequence)
+        return early
+
+
+def following_results(final: Scored, early: Scored, pending: Sequence[str]) -> Scored:
+    """What `final` adds to the `early` outputs a trace left with: the results and
+    attributes of the `pending` metrics, and the usage of the calls made since."""
+    prefixes = tuple(result_keys(name).prefix for name in pending)
+    wanted = frozenset(pending)
+    return Scored(
+        results=[result for result in final.results if result.name in wanted],
+        attributes=[attribute for attribute in final.attributes if attribute.key.startswith(prefixes)],
+        usages=final.usages[len(early.usages) :],
+    )
 
 
 NOT_SCORED = "not scored before the pipeline stopped"  # why, unless the one stopping it says more
@@ -109,11 +160,19 @@ class Scoring(Protocol):
     trace_metric_names: tuple[str, ...]  # those scored per trace
     session_metric_names: tuple[str, ...]  # those scored when a session closes
     tracks_sessions: bool  # a processor reads sessions: they are opened and closed for it
+    shows_progress: bool  # `score_batch` keeps a `ScoringProgress` up to date: traces may leave before it ends
 
     def provenance(self) -> dict[str, Provenance]: ...
 
-    async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
-        """One `Scored` per trace, in order; a trace outside the scope has a skip reason."""
+    def skip_reason(self, trace: Trace) -> str | None:
+        """Why `trace` is outside the scoring scope, or None."""
+        ...
+
+    async def score_batch(
+        self, traces: Sequence[Trace], session_of: SessionOf, progress: ScoringProgress | None = None
+    ) -> list[Scored]:
+        """One `Scored` per trace, in order; a trace outside the scope has a skip reason.
+        `progress`, when given, is kept up to date if this scoring can."""
         ...
 
     async def score_session(self, session: Session) -> Scored: ...
@@ -150,6 +209,8 @@ def unscored_in_scope(
 class LocalScoring:
     """The processors of one pipeline, run in this process."""
 
+    shows_progress = True
+
     def __init__(self, processors: list[tuple[str, Processor]], scope: ScoreScope):
         self.processors = processors
         self.scope = scope
@@ -176,7 +237,9 @@ class LocalScoring:
     def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
         return unscored_in_scope(self.skip_reason(trace), trace, session_of, self.trace_metric_names, why)
 
-    async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
+    async def score_batch(
+        self, traces: Sequence[Trace], session_of: SessionOf, progress: ScoringProgress | None = None
+    ) -> list[Scored]:
         """The traces in scope, each in its session, through every processor in turn."""
         answers: list[Scored] = []
         items: list[tuple[Trace, Session | None]] = []
@@ -185,18 +248,26 @@ class LocalScoring:
             answers.append(Scored(skip_reason=skip))
             if skip is None:  # settled before a session is opened for it
                 items.append((trace, session_of(trace)))
-        scored = iter(await self._run_processors(items) if items else ())
+            elif progress is not None:
+                progress.out_of_scope(trace, skip)
+        scored = iter(await self._run_processors(items, progress) if items else ())
         answers = [answer if answer.skip_reason is not None else next(scored) for answer in answers]
         for trace, session in items:
             if session is not None:
                 session.traces.append(TraceSummary.of(trace))
         return answers
 
-    async def _run_processors(self, items: Sequence[tuple[Trace, Session | None]]) -> list[Scored]:
+    async def _run_processors(
+        self, items: Sequence[tuple[Trace, Session | None]], progress: ScoringProgress | None = None
+    ) -> list[Scored]:
         scored = [Scored() for _ in items]
         for (trace, _), one in zip(items, scored):
             trace.results = one.results  # grows as each processor adds: a later one reads the earlier ones'
-        for processor_id, processor in self.processors:
+            if progress is not None:
+                progress.track(trace, one)
+        for position, (processor_id, processor) in enumerate(self.processors):
+            if progress is not None:
+                progress.pending = tuple(name for _, p in self.processors[position:] for name in p.trace_metric_names)
             try:
                 outputs = await processor.process_batch(items)
                 if len(outputs) != len(items):

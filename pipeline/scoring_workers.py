@@ -40,7 +40,7 @@ from spanscore.core.telemetry import Readout, TelemetryMetric
 from spanscore.core.trace import Trace
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.score_scope import ScoreScope
-from spanscore.pipeline.scoring import Scored, SessionOf, scope_skip_reason, unscored_in_scope
+from spanscore.pipeline.scoring import Scored, ScoringProgress, SessionOf, scope_skip_reason, unscored_in_scope
 from spanscore.pipeline.worker_handle import WorkerHandle, WorkerLost, WorkerProcess
 from spanscore.pipeline.worker_messages import WorkerSetup, sent_trace
 from spanscore.pipeline.worker_process import start_worker
@@ -86,6 +86,7 @@ class WorkerScoring:
         self.session_metric_names = session_metric_names
         self.metric_names = (*trace_metric_names, *session_metric_names)
         self.tracks_sessions = tracks_sessions
+        self.shows_progress = False  # a worker's partial results do not cross back
         self._scope = ScoreScope(setup.scope)  # here only for the traces a shutdown leaves unscored
         self._retired = JudgeTelemetry()  # what the judges of workers that exited spent
         self._start_worker = start_worker
@@ -131,7 +132,11 @@ class WorkerScoring:
         judges = judge_readouts(self.judge_telemetry) if self.uses_judges else []
         return [*judges, IN_FLIGHT.reads(lambda: self.in_flight), RESTARTS.reads(lambda: self.restarts)]
 
-    async def score_batch(self, traces: Sequence[Trace], session_of: SessionOf) -> list[Scored]:
+    async def score_batch(
+        self, traces: Sequence[Trace], session_of: SessionOf, progress: ScoringProgress | None = None
+    ) -> list[Scored]:
+        # A worker's partial results do not cross back: `progress` stays empty and the
+        # traces wait for their whole scoring (max_hold does not apply here).
         # Each worker gets the batch's traces for it as one message, sent with the loop
         # round's others, and scores those it gets in a round as one batch. Workers decide
         # the scope: a session is opened here for every trace that names one, and stays
@@ -165,9 +170,11 @@ class WorkerScoring:
                 session.traces.append(TraceSummary.of(trace, prepared.scores if prepared is not None else None))
         return scored_traces
 
+    def skip_reason(self, trace: Trace) -> str | None:
+        return scope_skip_reason(self._scope, trace)
+
     def left_unscored(self, trace: Trace, session_of: SessionOf, why: str) -> Scored:
-        skip = scope_skip_reason(self._scope, trace)
-        return unscored_in_scope(skip, trace, session_of, self.trace_metric_names, why)
+        return unscored_in_scope(self.skip_reason(trace), trace, session_of, self.trace_metric_names, why)
 
     async def score_session(self, session: Session) -> Scored:
         worker = self._workers[zlib.crc32(session.session_id.encode("utf-8")) % len(self._workers)]

@@ -23,6 +23,8 @@ DEFAULT_SESSION_IDLE_S = 300.0
 DEFAULT_MAX_BUFFERED_SPANS = 200_000
 DEFAULT_FORWARDED_TRACE_MEMORY = 100_000
 DEFAULT_MAX_OPEN_SESSIONS = 50_000
+DEFAULT_MAX_HOLD_S = 30.0
+DEFAULT_MAX_FOLLOWING_TRACES = 5_000
 DEFAULT_LATE_WINDOW_S = 600.0
 DEFAULT_MAX_RESCORES = 3
 DEFAULT_LATE_MEMORY_SPANS = 100_000
@@ -53,6 +55,14 @@ class PipelineSettings(ComponentConfig):
     # "retry later" (HTTP 503 / gRPC UNAVAILABLE) instead of buffering without bound.
     max_buffered_spans: int = Field(default=DEFAULT_MAX_BUFFERED_SPANS, gt=0)
     session_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_SESSION_KEYS))
+    # How long a ready trace may wait for its scoring before it leaves for the exporters
+    # with the results computed by then, `eval.<metric>.pending` on its root for the
+    # others, which follow on an `evaluate_trace` carrier when they come.
+    max_hold: Duration = Field(default=DEFAULT_MAX_HOLD_S, gt=0)
+    # Traces that left at max_hold with results still to follow, at most: past it the
+    # oldest's scoring is given up, its pending metrics following as skipped. Bounds what
+    # a judge that never answers costs (each such trace keeps its spans and judge calls).
+    max_following_traces: int = Field(default=DEFAULT_MAX_FOLLOWING_TRACES, ge=1)
     # Traces scored at once; judge calls wait on the network, so this is what lets many
     # overlap, while CPU-bound metrics are kept from monopolizing the event loop.
     scoring_concurrency: int = Field(default=DEFAULT_SCORING_CONCURRENCY, ge=1, le=10_000)

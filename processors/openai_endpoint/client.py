@@ -329,7 +329,11 @@ class Endpoint:
             except Unreachable as outage:
                 raise exchange.unreachable(outage) from None
             queued = time.monotonic()
-            slot = await io.take_slot()  # a backoff sleep does not hold a slot
+            try:
+                slot = await io.take_slot()  # a backoff sleep does not hold a slot
+            except BaseException:
+                self.breaker.abandon(probe)  # a probe cancelled before it had a slot; else a no-op
+                raise
             hold.excuse(time.monotonic() - queued)  # waiting for a turn is not waiting out an outage
             load: Outcome | None = None
             try:

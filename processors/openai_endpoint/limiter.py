@@ -97,7 +97,11 @@ class ConcurrencyLimit:
             with self._lock:
                 if waiter in self._waiters:  # not granted: nothing to give back
                     self._waiters.remove(waiter)
-            # A slot granted meanwhile is given back by `_handed` once it finds the future cancelled.
+            # A slot granted meanwhile is given back by `_handed` once it finds the future
+            # cancelled; one it handed before the cancel (the future holds it), here.
+            future = waiter[1]
+            if future.done() and not future.cancelled():
+                self.release(future.result(), None)
             raise
 
     def release(self, slot: Slot, outcome: Outcome | None) -> None:

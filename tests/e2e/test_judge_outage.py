@@ -247,10 +247,12 @@ def test_what_a_scoring_workers_judges_spent_still_counts_after_it_is_killed(sin
 
 
 @pytest.mark.slow
-def test_a_judge_down_for_a_minute_then_back_judges_every_trace_with_default_settings(sink, tmp_path):
+def test_a_judge_down_for_a_minute_then_back_judges_every_trace_with_the_judges_default_settings(sink, tmp_path):
     """The reported case, at full length: `spanscore run` with the judge's default retry,
     backoff and max_judge_wait; the judge refuses connections for 30 s, answers 503 while
-    "loading" for 30 s more, then answers. A trace arrives every 2 s throughout."""
+    "loading" for 30 s more, then answers. A trace arrives every 2 s throughout. `max_hold`
+    is raised past the outage so every trace waits for its judge here, its held calls
+    counted (tests/e2e/test_max_hold.py has the traces leaving before the judge answers)."""
     judge_port, grpc_port, health_port, prometheus = free_port(), free_port(), free_port(), free_port()
     handler = Loading()
     judge = OpenAIServer(handler=handler, port=judge_port)
@@ -259,7 +261,7 @@ def test_a_judge_down_for_a_minute_then_back_judges_every_trace_with_default_set
     config.write_text(f"""
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{grpc_port}'}}}}}}}}
 processors:
-  assembler: {{trace_wait: 100ms}}
+  assembler: {{trace_wait: 100ms, max_hold: 10m}}
   judge_metrics: {{judge: {{model: judge-test, base_url: '{judge.base_url}', api_key: '{api_key}'}}}}
 exporters:
   otlp: {{endpoint: '127.0.0.1:{sink.grpc_port}', tls: {{insecure: true}}}}

@@ -614,3 +614,171 @@ async def test_receiver_refuses_input_after_shutdown(rig_for):
     with pytest.raises(RuntimeError, match="receiver memory is shut down"):
         receiver.send(request_of([span(new_trace_id(), "root")]))
     assert rig.pipeline.counts.received_spans == 0
+
+
+async def test_a_trace_leaves_at_max_hold_with_the_results_so_far_and_the_others_follow_on_a_carrier(rig_for):
+    rig = await rig_for(toy(name="quick"), toy(name="slow", delay_s=0.6), score=EVERY_TRACE, max_hold=0.1)
+    trace_id, root_id = new_trace_id(), new_span_id()
+    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "llm", parent=root_id)]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()
+    await asyncio.sleep(0.4)  # past max_hold, before the slow metric
+    left = rig.exporter.only(trace_id)
+    assert left.span_names == ["root", "llm"] and left.scores == {"quick": 0.5}
+    assert left.anchor_attributes["eval.quick.sequence"] == 1
+    assert left.anchor_attributes["eval.slow.pending"] == "not scored within max_hold (100ms)"
+    assert "eval.quick.pending" not in left.anchor_attributes and "eval.slow.score" not in left.anchor_attributes
+    assert rig.pipeline.counts.held_spans == 0  # sent: no longer held for the scoring
+
+    await rig.pipeline.settle()
+    _, followed = rig.exporter.by_trace_id(trace_id)
+    assert followed.span_names == ["evaluate_trace"] and followed.scores == {"slow": 0.5}
+    (carrier,) = followed.spans
+    assert carrier.parent_span_id == root_id and [link.span_id for link in carrier.links] == [root_id]
+    # It completes the first scoring: sequence 1, and nothing of the quick metric again.
+    assert followed.anchor_attributes["eval.slow.sequence"] == 1
+    assert not [k for k in followed.anchor_attributes if k.startswith("eval.quick.") or k.endswith(".pending")]
+    sent = [s.span_id for exported in rig.exporter.exported for s in exported.spans]
+    assert len(sent) == len(set(sent)) == 3
+    assert rig.pipeline.counts.held_spans == 0
+
+
+async def test_a_scoring_that_ends_within_max_hold_leaves_the_trace_whole(rig_for):
+    rig = await rig_for(toy(name="quick"), toy(name="slow", delay_s=0.05), score=EVERY_TRACE, max_hold=5.0)
+    trace_id = new_trace_id()
+    rig.receiver.send(request_of([span(trace_id, "root")]))
+    await rig.at(1.0)
+    exported = rig.exporter.only(trace_id)
+    assert exported.scores == {"quick": 0.25, "slow": 0.25}
+    assert not [k for k in exported.anchor_attributes if k.endswith(".pending")]
+
+
+async def test_a_pending_metric_still_running_at_the_shutdown_deadline_follows_skipped(rig_for):
+    rig = await rig_for(toy(name="quick"), toy(name="slow", delay_s=30.0), score=EVERY_TRACE, max_hold=0.1)
+    trace_id = new_trace_id()
+    rig.receiver.send(request_of([span(trace_id, "root")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    await rig.pipeline.drain(started + 0.3, "stopped before scoring it")
+    assert time.monotonic() - started < 5.0
+    left, followed = rig.exporter.by_trace_id(trace_id)
+    assert left.scores == {"quick": 0.25} and "eval.slow.pending" in left.anchor_attributes
+    assert followed.span_names == ["evaluate_trace"] and followed.results == ()
+    assert {k: v for k, v in followed.anchor_attributes.items() if k.startswith("eval.slow.")} == {
+        "eval.slow.skipped": "stopped before scoring it"
+    }
+    assert rig.pipeline.counts.held_spans == 0
+
+
+async def test_a_trace_outside_the_scope_leaves_at_max_hold_as_it_came_not_after_its_batch(rig_for):
+    rig = await rig_for(toy(name="slow", delay_s=0.6), max_hold=0.1)  # agent traces only
+    agent, health_check = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(agent, "root", attributes=AGENT_ROOT), span(health_check, "GET /health")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # one batch
+    await asyncio.sleep(0.4)
+    assert not [k for k in rig.exporter.only(health_check).anchor_attributes if k.startswith("eval.")]
+    assert "eval.slow.pending" in rig.exporter.only(agent).anchor_attributes
+    await rig.pipeline.settle()
+    assert len(rig.exporter.by_trace_id(health_check)) == 1 and len(rig.exporter.by_trace_id(agent)) == 2
+
+
+async def test_a_trace_waiting_for_a_scorer_leaves_at_max_hold_and_its_results_follow_once_scored(rig_for):
+    rig = await rig_for(
+        toy(name="quick"),
+        toy(name="slow", delay_s=0.3),
+        score=EVERY_TRACE,
+        max_hold=0.5,
+        scoring_concurrency=1,
+        scoring_batch=1,
+    )
+    first, second = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(first, "root"), span(second, "root")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # both ready: the one scorer takes the first, the second waits in line
+    await asyncio.sleep(0.05)
+    rig.clock.now = 1.6  # ready 600 ms ago, still without a scorer
+    rig.pipeline.tick()
+    left = rig.exporter.only(second)
+    assert left.scores == {}
+    assert {k: v for k, v in left.anchor_attributes.items() if k.endswith(".pending")} == {
+        "eval.quick.pending": "not scored within max_hold (500ms)",
+        "eval.slow.pending": "not scored within max_hold (500ms)",
+    }
+    assert rig.exporter.by_trace_id(first) == []  # scored within its max_hold: it leaves whole
+
+    await rig.pipeline.settle()
+    assert rig.exporter.only(first).scores == {"quick": 0.25, "slow": 0.25}
+    _, followed = rig.exporter.by_trace_id(second)
+    assert followed.span_names == ["evaluate_trace"] and followed.scores == {"quick": 0.25, "slow": 0.25}
+    assert (followed.anchor_attributes["eval.quick.sequence"], followed.anchor_attributes["eval.slow.sequence"]) == (
+        1,
+        1,
+    )
+    assert rig.pipeline.counts.held_spans == 0
+
+
+GIVEN_UP = "given up: results of more than {} traces were following (max_following_traces)"
+
+
+async def test_past_max_following_traces_the_oldest_waiting_in_line_are_given_up(rig_for):
+    rig = await rig_for(
+        toy(name="quick"),
+        toy(name="slow", delay_s=30.0),
+        score=EVERY_TRACE,
+        max_hold=0.1,
+        max_following_traces=2,
+        scoring_concurrency=1,
+        scoring_batch=1,
+    )
+    first, second, third, fourth = traces = [new_trace_id() for _ in range(4)]
+    rig.receiver.send(request_of([span(trace_id, "root") for trace_id in traces]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()  # the one scorer takes the first, the others wait in line
+    await asyncio.sleep(0.02)
+    rig.clock.now = 1.2
+    rig.pipeline.tick()  # the three waiting leave: one more than the bound, the oldest given up
+    await asyncio.sleep(0.3)  # the first leaves at its max_hold: one more again
+    for given_up in (second, third):
+        left, followed = rig.exporter.by_trace_id(given_up)
+        assert left.scores == {} and "eval.slow.pending" in left.anchor_attributes
+        assert followed.span_names == ["evaluate_trace"] and followed.results == ()
+        assert {k: v for k, v in followed.anchor_attributes.items() if k.endswith(".skipped")} == {
+            "eval.quick.skipped": GIVEN_UP.format(2),
+            "eval.slow.skipped": GIVEN_UP.format(2),
+        }
+    assert rig.exporter.only(first).scores == {"quick": 0.25}  # its slow metric still follows
+    assert "eval.quick.pending" in rig.exporter.only(fourth).anchor_attributes
+    assert len(rig.pipeline.scheduler._following) == 2
+    assert rig.pipeline.scheduler.ready.unfinished == 0  # the given up left the line
+
+
+async def test_past_max_following_traces_the_oldest_scoring_is_cancelled_its_pending_metrics_skipped(rig_for):
+    rig = await rig_for(
+        toy(name="quick"),
+        toy(name="slow", delay_s=30.0),
+        score=EVERY_TRACE,
+        max_hold=0.1,
+        max_following_traces=1,
+        scoring_concurrency=2,
+        scoring_batch=1,
+    )
+    older, newer = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(older, "root")]))
+    rig.clock.now = 1.0
+    rig.pipeline.tick()
+    await asyncio.sleep(0.15)  # it left at max_hold, its slow metric following
+    rig.receiver.send(request_of([span(newer, "root")]))
+    rig.clock.now = 2.0
+    rig.pipeline.tick()
+    await asyncio.sleep(0.3)  # the newer left too: past the bound, the older's scoring is given up
+    left, followed = rig.exporter.by_trace_id(older)
+    assert left.scores == {"quick": 0.25} and "eval.slow.pending" in left.anchor_attributes
+    assert followed.span_names == ["evaluate_trace"] and followed.results == ()
+    assert {k: v for k, v in followed.anchor_attributes.items() if k.startswith("eval.")} == {
+        "eval.slow.skipped": GIVEN_UP.format(1)
+    }
+    assert rig.exporter.only(newer).scores == {"quick": 0.25}
+    assert len(rig.pipeline.scheduler._batches) == 1  # the older's scoring ended, its judge calls with it

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from spanscore.processors.openai_endpoint import client as endpoint_client
+from spanscore.processors.openai_endpoint.breaker import BreakerState
 from spanscore.processors.openai_endpoint.client import Endpoint, Exchange, Failure
 from spanscore.processors.openai_endpoint.retry import GiveUp, RetryPolicy
 
@@ -90,3 +91,28 @@ def test_call_sync_refuses_a_wait_on_an_event_loop(monkeypatch):
     monkeypatch.setattr(endpoint_client._Blocking, "sleep", sleep_on_a_loop)
     with pytest.raises(RuntimeError, match="waited on an event loop"):
         endpoint().call_sync(Scripted("error", asynchronous=False))
+
+
+async def test_a_probe_cancelled_while_it_waits_for_a_slot_lets_the_next_call_probe():
+    server = Endpoint(
+        "test server",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        log=logging.getLogger("test"),
+        what="test request",
+        retry=RetryPolicy(2, initial_backoff_s=0.001, max_backoff_s=0.001),
+        max_concurrency=1,
+    )
+    for _ in range(server.breaker.failure_threshold):
+        server.breaker.failed(False, "no connection")
+    taken = await server.limit.acquire()  # every slot in use
+    await asyncio.sleep(0.01)  # past the probe delay
+    probe = asyncio.create_task(server.call(Scripted(asynchronous=True)))
+    await asyncio.sleep(0.01)
+    assert server.breaker.state is BreakerState.HALF_OPEN  # it goes as the probe, once it has a slot
+    probe.cancel()  # as a scoring given up cancels its judge calls
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    assert server.breaker.state is BreakerState.OPEN  # not half-open for good: the next call probes
+    server.limit.release(taken, None)
+    assert await asyncio.wait_for(server.call(Scripted(asynchronous=True)), 1) == "answered: answer"

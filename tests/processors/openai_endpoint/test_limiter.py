@@ -100,6 +100,20 @@ async def test_a_cancelled_waiter_gives_its_slot_back():
     limit.release(await asyncio.wait_for(limit.acquire(), 1), None)
 
 
+async def test_a_waiter_cancelled_after_its_slot_arrived_gives_it_back():
+    limit = ConcurrencyLimit(1)
+    first = await limit.acquire()
+    waiting = asyncio.create_task(limit.acquire())
+    await asyncio.sleep(0.01)
+    limit.release(first, Outcome.ANSWERED)
+    await asyncio.sleep(0)  # the slot is handed over: `waiting` has it, but has not run since
+    waiting.cancel()  # as a scoring given up cancels the judge calls that wait
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert limit.in_flight == 0 and limit.waiting == 0
+    limit.release(await asyncio.wait_for(limit.acquire(), 1), None)
+
+
 async def test_one_limit_serves_waiters_on_another_event_loop():
     limit = ConcurrencyLimit(1)
     held = await limit.acquire()
