@@ -1,7 +1,7 @@
 """max_hold bench: a judge that accepts connections and never answers, at a steady rate.
 
     python bench/max_hold.py [--seconds 300] [--traces-per-s 200] [--max-hold 30s]
-                             [--max-following-traces N] [--follow-s 180]
+                             [--max-following-traces N] [--late-spans rescore] [--follow-s 180]
 
 A `spanscore run` process receives OTLP/HTTP on loopback, scores with
 `failure_localization` (no judge) then `judge_metrics`, whose judge is a loopback
@@ -62,7 +62,7 @@ from tests.support.openai_server import OpenAIServer, RecordedRequest  # noqa: E
 CONFIG = """
 receivers: {{otlp: {{protocols: {{http: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
 processors:
-  assembler: {{trace_wait: 200ms, max_hold: {max_hold}{following}}}
+  assembler: {{trace_wait: 200ms, max_hold: {max_hold}, late_spans: {late_spans}{following}}}
   failure_localization: {{when: always}}
   judge_metrics: {{judge: {{model: bench-judge, base_url: 'http://127.0.0.1:{judge}/v1', api_key: k}}}}
 exporters:
@@ -240,6 +240,7 @@ def main() -> int:
     parser.add_argument("--traces-per-s", type=float, default=200.0)
     parser.add_argument("--max-hold", default="30s")
     parser.add_argument("--max-following-traces", type=int, default=None, help="the collector's default if not given")
+    parser.add_argument("--late-spans", default="rescore", choices=["rescore", "forward"])
     parser.add_argument("--follow-s", type=float, default=180.0, help="how long results may follow once it answers")
     args = parser.parse_args()
     # The held requests of calls the collector gave up end as lost connections: not news.
@@ -252,7 +253,12 @@ def main() -> int:
     following = "" if args.max_following_traces is None else f", max_following_traces: {args.max_following_traces}"
     config.write_text(
         CONFIG.format(
-            port=port, max_hold=args.max_hold, following=following, judge=judge.port, sink=exports.server_port
+            port=port,
+            max_hold=args.max_hold,
+            late_spans=args.late_spans,
+            following=following,
+            judge=judge.port,
+            sink=exports.server_port,
         )
     )
     collector = subprocess.Popen(
@@ -311,6 +317,7 @@ def main() -> int:
                     "spans_per_s": args.traces_per_s * 5,
                     "max_hold": args.max_hold,
                     "max_following_traces": args.max_following_traces or "default",
+                    "late_spans": args.late_spans,
                     "sent_traces": len(sent_at),
                     "refused_requests": refused,
                     "requests_unanswered_in_10s": unanswered,
