@@ -26,3 +26,32 @@ class FirstSeen:
             return False
         seen.add(key)
         return True
+
+
+class SummedCount:
+    """Events counted and reported at most once an interval, summed: a condition that
+    holds at the trace rate (a bound reached under load) says how often in one line.
+
+    `add(n)` counts; `due(now)` returns the count to report when an interval has passed
+    since the last report (and starts the next interval), else 0; `flush()` returns what
+    is left, at a stop."""
+
+    def __init__(self, interval_s: float):
+        self.interval_s = interval_s
+        self.total = 0
+        self._unreported = 0
+        self._reported_at: float | None = None
+
+    def add(self, n: int = 1) -> None:
+        self.total += n
+        self._unreported += n
+
+    def due(self, now: float) -> int:
+        if not self._unreported or (self._reported_at is not None and now - self._reported_at < self.interval_s):
+            return 0
+        self._reported_at = now
+        return self.flush()
+
+    def flush(self) -> int:
+        count, self._unreported = self._unreported, 0
+        return count

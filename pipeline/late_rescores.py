@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
+from spanscore.core.once import SummedCount
 from spanscore.core.provenance import Provenance
 from spanscore.core.score_encoding import SCOPE_NAME, TRACE_SPAN_NAME, is_trace_carrier
 from spanscore.core.trace import ScopeOrigin, Trace
@@ -46,6 +47,10 @@ from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.worker_messages import Origins, received_trace, sent_trace
 
 log = logging.getLogger("spanscore.pipeline")
+
+# Traces forgotten for `late_memory_spans` are logged at most this often, summed: under
+# load the bound forgets a trace for each one kept.
+FORGOTTEN_LOG_INTERVAL_S = 60.0
 
 
 @dataclass
@@ -73,7 +78,7 @@ class LateRescores:
         self.max_spans = config.late_memory_spans
         self._traces: OrderedDict[bytes, _Remembered] = OrderedDict()  # first scored first
         self.span_count = 0
-        self.forgotten = 0  # traces dropped for the bound before their window ended
+        self.forgotten = SummedCount(FORGOTTEN_LOG_INTERVAL_S)  # traces dropped for the bound before their window ended
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -146,15 +151,25 @@ class LateRescores:
         self._bound()
 
     def _bound(self) -> None:
+        now = time.monotonic()
         while self.span_count > self.max_spans and self._traces:
             trace_id, _ = next(iter(self._traces.items()))
             self._forget(trace_id)
-            self.forgotten += 1
+            self.forgotten.add()
+            if self.forgotten.total == 1:
+                log.warning(
+                    "more than %d spans kept for re-scoring (late_memory_spans): trace %s will not be scored again if "
+                    "late spans of it arrive (the oldest kept; later ones are counted once a minute)",
+                    self.max_spans,
+                    trace_id.hex(),
+                )
+                self.forgotten.due(now)  # said: the next line comes an interval later
+        count = self.forgotten.due(now)
+        if count:
             log.warning(
-                "more than %d spans kept for re-scoring (late_memory_spans): trace %s will not be scored "
-                "again if late spans of it arrive",
+                "%d more traces forgotten for late_memory_spans (%d): late spans of them are forwarded, not scored",
+                count,
                 self.max_spans,
-                trace_id.hex(),
             )
 
     def _forget(self, trace_id: bytes) -> None:

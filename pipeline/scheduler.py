@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spanscore.core.durations import format_duration
+from spanscore.core.once import SummedCount
 from spanscore.core.score_encoding import result_keys
 from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
@@ -126,8 +127,7 @@ class Scheduler:
         self.max_following = config.max_following_traces
         # Batches cancelled past the bound: why, and their traces' results that were following.
         self._given_up: dict[asyncio.Task, tuple[str, dict[int, Following]]] = {}
-        self._given_up_unlogged = 0
-        self._given_up_logged_at = -GIVEN_UP_LOG_INTERVAL_S
+        self._given_up_count = SummedCount(GIVEN_UP_LOG_INTERVAL_S)
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -340,7 +340,7 @@ class Scheduler:
         for following in oldest:
             if id(following.trace) not in self._following:  # given up with its batch
                 continue
-            self._given_up_unlogged += 1
+            self._given_up_count.add()
             batch = following.batch
             if batch is None:
                 trace = following.trace
@@ -353,21 +353,22 @@ class Scheduler:
                 # Its batch's traces are given up with it: out of the count now, their
                 # skipped results sent when the cancelled scoring ends.
                 siblings = [id(trace) for trace in self._batches.get(batch, ()) if id(trace) in self._following]
-                self._given_up_unlogged += len(siblings) - 1
+                self._given_up_count.add(len(siblings) - 1)
                 self._given_up[batch] = (why, {key: self._following.pop(key) for key in siblings})
                 if batch in self._started:  # else it gives up as it starts
                     batch.cancel()
 
-    def _log_given_up(self, now: float) -> None:
-        """What `_bound_following` gave up since the last time, at most once an interval."""
-        if self._given_up_unlogged and now - self._given_up_logged_at >= GIVEN_UP_LOG_INTERVAL_S:
+    def _log_given_up(self, now: float | None) -> None:
+        """What `_bound_following` gave up since the last time, at most once an interval
+        (all of it when `now` is None: at the stop)."""
+        count = self._given_up_count.flush() if now is None else self._given_up_count.due(now)
+        if count:
             log.warning(
                 "gave up the results still following %d traces (more than max_following_traces %d traces had "
                 "results to follow): their pending metrics follow as skipped",
-                self._given_up_unlogged,
+                count,
                 self.max_following,
             )
-            self._given_up_unlogged, self._given_up_logged_at = 0, now
 
     def _follow(self, trace: Trace, scored: Scored, observations: ScoreObservations | None) -> None:
         """The results that follow a trace that left before its scoring ended, on a carrier
@@ -458,7 +459,7 @@ class Scheduler:
         await self._drain_ready(deadline - share)
         await self._drain_following(deadline - share)
         await self.sessions.close_all(deadline, why)
-        self._log_given_up(self._given_up_logged_at + GIVEN_UP_LOG_INTERVAL_S)  # what the last interval gave up
+        self._log_given_up(None)  # what the last interval gave up
         for scorer in self._scorers:
             scorer.cancel()
         await asyncio.gather(*self._scorers, return_exceptions=True)

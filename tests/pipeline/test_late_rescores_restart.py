@@ -4,6 +4,7 @@ span it had and the next sequence; the original requests leave the write-ahead l
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,4 +234,15 @@ async def test_a_trace_killed_while_being_scored_is_replayed_once_and_keeps_its_
     await run.at(4.0)
     [carrier] = run.carriers(trace_id)
     assert (carrier["eval.toy.sequence"], carrier["eval.toy.explanation"]) == (2, "2 spans")
+    await run.stop()
+
+
+async def test_traces_forgotten_for_the_bound_are_logged_once_not_per_trace(tmp_path, caplog):
+    run = await start(tmp_path, late_memory_spans=3)
+    with caplog.at_level(logging.WARNING, logger="spanscore.pipeline"):
+        for _ in range(6):  # each kept trace of 2 spans forgets the one before
+            await scored_trace(run, spans=2)
+    said = [r.getMessage() for r in caplog.records if "late_memory_spans" in r.getMessage()]
+    assert len(said) == 1 and "the oldest kept" in said[0], said  # the rest summed once a minute
+    assert run.pipeline.late is not None and run.pipeline.late.forgotten.total == 5
     await run.stop()
