@@ -33,32 +33,28 @@ def encoded_trace(origins: Origins, trace: Trace, appended: Mapping[int, bytes])
     out = []
     for (resource, scope, spans, resource_schema, scope_schema), origin in zip(origins, trace.spans_by_origin):
         parsed = origin.scope_spans.spans
-        scope_spans = [length_delimited(_FIELD_1, scope)]
-        for data, span in zip(spans, parsed):
-            extra = appended.get(id(span))
-            scope_spans.append(length_delimited(_FIELD_2, data + extra if extra else data))
-        if scope_schema:
-            scope_spans.append(length_delimited(_FIELD_3, scope_schema.encode()))
-        resource_spans = [length_delimited(_FIELD_1, resource), length_delimited(_FIELD_2, b"".join(scope_spans))]
-        if resource_schema:
-            resource_spans.append(length_delimited(_FIELD_3, resource_schema.encode()))
-        out.append(length_delimited(_FIELD_1, b"".join(resource_spans)))
+        scored = [data + extra if (extra := appended.get(id(span))) else data for data, span in zip(spans, parsed)]
+        out.append(_resource_spans(resource, scope, scored, resource_schema, scope_schema))
     return b"".join(out)
 
 
 def origins_request(origins: Origins) -> bytes:
     """ExportTraceServiceRequest bytes of `origins` as they are (two such requests joined
     are one request holding both)."""
-    out = []
-    for resource, scope, spans, resource_schema, scope_schema in origins:
-        scope_spans = [length_delimited(_FIELD_1, scope), *(length_delimited(_FIELD_2, data) for data in spans)]
-        if scope_schema:
-            scope_spans.append(length_delimited(_FIELD_3, scope_schema.encode()))
-        resource_spans = [length_delimited(_FIELD_1, resource), length_delimited(_FIELD_2, b"".join(scope_spans))]
-        if resource_schema:
-            resource_spans.append(length_delimited(_FIELD_3, resource_schema.encode()))
-        out.append(length_delimited(_FIELD_1, b"".join(resource_spans)))
-    return b"".join(out)
+    return b"".join(_resource_spans(*origin) for origin in origins)
+
+
+def _resource_spans(
+    resource: bytes, scope: bytes, spans: list[bytes], resource_schema: str, scope_schema: str
+) -> bytes:
+    """One `resource_spans` field of an export request: its resource, one scope spans."""
+    scope_spans = [length_delimited(_FIELD_1, scope), *(length_delimited(_FIELD_2, data) for data in spans)]
+    if scope_schema:
+        scope_spans.append(length_delimited(_FIELD_3, scope_schema.encode()))
+    resource_spans = [length_delimited(_FIELD_1, resource), length_delimited(_FIELD_2, b"".join(scope_spans))]
+    if resource_schema:
+        resource_spans.append(length_delimited(_FIELD_3, resource_schema.encode()))
+    return length_delimited(_FIELD_1, b"".join(resource_spans))
 
 
 def request_origins(data: bytes) -> Origins:

@@ -17,13 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_TOOL_CALLS, NO_TOOLS
-from tests.support.agent_session import messages
+from tests.support.agent_session import send_turn
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import ErrorReply, OpenAIServer, RecordedRequest, Reply
-from tests.support.otlp_client import grpc_export
 from tests.support.ports import free_port
 from tests.support.running import scraped_samples, sink_config, wait_until
-from tests.support.spans import new_span_id, new_trace_id, request_of, span
+from tests.support.spans import new_trace_id
 
 # No tools offered or called: these are skipped without the judge, `.skipped` saying why.
 SKIPPED = {"tool_correctness": NO_TOOLS, "argument_correctness": NO_TOOL_CALLS}
@@ -36,24 +35,6 @@ def judge_metrics(base_url: str, judge: str = "", extra: str = "") -> str:
         f"  judge_metrics: {{judge: {{model: judge-test, base_url: '{base_url}', api_key: test-key, {FAST}"
         f"{judge}}}{extra}}}"
     )
-
-
-def send_trace(collector, name: str, trace_id: bytes | None = None) -> bytes:
-    trace_id = trace_id or new_trace_id()
-    root = span(
-        trace_id,
-        name,
-        span_id=new_span_id(),
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": "helper",
-            "gen_ai.input.messages": messages("user", "Summarise my last order."),
-            # Each trace its own answer: the judge's cache would answer a repeated prompt.
-            "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name})."),
-        },
-    )
-    grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
-    return trace_id
 
 
 def roots(sink) -> dict[str, dict]:
@@ -88,7 +69,7 @@ def test_a_judge_down_then_loading_then_back_judges_every_trace(sink, start_coll
     )
     try:
         for i in range(4):
-            send_trace(collector, f"turn {i}")
+            send_turn(collector, f"turn {i}")
             time.sleep(0.25)
         assert sink.spans() == []  # held, not exported with errors
         judge.start()
@@ -118,7 +99,7 @@ def test_past_max_judge_wait_the_trace_leaves_with_errors_saying_the_judge_was_u
         )
     )
     started = time.monotonic()
-    send_trace(collector, "turn")
+    send_turn(collector, "turn")
     assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=10)
     assert 1.0 <= time.monotonic() - started < 5.0
     [root] = sink.spans()
@@ -152,7 +133,7 @@ def test_over_budget_a_traces_judge_metrics_are_skipped_and_the_spend_is_exporte
         config += "    metrics: {exporters: [prometheus], export_interval: 100ms}\n"
         collector = start_collector(config)
         for i in range(4):  # one at a time, so the fourth is the one over the budget
-            send_trace(collector, f"turn {i}")
+            send_turn(collector, f"turn {i}")
             assert wait_until(lambda i=i: len(sink.spans()) == i + 1, timeout_s=10)
         assert len(judge.requests_to("/chat/completions")) == 3
     found = roots(sink)
@@ -210,7 +191,7 @@ def test_two_scoring_workers_share_one_judge_budget(sink, start_collector):
             if zlib.crc32(trace_id) % 2 == len(ids) % 2:
                 ids.append(trace_id)
         for i, trace_id in enumerate(ids):  # one at a time, so the fourth is the one over the budget
-            send_trace(collector, f"turn {i}", trace_id)
+            send_turn(collector, f"turn {i}", trace_id)
             assert wait_until(lambda i=i: len(sink.spans()) == i + 1, timeout_s=10)
         assert len(judge.requests_to("/chat/completions")) == 3
     found = roots(sink)
@@ -233,13 +214,13 @@ def test_what_a_scoring_workers_judges_spent_still_counts_after_it_is_killed(sin
         def spent(field: str) -> float:
             return sum(getattr(figures, field) for figures in workers.judge_telemetry())
 
-        send_trace(collector, "before")
+        send_turn(collector, "before")
         assert wait_until(lambda: spent("requests") == 1, timeout_s=10)  # reported within a second
         [pid] = workers.pids
         os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: workers.restarts == 1 and workers.pids != [pid], timeout_s=10)
         assert spent("requests") == 1 and spent("input_tokens") == 120
-        send_trace(collector, "after")
+        send_turn(collector, "after")
         assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=30)
         assert wait_until(lambda: spent("requests") == 2, timeout_s=10)
         assert (spent("input_tokens"), spent("output_tokens")) == (240, 60)
@@ -314,7 +295,7 @@ service:
             if i == 15:
                 judge.start()  # 30 s refused; now 30 s of 503 "Loading model"
             names.append(f"turn {i}")
-            send_trace(collector, names[-1])
+            send_turn(collector, names[-1])
         while time.monotonic() < started + 59:
             time.sleep(0.05)
         during = scrape()

@@ -11,13 +11,11 @@ import time
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_TOOL_CALLS, NO_TOOLS
-from tests.support.agent_session import messages
+from tests.support.agent_session import send_turn
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
-from tests.support.otlp_client import grpc_export
 from tests.support.ports import free_port
 from tests.support.running import scraped_samples, wait_until
-from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
 HOLD = "not scored within max_hold (500ms)"
 # No tools offered or called: these are skipped without the judge, `.skipped` saying why.
@@ -30,24 +28,6 @@ def judge_metrics(base_url: str, judge: str = "") -> str:
     return (
         f"  judge_metrics: {{judge: {{model: judge-test, base_url: '{base_url}', api_key: test-key, {fast}{judge}}}}}"
     )
-
-
-def send_trace(collector, name: str) -> bytes:
-    """One agent turn, its root alone; each its own answer, so the judge's cache does not answer."""
-    trace_id = new_trace_id()
-    root = span(
-        trace_id,
-        name,
-        span_id=new_span_id(),
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": "helper",
-            "gen_ai.input.messages": messages("user", "Summarise my last order."),
-            "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name})."),
-        },
-    )
-    grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
-    return trace_id
 
 
 def config(sink, judge_url: str, prometheus: int, judge: str = "", assembler: str = "") -> str:
@@ -93,7 +73,7 @@ def test_a_slow_judge_does_not_hold_the_trace_its_results_follow_on_a_carrier(si
     try:
         collector = start_collector(config(sink, judge.base_url, prometheus))
         sent = time.monotonic()
-        trace_id = send_trace(collector, "slow judge")
+        trace_id = send_turn(collector, "slow judge")
         assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=10)
         left_after = time.monotonic() - sent
         assert left_after < 2.5  # max_hold (500ms) after trace_wait, not the judge's 3s
@@ -140,7 +120,7 @@ def test_a_judge_that_never_answers_leaves_the_trace_scored_its_errors_follow_by
     try:
         collector = start_collector(config(sink, judge.base_url, prometheus, judge=", timeout: 1s, max_judge_wait: 2s"))
         sent = time.monotonic()
-        send_trace(collector, "silent judge")
+        send_turn(collector, "silent judge")
         assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=10)
         assert time.monotonic() - sent < 1.5  # before the judge's first timeout
         root, _ = _root_and_carrier(sink)
@@ -165,7 +145,7 @@ def test_with_scoring_workers_the_trace_still_waits_for_its_whole_scoring(sink, 
     try:
         collector = start_collector(config(sink, judge.base_url, free_port(), assembler=", scoring_workers: 1"))
         sent = time.monotonic()
-        send_trace(collector, "worker-scored")
+        send_turn(collector, "worker-scored")
         assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=20)
         assert time.monotonic() - sent > 2.0  # held for the judge's answer, past max_hold
         [root] = sink.spans()
@@ -186,7 +166,7 @@ def test_past_max_following_traces_the_oldest_judge_calls_are_given_up_their_met
         collector = start_collector(config(sink, judge.base_url, free_port(), assembler=", max_following_traces: 2"))
         sent = []
         for number in range(4):  # one at a time: each its own scoring
-            sent.append(send_trace(collector, f"silent judge {number}"))
+            sent.append(send_turn(collector, f"silent judge {number}"))
             assert wait_until(lambda: len(sink.spans()) >= len(sent), timeout_s=10)
         # The third and fourth to leave took the first two past the bound: given up now,
         # not at max_judge_wait (10 min).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.support.otlp_client import send
+from tests.support.otlp_client import grpc_export, send
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 
 METRICS = """\
@@ -40,3 +40,22 @@ def send_session(collector, session_id: str = "support-9"):
             },
         )
         send(collector.grpc_port, request_of([root, span(trace_id, "chat", parent=root_id)]))
+
+
+def send_turn(collector, name: str, trace_id: bytes | None = None) -> bytes:
+    """One agent turn, its root alone, over OTLP gRPC; each its own answer (named after
+    `name`), so a judge's cache does not answer a repeated prompt. Its trace id."""
+    trace_id = trace_id or new_trace_id()
+    root = span(
+        trace_id,
+        name,
+        span_id=new_span_id(),
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "helper",
+            "gen_ai.input.messages": messages("user", "Summarise my last order."),
+            "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name})."),
+        },
+    )
+    grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
+    return trace_id
