@@ -29,6 +29,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
+from spanscore.core.once import SummedCount
 from spanscore.core.quoting import excerpt
 from spanscore.core.session import Session, TraceSummary
 from spanscore.core.trace import Trace
@@ -39,6 +40,9 @@ from spanscore.pipeline.log_retention import LogRetention
 from spanscore.pipeline.scoring import NOT_SCORED, Scored, Scoring
 
 log = logging.getLogger("spanscore.pipeline")
+
+# Closed sessions forgotten for the bound are logged at most this often, summed.
+FORGOTTEN_LOG_INTERVAL_S = 60.0
 
 
 @dataclass
@@ -85,7 +89,8 @@ class Sessions:
         self.late_window = late_window
         self.max_rescores = max_rescores
         self._kept: OrderedDict[str, _Closed] = OrderedDict()
-        self.forgotten = 0  # closed sessions dropped for the bound before their window ended
+        # Closed sessions dropped for the bound before their window ended.
+        self.forgotten = SummedCount(FORGOTTEN_LOG_INTERVAL_S)
         self._stopping = False
 
     def __len__(self) -> int:
@@ -164,14 +169,21 @@ class Sessions:
         self._kept[session.session_id] = _Closed(session, dict(session.state), now + self.late_window)
         while len(self._kept) > self.max_open:
             session_id, _ = self._kept.popitem(last=False)
-            self.forgotten += 1
-            log.log(
-                logging.WARNING if self.forgotten == 1 else logging.DEBUG,
-                "more than %d closed sessions kept for late traces (max_open_sessions): session %s is forgotten, "
-                "a late trace of it opens a new session (%d forgotten so far; later ones logged at debug)",
+            self.forgotten.add()
+            if self.forgotten.total == 1:
+                log.warning(
+                    "more than %d closed sessions kept for late traces (max_open_sessions): session %s is forgotten, "
+                    "a late trace of it opens a new session (later ones are counted once a minute)",
+                    self.max_open,
+                    excerpt(session_id),
+                )
+                self.forgotten.due(now)  # said: the next line comes an interval later
+        count = self.forgotten.due(now)
+        if count:
+            log.warning(
+                "%d more closed sessions forgotten for max_open_sessions (%d): late traces of them open new sessions",
+                count,
                 self.max_open,
-                excerpt(session_id),
-                self.forgotten,
             )
 
     def _expire(self, now: float) -> None:

@@ -175,7 +175,7 @@ async def test_closed_sessions_kept_are_bounded_by_max_open_sessions_forgetting_
         await rig.at(second + 1.0)
     with caplog.at_level(logging.WARNING, logger="spanscore.pipeline"):
         await rig.at(63.0)
-    assert rig.pipeline.sessions.remembered == ["s2", "s3"] and rig.pipeline.sessions.forgotten == 1
+    assert rig.pipeline.sessions.remembered == ["s2", "s3"] and rig.pipeline.sessions.forgotten.total == 1
     assert (
         "more than 2 closed sessions kept for late traces (max_open_sessions): session s1 is forgotten" in caplog.text
     )
