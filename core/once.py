@@ -46,6 +46,15 @@ class SummedCount:
         self.total += n
         self._unreported += n
 
+    def add_first(self, now: float) -> bool:
+        """Count one; True when it is the first ever, which the caller says on its own
+        (named): it counts as reported, and the sum of the next ones is due an interval later."""
+        self.add()
+        if self.total != 1:
+            return False
+        self.due(now)
+        return True
+
     def due(self, now: float) -> int:
         if not self._unreported or (self._reported_at is not None and now - self._reported_at < self.interval_s):
             return 0

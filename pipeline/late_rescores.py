@@ -155,15 +155,13 @@ class LateRescores:
         while self.span_count > self.max_spans and self._traces:
             trace_id, _ = next(iter(self._traces.items()))
             self._forget(trace_id)
-            self.forgotten.add()
-            if self.forgotten.total == 1:
+            if self.forgotten.add_first(now):
                 log.warning(
                     "more than %d spans kept for re-scoring (late_memory_spans): trace %s will not be scored again if "
                     "late spans of it arrive (the oldest kept; later ones are counted once a minute)",
                     self.max_spans,
                     trace_id.hex(),
                 )
-                self.forgotten.due(now)  # said: the next line comes an interval later
         count = self.forgotten.due(now)
         if count:
             log.warning(

@@ -169,15 +169,13 @@ class Sessions:
         self._kept[session.session_id] = _Closed(session, dict(session.state), now + self.late_window)
         while len(self._kept) > self.max_open:
             session_id, _ = self._kept.popitem(last=False)
-            self.forgotten.add()
-            if self.forgotten.total == 1:
+            if self.forgotten.add_first(now):
                 log.warning(
                     "more than %d closed sessions kept for late traces (max_open_sessions): session %s is forgotten, "
                     "a late trace of it opens a new session (later ones are counted once a minute)",
                     self.max_open,
                     excerpt(session_id),
                 )
-                self.forgotten.due(now)  # said: the next line comes an interval later
         count = self.forgotten.due(now)
         if count:
             log.warning(

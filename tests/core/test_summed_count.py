@@ -16,3 +16,11 @@ def test_the_first_report_is_due_at_once_then_once_an_interval_with_the_sum():
     count.add(5)
     assert count.flush() == 5 and count.flush() == 0  # at a stop, whatever is left
     assert count.total == 9
+
+
+def test_the_first_is_said_on_its_own_and_the_next_ones_summed_an_interval_later():
+    count = SummedCount(60.0)
+    assert count.add_first(10.0) is True
+    assert count.add_first(11.0) is False and count.add_first(12.0) is False
+    assert count.due(69.9) == 0  # the first was said at 10 s: the interval runs from then
+    assert count.due(70.0) == 2 and count.total == 3
