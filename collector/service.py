@@ -26,7 +26,7 @@ from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.extensions.file_storage import FileStorage
 from spanscore.pipeline.assembler import Assembler
-from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.gc_tuning import collect_cycles_forever, tune_for_collector
 from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.processors.judge_metrics.base import UsesJudges
@@ -225,7 +225,9 @@ def _log_exporter(component):
 async def run_until_signalled(service: Service, stop: asyncio.Event) -> None:
     await service.start()
     tune_for_collector()
+    sweeper = asyncio.create_task(collect_cycles_forever(), name="gc-full-passes")
     try:
         await stop.wait()
     finally:
+        sweeper.cancel()
         await service.shutdown()
