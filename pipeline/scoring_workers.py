@@ -16,6 +16,12 @@ next trace back while one of its traces is out, so a session's traces are scored
 order, and what a worker gets in one round (one trace per session) it scores as one
 batch. A trace without a session goes to a worker by its trace id.
 
+`max_hold` holds as in process: when a batch's traces are due to leave, each worker
+scoring them is asked what it has so far (the same `ScoringProgress` the pipeline reads
+of `LocalScoring`), they leave with that, and the worker's answer, not prepared then,
+brings the rest for the carrier. Nothing is asked while scoring is quick. A batch given
+up is cancelled in its workers.
+
 A worker that dies (killed, out of memory) costs the traces it held their scores, not
 the traces: each gets an error result per metric saying so and is exported. The worker
 is started again; the sessions it held start over there.

@@ -1,7 +1,8 @@
 """A scoring worker process: the collector's processors, run on copies of its traces.
 
 It builds the processors from the `WorkerSetup`, answers `ScoreTraces` and
-`CloseSession` (worker_messages) through the same `LocalScoring` as the collector, and
+`CloseSession` (worker_messages) through the same `LocalScoring` as the collector
+(saying what a batch has so far from its `ScoringProgress` when asked at max_hold), and
 prepares what the attach stage would write through the same score writer, so the
 collector's thread merges bytes: per trace the span fields (or, with `encode_traces`,
 the whole trace encoded with them), per closed session its carrier, and per round the
@@ -203,7 +204,15 @@ class Worker:
         return task
 
     def _score(self, messages: list[ScoreTraces]) -> None:
-        batch = _Batch({message.request_id: [received_trace(one) for one in message.traces] for message in messages})
+        try:
+            traces = {message.request_id: [received_trace(one) for one in message.traces] for message in messages}
+        except Exception as exc:  # spans the collector parsed: not expected, but not the worker's end
+            log.exception("scoring worker could not read a batch of traces")
+            for message in messages:
+                failed = [Scored.failed(self.scoring.metric_names, exc) for _ in message.traces]
+                self._send_soon(Answer(message.request_id, failed))
+            return
+        batch = _Batch(traces)
         batch.left.update(message.request_id for message in messages if message.left)
         for message in messages:
             self._batches[message.request_id] = batch
