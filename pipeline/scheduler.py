@@ -215,12 +215,12 @@ class Scheduler:
         opened: dict[bytes, Session] = {}
         session_of = self._session_of(opened)
         observations = ScoreObservations()  # the batch's score metrics, recorded once per series
-        progress = ScoringProgress()
         this = asyncio.current_task()
         assert this is not None
         self._started.add(this)
         _, given_up_early = self._given_up.get(this, ("", {}))  # past the bound before it started
         gone = {id(trace) for trace in traces if id(trace) in self._following or id(trace) in given_up_early}
+        progress = ScoringProgress(left=frozenset(gone))
         task = asyncio.ensure_future(scoring.score_batch(traces, session_of, progress))
         try:
             try:
@@ -230,7 +230,9 @@ class Scheduler:
                     hold = self._hold_left(traces, gone)
                     if hold is not None:
                         done, _ = await asyncio.wait({task}, timeout=hold)
-                        if not done:
+                        if not done and progress.catch_up is not None:
+                            await progress.catch_up()
+                        if not task.done():
                             self._leave_early(traces, progress, gone, opened)
                     left.set()  # its scorer takes the next batch: this one goes on beside
                 answers = await task
@@ -298,7 +300,7 @@ class Scheduler:
             # From here `trace.results` are the ones it left with, what the exporters read
             # (the scoring goes on adding to its own list): a processor starting after
             # max_hold reads the results computed by then.
-            self._leave(trace, so_far, progress.pending, batch)
+            self._leave(trace, so_far, progress.pending_of(trace), batch)
         self._bound_following()
 
     def _leave_waiting(self, now: float) -> None:

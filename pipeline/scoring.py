@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -103,12 +103,17 @@ def sequence_attributes(results: Sequence[MetricResult], sequence: int) -> list[
 class ScoringProgress:
     """What a batch's scoring has computed so far, for its traces to leave before it ends
     (`max_hold`): each trace's outputs as the processors add them, and the trace metrics
-    of the processors not done yet. `LocalScoring` fills it; a scoring that cannot show
-    its progress (the scoring workers) leaves it empty, and its traces wait for it."""
+    of the processors not done yet. `LocalScoring` fills it as it goes; the scoring
+    workers fill it when asked (`catch_up`), with what each worker reports."""
 
-    def __init__(self) -> None:
+    def __init__(self, left: Collection[int] = ()) -> None:
         self._scored: dict[int, Scored] = {}  # by id() of the trace
+        self._reported: dict[int, tuple[Scored, tuple[str, ...]]] = {}  # by id(): as computed elsewhere
         self.pending: tuple[str, ...] = ()
+        # ids of the batch's traces that left before their scoring began: their results all follow.
+        self.left = left
+        # Brings it up to date, for a scoring that runs elsewhere (it is asked, not told).
+        self.catch_up: Callable[[], Awaitable[None]] | None = None
 
     def track(self, trace: Trace, scored: Scored) -> None:
         self._scored[id(trace)] = scored
@@ -116,10 +121,26 @@ class ScoringProgress:
     def out_of_scope(self, trace: Trace, skip_reason: str) -> None:
         self._scored[id(trace)] = Scored(skip_reason=skip_reason)
 
+    def reported(self, trace: Trace, so_far: Scored, pending: tuple[str, ...]) -> None:
+        """What a scoring elsewhere computed for the trace so far, sorted and sequenced
+        already, and its metrics still pending."""
+        self._reported[id(trace)] = (so_far, pending)
+
+    def was_reported(self, trace: Trace) -> bool:
+        return id(trace) in self._reported
+
+    def pending_of(self, trace: Trace) -> tuple[str, ...]:
+        """The trace metrics still being computed for the trace."""
+        reported = self._reported.get(id(trace))
+        return self.pending if reported is None else reported[1]
+
     def so_far(self, trace: Trace) -> Scored | None:
         """A copy of the trace's outputs so far, span-level results sorted and sequenced as
         the whole scoring's will be; its skip reason when it is out of the scope; None when
         its progress is not known."""
+        reported = self._reported.get(id(trace))
+        if reported is not None:
+            return reported[0]
         scored = self._scored.get(id(trace))
         if scored is None or scored.skip_reason is not None:
             return scored
@@ -160,7 +181,8 @@ class Scoring(Protocol):
     trace_metric_names: tuple[str, ...]  # those scored per trace
     session_metric_names: tuple[str, ...]  # those scored when a session closes
     tracks_sessions: bool  # a processor reads sessions: they are opened and closed for it
-    shows_progress: bool  # `score_batch` keeps a `ScoringProgress` up to date: traces may leave before it ends
+    # `score_batch` keeps a `ScoringProgress` up to date (or its `catch_up` does): traces may leave before it ends
+    shows_progress: bool
 
     def provenance(self) -> dict[str, Provenance]: ...
 

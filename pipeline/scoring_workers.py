@@ -16,6 +16,12 @@ next trace back while one of its traces is out, so a session's traces are scored
 order, and what a worker gets in one round (one trace per session) it scores as one
 batch. A trace without a session goes to a worker by its trace id.
 
+`max_hold` holds as in process: when a batch's traces are due to leave, each worker
+scoring them is asked what it has so far (the same `ScoringProgress` the pipeline reads
+of `LocalScoring`), they leave with that, and the worker's answer, not prepared then,
+brings the rest for the carrier. Nothing is asked while scoring is quick. A batch given
+up is cancelled in its workers.
+
 A worker that dies (killed, out of memory) costs the traces it held their scores, not
 the traces: each gets an error result per metric saying so and is exported. The worker
 is started again; the sessions it held start over there.
@@ -53,6 +59,9 @@ log = logging.getLogger("spanscore.scoring_workers")
 # Starts worker `index` with the setup: the collector's end of its pipe, and the process.
 StartWorker = Callable[[int, WorkerSetup], tuple[Connection, WorkerProcess]]
 
+# How long a trace leaving at max_hold waits for its worker to say what it has so far.
+PROGRESS_WAIT_S = 1.0
+
 
 IN_FLIGHT = TelemetryMetric(
     "spanscore_scoring_workers_in_flight", "{trace}", "Traces and sessions out with a scoring worker", "gauge"
@@ -86,7 +95,7 @@ class WorkerScoring:
         self.session_metric_names = session_metric_names
         self.metric_names = (*trace_metric_names, *session_metric_names)
         self.tracks_sessions = tracks_sessions
-        self.shows_progress = False  # a worker's partial results do not cross back
+        self.shows_progress = True  # each worker says what it has when asked (ScoringProgress.catch_up)
         self._scope = ScoreScope(setup.scope)  # here only for the traces a shutdown leaves unscored
         self._retired = JudgeTelemetry()  # what the judges of workers that exited spent
         self._start_worker = start_worker
@@ -135,8 +144,6 @@ class WorkerScoring:
     async def score_batch(
         self, traces: Sequence[Trace], session_of: SessionOf, progress: ScoringProgress | None = None
     ) -> list[Scored]:
-        # A worker's partial results do not cross back: `progress` stays empty and the
-        # traces wait for their whole scoring (max_hold does not apply here).
         # Each worker gets the batch's traces for it as one message, sent with the loop
         # round's others, and scores those it gets in a round as one batch. Workers decide
         # the scope: a session is opened here for every trace that names one, and stays
@@ -148,10 +155,17 @@ class WorkerScoring:
             key = session.session_id.encode("utf-8") if session is not None else trace.trace_id
             positions.setdefault(zlib.crc32(key) % len(self._workers), []).append(position)
         asked = []
+        requests: list[tuple[WorkerHandle, int, list[int]]] = []
+        left = progress.left if progress is not None else ()
         for index, at in positions.items():
             # A trace outside the sessions (none opened for it) goes without its session id.
             sent = [sent_trace(traces[p], traces[p].session_id if sessions[p] is not None else None) for p in at]
-            asked.append(self._workers[index].score_traces(sent))
+            worker = self._workers[index]
+            request_id, answer = worker.score_traces(sent, left=bool(left) and any(id(traces[p]) in left for p in at))
+            asked.append(answer)
+            requests.append((worker, request_id, at))
+        if progress is not None:
+            progress.catch_up = lambda: self._catch_up(traces, requests, progress)
         answers: list[Scored | None] = [None] * len(traces)  # each set below
         for at, answer in zip(positions.values(), await asyncio.gather(*asked, return_exceptions=True)):
             if isinstance(answer, WorkerLost):
@@ -165,10 +179,31 @@ class WorkerScoring:
             raise RuntimeError(f"the scoring workers answered {len(scored_traces)} of {len(traces)} traces")
         for trace, session, scored in zip(traces, sessions, scored_traces):
             if session is not None and scored.skip_reason is None:
-                trace.results = scored.results
                 prepared = scored.prepared
-                session.traces.append(TraceSummary.of(trace, prepared.scores if prepared is not None else None))
+                scores = prepared.scores if prepared is not None else None
+                if scores is None:  # not trace.results: those of a trace that left are what it left with
+                    scores = {result.name: result.score for result in scored.results if result.score is not None}
+                session.traces.append(TraceSummary.of(trace, scores))
         return scored_traces
+
+    async def _catch_up(
+        self, traces: Sequence[Trace], requests: list[tuple[WorkerHandle, int, list[int]]], progress: ScoringProgress
+    ) -> None:
+        """`progress` as the workers report it now (their answers from now on not prepared:
+        the traces leave with what is reported, the rest follows). The traces of a worker
+        that does not say within PROGRESS_WAIT_S (busy in a processor that does not yield,
+        as one would hold the collector's own loop) wait for their whole scoring."""
+        asked = [worker.ask_progress(request_id) for worker, request_id, _ in requests]
+        await asyncio.wait(asked, timeout=PROGRESS_WAIT_S)
+        for future, (_, _, at) in zip(asked, requests):
+            if not future.done():
+                future.cancel()
+                continue
+            reported = future.result()
+            if reported is not None:  # else its answer came first
+                for position, so_far in zip(at, reported.so_far):
+                    if so_far is not None:
+                        progress.reported(traces[position], so_far, reported.pending)
 
     def skip_reason(self, trace: Trace) -> str | None:
         return scope_skip_reason(self._scope, trace)

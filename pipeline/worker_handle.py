@@ -2,8 +2,9 @@
 
 Requests get an id and a future; those of one round of the collector's event loop go as
 one list, sent by a thread so pickling and the pipe never block the loop, and a thread
-reads the worker's lists back, settling the futures on the loop. A worker that exits
-fails the futures it held with `WorkerLost`.
+reads the worker's lists back, settling the futures on the loop. A request whose future
+is cancelled is cancelled in the worker too. A worker that exits fails the futures it
+held with `WorkerLost`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.worker_messages import (
     STOP,
     Answer,
+    AskProgress,
+    Cancel,
     CloseSession,
     FromWorker,
     JudgesReport,
     Observed,
+    Progress,
     Ready,
     ScoreTraces,
     SentTrace,
@@ -81,6 +85,7 @@ class WorkerHandle:
         self._on_lost = on_lost
         self._on_observed = on_observed
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}  # by request id, with its item count
+        self._asked: dict[int, asyncio.Future] = {}  # progress asked, by request id
         self._next_id = 0
         self.ready: asyncio.Future = loop.create_future()
         self.lost = False
@@ -94,9 +99,30 @@ class WorkerHandle:
     def exitcode(self) -> int | None:
         return self._process.exitcode
 
-    def score_traces(self, traces: list[SentTrace]) -> asyncio.Future:
-        """The future of the list of the traces' `Scored`, in order."""
-        return self._submit(lambda request_id: ScoreTraces(request_id, tuple(traces)), len(traces))
+    def score_traces(self, traces: list[SentTrace], left: bool = False) -> tuple[int, asyncio.Future]:
+        """The request id, and the future of the list of the traces' `Scored`, in order
+        (`left`: the traces left already, the answer is not prepared). Cancelling the
+        future cancels the request in the worker."""
+        request_id = self._next_id
+        future = self._submit(lambda request_id: ScoreTraces(request_id, tuple(traces), left), len(traces))
+        future.add_done_callback(lambda done: self._cancel(request_id) if done.cancelled() else None)
+        return request_id, future
+
+    def ask_progress(self, request_id: int) -> asyncio.Future:
+        """The future of the worker's `Progress` of the request (its traces leave now: the
+        answer to come is not prepared); None when the answer came first or the worker exited."""
+        future = self._loop.create_future()
+        if self.lost or request_id not in self.pending:
+            future.set_result(None)
+            return future
+        self._asked[request_id] = future
+        future.add_done_callback(lambda _: self._asked.pop(request_id, None))
+        self._send(AskProgress(request_id))
+        return future
+
+    def _cancel(self, request_id: int) -> None:
+        if self.pending.pop(request_id, None) is not None and not self.lost:
+            self._send(Cancel(request_id))
 
     def close_session(self, session_id: str, links: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
         """The future of the session's `Scored`, its carrier prepared."""
@@ -112,10 +138,14 @@ class WorkerHandle:
         request_id = self._next_id
         self._next_id += 1
         self.pending[request_id] = (future, items)
+        self._send(message(request_id))
+        return future
+
+    def _send(self, message: ToWorker) -> None:
+        """`message` goes with this loop round's."""
         if not self._batch:
             self._loop.call_soon(self._flush)
-        self._batch.append(message(request_id))
-        return future
+        self._batch.append(message)
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
@@ -157,7 +187,8 @@ class WorkerHandle:
                 batch = self._conn.recv()
             except (EOFError, OSError, ValueError):
                 self._process.join(5.0)
-                self._loop.call_soon_threadsafe(self._lost)
+                if not self._loop.is_closed():  # else the pipe was closed with the loop: nobody waits
+                    self._loop.call_soon_threadsafe(self._lost)
                 return
             self._loop.call_soon_threadsafe(self._deliver, batch)
 
@@ -172,6 +203,9 @@ class WorkerHandle:
                 future, _ = asked
                 if not future.done():
                     future.set_result(message.scored)
+                self._settle_asked(message.request_id, None)  # the answer came first
+            elif isinstance(message, Progress):
+                self._settle_asked(message.request_id, message)
             elif isinstance(message, Observed):
                 self._on_observed(message.observations)
             elif isinstance(message, JudgesReport):
@@ -185,6 +219,11 @@ class WorkerHandle:
             else:
                 log.error("scoring worker %d sent a message it has no use for: %.200r", self.index, message)
 
+    def _settle_asked(self, request_id: int, progress: Progress | None) -> None:
+        future = self._asked.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(progress)
+
     def _lost(self) -> None:
         self.lost = True
         error = WorkerLost(f"scoring worker process exited (code {self._process.exitcode}) while scoring")
@@ -192,8 +231,11 @@ class WorkerHandle:
             self.ready.set_exception(
                 RuntimeError(f"worker exited with code {self._process.exitcode} before it was ready")
             )
-        for future, _ in self.pending.values():
+        pending = list(self.pending.values())
+        self.pending.clear()
+        for future, _ in pending:
             if not future.done():
                 future.set_exception(error)
-        self.pending.clear()
+        for request_id in list(self._asked):
+            self._settle_asked(request_id, None)
         self._on_lost(self)

@@ -2,9 +2,10 @@
 
 The worker starts with a `WorkerSetup`; after that each side sends lists of messages,
 one list per round of its event loop, pickled. To the worker: `ScoreTraces` (a batch's
-traces for it, as their spans' bytes), `CloseSession`, and `Stop`, always last. Back:
-`Ready` or `StartFailed` once, then `Answer`s by request id, `JudgesReport`s of what its
-judges spent, and `Observed`, a round's score metrics' observations of what it prepared.
+traces for it, as their spans' bytes), `AskProgress` and `Cancel` about one of those,
+`CloseSession`, and `Stop`, always last. Back: `Ready` or `StartFailed` once, then
+`Answer`s and `Progress` by request id, `JudgesReport`s of what its judges spent, and
+`Observed`, a round's score metrics' observations of what it prepared.
 The classes keep their fields in their `__dict__`, which unpickling fills in one step
 (with `__slots__` it takes a call per field).
 """
@@ -103,6 +104,25 @@ class ScoreTraces:
 
     request_id: int
     traces: tuple[SentTrace, ...]
+    # The traces left for the exporters already (max_hold): the answer is not prepared,
+    # its results follow on carriers the collector builds.
+    left: bool = False
+
+
+@dataclass(frozen=True)
+class AskProgress:
+    """The request's traces leave now (max_hold): say what is scored so far (`Progress`),
+    and answer with `Scored` not prepared, the rest of its results to follow."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The request's answer is not wanted any more: stop scoring it if nothing else is
+    scored with it, and send no answer."""
+
+    request_id: int
 
 
 @dataclass(frozen=True)
@@ -123,7 +143,7 @@ class Stop:
 
 STOP = Stop()
 
-ToWorker = ScoreTraces | CloseSession | Stop
+ToWorker = ScoreTraces | AskProgress | Cancel | CloseSession | Stop
 
 
 # From the worker -------------------------------------------------------------------
@@ -150,6 +170,17 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Answers `AskProgress`: per trace of the request, in order, its outputs so far
+    (sorted and sequenced, or its skip reason), None when it is not known (its scoring
+    has not begun, or is done); and the trace metrics still being computed."""
+
+    request_id: int
+    so_far: list[Scored | None]
+    pending: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class JudgesReport:
     """The worker's judges' telemetry, as of now."""
 
@@ -163,4 +194,4 @@ class Observed:
     observations: ScoreObservations
 
 
-FromWorker = Ready | StartFailed | Answer | JudgesReport | Observed
+FromWorker = Ready | StartFailed | Answer | Progress | JudgesReport | Observed

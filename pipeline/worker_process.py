@@ -1,7 +1,8 @@
 """A scoring worker process: the collector's processors, run on copies of its traces.
 
 It builds the processors from the `WorkerSetup`, answers `ScoreTraces` and
-`CloseSession` (worker_messages) through the same `LocalScoring` as the collector, and
+`CloseSession` (worker_messages) through the same `LocalScoring` as the collector
+(saying what a batch has so far from its `ScoringProgress` when asked at max_hold), and
 prepares what the attach stage would write through the same score writer, so the
 collector's thread merges bytes: per trace the span fields (or, with `encode_traces`,
 the whole trace encoded with them), per closed session its carrier, and per round the
@@ -17,6 +18,7 @@ import multiprocessing
 import signal
 import threading
 import time
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -30,16 +32,18 @@ from spanscore.pipeline.gc_tuning import tune_for_collector
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.pipeline.score_writer import Link, ScoreWriter
-from spanscore.pipeline.scoring import LocalScoring, Scored
+from spanscore.pipeline.scoring import LocalScoring, Scored, ScoringProgress
 from spanscore.pipeline.worker_messages import (
     Answer,
+    AskProgress,
+    Cancel,
     CloseSession,
     FromWorker,
     JudgesReport,
     Observed,
+    Progress,
     Ready,
     ScoreTraces,
-    SentTrace,
     StartFailed,
     Stop,
     ToWorker,
@@ -102,6 +106,17 @@ def _encoded(
     return encoded_trace(origins, trace, appended)
 
 
+@dataclass
+class _Batch:
+    """A round's traces, scored as one batch: its requests' traces by request id."""
+
+    traces: dict[int, list[Trace]]
+    progress: ScoringProgress = field(default_factory=ScoringProgress)
+    left: set[int] = field(default_factory=set)  # requests whose traces left (max_hold): answered not prepared
+    cancelled: set[int] = field(default_factory=set)  # requests whose answer is not wanted
+    task: asyncio.Task | None = None
+
+
 class Worker:
     """The worker's side of the pipe: messages in, answers out, on one event loop."""
 
@@ -112,6 +127,7 @@ class Worker:
         self._replies: list[FromWorker] = []
         self._observations = ScoreObservations()  # of this round's answers, sent with them
         self._tasks: set[asyncio.Task] = set()
+        self._batches: dict[int, _Batch] = {}  # being scored, by request id
 
     async def serve(self) -> None:
         processors = []
@@ -158,10 +174,14 @@ class Worker:
         # trace only once the last is answered): they are scored as one batch.
         traces = [message for message in batch if isinstance(message, ScoreTraces)]
         if traces:
-            self._spawn(self._answer_traces(traces))
+            self._score(traces)
         for message in batch:
             if isinstance(message, CloseSession):
                 self._spawn(self._answer_session(message))
+            elif isinstance(message, AskProgress):
+                self._report_progress(message.request_id)
+            elif isinstance(message, Cancel):
+                self._cancel(message.request_id)
             elif not isinstance(message, (ScoreTraces, Stop)):
                 log.error("scoring worker got a message it has no use for: %.200r", message)
         return bool(batch) and isinstance(batch[-1], Stop)
@@ -177,10 +197,47 @@ class Worker:
             if batch and isinstance(batch[-1], Stop):
                 return
 
-    def _spawn(self, coroutine) -> None:
+    def _spawn(self, coroutine) -> asyncio.Task:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _score(self, messages: list[ScoreTraces]) -> None:
+        try:
+            traces = {message.request_id: [received_trace(one) for one in message.traces] for message in messages}
+        except Exception as exc:  # spans the collector parsed: not expected, but not the worker's end
+            log.exception("scoring worker could not read a batch of traces")
+            for message in messages:
+                failed = [Scored.failed(self.scoring.metric_names, exc) for _ in message.traces]
+                self._send_soon(Answer(message.request_id, failed))
+            return
+        batch = _Batch(traces)
+        batch.left.update(message.request_id for message in messages if message.left)
+        for message in messages:
+            self._batches[message.request_id] = batch
+        batch.task = self._spawn(self._answer_traces(messages, batch))
+
+    def _report_progress(self, request_id: int) -> None:
+        """What the request's traces have so far; from now on its answer is not prepared
+        (the traces left with this, the rest follows). Nothing is known of a request
+        answered already: its answer is on its way."""
+        batch = self._batches.get(request_id)
+        if batch is None:
+            self._send_soon(Progress(request_id, [], ()))
+            return
+        batch.left.add(request_id)
+        so_far = [batch.progress.so_far(trace) for trace in batch.traces[request_id]]
+        self._send_soon(Progress(request_id, so_far, batch.progress.pending))
+
+    def _cancel(self, request_id: int) -> None:
+        """No answer to the request; its batch's scoring stops when no answer is wanted."""
+        batch = self._batches.get(request_id)
+        if batch is None:  # answered already
+            return
+        batch.cancelled.add(request_id)
+        if batch.task is not None and batch.cancelled.issuperset(batch.traces):
+            batch.task.cancel()
 
     async def _answer_session(self, message: CloseSession) -> None:
         try:
@@ -190,18 +247,30 @@ class Worker:
             scored = Scored.failed(self.scoring.metric_names, exc)
         self._send_soon(Answer(message.request_id, scored))
 
-    async def _answer_traces(self, messages: list[ScoreTraces]) -> None:
-        """Each message's traces scored, all in one batch; answered a list per message."""
-        sent = [trace for message in messages for trace in message.traces]
+    async def _answer_traces(self, messages: list[ScoreTraces], batch: _Batch) -> None:
+        """Each message's traces scored, all in one batch; answered a list per message
+        (none to a cancelled one; a cancelled batch not at all)."""
+        traces = [trace for message in messages for trace in batch.traces[message.request_id]]
         try:
-            answers = await self._score_traces(sent)
+            answers = await self.scoring.score_batch(traces, self._session_of, batch.progress)
         except Exception as exc:  # the processors' own failures are results already
             log.exception("scoring worker failed on a batch of traces")
-            answers = [Scored.failed(self.scoring.metric_names, exc) for _ in sent]
+            answers = [Scored.failed(self.scoring.metric_names, exc) for _ in traces]
+        finally:
+            for message in messages:
+                del self._batches[message.request_id]
         start = 0
         for message in messages:
-            self._send_soon(Answer(message.request_id, answers[start : start + len(message.traces)]))
-            start += len(message.traces)
+            end = start + len(message.traces)
+            if message.request_id in batch.cancelled:
+                start = end
+                continue
+            if message.request_id not in batch.left:
+                for sent, trace, scored in zip(message.traces, traces[start:end], answers[start:end]):
+                    if scored.skip_reason is None:
+                        self._prepare_trace(trace, sent[2], scored)
+            self._send_soon(Answer(message.request_id, answers[start:end]))
+            start = end
 
     def _send_soon(self, message: FromWorker) -> None:
         if not self._replies:
@@ -217,14 +286,6 @@ class Worker:
         telemetry = judge_telemetry(self.processors)
         if telemetry:
             self._send_soon(JudgesReport(telemetry))
-
-    async def _score_traces(self, sent: list[SentTrace]) -> list[Scored]:
-        traces = [received_trace(one) for one in sent]
-        answers = await self.scoring.score_batch(traces, self._session_of)
-        for (_, _, origins), trace, scored in zip(sent, traces, answers):
-            if scored.skip_reason is None:
-                self._prepare_trace(trace, origins, scored)
-        return answers
 
     @property
     def _observing(self) -> ScoreObservations | None:

@@ -7,15 +7,21 @@ plumbing only: the loopback judge answers what the test tells it."""
 
 from __future__ import annotations
 
+import signal
 import time
+
+import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from spanscore.processors.judge_metrics.rubrics import METRIC_NAMES, NO_TOOL_CALLS, NO_TOOLS
-from tests.support.agent_session import send_turn
+from tests.support.agent_session import send_turn, turn_request
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
+from tests.support.otlp_client import post
 from tests.support.ports import free_port
+from tests.support.processes import launch
 from tests.support.running import scraped_samples, wait_until
+from tests.support.spans import new_trace_id
 
 HOLD = "not scored within max_hold (500ms)"
 # No tools offered or called: these are skipped without the judge, `.skipped` saying why.
@@ -137,33 +143,74 @@ def test_a_judge_that_never_answers_leaves_the_trace_scored_its_errors_follow_by
         judge.stop()
 
 
-def test_with_scoring_workers_the_trace_still_waits_for_its_whole_scoring(sink, start_collector):
-    """Not built there: a worker's partial results do not cross back (docs say so)."""
+def test_with_scoring_workers_a_slow_judge_does_not_hold_the_trace_either(sink, tmp_path):
+    """`spanscore run` with a scoring worker, sent the turn over OTLP/HTTP: the worker says
+    what it has at max_hold, the trace leaves with it, the judge's results follow."""
+    prometheus, http = free_port(), free_port()
     judge = OpenAIServer(handler=schema_judge(score=0.8), port=free_port())
-    judge.chat_latency_s = 2.0
+    judge.chat_latency_s = 3.0  # no answer within max_hold, then the answer
     judge.start()
+    config_path = tmp_path / "workers.yaml"
+    receiver = f"receivers: {{otlp: {{protocols: {{http: {{endpoint: '127.0.0.1:{http}'}}}}}}}}"
+    config_path.write_text(
+        config(sink, judge.base_url, prometheus, assembler=", scoring_workers: 1").replace(
+            "receivers: {otlp: {protocols: {grpc: {endpoint: 127.0.0.1:0}}}}", receiver
+        )
+    )
+    process = launch(config_path, http)
     try:
-        collector = start_collector(config(sink, judge.base_url, free_port(), assembler=", scoring_workers: 1"))
+        trace_id = new_trace_id()
         sent = time.monotonic()
-        send_turn(collector, "worker-scored")
-        assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=20)
-        assert time.monotonic() - sent > 2.0  # held for the judge's answer, past max_hold
-        [root] = sink.spans()
-        attributes = attributes_to_dict(root.attributes)
-        assert {attributes[f"eval.{m}.score"] for m in JUDGED} == {0.8}
-        assert not [k for k in attributes if k.endswith(".pending")]
-        time.sleep(0.5)
-        assert len(sink.spans()) == 1  # no carrier follows
+        status, _, _ = post(http, turn_request("worker-scored", trace_id).SerializeToString(), "application/x-protobuf")
+        assert status == 200
+        assert wait_until(lambda: len(sink.spans()) == 1, timeout_s=10)
+        assert time.monotonic() - sent < 2.5  # max_hold (500ms) after trace_wait, not the judge's 3s
+        root, carriers = _root_and_carrier(sink)
+        assert carriers == [] and root.trace_id == trace_id
+        first = attributes_to_dict(root.attributes)
+        assert (first["eval.failure_localization.label"], first["eval.failure_localization.sequence"]) == (
+            "none_found",
+            1,
+        )
+        assert {k: v for k, v in first.items() if k.endswith(".pending")} == {
+            f"eval.{m}.pending": HOLD for m in METRIC_NAMES
+        }
+
+        assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=15)
+        root_again, [carrier] = _root_and_carrier(sink)
+        assert root_again.span_id == root.span_id
+        assert carrier.trace_id == trace_id and carrier.parent_span_id == root.span_id
+        assert [link.span_id for link in carrier.links] == [root.span_id]
+        followed = attributes_to_dict(carrier.attributes)
+        assert {followed[f"eval.{m}.score"] for m in JUDGED} == {0.8}
+        assert {followed[f"eval.{m}.sequence"] for m in JUDGED} == {1}
+        assert {m: followed[f"eval.{m}.skipped"] for m in SKIPPED} == SKIPPED
+        assert not [k for k in followed if k.startswith("eval.failure_localization.") or k.endswith(".pending")]
+        sent_ids = [s.span_id for s in sink.spans()]
+        assert len(sent_ids) == len(set(sent_ids)) == 2
+        # Counted once each, by the collector: the worker prepared nothing for a trace that left.
+        expected = {"failure_localization": 1.0, **{m: 1.0 for m in JUDGED}}
+        assert wait_until(lambda: _counted(prometheus, "gen_ai_evaluation_results_total") == expected)
     finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
         judge.stop()
+    assert process.returncode == 0, stderr
 
 
-def test_past_max_following_traces_the_oldest_judge_calls_are_given_up_their_metrics_skipped(sink, start_collector):
+@pytest.mark.parametrize("workers", [0, 1], ids=["in_process", "scoring_workers"])
+def test_past_max_following_traces_the_oldest_judge_calls_are_given_up_their_metrics_skipped(
+    sink, start_collector, workers
+):
     judge = OpenAIServer(handler=schema_judge(score=0.8), port=free_port())
     judge.chat_latency_s = 60.0  # accepts the connection, never answers in the test's time
     judge.start()
     try:
-        collector = start_collector(config(sink, judge.base_url, free_port(), assembler=", max_following_traces: 2"))
+        collector = start_collector(
+            config(
+                sink, judge.base_url, free_port(), assembler=f", max_following_traces: 2, scoring_workers: {workers}"
+            )
+        )
         sent = []
         for number in range(4):  # one at a time: each its own scoring
             sent.append(send_turn(collector, f"silent judge {number}"))

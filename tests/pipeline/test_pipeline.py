@@ -616,8 +616,15 @@ async def test_receiver_refuses_input_after_shutdown(rig_for):
     assert rig.pipeline.counts.received_spans == 0
 
 
-async def test_a_trace_leaves_at_max_hold_with_the_results_so_far_and_the_others_follow_on_a_carrier(rig_for):
-    rig = await rig_for(toy(name="quick"), toy(name="slow", delay_s=0.6), score=EVERY_TRACE, max_hold=0.1)
+# The same max_hold, scored in the collector's process or in a scoring worker process.
+SCORED_HERE_OR_IN_A_WORKER = pytest.mark.parametrize("workers", [0, 1], ids=["in_process", "scoring_workers"])
+
+
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_a_trace_leaves_at_max_hold_with_the_results_so_far_and_the_others_follow_on_a_carrier(rig_for, workers):
+    rig = await rig_for(
+        toy(name="quick"), toy(name="slow", delay_s=0.6), score=EVERY_TRACE, max_hold=0.1, scoring_workers=workers
+    )
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), span(trace_id, "llm", parent=root_id)]))
     rig.clock.now = 1.0
@@ -643,8 +650,11 @@ async def test_a_trace_leaves_at_max_hold_with_the_results_so_far_and_the_others
     assert rig.pipeline.counts.held_spans == 0
 
 
-async def test_a_scoring_that_ends_within_max_hold_leaves_the_trace_whole(rig_for):
-    rig = await rig_for(toy(name="quick"), toy(name="slow", delay_s=0.05), score=EVERY_TRACE, max_hold=5.0)
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_a_scoring_that_ends_within_max_hold_leaves_the_trace_whole(rig_for, workers):
+    rig = await rig_for(
+        toy(name="quick"), toy(name="slow", delay_s=0.05), score=EVERY_TRACE, max_hold=5.0, scoring_workers=workers
+    )
     trace_id = new_trace_id()
     rig.receiver.send(request_of([span(trace_id, "root")]))
     await rig.at(1.0)
@@ -653,8 +663,11 @@ async def test_a_scoring_that_ends_within_max_hold_leaves_the_trace_whole(rig_fo
     assert not [k for k in exported.anchor_attributes if k.endswith(".pending")]
 
 
-async def test_a_pending_metric_still_running_at_the_shutdown_deadline_follows_skipped(rig_for):
-    rig = await rig_for(toy(name="quick"), toy(name="slow", delay_s=30.0), score=EVERY_TRACE, max_hold=0.1)
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_a_pending_metric_still_running_at_the_shutdown_deadline_follows_skipped(rig_for, workers):
+    rig = await rig_for(
+        toy(name="quick"), toy(name="slow", delay_s=30.0), score=EVERY_TRACE, max_hold=0.1, scoring_workers=workers
+    )
     trace_id = new_trace_id()
     rig.receiver.send(request_of([span(trace_id, "root")]))
     rig.clock.now = 1.0
@@ -672,8 +685,9 @@ async def test_a_pending_metric_still_running_at_the_shutdown_deadline_follows_s
     assert rig.pipeline.counts.held_spans == 0
 
 
-async def test_a_trace_outside_the_scope_leaves_at_max_hold_as_it_came_not_after_its_batch(rig_for):
-    rig = await rig_for(toy(name="slow", delay_s=0.6), max_hold=0.1)  # agent traces only
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_a_trace_outside_the_scope_leaves_at_max_hold_as_it_came_not_after_its_batch(rig_for, workers):
+    rig = await rig_for(toy(name="slow", delay_s=0.6), max_hold=0.1, scoring_workers=workers)  # agent traces only
     agent, health_check = new_trace_id(), new_trace_id()
     rig.receiver.send(request_of([span(agent, "root", attributes=AGENT_ROOT), span(health_check, "GET /health")]))
     rig.clock.now = 1.0
@@ -685,7 +699,8 @@ async def test_a_trace_outside_the_scope_leaves_at_max_hold_as_it_came_not_after
     assert len(rig.exporter.by_trace_id(health_check)) == 1 and len(rig.exporter.by_trace_id(agent)) == 2
 
 
-async def test_a_trace_waiting_for_a_scorer_leaves_at_max_hold_and_its_results_follow_once_scored(rig_for):
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_a_trace_waiting_for_a_scorer_leaves_at_max_hold_and_its_results_follow_once_scored(rig_for, workers):
     rig = await rig_for(
         toy(name="quick"),
         toy(name="slow", delay_s=0.3),
@@ -693,6 +708,7 @@ async def test_a_trace_waiting_for_a_scorer_leaves_at_max_hold_and_its_results_f
         max_hold=0.5,
         scoring_concurrency=1,
         scoring_batch=1,
+        scoring_workers=workers,
     )
     first, second = new_trace_id(), new_trace_id()
     rig.receiver.send(request_of([span(first, "root"), span(second, "root")]))
@@ -723,7 +739,8 @@ async def test_a_trace_waiting_for_a_scorer_leaves_at_max_hold_and_its_results_f
 GIVEN_UP = "given up: results of more than {} traces were following (max_following_traces)"
 
 
-async def test_past_max_following_traces_the_oldest_waiting_in_line_are_given_up(rig_for):
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_past_max_following_traces_the_oldest_waiting_in_line_are_given_up(rig_for, workers):
     rig = await rig_for(
         toy(name="quick"),
         toy(name="slow", delay_s=30.0),
@@ -732,6 +749,7 @@ async def test_past_max_following_traces_the_oldest_waiting_in_line_are_given_up
         max_following_traces=2,
         scoring_concurrency=1,
         scoring_batch=1,
+        scoring_workers=workers,
     )
     first, second, third, fourth = traces = [new_trace_id() for _ in range(4)]
     rig.receiver.send(request_of([span(trace_id, "root") for trace_id in traces]))
@@ -755,7 +773,8 @@ async def test_past_max_following_traces_the_oldest_waiting_in_line_are_given_up
     assert rig.pipeline.scheduler.ready.unfinished == 0  # the given up left the line
 
 
-async def test_past_max_following_traces_the_oldest_scoring_is_cancelled_its_pending_metrics_skipped(rig_for):
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_past_max_following_traces_the_oldest_scoring_is_cancelled_its_pending_metrics_skipped(rig_for, workers):
     rig = await rig_for(
         toy(name="quick"),
         toy(name="slow", delay_s=30.0),
@@ -764,6 +783,7 @@ async def test_past_max_following_traces_the_oldest_scoring_is_cancelled_its_pen
         max_following_traces=1,
         scoring_concurrency=2,
         scoring_batch=1,
+        scoring_workers=workers,
     )
     older, newer = new_trace_id(), new_trace_id()
     rig.receiver.send(request_of([span(older, "root")]))
@@ -782,3 +802,5 @@ async def test_past_max_following_traces_the_oldest_scoring_is_cancelled_its_pen
     }
     assert rig.exporter.only(newer).scores == {"quick": 0.25}
     assert len(rig.pipeline.scheduler._batches) == 1  # the older's scoring ended, its judge calls with it
+    if workers:  # cancelled in the worker, not kept in flight for an answer that is ignored
+        assert rig.workers is not None and rig.workers.in_flight == 1

@@ -7,6 +7,7 @@ tests run the real worker processes)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -24,13 +25,16 @@ from spanscore.core.session import Session
 from spanscore.core.trace import ScopeOrigin, Trace
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.score_scope import ScoreScopeConfig
-from spanscore.pipeline.scoring import Scored
+from spanscore.pipeline.scoring import Scored, ScoringProgress
 from spanscore.pipeline.scoring_workers import WorkerScoring
 from spanscore.pipeline.worker_messages import (
     Answer,
+    AskProgress,
+    Cancel,
     CloseSession,
     JudgesReport,
     Observed,
+    Progress,
     Ready,
     ScoreTraces,
     StartFailed,
@@ -220,6 +224,36 @@ async def test_a_worker_that_dies_costs_its_traces_their_scores_and_is_started_a
     await scoring._workers[0].ready
     again = await scoring.score_batch([traces[0]], SessionsOf())
     assert again[0].results[0].explanation == traces[0].trace_id.hex()
+
+
+async def test_at_max_hold_each_worker_is_asked_what_it_has_and_a_cancelled_batch_is_cancelled_there(pool):
+    def judge_down(index, start, message):  # says what it has, never answers
+        if isinstance(message, AskProgress):
+            so_far = Scored(results=[MetricResult(name="quick", score=0.5)])
+            return [Progress(message.request_id, [so_far, None], ("toy",))]
+        return []
+
+    workers = Workers(judge_down)
+    scoring = await pool(workers, count=1)
+    traces = [trace_in(None), trace_in(None)]
+    progress = ScoringProgress()
+    batch = asyncio.ensure_future(scoring.score_batch(traces, SessionsOf(), progress))
+    await asyncio.sleep(0.05)
+    assert scoring.in_flight == 2 and progress.catch_up is not None
+    await progress.catch_up()
+    early = progress.so_far(traces[0])
+    assert early is not None and [r.name for r in early.results] == ["quick"]
+    assert progress.pending_of(traces[0]) == ("toy",)
+    assert progress.so_far(traces[1]) is None  # not known: it waits for the whole scoring
+
+    batch.cancel()  # given up past max_following_traces
+    await asyncio.gather(batch, return_exceptions=True)
+    assert scoring.in_flight == 0
+    for _ in range(100):  # the Cancel goes with the loop's next round
+        if len(workers.got) == 3:
+            break
+        await asyncio.sleep(0.02)
+    assert [type(m) for _, m in workers.got] == [ScoreTraces, AskProgress, Cancel]
 
 
 async def test_a_session_whose_worker_died_fails_its_metrics(pool):

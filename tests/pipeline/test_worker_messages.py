@@ -1,11 +1,13 @@
-"""The scoring workers' messages: each survives the pipe's pickling whole, and a side
-that gets a message it has no use for says so and goes on."""
+"""The scoring workers' messages: each survives the pipe's pickling whole, a side that
+gets a message it has no use for says so and goes on, and a worker over a real pipe
+says what it has at max_hold (AskProgress) and stops what is cancelled."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import pickle
+from multiprocessing import Pipe
 
 import pytest
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
@@ -22,9 +24,12 @@ from spanscore.pipeline.scoring import Scored
 from spanscore.pipeline.worker_messages import (
     STOP,
     Answer,
+    AskProgress,
+    Cancel,
     CloseSession,
     JudgesReport,
     Observed,
+    Progress,
     Ready,
     ScoreTraces,
     StartFailed,
@@ -86,6 +91,10 @@ OBSERVATIONS.add_results(SCORED.results, "agent", None)
     "message",
     [
         ScoreTraces(7, (sent_trace(two_origin_trace(), None),)),
+        ScoreTraces(7, (sent_trace(two_origin_trace(), "session-1"),), left=True),
+        AskProgress(7),
+        Cancel(7),
+        Progress(7, [SCORED, None, Scored(skip_reason="not an agent trace")], ("slow",)),
         CloseSession(8, "session-1", ((b"t" * 16, b"s" * 8), (b"u" * 16, None))),
         STOP,
         Ready({"toy": Provenance("spanscore/toy", "1")}),
@@ -145,3 +154,71 @@ def test_the_worker_stops_after_what_came_with_stop():
 
     assert asyncio.run(round_with_stop()) is True
     assert closed == ["session-1"]
+
+
+QUICK_AND_SLOW = WorkerSetup(
+    [
+        ("processor/0", FACTORY, ToyMetricConfig(name="quick")),
+        ("processor/1", FACTORY, ToyMetricConfig(name="slow", delay_s=0.5)),
+    ],
+    ScoreScopeConfig(agent_traces_only=False),
+    logging.INFO,
+)
+
+
+async def _speaking_to_worker(talk):
+    """`talk(send, receive)` with a `Worker` serving the other end of a real pipe."""
+    ours, theirs = Pipe()
+    worker = Worker(theirs, QUICK_AND_SLOW)
+    serving = asyncio.create_task(worker.serve())
+
+    async def receive(timeout_s: float = 5.0) -> list:
+        assert await asyncio.to_thread(ours.poll, timeout_s), "the worker said nothing"
+        return ours.recv()
+
+    try:
+        assert isinstance((await receive(30.0))[0], Ready)
+        return await talk(ours.send, receive, worker)
+    finally:
+        ours.send([STOP])
+        await asyncio.wait_for(serving, 10.0)
+
+
+def test_asked_at_max_hold_a_worker_says_what_it_has_and_answers_the_rest_not_prepared():
+    trace = two_origin_trace()
+
+    async def talk(send, receive, worker):
+        send([ScoreTraces(1, (sent_trace(trace, None),))])
+        await asyncio.sleep(0.2)  # quick is done, slow sleeps
+        send([AskProgress(1)])
+        [progress] = await receive()
+        [answer] = [m for m in await receive() if isinstance(m, Answer)]
+        send([AskProgress(1)])  # answered already: nothing known
+        [after] = await receive()
+        return progress, answer, after
+
+    progress, answer, after = asyncio.run(_speaking_to_worker(talk))
+    assert isinstance(progress, Progress) and progress.request_id == 1 and progress.pending == ("slow",)
+    [so_far] = progress.so_far
+    assert [(r.name, r.score) for r in so_far.results] == [("quick", 0.75)]  # 3 spans of 4
+    assert {a.key: a.value for a in so_far.attributes} == {"eval.quick.sequence": 1}
+    [scored] = answer.scored
+    assert [(r.name, r.score) for r in scored.results] == [("quick", 0.75), ("slow", 0.75)]
+    assert scored.prepared is None  # the trace left: its results follow on the collector's carrier
+    assert after == Progress(1, [], ())
+
+
+def test_a_cancelled_request_stops_its_scoring_in_the_worker_and_is_not_answered():
+    async def talk(send, receive, worker):
+        send([ScoreTraces(1, (sent_trace(two_origin_trace(), None),))])
+        await asyncio.sleep(0.1)
+        send([Cancel(1), ScoreTraces(2, (sent_trace(two_origin_trace(), None),))])
+        replies = await receive()  # the cancelled one's slow metric would have ended first
+        with pytest.raises(AssertionError, match="said nothing"):
+            await receive(0.3)
+        send([Cancel(2)])  # answered already: nothing to stop
+        return replies, worker
+
+    replies, worker = asyncio.run(_speaking_to_worker(talk))
+    assert [(type(m), m.request_id) for m in replies] == [(Answer, 2)]
+    assert worker._batches == {} and not [task for task in worker._tasks if not task.done()]

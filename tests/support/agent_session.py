@@ -46,6 +46,12 @@ def send_turn(collector, name: str, trace_id: bytes | None = None) -> bytes:
     """One agent turn, its root alone, over OTLP gRPC; each its own answer (named after
     `name`), so a judge's cache does not answer a repeated prompt. Its trace id."""
     trace_id = trace_id or new_trace_id()
+    grpc_export(collector.grpc_port, turn_request(name, trace_id).SerializeToString())
+    return trace_id
+
+
+def turn_request(name: str, trace_id: bytes):
+    """The export request of `send_turn`'s agent turn."""
     root = span(
         trace_id,
         name,
@@ -57,5 +63,4 @@ def send_turn(collector, name: str, trace_id: bytes | None = None) -> bytes:
             "gen_ai.output.messages": messages("assistant", f"A blue kettle, delivered Monday ({name})."),
         },
     )
-    grpc_export(collector.grpc_port, request_of([root]).SerializeToString())
-    return trace_id
+    return request_of([root])

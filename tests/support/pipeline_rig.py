@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -13,10 +14,13 @@ import pytest
 
 from spanscore.exporters.memory import MemoryExporter
 from spanscore.pipeline.assembler import Assembler
+from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.pipeline.settings import PipelineSettings
 from spanscore.pipeline.wiring import Pipeline
 from spanscore.processors.base import Processor
 from spanscore.receivers.memory import MemoryReceiver
+from tests.support.toy_metric import FACTORY as TOY_FACTORY
+from tests.support.toy_metric import ToyMetric
 
 
 class Clock:
@@ -35,6 +39,7 @@ class Rig:
     pipeline: Pipeline
     receiver: MemoryReceiver
     exporter: MemoryExporter
+    workers: WorkerScoring | None = None  # with `scoring_workers`: the worker processes, shut down after the rig
 
     async def at(self, now: float) -> None:
         """Set the clock, release what is due and wait until it reached the exporters."""
@@ -48,7 +53,8 @@ class Rig:
 
 @pytest.fixture
 async def rig_for():
-    """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig."""
+    """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig
+    (with `scoring_workers=N`, toy metrics scored in N worker processes)."""
     rigs: list[Rig] = []
 
     async def build(
@@ -57,15 +63,18 @@ async def rig_for():
         clock = Clock()
         config = PipelineSettings(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
         exporters = exporters or [MemoryExporter()]
+        named = [(f"processor/{i}", p) for i, p in enumerate(processors)]
+        workers = await _workers(config, named, span_events) if config.scoring_workers else None
         pipeline = Pipeline(
             Assembler(config),
-            [(f"processor/{i}", p) for i, p in enumerate(processors)],
+            named if workers is None else [],
             exporters,
             clock=clock,
             span_events=span_events,
+            workers=workers,
         )
         await pipeline.start()
-        rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0])
+        rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0], workers)
         rigs.append(rig)
         return rig
 
@@ -74,3 +83,30 @@ async def rig_for():
         await rig.drain()
         for exporter in rig.pipeline.exporters:
             await exporter.shutdown(time.monotonic() + 5.0)
+        if rig.workers is not None:
+            await rig.workers.shutdown(time.monotonic() + 5.0)
+
+
+async def _workers(
+    config: PipelineSettings, processors: list[tuple[str, Processor]], span_events: bool
+) -> WorkerScoring:
+    """`scoring_workers` worker processes running the same toy metrics (only those: a
+    worker builds its processors from their factory and config)."""
+    toys = [(component_id, p) for component_id, p in processors if isinstance(p, ToyMetric)]
+    if len(toys) < len(processors):
+        raise TypeError("the rig's scoring workers run toy metrics only")
+    setup = WorkerSetup(
+        [(component_id, TOY_FACTORY, p.config) for component_id, p in toys],
+        config.score,
+        logging.INFO,
+        span_events=span_events,
+    )
+    workers = WorkerScoring(
+        setup,
+        config.scoring_workers,
+        tuple(n for _, p in processors for n in p.trace_metric_names),
+        tuple(n for _, p in processors for n in p.session_metric_names),
+        any(p.uses_sessions for _, p in processors),
+    )
+    await workers.start()
+    return workers
