@@ -28,7 +28,7 @@ from spanscore.core.session import Session
 from spanscore.core.trace import Trace
 from spanscore.exporters.score_observations import ScoreObservations
 from spanscore.pipeline.encoded_trace import Origins, encoded_trace
-from spanscore.pipeline.gc_tuning import tune_for_collector
+from spanscore.pipeline.gc_tuning import collect_cycles_forever, tune_for_collector
 from spanscore.pipeline.prepared_scores import PreparedScores
 from spanscore.pipeline.score_scope import ScoreScope
 from spanscore.pipeline.score_writer import Link, ScoreWriter
@@ -149,6 +149,7 @@ class Worker:
         reports = any(isinstance(processor, UsesJudges) for processor in self.processors)
         reporter = asyncio.create_task(self._report_judges_forever()) if reports else None
         tune_for_collector()
+        sweeper = asyncio.create_task(collect_cycles_forever(), name="gc-full-passes")
         inbox: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         threading.Thread(target=self._receive_forever, args=(loop, inbox), daemon=True).start()
@@ -158,6 +159,7 @@ class Worker:
                 break
         if self._tasks:
             await asyncio.wait(list(self._tasks))
+        sweeper.cancel()
         if reporter is not None:
             reporter.cancel()
             self._report_judges()  # the last word on what they spent
