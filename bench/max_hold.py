@@ -18,15 +18,17 @@ follow those traces: with the judge's results, given up (`max_following_traces`)
 error. Loopback, one machine; the judge answers from the schema (every score 0.8), so
 nothing here says anything about judge quality, only about the plumbing.
 
-Measured (300 s at 200 traces/s, defaults: max_hold 30s, max_following_traces 5000; a
-shared 2-core machine, load average 7.24 / 4.87 / 3.53 before and 4.09 / 4.92 / 4.11
-after): 0 refused, 0 unanswered; 59,999 of 59,999 roots exported, 30.23 / 31.98 /
-33.44 s after sending (p50 / p99 / max); RSS 99 MB at the start, 1,115 MB at the end of
-sending (every 30 s: 99, 157, 484, 590, 692, 824, 830, 903, 1022, 1019), 143.9 MB/min
-over the last 4 minutes, so not flat; 48,923 traces' results given up while sending,
-4,992 pending when it stopped, all of them then given up (the 6,084 traces still within
-max_hold left after the judge began answering and took the bound past 5,000 again),
-none pending after 122 s.
+Measured (300 s at 200 traces/s, defaults: max_hold 30s, max_following_traces 5000; one
+run on a shared 2-core machine): 0 refused, 0 unanswered; 59,999 of 59,999 roots
+exported, 30.21 / 33.6 / 35.57 s after sending (p50 / p99 / max); RSS every 30 s: 99,
+158, 493, 604, 615, 641, 648, 659, 662, 664 MB (it rises while the bounded stores fill,
+then levels off); 48,975 traces' results given up while sending, 4,992 pending when it
+stopped, all of them then given up (the 6,032 traces still within max_hold left after the
+judge began answering and took the bound past 5,000 again), none pending after 102 s.
+With `--seconds 600`: 119,999 of 119,999 exported, max 38.57 s; RSS 99 MB at the start,
+703 MB at its peak, 679 MB when sending stopped, 4.6 MB/min over the last 4 minutes.
+Before the collector's full garbage collection every 30 s (pipeline/gc_tuning.py) the
+same 300 s run grew to 1,019 MB, 144 MB/min over its last 4 minutes.
 """
 
 from __future__ import annotations
