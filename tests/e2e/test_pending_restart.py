@@ -110,7 +110,9 @@ def test_a_trace_that_left_pending_is_not_replayed_after_a_restart(tmp_path, sto
     assert [s.trace_id for s in written if s.name != "evaluate_trace"] == [trace_id]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="not built: a trace's pending results are not kept across a restart")
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="not built: a trace's pending results are not kept across a restart"
+)
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_pending_results_follow_after_a_restart(tmp_path, stop):
     """What the product asks: the judge's results follow after the restart, on one
