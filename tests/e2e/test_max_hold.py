@@ -71,6 +71,38 @@ def _counted(prometheus: int, counter: str) -> dict[str, float]:
     return counts
 
 
+def _left_with_pending(root) -> dict:
+    """The root's attributes, checked: the no-judge result on it, sequence 1, and every
+    judge metric pending."""
+    first = attributes_to_dict(root.attributes)
+    assert (first["eval.failure_localization.label"], first["eval.failure_localization.sequence"]) == (
+        "none_found",
+        1,
+    )
+    assert {k: v for k, v in first.items() if k.endswith(".pending")} == {
+        f"eval.{m}.pending": HOLD for m in METRIC_NAMES
+    }
+    return first
+
+
+def _followed_on_a_carrier(sink, trace_id: bytes, root) -> None:
+    """The judge's results followed on one carrier of the trace, child of the root and
+    linked to it, sequence 1 (they complete the first scoring; a re-score's is 2..); no
+    span id sent twice."""
+    assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=15)
+    root_again, [carrier] = _root_and_carrier(sink)
+    assert root_again.span_id == root.span_id
+    assert carrier.trace_id == trace_id and carrier.parent_span_id == root.span_id
+    assert [link.span_id for link in carrier.links] == [root.span_id]
+    followed = attributes_to_dict(carrier.attributes)
+    assert {followed[f"eval.{m}.score"] for m in JUDGED} == {0.8}
+    assert {followed[f"eval.{m}.sequence"] for m in JUDGED} == {1}
+    assert {m: followed[f"eval.{m}.skipped"] for m in SKIPPED} == SKIPPED
+    assert not [k for k in followed if k.startswith("eval.failure_localization.") or k.endswith(".pending")]
+    sent_ids = [s.span_id for s in sink.spans()]
+    assert len(sent_ids) == len(set(sent_ids)) == 2
+
+
 def test_a_slow_judge_does_not_hold_the_trace_its_results_follow_on_a_carrier(sink, start_collector):
     prometheus = free_port()
     judge = OpenAIServer(handler=schema_judge(score=0.8), port=free_port())
@@ -85,30 +117,9 @@ def test_a_slow_judge_does_not_hold_the_trace_its_results_follow_on_a_carrier(si
         assert left_after < 2.5  # max_hold (500ms) after trace_wait, not the judge's 3s
         root, carriers = _root_and_carrier(sink)
         assert carriers == []
-        first = attributes_to_dict(root.attributes)
-        # The no-judge result is on the root, sequence 1; every judge metric is pending.
-        assert (first["eval.failure_localization.label"], first["eval.failure_localization.sequence"]) == (
-            "none_found",
-            1,
-        )
-        assert {k: v for k, v in first.items() if k.endswith(".pending")} == {
-            f"eval.{m}.pending": HOLD for m in METRIC_NAMES
-        }
+        first = _left_with_pending(root)
         assert not [k for k in first if k.startswith(tuple(f"eval.{m}." for m in METRIC_NAMES)) and "pending" not in k]
-
-        assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=15)
-        root_again, [carrier] = _root_and_carrier(sink)
-        assert root_again.span_id == root.span_id
-        assert carrier.trace_id == trace_id and carrier.parent_span_id == root.span_id
-        assert [link.span_id for link in carrier.links] == [root.span_id]
-        followed = attributes_to_dict(carrier.attributes)
-        # They complete the first scoring: sequence 1, on a carrier (a re-score's is 2..).
-        assert {followed[f"eval.{m}.score"] for m in JUDGED} == {0.8}
-        assert {followed[f"eval.{m}.sequence"] for m in JUDGED} == {1}
-        assert {m: followed[f"eval.{m}.skipped"] for m in SKIPPED} == SKIPPED
-        assert not [k for k in followed if k.startswith("eval.failure_localization.") or k.endswith(".pending")]
-        sent_ids = [s.span_id for s in sink.spans()]
-        assert len(sent_ids) == len(set(sent_ids)) == 2
+        _followed_on_a_carrier(sink, trace_id, root)
 
         # Each metric counted once in the results series, nothing as a re-score.
         expected = {"failure_localization": 1.0, **{m: 1.0 for m in JUDGED}}
@@ -167,27 +178,8 @@ def test_with_scoring_workers_a_slow_judge_does_not_hold_the_trace_either(sink, 
         assert time.monotonic() - sent < 2.5  # max_hold (500ms) after trace_wait, not the judge's 3s
         root, carriers = _root_and_carrier(sink)
         assert carriers == [] and root.trace_id == trace_id
-        first = attributes_to_dict(root.attributes)
-        assert (first["eval.failure_localization.label"], first["eval.failure_localization.sequence"]) == (
-            "none_found",
-            1,
-        )
-        assert {k: v for k, v in first.items() if k.endswith(".pending")} == {
-            f"eval.{m}.pending": HOLD for m in METRIC_NAMES
-        }
-
-        assert wait_until(lambda: len(sink.spans()) == 2, timeout_s=15)
-        root_again, [carrier] = _root_and_carrier(sink)
-        assert root_again.span_id == root.span_id
-        assert carrier.trace_id == trace_id and carrier.parent_span_id == root.span_id
-        assert [link.span_id for link in carrier.links] == [root.span_id]
-        followed = attributes_to_dict(carrier.attributes)
-        assert {followed[f"eval.{m}.score"] for m in JUDGED} == {0.8}
-        assert {followed[f"eval.{m}.sequence"] for m in JUDGED} == {1}
-        assert {m: followed[f"eval.{m}.skipped"] for m in SKIPPED} == SKIPPED
-        assert not [k for k in followed if k.startswith("eval.failure_localization.") or k.endswith(".pending")]
-        sent_ids = [s.span_id for s in sink.spans()]
-        assert len(sent_ids) == len(set(sent_ids)) == 2
+        _left_with_pending(root)
+        _followed_on_a_carrier(sink, trace_id, root)
         # Counted once each, by the collector: the worker prepared nothing for a trace that left.
         expected = {"failure_localization": 1.0, **{m: 1.0 for m in JUDGED}}
         assert wait_until(lambda: _counted(prometheus, "gen_ai_evaluation_results_total") == expected)
