@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from spanscore.core.attributes import attributes_to_dict
 from tests.support.failing_run import run_spans
 from tests.support.otlp_client import send
-from tests.support.otlp_json import read_requests
+from tests.support.otlp_json import written_spans
 from tests.support.ports import free_port
 from tests.support.processes import launch
 from tests.support.running import scraped_samples, wait_until
@@ -114,15 +113,6 @@ service:
 """
 
 
-def _written(output: Path) -> list:
-    """The spans the file exporter wrote, over every run (it appends)."""
-    if not output.exists():
-        return []
-    return [
-        span for r in read_requests(output) for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans
-    ]
-
-
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_late_failing_tool_span_after_a_restart_still_rescores_the_trace(tmp_path, stop):
     port, output = free_port(), tmp_path / "scored.jsonl"
@@ -134,7 +124,7 @@ def test_a_late_failing_tool_span_after_a_restart_still_rescores_the_trace(tmp_p
     collector = launch(config, port)
     try:
         send(port, request_of(agent))
-        assert wait_until(lambda: len(_written(output)) == 3, timeout_s=10)
+        assert wait_until(lambda: len(written_spans(output)) == 3, timeout_s=10)
         time.sleep(0.5)  # its log marks written: a kill before them would send it again, as the log's docs say
         collector.send_signal(stop)
         _, stderr = collector.communicate(timeout=60)
@@ -146,7 +136,7 @@ def test_a_late_failing_tool_span_after_a_restart_still_rescores_the_trace(tmp_p
     collector = launch(config, port)
     try:
         send(port, request_of(tool_server))
-        assert wait_until(lambda: any(s.name == "evaluate_trace" for s in _written(output)), timeout_s=15)
+        assert wait_until(lambda: any(s.name == "evaluate_trace" for s in written_spans(output)), timeout_s=15)
         collector.send_signal(signal.SIGTERM)
         _, stderr = collector.communicate(timeout=60)
     finally:
@@ -155,7 +145,7 @@ def test_a_late_failing_tool_span_after_a_restart_still_rescores_the_trace(tmp_p
     assert collector.returncode == 0, stderr
     assert "replayed" not in stderr  # the trace was done with in the log: only its copy was kept
 
-    written = _written(output)
+    written = written_spans(output)
     sent = [span.span_id for span in written]
     assert len(sent) == len(set(sent)) == 6  # the five of the run and the carrier, each once, over both runs
     root = attributes_to_dict(next(s for s in written if s.span_id == ids["root"]).attributes)

@@ -18,7 +18,7 @@ from spanscore.core.attributes import attributes_to_dict
 from tests.support.agent_session import send_turn
 from tests.support.judge_answers import schema_judge
 from tests.support.openai_server import OpenAIServer
-from tests.support.otlp_json import read_requests
+from tests.support.otlp_json import written_spans
 from tests.support.ports import free_port
 from tests.support.processes import launch
 from tests.support.running import wait_until
@@ -40,15 +40,6 @@ service:
   pipelines:
     traces: {{receivers: [otlp], processors: [assembler, judge_metrics], exporters: [file]}}
 """
-
-
-def _written(output: Path) -> list:
-    """The spans the file exporter wrote, over every run (it appends)."""
-    if not output.exists():
-        return []
-    return [
-        span for r in read_requests(output) for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans
-    ]
 
 
 def _stop(collector, how: signal.Signals) -> str:
@@ -74,8 +65,8 @@ def _left_pending_then_restarted(tmp_path: Path, stop: signal.Signals) -> tuple[
         collector = launch(config, port)
         try:
             trace_id = send_turn(SimpleNamespace(grpc_port=port), "restarted judge")
-            assert wait_until(lambda: len(_written(output)) == 1, timeout_s=10)
-            [root] = _written(output)
+            assert wait_until(lambda: len(written_spans(output)) == 1, timeout_s=10)
+            [root] = written_spans(output)
             assert any(key.endswith(".pending") for key in attributes_to_dict(root.attributes))
             time.sleep(0.5)  # its log marks written, as in the late-span restart test
         finally:
@@ -90,14 +81,14 @@ def _left_pending_then_restarted(tmp_path: Path, stop: signal.Signals) -> tuple[
         config.write_text(CONFIG.format(port=port, judge=judge.base_url, output=output, directory=tmp_path / "s"))
         collector = launch(config, port)
         try:
-            wait_until(lambda: any(s.name == "evaluate_trace" for s in _written(output)), timeout_s=10)
+            wait_until(lambda: any(s.name == "evaluate_trace" for s in written_spans(output)), timeout_s=10)
             time.sleep(1.0)  # a second carrier, or the root replayed, would be written by now
         finally:
             stderr = _stop(collector, signal.SIGTERM)
     finally:
         judge.stop()
     assert collector.returncode == 0, stderr
-    return trace_id, _written(output)
+    return trace_id, written_spans(output)
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])

@@ -62,3 +62,13 @@ class JsonLinesSpanExporter(SpanExporter):  # type: ignore[misc,valid-type]
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def written_spans(output: Path) -> list:
+    """The spans a file exporter wrote to `output`, over every run (it appends); none when
+    it wrote nothing yet."""
+    if not output.exists():
+        return []
+    return [
+        span for r in read_requests(output) for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans
+    ]
