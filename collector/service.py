@@ -109,6 +109,8 @@ class Service:
                 self.storage.replay = []
                 self.pipeline.restore_late(self.storage.kept_copies)
                 self.storage.kept_copies = []
+                self.pipeline.restore_pending(self.storage.pending_copies)
+                self.storage.pending_copies = []
             for receiver in self.receivers:
                 await receiver.start(self.host)
         except BaseException:

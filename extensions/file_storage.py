@@ -6,7 +6,9 @@ exported by every exporter is replayed on the next start (see `write_ahead_log`)
 `max_size_mib` on disk, receivers answer "retry later" until exports catch up.
 
 With `late_spans: rescore`, the copies of scored traces awaiting late spans are kept
-here too (`rescore_copies`), so a restart inside a trace's late window still re-scores it.
+here too (`rescore_copies`), so a restart inside a trace's late window still re-scores it;
+so are the traces that left at `max_hold` with results still to follow
+(`pending_copies`), so those results follow after a restart.
 
 Exporters that name it in `sending_queue.storage` get a persistent sending queue in a
 folder of their own under `directory/sending_queue/` (see `persistent_queue`), bounded
@@ -23,6 +25,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from spanscore.core.component import NO_EXTENSIONS, ComponentConfig, ComponentFactory, Host
+from spanscore.extensions.pending_copies import PendingCopies, PendingCopy
 from spanscore.extensions.persistent_queue import PersistentQueue
 from spanscore.extensions.rescore_copies import KeptCopy, RescoreCopies
 from spanscore.extensions.write_ahead_log import Replayed, WriteAheadLog
@@ -49,14 +52,23 @@ class FileStorage:
     def __init__(self, component_id: str, config: FileStorageConfig):
         self.id = component_id
         self.config = config
-        self.log = self._log(config.directory, RescoreCopies(config.directory, config.fsync))
+        self.log = self._log(
+            config.directory,
+            RescoreCopies(config.directory, config.fsync),
+            PendingCopies(config.directory, config.fsync),
+        )
         self.replay: list[Replayed] = []
         self.kept_copies: list[KeptCopy] = []  # scored traces awaiting late spans at the last stop
+        self.pending_copies: list[PendingCopy] = []  # traces whose results were to follow at the last stop
         self._queues: list[PersistentQueue] = []
 
-    def _log(self, directory: Path, copies: RescoreCopies | None = None) -> WriteAheadLog:
+    def _log(
+        self, directory: Path, copies: RescoreCopies | None = None, pending: PendingCopies | None = None
+    ) -> WriteAheadLog:
         config = self.config
-        return WriteAheadLog(directory, config.fsync, config.max_size_mib << 20, config.segment_size_mib << 20, copies)
+        return WriteAheadLog(
+            directory, config.fsync, config.max_size_mib << 20, config.segment_size_mib << 20, copies, pending
+        )
 
     def queue_for(self, component_id: str) -> PersistentQueue:
         """The persistent sending queue of exporter `component_id` (opened by the exporter)."""
@@ -70,6 +82,8 @@ class FileStorage:
             self.replay = self.log.open()
             if self.log.copies is not None:
                 self.kept_copies = self.log.copies.open()
+            if self.log.pending is not None:
+                self.pending_copies = self.log.pending.open()
         except OSError as exc:
             raise OSError(f"file_storage cannot use {self.config.directory}: {exc}") from exc
         if self.replay:

@@ -12,7 +12,7 @@ not the requests they came in.
 
 The file only grows between compactions: once it is more than twice the live copies (and
 `COMPACT_SLACK` over them), the live copies are written to a new file, which replaces it
-by rename, so a crash leaves the old file or the new one whole. `open` reads the file
+(`records.RecordFile`). `open` reads the file
 (a torn record at its end, the crash came mid-write, is cut off with a warning), drops
 what is past its window and compacts. What a copy holds is in memory too
 (late_rescores): the bound on kept spans (`late_memory_spans`) bounds this file.
@@ -20,17 +20,13 @@ what is past its window and compacts. What a copy holds is in memory too
 
 from __future__ import annotations
 
-import logging
-import os
 import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spanscore.extensions.records import framed, read_records
-
-log = logging.getLogger("spanscore.file_storage")
+from spanscore.extensions.records import RecordFile, framed
 
 FILE_NAME = "late_spans.copies"
 KEEP, ADD, FORGET = b"K", b"A", b"F"
@@ -52,31 +48,35 @@ class RescoreCopies:
     """Not thread-safe: used from the collector's event loop."""
 
     def __init__(self, directory: Path, fsync: str = "batch"):
-        self.path = Path(directory) / FILE_NAME
-        self.fsync = fsync
+        self.file = RecordFile(Path(directory) / FILE_NAME, fsync)
         self._live: dict[bytes, int] = {}  # trace id -> bytes of its records
         self.live_bytes = 0
-        self.bytes_on_disk = 0
-        self._fd = -1
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def bytes_on_disk(self) -> int:
+        return self.file.bytes_on_disk
 
     def open(self, now: float | None = None) -> list[KeptCopy]:
         """The copies on disk whose window has not ended at `now` (Unix seconds), first
         kept first; the file is then rewritten with them only, ready to append."""
         now = time.time() if now is None else now
         copies: dict[bytes, KeptCopy] = {}
-        if self.path.exists():
-            for kind, _, payload in read_records(self.path, (KEEP, ADD, FORGET), cut_off=True):
-                if kind == KEEP:
-                    trace_id, expires_at, sequence = _KEEP.unpack_from(payload)
-                    copies[trace_id] = KeptCopy(trace_id, expires_at, sequence, [payload[_KEEP.size :]])
-                elif kind == ADD:
-                    trace_id, sequence = _ADD.unpack_from(payload)
-                    copy = copies.get(trace_id)
-                    if copy is not None:
-                        copy.sequence = sequence
-                        copy.parts.append(payload[_ADD.size :])
-                else:
-                    copies.pop(_FORGET.unpack(payload)[0], None)
+        for kind, _, payload in self.file.read((KEEP, ADD, FORGET)):
+            if kind == KEEP:
+                trace_id, expires_at, sequence = _KEEP.unpack_from(payload)
+                copies[trace_id] = KeptCopy(trace_id, expires_at, sequence, [payload[_KEEP.size :]])
+            elif kind == ADD:
+                trace_id, sequence = _ADD.unpack_from(payload)
+                copy = copies.get(trace_id)
+                if copy is not None:
+                    copy.sequence = sequence
+                    copy.parts.append(payload[_ADD.size :])
+            else:
+                copies.pop(_FORGET.unpack(payload)[0], None)
         kept = [copy for copy in copies.values() if copy.expires_at > now]
         self.compact(kept)
         return kept
@@ -93,57 +93,29 @@ class RescoreCopies:
         size = self._live.pop(trace_id, None)
         if size is not None:
             self.live_bytes -= size
-            self._write(framed(FORGET, _FORGET.pack(trace_id)))
+            self.file.append(framed(FORGET, _FORGET.pack(trace_id)))
 
     @property
     def wants_compaction(self) -> bool:
-        return self.bytes_on_disk > 2 * self.live_bytes + COMPACT_SLACK
+        return self.file.bytes_on_disk > 2 * self.live_bytes + COMPACT_SLACK
 
     def compact(self, copies: Iterable[KeptCopy]) -> None:
         """Replace the file with one holding `copies` only (each as one `K` record)."""
-        temporary = self.path.with_name(FILE_NAME + ".new")
         live: dict[bytes, int] = {}
         records = []
         for copy in copies:
             record = framed(KEEP, _KEEP.pack(copy.trace_id, copy.expires_at, copy.sequence) + b"".join(copy.parts))
             records.append(record)
             live[copy.trace_id] = len(record)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, b"".join(records))
-            if self.fsync != "never":
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        self.close()
-        os.replace(temporary, self.path)
-        if self.fsync != "never":
-            self._sync_directory()
+        self.file.replace(records)
         self._live = live
-        self.live_bytes = self.bytes_on_disk = sum(live.values())
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND, 0o600)
+        self.live_bytes = sum(live.values())
 
     def close(self) -> None:
-        if self._fd >= 0:
-            if self.fsync != "never":
-                os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+        self.file.close()
 
     def _append(self, trace_id: bytes, kind: bytes, payload: bytes) -> None:
         record = framed(kind, payload)
-        self._write(record)
+        self.file.append(record)
         self._live[trace_id] = self._live.get(trace_id, 0) + len(record)
         self.live_bytes += len(record)
-
-    def _write(self, record: bytes) -> None:
-        os.write(self._fd, record)
-        self.bytes_on_disk += len(record)
-
-    def _sync_directory(self) -> None:
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

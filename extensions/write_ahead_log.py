@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spanscore.core.telemetry import Readout, TelemetryMetric
+from spanscore.extensions.pending_copies import PendingCopies
 from spanscore.extensions.records import HEADER, framed, read_records
 from spanscore.extensions.rescore_copies import RescoreCopies
 
@@ -84,11 +85,13 @@ class WriteAheadLog:
         max_bytes: int = 1 << 30,
         segment_bytes: int = 16 << 20,
         copies: RescoreCopies | None = None,
+        pending: PendingCopies | None = None,
     ):
         self.directory = Path(directory)
         # Scored traces' copies kept for late spans (rescore_copies): not requests, but
         # on the same disk budget.
         self.copies = copies
+        self.pending = pending  # traces that left with results to follow (pending_copies): the same
         self.fsync = fsync
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
@@ -175,7 +178,8 @@ class WriteAheadLog:
 
     @property
     def bytes_on_disk(self) -> int:
-        return self.segments_on_disk + (0 if self.copies is None else self.copies.bytes_on_disk)
+        kept = [files.bytes_on_disk for files in (self.copies, self.pending) if files is not None]
+        return self.segments_on_disk + sum(kept)
 
     @property
     def full(self) -> bool:
@@ -291,8 +295,9 @@ class WriteAheadLog:
         ]
 
     def close(self) -> None:
-        if self.copies is not None:
-            self.copies.close()
+        for files in (self.copies, self.pending):
+            if files is not None:
+                files.close()
         if self._fd >= 0:
             if self.fsync != "never":
                 os.fsync(self._fd)

@@ -37,9 +37,11 @@ from spanscore.core.session import Session
 from spanscore.core.span_attribute import SpanAttribute
 from spanscore.core.trace import Trace
 from spanscore.exporters.score_observations import ScoreObservations
+from spanscore.extensions.pending_copies import PendingCopies, PendingCopy
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.attach import ScoreAttacher
 from spanscore.pipeline.counts import PipelineCounts
+from spanscore.pipeline.encoded_trace import origins_request, request_origins
 from spanscore.pipeline.fanout import FanOut
 from spanscore.pipeline.late_rescores import LateRescores
 from spanscore.pipeline.log_retention import LogRetention
@@ -54,6 +56,7 @@ from spanscore.pipeline.scoring import (
     skipped_attributes,
 )
 from spanscore.pipeline.sessions import Sessions
+from spanscore.pipeline.worker_messages import received_trace, sent_trace
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -93,6 +96,7 @@ class Scheduler:
         clock: Callable[[], float],
         book: LogRetention | None = None,
         late: LateRescores | None = None,
+        pending_copies: PendingCopies | None = None,
     ):
         config = assembler.config
         self.assembler = assembler
@@ -128,6 +132,10 @@ class Scheduler:
         # Batches cancelled past the bound: why, and their traces' results that were following.
         self._given_up: dict[asyncio.Task, tuple[str, dict[int, Following]]] = {}
         self._given_up_count = SummedCount(GIVEN_UP_LOG_INTERVAL_S)
+        # With file_storage: the traces that left with results to follow, on disk until
+        # those followed, so that a restart scores them again (restore_pending).
+        self.pending_copies = pending_copies
+        self._kept_for_restart = 0  # following traces left to the next start at shutdown
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -238,10 +246,13 @@ class Scheduler:
                 answers = await task
             except asyncio.CancelledError:  # the scoring deadline at shutdown, or given up past the bound
                 task.cancel()
-                why, given_up = self._given_up.pop(this, (self._why, {}))
+                given = self._given_up.pop(this, None)
+                why, given_up = given if given is not None else (self._why, {})
                 for trace in traces:
                     following = self._following.pop(id(trace), None) or given_up.get(id(trace))
                     if following is not None:
+                        if given is None and self._keep_for_restart(trace):
+                            continue
                         self._follow(trace, Scored(attributes=skipped_attributes(following.pending, why)), observations)
                     elif id(trace) not in gone:
                         self._conclude(trace, scoring.left_unscored(trace, session_of, why), opened)
@@ -257,7 +268,8 @@ class Scheduler:
             for session in opened.values():
                 self.sessions.scored(session)
             for trace in traces:
-                self._following.pop(id(trace), None)  # a scoring that failed: nothing follows
+                if self._following.pop(id(trace), None) is not None:  # a scoring that failed: nothing follows
+                    self._followed(trace)
                 trace.release_derived()  # the views derived for the processors are not kept while exporting
                 if id(trace) in gone:
                     self._export_carrier(trace)
@@ -310,7 +322,8 @@ class Scheduler:
         if scoring is None or not scoring.shows_progress:
             return
         for trace in self.ready.overdue(now - self.max_hold):
-            if trace.sequence > 1:  # a re-score sends one carrier, when done
+            # A re-score sends one carrier, when done; a trace taken back at start left already.
+            if trace.sequence > 1 or id(trace) in self._following:
                 continue
             skip = scoring.skip_reason(trace)
             if skip is not None:
@@ -325,6 +338,8 @@ class Scheduler:
     def _leave(self, trace: Trace, so_far: Scored, pending: tuple[str, ...], batch: asyncio.Task | None) -> None:
         """`trace` to the exporters with `so_far` and its `pending` metrics said pending."""
         reason = f"not scored within max_hold ({format_duration(self.max_hold)})"
+        if self.pending_copies is not None:  # its spans as scored: no score is written on them yet
+            self.pending_copies.keep(trace.trace_id, pending, origins_request(sent_trace(trace, None)[2]))
         so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in pending]
         self.attacher.attach(trace, so_far)
         self.fanout.export(trace)
@@ -375,11 +390,52 @@ class Scheduler:
     def _follow(self, trace: Trace, scored: Scored, observations: ScoreObservations | None) -> None:
         """The results that follow a trace that left before its scoring ended, on a carrier
         numbered with the same sequence: they complete that scoring."""
+        self._followed(trace)
         if scored.skip_reason is not None or not (scored.results or scored.attributes):
             return
         carrier = self.attacher.following_carrier(trace, scored, time.time_ns(), observations)
         if carrier is not None:
             self._rescore_carriers[id(trace)] = carrier
+
+    def _followed(self, trace: Trace) -> None:
+        """Nothing more follows `trace`: a restart need not score it again."""
+        if self.pending_copies is not None:
+            self.pending_copies.done(trace.trace_id)
+
+    def _keep_for_restart(self, trace: Trace) -> bool:
+        """At shutdown, whether the results following `trace` are left to the next start
+        (on disk with file_storage) rather than sent as skipped."""
+        if self.pending_copies is None or trace.trace_id not in self.pending_copies:
+            return False
+        self._kept_for_restart += 1
+        return True
+
+    def restore_pending(self, copies: list[PendingCopy]) -> None:
+        """The traces whose results were still to follow at the last stop (file_storage),
+        back in line to be scored: their spans were sent, so only the results of their
+        pending metrics follow, on a carrier with sequence 1, as if they had not stopped."""
+        scoring = self.scoring
+        names = set(scoring.trace_metric_names) if scoring is not None and scoring.shows_progress else set()
+        dropped = 0
+        for copy in copies:
+            pending = tuple(name for name in copy.pending if name in names)
+            if not pending:  # no scoring here now, or none of its metrics: nothing can follow
+                dropped += 1
+                if self.pending_copies is not None:
+                    self.pending_copies.done(copy.trace_id)
+                continue
+            trace = received_trace((copy.trace_id, None, request_origins(copy.spans)))
+            self._following[id(trace)] = Following(trace, Scored(), pending)
+            self.ready.put(trace)
+        if len(copies) > dropped:
+            log.info("results still to follow %d traces at the last stop: scoring them again", len(copies) - dropped)
+        if dropped:
+            log.warning(
+                "results still to follow %d traces at the last stop are given up: none of their pending metrics "
+                "is scored by this configuration",
+                dropped,
+            )
+        self._bound_following()
 
     def _session_of(self, opened: dict[bytes, Session]) -> Callable[[Trace], Session | None]:
         """Opens the session of a trace in the scope, marked as being scored, into `opened`."""
@@ -462,6 +518,12 @@ class Scheduler:
         await self._drain_following(deadline - share)
         await self.sessions.close_all(deadline, why)
         self._log_given_up(None)  # what the last interval gave up
+        if self._kept_for_restart:
+            log.warning(
+                "results still to follow %d traces are kept in file_storage: they are scored again and follow "
+                "after the next start",
+                self._kept_for_restart,
+            )
         for scorer in self._scorers:
             scorer.cancel()
         await asyncio.gather(*self._scorers, return_exceptions=True)
@@ -509,6 +571,8 @@ class Scheduler:
             trace.release_derived()
             following = self._following.pop(id(trace), None)
             if following is not None:  # it left while waiting: its pending metrics follow as skipped
+                if self._keep_for_restart(trace):
+                    continue
                 self._follow(trace, Scored(attributes=skipped_attributes(following.pending, self._why)), None)
                 self._export_carrier(trace)
                 continue

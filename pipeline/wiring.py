@@ -32,6 +32,7 @@ from spanscore.core.telemetry import Readout, reported
 from spanscore.core.trace_exporter import TraceExporter, exporter_telemetry
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
+from spanscore.extensions.pending_copies import PendingCopy
 from spanscore.extensions.rescore_copies import KeptCopy, RescoreCopies
 from spanscore.extensions.write_ahead_log import WriteAheadLog
 from spanscore.pipeline.assembler import Assembler
@@ -109,7 +110,16 @@ class Pipeline:
         )
         self.late = late
         self.scheduler = Scheduler(
-            assembler, self.scoring, self.attacher, self.fanout, self.sessions, self.counts, clock, book, self.late
+            assembler,
+            self.scoring,
+            self.attacher,
+            self.fanout,
+            self.sessions,
+            self.counts,
+            clock,
+            book,
+            self.late,
+            write_ahead.pending if write_ahead is not None else None,
         )
 
     def telemetry(self) -> list[Readout]:
@@ -126,6 +136,11 @@ class Pipeline:
                 copies.compact([])
             return
         self.assembler.forwarded(self.late.restore(kept, self.clock()))
+
+    def restore_pending(self, pending: list[PendingCopy]) -> None:
+        """Score again the traces whose results were still to follow at the last stop
+        (file_storage's copies): those results follow now."""
+        self.scheduler.restore_pending(pending)
 
     async def start(self) -> None:
         """Start scoring and releasing; the processors and exporters are already started."""
