@@ -9,10 +9,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from spanscore.exporters.memory import MemoryExporter
+from spanscore.extensions.pending_copies import PendingCopies
+from spanscore.extensions.rescore_copies import RescoreCopies
+from spanscore.extensions.write_ahead_log import WriteAheadLog
 from spanscore.pipeline.assembler import Assembler
 from spanscore.pipeline.scoring_workers import WorkerScoring, WorkerSetup
 from spanscore.pipeline.settings import PipelineSettings
@@ -40,6 +44,7 @@ class Rig:
     receiver: MemoryReceiver
     exporter: MemoryExporter
     workers: WorkerScoring | None = None  # with `scoring_workers`: the worker processes, shut down after the rig
+    log: WriteAheadLog | None = None  # with `storage`: file_storage's files, closed after the rig
 
     async def at(self, now: float) -> None:
         """Set the clock, release what is due and wait until it reached the exporters."""
@@ -54,17 +59,27 @@ class Rig:
 @pytest.fixture
 async def rig_for():
     """Factory: rig_for(*processors, exporters=..., **assembler settings) -> a started Rig
-    (with `scoring_workers=N`, toy metrics scored in N worker processes)."""
+    (with `scoring_workers=N`, toy metrics scored in N worker processes; with `storage`,
+    a directory, started on its files as `file_storage` does: replayed, then restored)."""
     rigs: list[Rig] = []
 
     async def build(
-        *processors: Processor, exporters: list[MemoryExporter] | None = None, span_events: bool = True, **settings
+        *processors: Processor,
+        exporters: list[MemoryExporter] | None = None,
+        span_events: bool = True,
+        storage: Path | None = None,
+        **settings,
     ) -> Rig:
         clock = Clock()
         config = PipelineSettings(**{"trace_wait": 1.0, "trace_timeout": 30.0, "session_idle": 60.0, **settings})
         exporters = exporters or [MemoryExporter()]
         named = [(f"processor/{i}", p) for i, p in enumerate(processors)]
         workers = await _workers(config, named, span_events) if config.scoring_workers else None
+        log = (
+            None
+            if storage is None
+            else WriteAheadLog(storage, copies=RescoreCopies(storage), pending=PendingCopies(storage))
+        )
         pipeline = Pipeline(
             Assembler(config),
             named if workers is None else [],
@@ -72,9 +87,14 @@ async def rig_for():
             clock=clock,
             span_events=span_events,
             workers=workers,
+            write_ahead=log,
         )
         await pipeline.start()
-        rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0], workers)
+        if log is not None and log.copies is not None and log.pending is not None:
+            pipeline.intake.replay(log.open())
+            pipeline.restore_late(log.copies.open())
+            pipeline.restore_pending(log.pending.open())
+        rig = Rig(clock, pipeline, MemoryReceiver(pipeline.intake), exporters[0], workers, log)
         rigs.append(rig)
         return rig
 
@@ -85,6 +105,8 @@ async def rig_for():
             await exporter.shutdown(time.monotonic() + 5.0)
         if rig.workers is not None:
             await rig.workers.shutdown(time.monotonic() + 5.0)
+        if rig.log is not None:
+            rig.log.close()
 
 
 async def _workers(
