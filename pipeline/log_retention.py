@@ -37,6 +37,10 @@ class LogRetention:
     def rescore_only(self, trace_ids: set[bytes]) -> None:
         self._rescore_only |= trace_ids
 
+    def replays_for_session(self, trace_id: bytes) -> bool:
+        """The replay holds trace `trace_id`, exported before a crash, to score it again for its session."""
+        return trace_id in self._rescore_only
+
     def sent_before(self, trace: Trace) -> bool:
         """`trace` was exported before a crash: it is scored again for its session, not sent."""
         if trace.trace_id in self._rescore_only:

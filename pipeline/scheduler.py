@@ -136,6 +136,9 @@ class Scheduler:
         # those followed, so that a restart scores them again (restore_pending).
         self.pending_copies = pending_copies
         self._kept_for_restart = 0  # following traces left to the next start at shutdown
+        # Of those taken back at start, the ones the log's replay scores again for their
+        # session (log_retention): by trace id, their pending metrics, until dispatched.
+        self._replayed_pending: dict[bytes, tuple[str, ...]] = {}
 
     def start(self) -> None:
         if self.scoring is not None:
@@ -176,6 +179,12 @@ class Scheduler:
             if rescore is not None:
                 self.ready.put(rescore)
         else:
+            pending = self._replayed_pending.pop(trace.trace_id, None) if self._replayed_pending else None
+            if (
+                pending is not None
+            ):  # sent before a crash: scored again for its session, only its pending results follow
+                self.fanout.export(trace)  # nothing is sent: its spans are released
+                self._following[id(trace)] = Following(trace, Scored(), pending)
             if self.late is not None:  # its spans as they are scored: late spans may come while it is
                 self.late.remember(trace, self.clock())
             # Whether it is scored, and its session, are settled by a scorer: the scope may
@@ -413,7 +422,8 @@ class Scheduler:
     def restore_pending(self, copies: list[PendingCopy]) -> None:
         """The traces whose results were still to follow at the last stop (file_storage),
         back in line to be scored: their spans were sent, so only the results of their
-        pending metrics follow, on a carrier with sequence 1, as if they had not stopped."""
+        pending metrics follow, on a carrier with sequence 1, as if they had not stopped.
+        One the log replays to score again for its open session is scored once, there."""
         scoring = self.scoring
         names = set(scoring.trace_metric_names) if scoring is not None and scoring.shows_progress else set()
         dropped = 0
@@ -423,6 +433,9 @@ class Scheduler:
                 dropped += 1
                 if self.pending_copies is not None:
                     self.pending_copies.done(copy.trace_id)
+                continue
+            if self.book is not None and self.book.replays_for_session(copy.trace_id):
+                self._replayed_pending[copy.trace_id] = pending  # scored with its session as it is replayed
                 continue
             trace = received_trace((copy.trace_id, None, request_origins(copy.spans)))
             self._following[id(trace)] = Following(trace, Scored(), pending)

@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from spanscore.core.score_encoding import SESSION_SPAN_NAME
 from spanscore.extensions.pending_copies import PendingCopies
 from tests.support.spans import new_span_id, new_trace_id, request_of, span
 from tests.support.toy_metric import toy
@@ -32,11 +33,12 @@ async def rig_with(rig_for, storage, delay_s: float, workers: int, **settings):
     )
 
 
-async def left_pending(rig, spans: int = 2) -> tuple[bytes, bytes]:
+async def left_pending(rig, spans: int = 2, session: str | None = None) -> tuple[bytes, bytes]:
     """A trace sent, released and gone to the exporter at max_hold with `slow` pending."""
     trace_id, root_id = new_trace_id(), new_span_id()
     children = [span(trace_id, f"step {n}", parent=root_id) for n in range(spans - 1)]
-    rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id), *children]))
+    root = span(trace_id, "root", span_id=root_id, attributes={"session.id": session} if session else None)
+    rig.receiver.send(request_of([root, *children]))
     rig.clock.now += 2.0
     rig.pipeline.tick()
     await asyncio.sleep(0.4)
@@ -121,3 +123,31 @@ async def test_a_restart_without_the_pending_metrics_gives_them_up_with_a_warnin
     assert again.exporter.exported == []
     assert "results still to follow 1 traces at the last stop are given up" in caplog.text
     assert still_pending(tmp_path) == []
+
+
+@pytest.mark.parametrize("judge_after", ["answers", "still_silent"])
+async def test_a_trace_of_an_open_session_replayed_after_a_crash_is_scored_once_for_both(
+    rig_for, tmp_path, judge_after
+):
+    """The log keeps a trace of an open session to score it again for the session after a
+    crash; the pending copy does not score it a second time, and its results follow once."""
+    first = await rig_with(rig_for, tmp_path / "s", 30.0, 0, session_idle=600.0)
+    trace_id, root_id = await left_pending(first, session="s1")
+    shutil.copytree(tmp_path / "s", tmp_path / "crashed")
+
+    again = await rig_with(rig_for, tmp_path / "crashed", 0.0 if judge_after == "answers" else 30.0, 0)
+    again.clock.now = 3.0
+    again.pipeline.tick()  # the replayed trace released, scored in its session
+    await asyncio.sleep(0.4)  # past max_hold: it does not leave again
+    if judge_after == "answers":
+        [followed] = again.exporter.by_trace_id(trace_id)
+        assert followed.span_names == ["evaluate_trace"] and followed.spans[0].parent_span_id == root_id
+        assert followed.scores == {"slow": 0.5} and followed.anchor_attributes["eval.slow.sequence"] == 1
+        assert still_pending(tmp_path / "crashed") == []
+        await again.drain()
+        [session] = again.exporter.named(SESSION_SPAN_NAME)  # the session holds the trace, once
+        assert [link.span_id for link in session.spans[0].links] == [root_id]
+    else:
+        assert again.exporter.by_trace_id(trace_id) == []
+        await again.drain()  # still following at the stop: left to the next start
+        assert still_pending(tmp_path / "crashed") == [trace_id]
