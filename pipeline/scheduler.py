@@ -12,13 +12,16 @@ scoring is running (its scorer then takes the next batch) or it still waits for 
 scorer (it stays in line); the others follow on `evaluate_trace` carriers when its
 scoring ends. At most `max_following_traces` traces have results still to follow: past
 it the oldest is given up, its pending metrics following as skipped, so a judge that
-never answers costs bounded memory. Late
+never answers costs bounded memory. With file_storage a trace that leaves with results
+to follow is kept on disk until they followed (extensions/pending_copies), so a restart
+scores it again and they still follow (`restore_pending`). Late
 spans of a scored trace are forwarded and, with `late_spans: rescore`, the trace is
 scored again with them (late_rescores): only the re-score's carrier span is exported.
 
 At shutdown scoring has until a deadline: past it the traces being scored and those
 still waiting leave unscored, every trace metric skipped with the reason, and so do the
-carriers of the sessions still closing.
+carriers of the sessions still closing; results still to follow a trace that left are
+left to the next start when they are on disk.
 """
 
 from __future__ import annotations
