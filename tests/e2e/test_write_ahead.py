@@ -35,6 +35,7 @@ from tests.support.ports import free_port
 from tests.support.processes import launch
 from tests.support.running import wait_until
 from tests.support.spans import AGENT_ROOT, agent_request, new_trace_id, request_of, span
+from tests.support.torn_file import tear_the_end
 
 CONFIG = """
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: '127.0.0.1:{port}'}}}}}}}}
@@ -141,8 +142,7 @@ def test_a_torn_record_at_the_end_is_cut_off_and_the_rest_replayed(tmp_path):
     wal.append(request_of([span(new_trace_id(), "b")]).SerializeToString(), 1)
     wal.close()
     [segment] = list(tmp_path.glob("*.wal"))
-    with open(segment, "r+b") as f:
-        f.truncate(segment.stat().st_size - 5)  # the crash came mid-write
+    tear_the_end(segment)
     replayed = WriteAheadLog(tmp_path).open()
     assert [r.data for r in replayed] == [first]
     assert segment.stat().st_size > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from spanscore.extensions.pending_copies import COMPACT_SLACK, FILE_NAME, PendingCopies, PendingCopy
+from tests.support.torn_file import tear_the_end
 
 
 def opened(directory) -> tuple[PendingCopies, list[PendingCopy]]:
@@ -46,9 +47,7 @@ def test_a_torn_record_at_the_end_is_cut_off_with_a_warning(tmp_path, caplog):
     copies.keep(b"a" * 16, ("m",), b"whole")
     copies.keep(b"b" * 16, ("m",), b"torn by the crash")
     copies.close()
-    path = tmp_path / FILE_NAME
-    with open(path, "r+b") as f:
-        f.truncate(path.stat().st_size - 5)
+    tear_the_end(tmp_path / FILE_NAME)
     with caplog.at_level(logging.WARNING, "spanscore.file_storage"):
         copies, kept = opened(tmp_path)
     assert kept == [PendingCopy(b"a" * 16, ("m",), b"whole")]

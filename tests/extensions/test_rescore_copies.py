@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from spanscore.extensions.rescore_copies import COMPACT_SLACK, FILE_NAME, KeptCopy, RescoreCopies
+from tests.support.torn_file import tear_the_end
 
 NOW = 1_800_000_000.0  # Unix seconds
 
@@ -47,9 +48,7 @@ def test_a_torn_record_at_the_end_is_cut_off_with_a_warning(tmp_path, caplog):
     copies.keep(b"a" * 16, NOW + 600, 1, b"whole")
     copies.keep(b"b" * 16, NOW + 600, 1, b"torn by the crash")
     copies.close()
-    path = tmp_path / FILE_NAME
-    with open(path, "r+b") as f:
-        f.truncate(path.stat().st_size - 5)
+    tear_the_end(tmp_path / FILE_NAME)
     with caplog.at_level(logging.WARNING, "spanscore.file_storage"):
         _, kept = opened(tmp_path)
     assert [(copy.trace_id, copy.parts) for copy in kept] == [(b"a" * 16, [b"whole"])]
