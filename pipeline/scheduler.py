@@ -183,9 +183,8 @@ class Scheduler:
                 self.ready.put(rescore)
         else:
             pending = self._replayed_pending.pop(trace.trace_id, None) if self._replayed_pending else None
-            if (
-                pending is not None
-            ):  # sent before a crash: scored again for its session, only its pending results follow
+            if pending is not None:
+                # Sent before a crash, scored again for its session: only its pending results follow.
                 self.fanout.export(trace)  # nothing is sent: its spans are released
                 self._following[id(trace)] = Following(trace, Scored(), pending)
             if self.late is not None:  # its spans as they are scored: late spans may come while it is
