@@ -21,6 +21,7 @@ CODE = "code"
 class Provenance:
     evaluator: str
     revision: str
+    judged: bool = False  # a language model gave the score (a judge), not code or an embedder
 
 
 def revision_of(*parts: object) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from spanscore.core.component import Component
+from spanscore.core.provenance import Provenance
 from spanscore.core.telemetry import Readout, ReportsTelemetry, TelemetryMetric
 from spanscore.core.trace import Trace
 
@@ -44,6 +45,15 @@ class TraceExporter(Component, Protocol):
     def dropped_by_reason(self) -> Mapping[str, int]: ...  # the same spans by why: DROP_REASONS
 
     def enqueue(self, trace: Trace) -> None: ...
+
+
+@runtime_checkable
+class ReadsProvenance(Protocol):
+    """An exporter that says who scored each result in its own terms (Phoenix's
+    annotator kind): told, once scoring starts, the provenance of every metric the
+    pipeline scores."""
+
+    def read_provenance(self, provenance: Mapping[str, Provenance]) -> None: ...
 
 
 def exporter_telemetry(exporter: TraceExporter) -> list[Readout]:

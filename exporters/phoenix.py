@@ -8,7 +8,8 @@ annotations. It sends no spans, so it is paired with that `otlphttp` exporter.
 
 Per batch, one `POST <endpoint>/v1/span_annotations` holds an annotation per result of
 every trace, on the trace's scored span (its root): name = metric, result = {label,
-score, explanation}, annotator_kind LLM or CODE, metadata = evaluator, revision and
+score, explanation}, annotator_kind LLM (a judge scored it) or CODE (code or an
+embedder did, as the pipeline's provenance says), metadata = evaluator, revision and
 threshold. A failure_localization finding on another span of the trace (docs/
 score-encoding.md, "Findings on other spans") is an annotation on that span: name
 `failure_localization`, label = its category, metadata = group, impact, evidence and
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -43,6 +45,7 @@ from pydantic import Field, model_validator
 from spanscore.core.attributes import find_attribute
 from spanscore.core.component import ComponentFactory
 from spanscore.core.evaluation_event import EXPLANATION, evaluation_events
+from spanscore.core.provenance import Provenance
 from spanscore.core.result import MetricResult
 from spanscore.core.score_encoding import (
     BLAMED_SPAN_IDS,
@@ -106,20 +109,26 @@ class PhoenixExporterConfig(ExporterConfig):
         return self.endpoint.rstrip("/")
 
 
-def annotator_kind(metric: str, evaluator: str | None) -> str:
+def annotator_kind(metric: str, evaluator: str | None, kinds: Mapping[str, str] | None = None) -> str:
     """LLM when a language model gave the score, CODE otherwise.
 
-    `eval.<metric>.evaluator` names the judge model, the embedder or `code`; an embedder
-    is a model but not a judge, so the embedding metrics are CODE. Spans scored before
-    the evaluator was recorded fall back to the judge's metric names.
+    `kinds` (metric -> kind) holds what the pipeline's provenance says of the metrics it
+    scores: an embedder is a model but not a judge, so the embedding metrics, and the RAG
+    metrics scored without a judge, are CODE. A metric not in it (scored by another
+    collector) goes by `eval.<metric>.evaluator`, which names the judge model, the
+    embedder or `code`, and by the embedding metrics' names; spans scored before the
+    evaluator was recorded fall back to the judge's metric names.
     """
+    if kinds and metric in kinds:
+        return kinds[metric]
     if evaluator is None:
         return "LLM" if metric in JUDGE_METRICS else "CODE"
     return "CODE" if evaluator == CODE_EVALUATOR or metric in EMBEDDING_METRICS else "LLM"
 
 
-def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
-    """The fields Phoenix's span and session annotations share, for one result."""
+def annotation(result: MetricResult, span_attributes: Any, kinds: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The fields Phoenix's span and session annotations share, for one result (`kinds`:
+    `annotator_kind`'s)."""
     keys = result_keys(result.name)
     evaluator = find_attribute(span_attributes, keys.evaluator)
     metadata: dict[str, Any] = {"threshold": result.threshold}
@@ -138,14 +147,14 @@ def annotation(result: MetricResult, span_attributes: Any) -> dict[str, Any]:
         outcome = {"label": result.label, "score": result.score, "explanation": result.explanation}
     return {
         "name": result.name,
-        "annotator_kind": annotator_kind(result.name, evaluator),
+        "annotator_kind": annotator_kind(result.name, evaluator, kinds),
         "result": outcome,
         "metadata": metadata,
         "identifier": IDENTIFIER,
     }
 
 
-def span_result_annotations(trace: Trace) -> list[dict[str, Any]]:
+def span_result_annotations(trace: Trace, kinds: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """An annotation per span-level result, on the span it is about (the root has the
     metric's roll-up among the trace's results)."""
     if not trace.span_results:
@@ -153,7 +162,7 @@ def span_result_annotations(trace: Trace) -> list[dict[str, Any]]:
     wanted = {result.span_id for result in trace.span_results}
     spans = {hex_id: span for span, _ in trace.spans() if (hex_id := span.span_id.hex()) in wanted}
     return [
-        {**annotation(result, spans[result.span_id].attributes), "span_id": result.span_id}
+        {**annotation(result, spans[result.span_id].attributes, kinds), "span_id": result.span_id}
         for result in trace.span_results
         if result.span_id in spans
     ]
@@ -196,6 +205,11 @@ def finding_annotations(trace: Trace, anchor: Any) -> list[dict[str, Any]]:
 class PhoenixExporter(Exporter):
     config: PhoenixExporterConfig
 
+    kinds: Mapping[str, str] = {}  # annotator kind by metric, from the pipeline's provenance
+
+    def read_provenance(self, provenance: Mapping[str, Provenance]) -> None:
+        self.kinds = {metric: "LLM" if source.judged else "CODE" for metric, source in provenance.items()}
+
     async def open(self) -> None:
         config = self.config
         self._session = client_session(config.base_url, config.tls, config.sending_queue.num_consumers, config.timeout)
@@ -211,16 +225,21 @@ class PhoenixExporter(Exporter):
                 continue
             if self.config.annotate_sessions and trace.session_id is not None and is_session_carrier(trace):
                 sessions.extend(
-                    {**annotation(r, anchor.attributes), "session_id": trace.session_id} for r in trace.results
+                    {**annotation(r, anchor.attributes, self.kinds), "session_id": trace.session_id}
+                    for r in trace.results
                 )
             elif is_trace_carrier(trace):
                 # A re-score: on the root it is linked to, replacing the results there by name.
                 span_id = anchor.links[0].span_id.hex() if anchor.links else anchor.span_id.hex()
-                spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
+                spans.extend(
+                    {**annotation(r, anchor.attributes, self.kinds), "span_id": span_id} for r in trace.results
+                )
             else:
                 span_id = anchor.span_id.hex()
-                spans.extend({**annotation(r, anchor.attributes), "span_id": span_id} for r in trace.results)
-                spans.extend(span_result_annotations(trace))
+                spans.extend(
+                    {**annotation(r, anchor.attributes, self.kinds), "span_id": span_id} for r in trace.results
+                )
+                spans.extend(span_result_annotations(trace, self.kinds))
                 spans.extend(finding_annotations(trace, anchor))
         return spans, sessions
 

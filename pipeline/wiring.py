@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from spanscore.core.routing import TraceRouter
 from spanscore.core.session import Session
 from spanscore.core.telemetry import Readout, reported
-from spanscore.core.trace_exporter import TraceExporter, exporter_telemetry
+from spanscore.core.trace_exporter import ReadsProvenance, TraceExporter, exporter_telemetry
 from spanscore.exporters.evaluation_logs import EvaluationLogs
 from spanscore.exporters.score_metrics import ScoreMetrics
 from spanscore.extensions.pending_copies import PendingCopy
@@ -146,6 +146,9 @@ class Pipeline:
         """Start scoring and releasing; the processors and exporters are already started."""
         if self.scoring is not None:
             self.attacher.provenance = self.scoring.provenance()
+            for exporter in self.exporters:
+                if isinstance(exporter, ReadsProvenance):
+                    exporter.read_provenance(self.attacher.provenance)
         self.scheduler.start()
 
     def tick(self) -> None:

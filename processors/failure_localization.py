@@ -136,7 +136,7 @@ class FailureLocalization(Processor):
             return Provenance(CODE, revision_of(NAME, EVIDENCE_SOURCE, settings, categories))
         model = self.config.judge.model
         prompts = (inspect.getsource(judging), inspect.getsource(run_steps))
-        return Provenance(model, revision_of(NAME, model, settings, categories, prompts))
+        return Provenance(model, revision_of(NAME, model, settings, categories, prompts), judged=True)
 
     @property
     def session_metric_names(self) -> tuple[str, ...]:

@@ -124,7 +124,7 @@ class PluginJudge:
         model, spanscore's system prompt, the redaction and limits, and `definition`
         (the plugin's instructions, schema, settings)."""
         limits = (self.builder.max_field_chars, self.max_input_tokens, self.builder.redaction)
-        return Provenance(self.model, revision_of(metric, self.model, SYSTEM_PROMPT, limits, *definition))
+        return Provenance(self.model, revision_of(metric, self.model, SYSTEM_PROMPT, limits, *definition), judged=True)
 
     def messages(self, instructions: str, data: Mapping[str, str], schema: Mapping[str, Any]) -> list[dict[str, str]]:
         """The chat messages `ask` sends: spanscore's system prompt, then the data block

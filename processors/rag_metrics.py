@@ -259,7 +259,7 @@ class RagMetrics(Processor):
                 include={"max_judged_spans", "redact", "max_field_chars", "max_input_tokens"}
             )
             prompts = inspect.getsource(rag_judge)
-            return Provenance(judge.model, revision_of(metric_name, judge.model, settings, asked, prompts))
+            return Provenance(judge.model, revision_of(metric_name, judge.model, settings, asked, prompts), judged=True)
         name = self.held.name
         return Provenance(name, revision_of(metric_name, name, settings))
 

@@ -190,6 +190,7 @@ class GroundTruth(Processor):
                 settings,
                 inspect.getsource(prompts) if judged else None,
             ),
+            judged=judged,
         )
 
     async def shutdown(self, deadline: float) -> None:

@@ -423,7 +423,7 @@ class JudgeMetrics(Processor):
         if judge is None:  # then it has no metric_names
             raise ValueError(f"{self.id} has no judge, so no {metric_name} to say the provenance of")
         if metric_name not in RUBRICS:
-            return Provenance(judge.model, self._own_revision(metric_name))
+            return Provenance(judge.model, self._own_revision(metric_name), judged=True)
         rubric = RUBRICS[metric_name]
         return Provenance(
             judge.model,
@@ -439,6 +439,7 @@ class JudgeMetrics(Processor):
                 self.config.redact.model_dump(),
                 self.examples[metric_name][0],  # the worked examples used, as the judge reads them
             ),
+            judged=True,
         )
 
     def _own_revision(self, metric_name: str) -> str:

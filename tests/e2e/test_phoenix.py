@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import time
+from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
@@ -55,6 +56,7 @@ from tests.support.span_metric import agent_run, scored_run
 from tests.support.spans import AGENT_ROOT, new_trace_id, request_of
 
 SESSION = "phoenix-session-1"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUESTION = "What is the weather in Paris today?"
 GOOD_ANSWER = "The weather in Paris today is sunny and warm."  # hashing coherence 0.74, judged 0.9
 BAD_ANSWER = "Bananas grow on large tropical plants."  # hashing coherence 0.01, judged 0.2
@@ -579,3 +581,32 @@ def test_a_late_trace_of_a_closed_session_replaces_its_session_annotation_in_pho
     send_turn()  # within late_window of the close: the session opens again
     latest = wait_for(annotations, lambda found: [a["metadata"]["sequence"] for a in found] == [2], timeout_s=30)
     assert read(latest) == [("3 of 3 traces complete", 2, "spanscore")]  # replaced, not added
+
+
+def test_the_annotator_kind_follows_who_scored_embedder_rag_metrics_are_code(phoenix, start_collector):
+    """The RAG metrics scored by the embedder are CODE in Phoenix, as the embedding metrics
+    are: an embedder is a model but not a judge (the pipeline's provenance says which)."""
+    project = "spanscore-rag-kinds"
+    collector = start_collector(
+        collector_config(
+            processors={"rag_metrics": "{embedder: {type: hashing}}"},
+            exporters={
+                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
+            },
+        )
+    )
+    body = (EXAMPLES / "rag-chatbot.json").read_bytes()
+    status, _, _ = post(collector.http_port, body, "application/json")
+    assert status == 200
+    assert wait_until(lambda: collector.pipeline.counts.exported_traces >= 2, timeout_s=15)
+    stored = wait_for(lambda: phoenix.spans(project), lambda found: len(found) == 7, timeout_s=20)
+    span_ids = [span["context"]["span_id"] for span in stored]
+    annotations = wait_for(
+        lambda: phoenix.span_annotations(project, span_ids),
+        lambda found: {"faithfulness", "context_relevance", "answer_relevance"} <= {a["name"] for a in found},
+        timeout_s=30,
+    )
+    rag = [a for a in annotations if a["name"] in ("faithfulness", "context_relevance", "answer_relevance")]
+    assert rag and {a["annotator_kind"] for a in rag} == {"CODE"}
+    assert {a["metadata"]["evaluator"] for a in rag} == {"hashing-v1-d1024"}  # the embedder's name, not `code`

@@ -142,7 +142,10 @@ async def test_bad_questions_are_refused_before_any_request(server, data, schema
 def test_the_revision_follows_the_definition_and_the_model():
     base = {"model": "a", "base_url": "http://127.0.0.1:9/v1"}
     one, other_model = spanscore.judge_from(base), spanscore.judge_from({**base, "model": "b"})
-    assert one.provenance("politeness", INSTRUCTIONS).evaluator == "a"
+    assert (
+        one.provenance("politeness", INSTRUCTIONS).evaluator == "a"
+        and one.provenance("politeness", INSTRUCTIONS).judged
+    )
     assert one.provenance("politeness", INSTRUCTIONS) == one.provenance("politeness", INSTRUCTIONS)
     assert one.provenance("politeness", INSTRUCTIONS) != one.provenance("politeness", INSTRUCTIONS + "!")
     assert (

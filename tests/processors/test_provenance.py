@@ -26,7 +26,7 @@ def judge_metrics(**config) -> JudgeMetrics:
 def test_judge_metrics_are_by_the_judge_model_under_a_rubric_revision():
     processor = judge_metrics()
     task, tools = processor.provenance("task_completion"), processor.provenance("tool_correctness")
-    assert task.evaluator == tools.evaluator == "judge-model"
+    assert task.evaluator == tools.evaluator == "judge-model" and task.judged and tools.judged
     assert task.revision != tools.revision  # different rubrics
     assert judge_metrics().provenance("task_completion") == task  # stable
     # A setting that changes the scores is a new revision; the judge's address is not.
@@ -53,7 +53,7 @@ def test_embedding_metrics_are_by_the_embedder():
 
     provenance = asyncio.run(started())
     assert provenance.evaluator.startswith("hashing-v")
-    assert provenance != CODE_PROVENANCE
+    assert provenance != CODE_PROVENANCE and not provenance.judged
 
 
 def test_session_metrics_are_code():
@@ -69,7 +69,7 @@ def test_ground_truth_revisions_follow_the_dataset(tmp_path):
         return GroundTruth("ground_truth", GroundTruthConfig(dataset=str(dataset))).provenance(metric)
 
     before = provenance("tool_call_accuracy")
-    assert before.evaluator == "code"  # no judge: the expected calls are compared exactly
+    assert before.evaluator == "code" and not before.judged  # no judge: the expected calls are compared exactly
     dataset.write_text(DATASET.replace("value: Oslo", "value: Bergen"))
     assert provenance("tool_call_accuracy").revision != before.revision
 

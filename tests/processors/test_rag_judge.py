@@ -286,9 +286,10 @@ def test_each_metric_is_judged_on_its_span_with_the_judge_s_usage():
     assert usage.input_tokens == sum(sum(len(m["content"]) for m in r.messages) // 4 for r in judge.requests)
     # Who scored them, and a revision of their own.
     provenance = processor.provenance(FAITHFULNESS)
-    assert provenance.evaluator == "judge-model"
+    assert provenance.evaluator == "judge-model" and provenance.judged
     embedded = RagMetrics("rag_metrics", RagMetricsConfig())
     assert embedded.provenance(FAITHFULNESS).revision != provenance.revision
+    assert not embedded.provenance(FAITHFULNESS).judged  # the embedder scores them: a model, not a judge
     smaller, _ = judged_processor(SCRIPT, max_input_tokens=16_000)
     assert smaller.provenance(FAITHFULNESS).revision != provenance.revision
 
