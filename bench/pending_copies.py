@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from bench.late_rescores import assembled  # noqa: E402
 from spanscore.extensions.pending_copies import FILE_NAME, PendingCopies  # noqa: E402
 from spanscore.pipeline.encoded_trace import origins_request, request_origins  # noqa: E402
-from spanscore.pipeline.worker_messages import received_trace, sent_trace  # noqa: E402
+from spanscore.pipeline.worker_messages import received_trace, trace_origins  # noqa: E402
 
 JUDGE_METRICS = (
     "task_completion",
@@ -54,14 +54,14 @@ def main() -> None:
             copies.open()
             started = time.perf_counter()
             for trace in traces:
-                copies.keep(trace.trace_id, JUDGE_METRICS, origins_request(sent_trace(trace, None)[2]))
+                copies.keep(trace.trace_id, JUDGE_METRICS, origins_request(trace_origins(trace)))
             keep_s = min(keep_s, time.perf_counter() - started)
             on_disk = copies.bytes_on_disk
             copies.close()
 
             started = time.perf_counter()
             reopened = PendingCopies(Path(directory), fsync="never")
-            restored = [received_trace((c.trace_id, None, request_origins(c.spans))) for c in reopened.open()]
+            restored = [received_trace((c.trace_id, None, 1, request_origins(c.spans))) for c in reopened.open()]
             start_s = min(start_s, time.perf_counter() - started)
             assert sum(trace.span_count for trace in restored) == spans
 

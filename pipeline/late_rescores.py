@@ -44,7 +44,7 @@ from spanscore.pipeline.encoded_trace import origins_request, request_origins
 from spanscore.pipeline.score_attributes import attach_attributes, attach_results, attach_usage, random_id
 from spanscore.pipeline.scoring import Scored
 from spanscore.pipeline.settings import PipelineSettings
-from spanscore.pipeline.worker_messages import Origins, received_trace, sent_trace
+from spanscore.pipeline.worker_messages import Origins, received_trace, trace_origins
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -89,7 +89,7 @@ class LateRescores:
         if trace.span_count > self.max_spans or trace.trace_id in self._traces:
             return
         self._expire(now)
-        _, _, origins = sent_trace(trace, None)
+        origins = trace_origins(trace)
         remembered = _Remembered(now + self.window_s, origins, trace.span_count, 1, self.wall_clock() + self.window_s)
         if self.copies is not None:
             self.copies.keep(trace.trace_id, remembered.expires_at, 1, origins_request(origins))
@@ -121,15 +121,14 @@ class LateRescores:
         remembered = self._traces.get(late.trace_id)
         if remembered is None:
             return None
-        late_origins = sent_trace(late, None)[2]
+        late_origins = trace_origins(late)
         remembered.origins += late_origins
         remembered.span_count += late.span_count
         remembered.sequence += 1
         self.span_count += late.span_count
         if self.copies is not None:
             self.copies.add(late.trace_id, remembered.sequence, origins_request(late_origins))
-        rescore = received_trace((late.trace_id, None, remembered.origins))
-        rescore.sequence = remembered.sequence
+        rescore = received_trace((late.trace_id, None, remembered.sequence, remembered.origins))
         if remembered.sequence > self.max_rescores:
             self._forget(late.trace_id)  # no further re-score: its copy is not needed
             log.info(

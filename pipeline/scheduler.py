@@ -59,7 +59,7 @@ from spanscore.pipeline.scoring import (
     skipped_attributes,
 )
 from spanscore.pipeline.sessions import Sessions
-from spanscore.pipeline.worker_messages import received_trace, sent_trace
+from spanscore.pipeline.worker_messages import received_trace, trace_origins
 
 log = logging.getLogger("spanscore.pipeline")
 
@@ -350,7 +350,7 @@ class Scheduler:
         """`trace` to the exporters with `so_far` and its `pending` metrics said pending."""
         reason = f"not scored within max_hold ({format_duration(self.max_hold)})"
         if self.pending_copies is not None:  # its spans as scored: no score is written on them yet
-            self.pending_copies.keep(trace.trace_id, pending, origins_request(sent_trace(trace, None)[2]))
+            self.pending_copies.keep(trace.trace_id, pending, origins_request(trace_origins(trace)))
         so_far.attributes += [SpanAttribute(result_keys(name).pending, reason) for name in pending]
         self.attacher.attach(trace, so_far)
         self.fanout.export(trace)
@@ -439,7 +439,7 @@ class Scheduler:
             if self.book is not None and self.book.replays_for_session(copy.trace_id):
                 self._replayed_pending[copy.trace_id] = pending  # scored with its session as it is replayed
                 continue
-            trace = received_trace((copy.trace_id, None, request_origins(copy.spans)))
+            trace = received_trace((copy.trace_id, None, 1, request_origins(copy.spans)))
             self._following[id(trace)] = Following(trace, Scored(), pending)
             self.ready.put(trace)
         if len(copies) > dropped:
@@ -476,6 +476,7 @@ class Scheduler:
             self.late.forget(trace.trace_id)  # not scored: nothing to score again
         if trace.sequence > 1:  # a re-score: its spans were sent, its results go on a carrier
             if scored.skip_reason is None and not scored.cut_off:
+                trace.results = scored.results  # what its session reads (scored elsewhere: not set here)
                 carrier = self.attacher.rescore_carrier(trace, scored, time.time_ns(), observations)
                 if carrier is not None:
                     self._rescore_carriers[id(trace)] = carrier

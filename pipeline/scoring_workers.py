@@ -156,12 +156,13 @@ class WorkerScoring:
             positions.setdefault(zlib.crc32(key) % len(self._workers), []).append(position)
         asked = []
         requests: list[tuple[WorkerHandle, int, list[int]]] = []
-        left = progress.left if progress is not None else ()
+        left = progress.left if progress is not None else frozenset()
         for index, at in positions.items():
             # A trace outside the sessions (none opened for it) goes without its session id.
             sent = [sent_trace(traces[p], traces[p].session_id if sessions[p] is not None else None) for p in at]
             worker = self._workers[index]
-            request_id, answer = worker.score_traces(sent, left=bool(left) and any(id(traces[p]) in left for p in at))
+            gone = any(id(traces[p]) in left or traces[p].sequence > 1 for p in at)  # their results go on carriers
+            request_id, answer = worker.score_traces(sent, left=gone)
             asked.append(answer)
             requests.append((worker, request_id, at))
         if progress is not None:

@@ -105,7 +105,7 @@ class Pipeline:
             clock,
             book,
             # A late trace of a closed session opens it again where a late span re-scores its trace.
-            late_window=config.late_window if late is not None else 0.0,
+            late_window=config.late_window if reopens_sessions(late, self.scoring) else 0.0,
             max_rescores=config.max_rescores,
         )
         self.late = late
@@ -173,15 +173,20 @@ class Pipeline:
 def late_rescores(
     config: PipelineSettings, scoring: Scoring | None, copies: RescoreCopies | None = None
 ) -> LateRescores | None:
-    """What re-scores traces with their late spans, when `late_spans: rescore` and the
-    processors run in this process; with scoring workers late spans are only forwarded.
-    With `copies` (file_storage) the copies it keeps are on disk too."""
+    """What re-scores traces with their late spans, when `late_spans: rescore` and there
+    is scoring. With `copies` (file_storage) the copies it keeps are on disk too."""
     if config.late_spans != "rescore" or scoring is None:
         return None
-    if not isinstance(scoring, LocalScoring):
-        log.info(
-            "late spans are forwarded, not scored again, and closed sessions not opened again by late traces, "
-            "when scoring runs in scoring_workers"
-        )
-        return None
     return LateRescores(config, copies)
+
+
+def reopens_sessions(late: LateRescores | None, scoring: Scoring | None) -> bool:
+    """Whether a late trace of a closed session opens it again: with late re-scores, when
+    the processors run in this process. In scoring workers the processors' state of a
+    closed session is the worker's, which does not keep it."""
+    if late is None:
+        return False
+    if not isinstance(scoring, LocalScoring):
+        log.info("closed sessions are not opened again by late traces when scoring runs in scoring_workers")
+        return False
+    return True

@@ -270,7 +270,7 @@ class Worker:
             if message.request_id not in batch.left:
                 for sent, trace, scored in zip(message.traces, traces[start:end], answers[start:end]):
                     if scored.skip_reason is None:
-                        self._prepare_trace(trace, sent[2], scored)
+                        self._prepare_trace(trace, sent[3], scored)
             self._send_soon(Answer(message.request_id, answers[start:end]))
             start = end
 

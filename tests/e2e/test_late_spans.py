@@ -22,11 +22,11 @@ from tests.support.running import scraped_samples, wait_until
 from tests.support.spans import request_of
 
 
-def config(sink, prometheus: int, late_spans: str = "rescore") -> str:
+def config(sink, prometheus: int, late_spans: str = "rescore", workers: int = 0) -> str:
     return f"""
 receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}
 processors:
-  assembler: {{trace_wait: 50ms, late_spans: {late_spans}, late_window: 1m}}
+  assembler: {{trace_wait: 50ms, late_spans: {late_spans}, late_window: 1m, scoring_workers: {workers}}}
   failure_localization: {{when: always}}
 exporters:
   otlp: {{endpoint: 127.0.0.1:{sink.grpc_port}, tls: {{insecure: true}}}}
@@ -57,9 +57,10 @@ def _results(prometheus: int, counter: str) -> dict[str, float]:
     }
 
 
-def test_a_late_failing_tool_span_flips_failure_localization_on_a_carrier_counted_once(sink, start_collector):
+@pytest.mark.parametrize("workers", [0, 1], ids=["in_process", "scoring_workers"])
+def test_a_late_failing_tool_span_flips_failure_localization_on_a_carrier_counted_once(sink, start_collector, workers):
     prometheus = free_port()
-    collector = start_collector(config(sink, prometheus))
+    collector = start_collector(config(sink, prometheus, workers=workers))
     trace_id, ids = _send_run_then_tool_server_late(collector, sink)
     assert wait_until(lambda: any(s.name == "evaluate_trace" for s in sink.spans()))
 

@@ -230,6 +230,9 @@ async def test_sessions_are_not_kept_when_no_processor_reads_them(rig_for):
 
 # Late spans and shutdown -----------------------------------------------------------------
 
+# The same behaviour, scored in the collector's process or in a scoring worker process.
+SCORED_HERE_OR_IN_A_WORKER = pytest.mark.parametrize("workers", [0, 1], ids=["in_process", "scoring_workers"])
+
 
 async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace_wait(rig_for):
     metric = toy()
@@ -249,9 +252,10 @@ async def test_late_spans_of_a_forwarded_trace_are_exported_unscored_after_trace
     assert [seen[2] for seen in metric.seen] == [trace_id]  # scored once
 
 
-async def test_late_spans_rescore_their_trace_onto_a_carrier_sending_no_span_twice(rig_for):
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_late_spans_rescore_their_trace_onto_a_carrier_sending_no_span_twice(rig_for, workers):
     metric = toy()
-    rig = await rig_for(metric, score=EVERY_TRACE)
+    rig = await rig_for(metric, score=EVERY_TRACE, scoring_workers=workers)
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(1.0)
@@ -269,12 +273,14 @@ async def test_late_spans_rescore_their_trace_onto_a_carrier_sending_no_span_twi
     assert carrier.anchor_attributes["eval.toy.explanation"] == "3 spans"
     sent = [s.span_id for exported in rig.exporter.exported for s in exported.spans]
     assert len(sent) == len(set(sent)) == 4
-    assert [seen[2] for seen in metric.seen] == [trace_id, trace_id]
+    if not workers:  # else the metric runs in the worker process
+        assert [seen[2] for seen in metric.seen] == [trace_id, trace_id]
     assert rig.pipeline.counts.held_spans == 0
 
 
-async def test_late_spans_arriving_while_the_first_scoring_runs_rescore_it_too(rig_for):
-    rig = await rig_for(toy(delay_s=0.2), score=EVERY_TRACE)
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_late_spans_arriving_while_the_first_scoring_runs_rescore_it_too(rig_for, workers):
+    rig = await rig_for(toy(delay_s=0.2), score=EVERY_TRACE, scoring_workers=workers)
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     rig.clock.now = 1.0
@@ -301,9 +307,10 @@ async def test_a_trace_outside_the_scoring_scope_is_not_kept_for_late_spans(rig_
     assert [e.span_names for e in rig.exporter.by_trace_id(trace_id)] == [["root"], ["late"]]
 
 
-async def test_late_spans_rescore_at_most_max_rescores_times_and_only_within_late_window(rig_for):
+@SCORED_HERE_OR_IN_A_WORKER
+async def test_late_spans_rescore_at_most_max_rescores_times_and_only_within_late_window(rig_for, workers):
     metric = toy()
-    rig = await rig_for(metric, score=EVERY_TRACE, max_rescores=2, late_window=100.0)
+    rig = await rig_for(metric, score=EVERY_TRACE, max_rescores=2, late_window=100.0, scoring_workers=workers)
     trace_id, root_id = new_trace_id(), new_span_id()
     rig.receiver.send(request_of([span(trace_id, "root", span_id=root_id)]))
     await rig.at(1.0)
@@ -313,7 +320,7 @@ async def test_late_spans_rescore_at_most_max_rescores_times_and_only_within_lat
         await rig.at(second + 1.0)
     carriers = [e for e in rig.exporter.by_trace_id(trace_id) if e.span_names == ["evaluate_trace"]]
     assert [(c.anchor_attributes["eval.toy.sequence"], c.scores["toy"]) for c in carriers] == [(2, 0.5), (3, 0.75)]
-    assert len(metric.seen) == 3  # the third late span is only forwarded
+    assert len(metric.seen) == (0 if workers else 3)  # the third late span is only forwarded
     assert len(rig.pipeline.late) == 0  # nothing kept once it cannot be scored again
 
     other, other_root = new_trace_id(), new_span_id()
@@ -614,10 +621,6 @@ async def test_receiver_refuses_input_after_shutdown(rig_for):
     with pytest.raises(RuntimeError, match="receiver memory is shut down"):
         receiver.send(request_of([span(new_trace_id(), "root")]))
     assert rig.pipeline.counts.received_spans == 0
-
-
-# The same max_hold, scored in the collector's process or in a scoring worker process.
-SCORED_HERE_OR_IN_A_WORKER = pytest.mark.parametrize("workers", [0, 1], ids=["in_process", "scoring_workers"])
 
 
 @SCORED_HERE_OR_IN_A_WORKER

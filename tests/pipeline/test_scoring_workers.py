@@ -73,7 +73,7 @@ def toy_answers(message) -> list:
     if isinstance(message, ScoreTraces):
         answers = [
             Scored(results=[MetricResult(name="toy", score=1.0, explanation=trace_id.hex())])
-            for trace_id, _, _ in message.traces
+            for trace_id, _, _, _ in message.traces
         ]
         return [Answer(message.request_id, answers)]
     results = [MetricResult(name="toy_session", score=1.0, explanation=f"{message.session_id} {len(message.links)}")]
