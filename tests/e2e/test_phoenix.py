@@ -113,6 +113,16 @@ processors:
 """
 
 
+def into_phoenix(phoenix, project: str, processors: dict[str, str], **settings) -> str:
+    """A config scoring with `processors`, its spans to Phoenix's project `project` and its
+    scores as Phoenix annotations."""
+    exporters = {
+        "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
+        "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
+    }
+    return collector_config(processors=processors, exporters=exporters, **settings)
+
+
 def messages(role: str, text: str) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
 
@@ -467,13 +477,7 @@ def test_a_span_level_result_is_annotated_on_its_span_and_the_roll_up_on_the_roo
 def test_span_level_results_are_annotated_in_phoenix_on_the_spans_they_name(phoenix, start_collector):
     project = "spanscore-span-targets"
     collector = start_collector(
-        collector_config(
-            processors={"span_metric": "{on: llm, where: {span_names: [chat plan, chat answer]}}"},
-            exporters={
-                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
-                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
-            },
-        )
+        into_phoenix(phoenix, project, {"span_metric": "{on: llm, where: {span_names: [chat plan, chat answer]}}"})
     )
     _, ids, spans = agent_run()
     status, _, _ = post(collector.http_port, request_of(spans).SerializeToString(), "application/x-protobuf")
@@ -516,15 +520,7 @@ def test_a_rescore_carrier_annotates_the_root_it_links_to_replacing_by_name_with
 
 def test_a_late_span_rescore_replaces_the_root_annotation_in_phoenix(phoenix, start_collector):
     project = "spanscore-late"
-    collector = start_collector(
-        collector_config(
-            processors={"failure_localization": "{when: always}"},
-            exporters={
-                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
-                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
-            },
-        )
-    )
+    collector = start_collector(into_phoenix(phoenix, project, {"failure_localization": "{when: always}"}))
     _, ids, spans = run_spans(failing=True)
     root = ids["root"].hex()
     agent, tool_server = [spans[0], spans[1], spans[4]], [spans[2], spans[3]]
@@ -550,12 +546,10 @@ def test_a_late_span_rescore_replaces_the_root_annotation_in_phoenix(phoenix, st
 def test_a_late_trace_of_a_closed_session_replaces_its_session_annotation_in_phoenix(phoenix, start_collector):
     project, session_id = "spanscore-late-session", "phoenix-late-session"
     collector = start_collector(
-        collector_config(
-            processors={"toy_metric": "{name: toy}"},
-            exporters={
-                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
-                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
-            },
+        into_phoenix(
+            phoenix,
+            project,
+            {"toy_metric": "{name: toy}"},
             assembler="trace_wait: 100ms, session_idle: 500ms, late_window: 1m",
         )
     )
@@ -587,15 +581,7 @@ def test_the_annotator_kind_follows_who_scored_embedder_rag_metrics_are_code(pho
     """The RAG metrics scored by the embedder are CODE in Phoenix, as the embedding metrics
     are: an embedder is a model but not a judge (the pipeline's provenance says which)."""
     project = "spanscore-rag-kinds"
-    collector = start_collector(
-        collector_config(
-            processors={"rag_metrics": "{embedder: {type: hashing}}"},
-            exporters={
-                "otlphttp": f"{{endpoint: '{phoenix.url}', headers: {{x-project-name: {project}}}, {FAST_RETRY}}}",
-                "phoenix": f"{{endpoint: '{phoenix.url}', {FAST_RETRY}}}",
-            },
-        )
-    )
+    collector = start_collector(into_phoenix(phoenix, project, {"rag_metrics": "{embedder: {type: hashing}}"}))
     body = (EXAMPLES / "rag-chatbot.json").read_bytes()
     status, _, _ = post(collector.http_port, body, "application/json")
     assert status == 200
