@@ -573,13 +573,17 @@ class Scheduler:
                 pass
         if not ready.unfinished or self.scoring is None:  # without scoring nothing waits for it
             return
-        log.warning(
-            "scoring stopped at the shutdown's scoring deadline: %d traces being scored and %d waiting leave "
-            "unscored (%s)",
-            ready.unfinished - len(ready),
-            len(ready),
-            self._why,
-        )
+        # Those in line that left already (max_hold) are not said here: their pending
+        # results follow as skipped, or are kept for the next start.
+        waiting = len(ready) - sum(1 for following in self._following.values() if following.batch is None)
+        if ready.unfinished > len(ready) or waiting:
+            log.warning(
+                "scoring stopped at the shutdown's scoring deadline: %d traces being scored and %d waiting leave "
+                "unscored (%s)",
+                ready.unfinished - len(ready),
+                waiting,
+                self._why,
+            )
         for scorer in self._scorers:
             scorer.cancel()  # a cancelled scoring still exports its traces, its metrics skipped
         await asyncio.gather(*self._scorers, return_exceptions=True)

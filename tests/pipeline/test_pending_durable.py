@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import time
 
 import pytest
 
@@ -151,3 +152,20 @@ async def test_a_trace_of_an_open_session_replayed_after_a_crash_is_scored_once_
         assert again.exporter.by_trace_id(trace_id) == []
         await again.drain()  # still following at the stop: left to the next start
         assert still_pending(tmp_path / "crashed") == [trace_id]
+
+
+async def test_at_a_stop_a_trace_that_left_while_waiting_in_line_is_kept_not_said_unscored(rig_for, tmp_path, caplog):
+    rig = await rig_with(rig_for, tmp_path, 30.0, 0, scoring_concurrency=1, scoring_batch=1)
+    being_scored, waiting = new_trace_id(), new_trace_id()
+    rig.receiver.send(request_of([span(being_scored, "root"), span(waiting, "root")]))
+    rig.clock.now = 2.0
+    rig.pipeline.tick()  # the one scorer takes the first; the second waits in line
+    await asyncio.sleep(0.02)
+    rig.clock.now = 3.0
+    rig.pipeline.tick()  # past max_hold in line: the second leaves, and stays in line
+    with caplog.at_level(logging.WARNING, "spanscore.pipeline"):
+        await rig.pipeline.drain(time.monotonic())  # the deadline is now: the first is cut off
+    assert "1 traces being scored and 0 waiting leave unscored" in caplog.text
+    assert "results still to follow 1 traces are kept in file_storage" in caplog.text
+    assert still_pending(tmp_path) == [waiting]
+    assert "eval.slow.skipped" in rig.exporter.only(being_scored).anchor_attributes
