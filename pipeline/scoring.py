@@ -126,9 +126,6 @@ class ScoringProgress:
         already, and its metrics still pending."""
         self._reported[id(trace)] = (so_far, pending)
 
-    def was_reported(self, trace: Trace) -> bool:
-        return id(trace) in self._reported
-
     def pending_of(self, trace: Trace) -> tuple[str, ...]:
         """The trace metrics still being computed for the trace."""
         reported = self._reported.get(id(trace))

@@ -57,9 +57,9 @@ class WorkerSetup:
 
 # A trace as its spans' bytes: its id, its session id (None for a trace outside the
 # sessions), its sequence (above 1: a re-score with late spans), and its spans grouped by
-# the resource and scope they came with. A tuple,
-# not a class: one goes per trace, and pickling a class's instance costs 5 to 25 times
-# a tuple's (1.5 to 7 us a trace), a measurable share of the collector's work per trace.
+# the resource and scope they came with. A tuple, not a class: one goes per trace, and
+# pickling a class's instance costs 5 to 25 times a tuple's (1.5 to 7 us a trace), a
+# measurable share of the collector's work per trace.
 SentTrace = tuple[bytes, str | None, int, Origins]
 
 

@@ -112,7 +112,8 @@ class _Batch:
 
     traces: dict[int, list[Trace]]
     progress: ScoringProgress = field(default_factory=ScoringProgress)
-    left: set[int] = field(default_factory=set)  # requests whose traces left (max_hold): answered not prepared
+    # Requests whose traces' spans left already (max_hold, a re-score): answered not prepared.
+    left: set[int] = field(default_factory=set)
     cancelled: set[int] = field(default_factory=set)  # requests whose answer is not wanted
     task: asyncio.Task | None = None
 
